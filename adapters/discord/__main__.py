@@ -1,0 +1,5 @@
+"""`python -m adapters.discord sync|run`."""
+
+from adapters.discord.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,154 @@
+"""The `/learning` slash command group. Each method's signature is its Discord schema (typed
+options, choices, ranges); discord.py enforces none of it at run time, so every value is
+validated again before it becomes a bus command."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import discord
+from discord import app_commands
+
+from adapters.discord.surface import (
+    MAX_ARM_CHARS,
+    DiscordSurface,
+    Interaction,
+    option_bool,
+    option_choice,
+    option_int,
+    option_text,
+    reset_command,
+)
+from bot.commands import (
+    COMMAND_NAMES,
+    MAX_TOP,
+    HelpCommand,
+    PhaseCommand,
+    RewardCommand,
+    StatusCommand,
+)
+from engine.config import Phase
+from engine.service import MAX_REASON_CHARS
+
+GROUP_NAME = "learning"
+DEFAULT_PERMISSIONS = discord.Permissions(send_messages=True)
+"""Who sees /learning by default (server admins can change it under Integrations). Only a
+hint: admin-only subcommands are checked by the bot on every call."""
+REWARD_VALUES = {"good": 1.0, "bad": 0.0}
+
+
+class LearningCommands(app_commands.Group):
+    """/learning status | reward | reset | phase | help"""
+
+    def __init__(self, surface: DiscordSurface) -> None:
+        super().__init__(
+            name=GROUP_NAME,
+            description="The prompt learning layer: status, rewards, resets and phases",
+            guild_only=True,
+            allowed_contexts=app_commands.AppCommandContext(
+                guild=True, dm_channel=False, private_channel=False
+            ),
+            allowed_installs=app_commands.AppInstallationType(guild=True, user=False),
+            default_permissions=DEFAULT_PERMISSIONS,
+        )
+        self.surface = surface
+
+    @app_commands.command(
+        name="status", description="Phase, traces, token savings, the best and worst arms"
+    )
+    @app_commands.describe(
+        top="How many arms to list at the top and at the bottom (1-25, default 5)",
+        arm="Show one arm instead: its id or label",
+        public="Post the answer to the channel (default: only you see it)",
+    )
+    async def status(
+        self,
+        interaction: Interaction,
+        top: app_commands.Range[int, 1, MAX_TOP] = 5,
+        arm: str | None = None,
+        public: bool = False,
+    ) -> None:
+        command = StatusCommand(
+            top=option_int("top", top, 1, MAX_TOP),
+            public=option_bool("public", public),
+            arm=option_text("arm", arm, MAX_ARM_CHARS),
+        )
+        await self.surface.run(interaction, command, public=command.public)
+
+    @app_commands.command(
+        name="reward",
+        description="Manual feedback for an arm, or for the arms this channel's latest run used",
+    )
+    @app_commands.describe(
+        arm="The arm's id or label (leave out to reward this channel's latest run)",
+        value="good (1) or bad (0); default good",
+        reason="Why, kept with the reward (at most 500 characters)",
+        public="Post the answer to the channel (default: only you see it)",
+    )
+    async def reward(
+        self,
+        interaction: Interaction,
+        arm: str | None = None,
+        value: Literal["good", "bad"] = "good",
+        reason: app_commands.Range[str, 1, MAX_REASON_CHARS] | None = None,
+        public: bool = False,
+    ) -> None:
+        word = option_choice("value", value, tuple(REWARD_VALUES)) or "good"
+        command = RewardCommand(
+            arm=option_text("arm", arm, MAX_ARM_CHARS),
+            value=REWARD_VALUES[word],
+            reason=option_text("reason", reason, MAX_REASON_CHARS),
+            public=option_bool("public", public),
+        )
+        await self.surface.run(interaction, command, public=command.public)
+
+    @app_commands.command(
+        name="reset",
+        description="Put arms back to Beta(1,1) with 0 pulls (admins; asks to confirm)",
+    )
+    @app_commands.describe(
+        arms="all, undo (the last reset), or arm ids or labels separated by spaces",
+    )
+    async def reset(self, interaction: Interaction, arms: app_commands.Range[str, 1, 4000]) -> None:
+        await self.surface.run(interaction, reset_command(arms), public=False)
+
+    @app_commands.command(
+        name="phase", description="Show the phase, or set it (admins; asks to confirm)"
+    )
+    @app_commands.describe(
+        phase="passive: include every arm, learn nothing; active: Thompson Sampling picks arms",
+    )
+    async def phase(
+        self, interaction: Interaction, phase: Literal["passive", "active"] | None = None
+    ) -> None:
+        word = option_choice("phase", phase, ("passive", "active"))
+        command = PhaseCommand(Phase(word) if word else None)
+        await self.surface.run(interaction, command, public=False)
+
+    @app_commands.command(name="help", description="What each /learning command does")
+    @app_commands.describe(command="Explain one command")
+    async def help(
+        self,
+        interaction: Interaction,
+        command: Literal["status", "reward", "reset", "phase", "help"] | None = None,
+    ) -> None:
+        topic = option_choice("command", command, COMMAND_NAMES)
+        await self.surface.run(interaction, HelpCommand(topic), public=False)
+
+    @status.autocomplete("arm")
+    async def _status_arm(
+        self, interaction: Interaction, current: str
+    ) -> list[app_commands.Choice[str]]:
+        return await self.surface.arm_choices(interaction, current)
+
+    @reward.autocomplete("arm")
+    async def _reward_arm(
+        self, interaction: Interaction, current: str
+    ) -> list[app_commands.Choice[str]]:
+        return await self.surface.arm_choices(interaction, current)
+
+    @reset.autocomplete("arms")
+    async def _reset_arms(
+        self, interaction: Interaction, current: str
+    ) -> list[app_commands.Choice[str]]:
+        return await self.surface.arm_choices(interaction, current, several=True)

@@ -1,0 +1,90 @@
+"""The Discord surface's settings, read from DISCORD_* environment variables and validated once
+at start-up with errors that name the variable."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from engine.errors import InvalidConfig
+
+MAX_SNOWFLAKE = 2**64 - 1
+DEFAULT_DEFER_AFTER = 0.2
+"""Seconds to wait for a reply before deferring: well inside Discord's 3-second window, and
+short enough that the first response always lands within a few hundred milliseconds."""
+DEFAULT_CONFIRM_TIMEOUT = 14 * 60.0
+"""Confirm/cancel buttons stop working after this long: under the 15 minutes an interaction
+token lives (the prompt can still be edited to show it expired) and under the bus's
+confirmation lifetime."""
+
+
+@dataclass(frozen=True, slots=True)
+class DiscordSettings:
+    token: str | None = None
+    """DISCORD_TOKEN: the bot token from the Developer Portal (Bot -> Reset Token)."""
+    guild_ids: tuple[int, ...] = ()
+    """DISCORD_GUILD_IDS: guilds that `discord sync` registers the commands in (testing)."""
+    admin_role_ids: frozenset[int] = frozenset()
+    """DISCORD_ADMIN_ROLE_IDS: members with any of these roles are admins."""
+    admin_user_ids: frozenset[int] = frozenset()
+    """DISCORD_ADMIN_USER_IDS: these users are admins in every guild."""
+    defer_after: float = DEFAULT_DEFER_AFTER
+    """DISCORD_DEFER_AFTER: seconds to wait for a reply before deferring it."""
+    confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT
+
+    def require_token(self) -> str:
+        if not self.token:
+            raise InvalidConfig(
+                "DISCORD_TOKEN",
+                "is not set; copy the bot token from the Developer Portal (Bot -> Reset Token)",
+            )
+        return self.token
+
+
+def parse_snowflakes(name: str, raw: str) -> tuple[int, ...]:
+    """A comma-separated list of Discord ids (snowflakes), in order, without duplicates."""
+    out: list[int] = []
+    for part in raw.replace(";", ",").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if not part.isascii() or not part.isdigit() or not 0 < int(part) <= MAX_SNOWFLAKE:
+            shown = part if len(part) <= 40 else part[:37] + "..."
+            raise InvalidConfig(name, f"expected comma-separated Discord ids, got {shown!r}")
+        value = int(part)
+        if value not in out:
+            out.append(value)
+    return tuple(out)
+
+
+def _seconds(name: str, raw: str, low: float, high: float, default: float) -> float:
+    raw = raw.strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InvalidConfig(name, f"must be a number of seconds, got {raw[:40]!r}") from None
+    if not low <= value <= high:
+        raise InvalidConfig(name, f"must be between {low:g} and {high:g} seconds, got {value:g}")
+    return value
+
+
+def load_discord_settings(env: Mapping[str, str] | None = None) -> DiscordSettings:
+    """DISCORD_TOKEN, DISCORD_GUILD_IDS, DISCORD_ADMIN_ROLE_IDS, DISCORD_ADMIN_USER_IDS and
+    DISCORD_DEFER_AFTER from the environment (or `env`)."""
+    env = os.environ if env is None else env
+    return DiscordSettings(
+        token=env.get("DISCORD_TOKEN", "").strip() or None,
+        guild_ids=parse_snowflakes("DISCORD_GUILD_IDS", env.get("DISCORD_GUILD_IDS", "")),
+        admin_role_ids=frozenset(
+            parse_snowflakes("DISCORD_ADMIN_ROLE_IDS", env.get("DISCORD_ADMIN_ROLE_IDS", ""))
+        ),
+        admin_user_ids=frozenset(
+            parse_snowflakes("DISCORD_ADMIN_USER_IDS", env.get("DISCORD_ADMIN_USER_IDS", ""))
+        ),
+        defer_after=_seconds(
+            "DISCORD_DEFER_AFTER", env.get("DISCORD_DEFER_AFTER", ""), 0.0, 2.5, DEFAULT_DEFER_AFTER
+        ),
+    )

@@ -1,0 +1,102 @@
+"""The ASGI application: the API routes, the dashboard, the OpenAPI document, and room for the
+chat surfaces' HTTP endpoints."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib import resources
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from adapters.http.api import BASE, Api, HttpSettings
+from adapters.http.openapi import openapi_document
+from bot.app import App
+
+READ = ("GET",)
+WRITE = ("POST",)
+
+
+def dashboard_html(refresh_seconds: int = 30) -> str:
+    page = resources.files("adapters.http").joinpath("dashboard.html").read_text("utf-8")
+    return page.replace("__REFRESH_SECONDS__", str(int(refresh_seconds)))
+
+
+def create_app(
+    app: App, settings: HttpSettings | None = None, extra_routes: Sequence[BaseRoute] = ()
+) -> Starlette:
+    """The Starlette application serving the learning API under BASE."""
+    settings = settings or HttpSettings()
+    api = Api(app, settings)
+    page = dashboard_html(settings.refresh_seconds)
+    spec = openapi_document()
+
+    async def dashboard(_: Request) -> Response:
+        return HTMLResponse(
+            page,
+            headers={
+                "Content-Security-Policy": (
+                    "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                    "img-src 'self' data:; connect-src 'self'"
+                ),
+                "Cache-Control": "no-store",
+            },
+        )
+
+    async def openapi(_: Request) -> Response:
+        return JSONResponse(spec)
+
+    async def root(_: Request) -> Response:
+        return RedirectResponse(f"{BASE}/dashboard")
+
+    routes: list[BaseRoute] = [
+        Route(f"{BASE}/dashboard", dashboard, methods=READ),
+        Route(f"{BASE}/openapi.json", openapi, methods=READ),
+        Route(f"{BASE}/summary", api.handler(api.summary), methods=READ),
+        Route(f"{BASE}/config", api.handler(api.config), methods=READ),
+        Route(f"{BASE}/posteriors", api.handler(api.posteriors), methods=READ),
+        Route(f"{BASE}/traces", api.handler(api.traces), methods=READ),
+        Route(f"{BASE}/timeseries", api.handler(api.timeseries), methods=READ),
+        Route(f"{BASE}/healthz", api.handler(api.healthz), methods=READ),
+        Route(f"{BASE}/select", api.handler(api.select, mutating=True), methods=WRITE),
+        Route(f"{BASE}/observe", api.handler(api.observe, mutating=True), methods=WRITE),
+        Route(f"{BASE}/reward", api.handler(api.reward, mutating=True), methods=WRITE),
+        Route(f"{BASE}/reset", api.handler(api.reset, mutating=True), methods=WRITE),
+        Route(f"{BASE}/phase", api.handler(api.phase, mutating=True), methods=WRITE),
+        Route(f"{BASE}/command", api.handler(api.command, mutating=True), methods=WRITE),
+        Route("/", root, methods=READ),
+        *extra_routes,
+    ]
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        if status == 405:
+            return JSONResponse(
+                {"error": f"Method {request.method} not allowed here"},
+                status_code=405,
+                headers=dict(exc.headers or {}) if isinstance(exc, HTTPException) else None,
+            )
+        if request.url.path.startswith(BASE):
+            return JSONResponse({"error": "Unknown learning API route"}, status_code=404)
+        return JSONResponse({"error": "Not found"}, status_code=404)
+
+    middleware = []
+    if settings.cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(settings.cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["Authorization", "Content-Type"],
+            )
+        )
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={404: not_found, 405: not_found},
+    )

@@ -1,0 +1,460 @@
+"""The OpenAPI document of the HTTP API, written to match the routes exactly (a test fuzzes
+the running server against it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapters.http.api import BASE
+
+
+def _obj(props: dict[str, Any], required: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": props}
+    if required:
+        schema["required"] = required
+    schema.update(extra)
+    return schema
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+INT = {"type": "integer"}
+NUM = {"type": "number"}
+STR = {"type": "string"}
+BOOL = {"type": "boolean"}
+N_INT = {"type": "integer", "nullable": True}
+N_NUM = {"type": "number", "nullable": True}
+N_STR = {"type": "string", "nullable": True}
+
+SCHEMAS: dict[str, Any] = {
+    "Error": _obj({"error": STR}, ["error"]),
+    "Summary": _obj(
+        {
+            "traceCount": INT,
+            "armCount": INT,
+            "minTimestamp": N_INT,
+            "maxTimestamp": N_INT,
+            "totalTokens": INT,
+            "baseline": _obj(
+                {
+                    "baselineRuns": INT,
+                    "selectedRuns": INT,
+                    "baselineAvgTokens": N_NUM,
+                    "selectedAvgTokens": N_NUM,
+                    "tokenSavingsPercent": N_NUM,
+                    "baselineAvgDuration": N_NUM,
+                    "selectedAvgDuration": N_NUM,
+                },
+                [
+                    "baselineRuns",
+                    "selectedRuns",
+                    "baselineAvgTokens",
+                    "selectedAvgTokens",
+                    "tokenSavingsPercent",
+                    "baselineAvgDuration",
+                    "selectedAvgDuration",
+                ],
+            ),
+        },
+        ["traceCount", "armCount", "minTimestamp", "maxTimestamp", "totalTokens", "baseline"],
+    ),
+    "Config": _obj(
+        {
+            "enabled": BOOL,
+            "phase": {"type": "string", "enum": ["passive", "active"]},
+            "strategy": {"type": "string", "enum": ["thompson"]},
+            "tokenBudget": INT,
+            "baselineRate": NUM,
+            "minPulls": INT,
+            "seedArmIds": {"type": "array", "items": STR},
+        },
+        ["enabled", "phase", "strategy", "tokenBudget", "baselineRate", "minPulls", "seedArmIds"],
+    ),
+    "Posterior": _obj(
+        {
+            "armId": STR,
+            "alpha": NUM,
+            "beta": NUM,
+            "mean": NUM,
+            "pulls": INT,
+            "lastUpdated": N_INT,
+            "isSeed": BOOL,
+            "isUnderexplored": BOOL,
+            "credibleInterval": _obj({"lower": NUM, "upper": NUM}, ["lower", "upper"]),
+            "confidence": {
+                "type": "string",
+                "enum": ["none", "low", "medium", "high", "very high"],
+            },
+        },
+        [
+            "armId",
+            "alpha",
+            "beta",
+            "mean",
+            "pulls",
+            "lastUpdated",
+            "isSeed",
+            "isUnderexplored",
+            "credibleInterval",
+            "confidence",
+        ],
+    ),
+    "Usage": _obj(
+        {"input": INT, "output": INT, "cacheRead": INT, "total": INT},
+        ["input", "output", "cacheRead", "total"],
+    ),
+    "TraceArm": _obj(
+        {"armId": STR, "included": BOOL, "referenced": BOOL, "tokenCost": INT},
+        ["armId", "included", "referenced", "tokenCost"],
+    ),
+    "Trace": _obj(
+        {
+            "traceId": STR,
+            "runId": STR,
+            "sessionId": STR,
+            "sessionKey": STR,
+            "timestamp": INT,
+            "provider": STR,
+            "model": STR,
+            "channel": STR,
+            "isBaseline": BOOL,
+            "context": {"type": "object"},
+            "arms": {"type": "array", "items": _ref("TraceArm")},
+            "usage": _ref("Usage"),
+            "durationMs": INT,
+            "systemPromptChars": INT,
+            "aborted": BOOL,
+            "error": N_STR,
+        },
+        [
+            "traceId",
+            "runId",
+            "sessionId",
+            "sessionKey",
+            "timestamp",
+            "provider",
+            "model",
+            "channel",
+            "isBaseline",
+            "context",
+            "arms",
+            "usage",
+            "durationMs",
+            "systemPromptChars",
+            "aborted",
+            "error",
+        ],
+    ),
+    "TracePage": _obj(
+        {"traces": {"type": "array", "items": _ref("Trace")}, "total": INT}, ["traces", "total"]
+    ),
+    "Timeseries": _obj(
+        {
+            "buckets": {
+                "type": "array",
+                "items": _obj({"t": INT, "value": NUM, "armId": STR}, ["t", "value"]),
+            }
+        },
+        ["buckets"],
+    ),
+    "Health": _obj({"ok": BOOL, "database": STR, "learner": STR}, ["ok", "database"]),
+    "ArmInput": _obj(
+        {
+            "armId": {"type": "string", "maxLength": 512},
+            "tokenCost": {"type": "integer", "minimum": 0},
+            "label": STR,
+            "content": N_STR,
+            "included": BOOL,
+        },
+        ["armId"],
+    ),
+    "SelectRequest": _obj(
+        {
+            "arms": {"type": "array", "items": _ref("ArmInput"), "minItems": 1},
+            "context": {"type": "object"},
+        },
+        ["arms"],
+    ),
+    "Selection": _obj(
+        {
+            "selected": {"type": "array", "items": STR},
+            "excluded": {"type": "array", "items": STR},
+            "isBaseline": BOOL,
+            "tokenBudget": INT,
+            "usedTokens": INT,
+            "overBudget": BOOL,
+            "fallback": N_STR,
+            "guidance": N_STR,
+        },
+        [
+            "selected",
+            "excluded",
+            "isBaseline",
+            "tokenBudget",
+            "usedTokens",
+            "overBudget",
+            "fallback",
+            "guidance",
+        ],
+    ),
+    "ToolCall": _obj({"name": STR, "meta": {"type": "object"}}, ["name"]),
+    "RunReport": _obj(
+        {
+            "traceId": {"type": "string", "minLength": 1, "maxLength": 256},
+            "runId": STR,
+            "sessionId": STR,
+            "sessionKey": STR,
+            "channel": STR,
+            "conversation": STR,
+            "timestamp": {"type": "integer", "minimum": 0},
+            "provider": STR,
+            "model": STR,
+            "isBaseline": BOOL,
+            "arms": {"type": "array", "items": _ref("ArmInput"), "minItems": 1},
+            "assistantTexts": {"type": "array", "items": STR},
+            "toolCalls": {"type": "array", "items": _ref("ToolCall")},
+            "usage": _obj(
+                {
+                    "input": {"type": "integer", "minimum": 0},
+                    "output": {"type": "integer", "minimum": 0},
+                    "cacheRead": {"type": "integer", "minimum": 0},
+                    "total": {"type": "integer", "minimum": 0},
+                }
+            ),
+            "durationMs": {"type": "integer", "minimum": 0},
+            "systemPromptChars": {"type": "integer", "minimum": 0},
+            "aborted": BOOL,
+            "error": N_STR,
+            "context": {"type": "object"},
+        },
+        ["traceId", "arms"],
+    ),
+    "ObserveBatch": _obj(
+        {"reports": {"type": "array", "items": _ref("RunReport"), "minItems": 1}},
+        ["reports"],
+    ),
+    "ObserveResult": _obj(
+        {
+            "traceId": STR,
+            "recorded": BOOL,
+            "duplicate": BOOL,
+            "skipped": N_STR,
+            "rewards": {"type": "object", "additionalProperties": NUM},
+            "referenced": {"type": "object", "additionalProperties": BOOL},
+            "spooled": BOOL,
+            "message": STR,
+        },
+        [
+            "traceId",
+            "recorded",
+            "duplicate",
+            "skipped",
+            "rewards",
+            "referenced",
+            "spooled",
+            "message",
+        ],
+    ),
+    "ObserveBatchResult": _obj(
+        {"results": {"type": "array", "items": _ref("ObserveResult")}}, ["results"]
+    ),
+    "RewardRequest": _obj(
+        {
+            "arm_id": STR,
+            "outcome": {"type": "string", "enum": ["accepted", "rejected"]},
+            "reward": {"type": "number", "minimum": 0, "maximum": 1},
+            "reason": STR,
+            "actor": STR,
+        },
+        ["arm_id"],
+    ),
+    "RewardResult": _obj(
+        {"ok": BOOL, "arm_id": STR, "reward": NUM, "lagged": BOOL}, ["ok", "arm_id"]
+    ),
+    "ResetRequest": _obj(
+        {"arm_ids": {"type": "array", "items": STR, "minItems": 1}, "confirm": BOOL}
+    ),
+    "ResetResult": _obj(
+        {"learner": STR, "reset_count": INT, "arm_ids": {"type": "array", "items": STR}},
+        ["learner", "reset_count", "arm_ids"],
+    ),
+    "PhaseRequest": _obj(
+        {
+            "phase": {"type": "string", "enum": ["passive", "active"]},
+            "confirm": BOOL,
+        },
+        ["phase"],
+    ),
+    "CommandRequest": _obj(
+        {
+            "text": {"type": "string", "maxLength": 1000},
+            "actor": {"type": "string", "minLength": 1, "maxLength": 128},
+            "conversation": {"type": "string", "maxLength": 256},
+            "confirm": {"type": "string", "minLength": 1, "maxLength": 64},
+            "cancel": {"type": "string", "minLength": 1, "maxLength": 64},
+        }
+    ),
+    "Reply": _obj(
+        {
+            "kind": {"type": "string", "enum": ["ok", "info", "error", "confirm"]},
+            "summary": STR,
+            "visibility": {"type": "string", "enum": ["private", "public"]},
+            "blocks": {"type": "array", "items": {"type": "object"}},
+            "data": {"type": "object"},
+        },
+        ["kind", "summary", "visibility", "blocks", "data"],
+    ),
+    "PhaseResult": _obj(
+        {
+            "phase": STR,
+            "previous": STR,
+            "changed": BOOL,
+            "warning": N_STR,
+            "bootstrappedTraces": INT,
+        },
+        ["phase", "previous", "changed"],
+    ),
+}
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    text = {
+        400: "Bad input; the message names the field",
+        401: "Missing or wrong bearer token",
+        403: "Not allowed",
+        404: "Unknown arm or route",
+        409: "Needs confirmation, or conflicts with the current state",
+        413: "Body larger than the limit",
+        503: "Storage is unavailable",
+    }
+    return {str(c): {"description": text[c], "content": _json(_ref("Error"))} for c in codes}
+
+
+LEARNER = {
+    "name": "learner",
+    "in": "query",
+    "required": False,
+    "schema": {"type": "string", "minLength": 1, "maxLength": 128},
+    "description": "The learner (namespace) to use; default from configuration.",
+}
+
+
+def _get(summary: str, schema: dict[str, Any], params: list[Any] | None = None) -> Any:
+    return {
+        "get": {
+            "summary": summary,
+            "parameters": [LEARNER, *(params or [])],
+            "responses": {
+                "200": {"description": "OK", "content": _json(schema)},
+                **_errors(400, 503),
+            },
+        }
+    }
+
+
+def _post(summary: str, body: dict[str, Any], result: dict[str, Any], *codes: int) -> Any:
+    return {
+        "post": {
+            "summary": summary,
+            "parameters": [LEARNER],
+            "security": [{"bearer": []}],
+            "requestBody": {"required": True, "content": _json(body)},
+            "responses": {
+                "200": {"description": "OK", "content": _json(result)},
+                **_errors(400, 401, 413, 503, *codes),
+            },
+        }
+    }
+
+
+def openapi_document() -> dict[str, Any]:
+    limit = {
+        "name": "limit",
+        "in": "query",
+        "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100},
+    }
+    offset = {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0}}
+    metric = {
+        "name": "metric",
+        "in": "query",
+        "schema": {"type": "string", "enum": ["tokens", "convergence"], "default": "tokens"},
+    }
+    window = {
+        "name": "window",
+        "in": "query",
+        "schema": {"type": "string", "enum": ["1h", "1d"], "default": "1h"},
+    }
+    health = _get("Database reachable?", _ref("Health"))
+    health["get"]["responses"]["503"] = {
+        "description": "Storage is unavailable",
+        "content": _json(_ref("Health")),
+    }
+    return {
+        "openapi": "3.0.3",
+        "info": {
+            "title": "learning-bot learning API",
+            "version": "1",
+            "description": (
+                "The learning layer's HTTP API: status, posteriors, traces, rewards and resets, "
+                "and select/observe for agent runtimes. Mutating routes need a bearer token "
+                "when the server is configured with one."
+            ),
+        },
+        "paths": {
+            f"{BASE}/summary": _get("Traces, arms, tokens and the baseline split", _ref("Summary")),
+            f"{BASE}/config": _get("The learner's settings", _ref("Config")),
+            f"{BASE}/posteriors": _get(
+                "Every arm's posterior, highest mean first",
+                {"type": "array", "items": _ref("Posterior")},
+            ),
+            f"{BASE}/traces": _get("Traces, newest first", _ref("TracePage"), [limit, offset]),
+            f"{BASE}/timeseries": _get(
+                "Tokens or posterior means over time", _ref("Timeseries"), [metric, window]
+            ),
+            f"{BASE}/healthz": health,
+            f"{BASE}/select": _post(
+                "Choose the arms of the next prompt", _ref("SelectRequest"), _ref("Selection")
+            ),
+            f"{BASE}/observe": _post(
+                "Report one run (or a batch under `reports`)",
+                {"oneOf": [_ref("RunReport"), _ref("ObserveBatch")]},
+                {"oneOf": [_ref("ObserveResult"), _ref("ObserveBatchResult")]},
+            ),
+            f"{BASE}/reward": _post(
+                "Manual (lagged) reward for one arm",
+                _ref("RewardRequest"),
+                _ref("RewardResult"),
+                404,
+            ),
+            f"{BASE}/reset": _post(
+                "Reset arms to Beta(1,1); needs confirm: true",
+                _ref("ResetRequest"),
+                _ref("ResetResult"),
+                403,
+                404,
+                409,
+            ),
+            f"{BASE}/phase": _post(
+                "Set the phase; needs confirm: true",
+                _ref("PhaseRequest"),
+                _ref("PhaseResult"),
+                403,
+                409,
+            ),
+            f"{BASE}/command": _post(
+                "Any /learning command (as typed in chat); answers with the reply",
+                _ref("CommandRequest"),
+                _ref("Reply"),
+            ),
+        },
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }

@@ -1,0 +1,233 @@
+"""`learning-bot serve`: uvicorn with the API and dashboard, plus the chat surfaces that are
+configured, in one event loop; SIGINT/SIGTERM stop everything within a few seconds."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.routing import BaseRoute
+
+from adapters.http.api import BASE, HttpSettings
+from adapters.http.app import create_app
+from bot.app import App
+from engine.errors import InvalidConfig
+
+log = logging.getLogger("learning_bot.serve")
+SHUTDOWN_SECONDS = 4.0
+
+
+def http_settings(env: Mapping[str, str] | None = None) -> HttpSettings:
+    env = os.environ if env is None else env
+    token = env.get("LEARNING_BOT_API_TOKEN", "").strip() or None
+    if token is not None and len(token) < 16:
+        raise InvalidConfig("LEARNING_BOT_API_TOKEN", "must be at least 16 characters")
+    raw_max = env.get("LEARNING_BOT_MAX_BODY_BYTES", "").strip()
+    try:
+        max_body = int(raw_max) if raw_max else 4 * 1024 * 1024
+    except ValueError:
+        raise InvalidConfig(
+            "LEARNING_BOT_MAX_BODY_BYTES", f"must be bytes, got {raw_max!r}"
+        ) from None
+    if not 1024 <= max_body <= 256 * 1024 * 1024:
+        raise InvalidConfig("LEARNING_BOT_MAX_BODY_BYTES", "must be from 1 KiB to 256 MiB")
+    origins = tuple(
+        o.strip() for o in env.get("LEARNING_BOT_CORS_ORIGINS", "").split(",") if o.strip()
+    )
+    return HttpSettings(api_token=token, max_body_bytes=max_body, cors_origins=origins)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class Surface:
+    """A chat surface that runs beside the HTTP server."""
+
+    name: str
+    routes: list[BaseRoute] = field(default_factory=list)
+    run: Callable[[], Coroutine[Any, Any, None]] | None = None
+    stop: Callable[[], Coroutine[Any, Any, None]] | None = None
+
+
+SurfaceFactory = Callable[[App], "Surface | None"]
+
+
+async def serve(
+    app: App,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8787,
+    settings: HttpSettings | None = None,
+    surfaces: list[Surface] | None = None,
+    announce: Callable[[str], None] = print,
+    ready: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None,
+    sock: socket.socket | None = None,
+) -> None:
+    """Run until SIGINT/SIGTERM (or until the task is cancelled). With `sock`, serve on that
+    already bound socket (one of several worker processes sharing it)."""
+    import uvicorn
+
+    settings = settings or http_settings()
+    if settings.api_token is None and not is_loopback(host):
+        raise InvalidConfig(
+            "--host",
+            f"refusing to listen on {host} without LEARNING_BOT_API_TOKEN: anyone could "
+            "reset posteriors; set a token or bind to 127.0.0.1",
+        )
+    surfaces = surfaces or []
+    routes = [route for s in surfaces for route in s.routes]
+    asgi = create_app(app, settings, extra_routes=routes)
+    config = uvicorn.Config(
+        asgi,
+        host=host,
+        port=port,
+        log_level=os.environ.get("LEARNING_BOT_LOG_LEVEL", "warning").lower(),
+        access_log=False,
+        timeout_graceful_shutdown=int(SHUTDOWN_SECONDS),
+        lifespan="off",
+    )
+    server = uvicorn.Server(config)
+    loop = asyncio.get_running_loop()
+    stopping = stop if stop is not None else asyncio.Event()
+
+    def request_stop(*_: Any) -> None:
+        server.should_exit = True
+        stopping.set()
+
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, request_stop)
+            installed.append(sig)
+
+    url = f"http://{host}:{port}{BASE}/dashboard"
+    announce(f"learning-bot: serving the learning API on http://{host}:{port}{BASE}/")
+    announce(f"learning-bot: dashboard at {url}")
+    if settings.api_token is None:
+        announce(
+            "learning-bot: no LEARNING_BOT_API_TOKEN set, so mutating routes are open and the "
+            "server listens on loopback only"
+        )
+    live = ["http"] + [s.name for s in surfaces]
+    announce(f"learning-bot: live surfaces: {', '.join(live)}")
+    tasks = [asyncio.create_task(server.serve(sockets=[sock] if sock else None), name="http")]
+    for surface in surfaces:
+        if surface.run is not None:
+            tasks.append(asyncio.create_task(surface.run(), name=surface.name))
+
+    async def signal_ready() -> None:
+        while not server.started:
+            await asyncio.sleep(0.02)
+        if ready is not None:
+            ready.set()
+
+    watcher = asyncio.create_task(signal_ready())
+    try:
+        done, _ = await asyncio.wait(
+            [*tasks, asyncio.create_task(stopping.wait())], return_when=asyncio.FIRST_COMPLETED
+        )
+        for task in done:
+            if task in tasks and task.exception() is not None:
+                log.error("%s stopped: %s", task.get_name(), task.exception())
+    finally:
+        request_stop()
+        for surface in surfaces:
+            if surface.stop is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(surface.stop(), SHUTDOWN_SECONDS)
+        pending = [t for t in tasks if not t.done()]
+        if pending:
+            _, still = await asyncio.wait(pending, timeout=SHUTDOWN_SECONDS + 0.5)
+            for task in still:
+                task.cancel()
+        watcher.cancel()
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+    announce("learning-bot: stopped")
+
+
+def serve_workers(
+    run_worker: Callable[[int, socket.socket], None],
+    *,
+    host: str,
+    port: int,
+    workers: int,
+    announce: Callable[[str], None] = print,
+) -> int:
+    """Bind once, then fork `workers` processes that each serve the same socket (the kernel
+    spreads connections between them): one per core gets past the interpreter's lock. Every
+    worker has its own caches and spool; they share the database like any replicas. SIGINT or
+    SIGTERM stops them all; a worker dies with this process."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    children: list[int] = []
+    for index in range(workers):
+        pid = os.fork()
+        if pid == 0:  # the worker
+            _die_with_parent()
+            code = 0
+            try:
+                run_worker(index, sock)
+            except BaseException:
+                log.exception("worker %d failed", index)
+                code = 1
+            finally:
+                sys.stdout.flush()
+                os._exit(code)
+        children.append(pid)
+    announce(f"learning-bot: {workers} worker processes serve port {port}")
+
+    def forward(signum: int, _frame: object) -> None:
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGTERM)
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    worst = 0
+    remaining = set(children)
+    while remaining:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        remaining.discard(pid)
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0 and remaining:
+            log.error("a worker exited with %d; stopping the others", code)
+            forward(signal.SIGTERM, None)
+        worst = max(worst, abs(code))
+    sock.close()
+    return worst
+
+
+def _die_with_parent() -> None:
+    """Linux: have the kernel send SIGTERM to this worker when its parent dies."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG

@@ -1,0 +1,344 @@
+"""Reply -> Block Kit: header, fields, tables and confirm/cancel buttons within Slack's limits,
+with a plain-text fallback.
+
+Every string in a Reply may have come from a user or an arm, and Slack's mrkdwn has no escape
+for `*`, `_`, `~` or backticks. So text goes out as `plain_text` (with `emoji: false`, so
+`tool:fs:Read` never turns into a custom emoji), table cells as `raw_text`, and mrkdwn is used
+only for our own labels, for field values made of harmless characters, and inside code blocks
+(which mrkdwn does not format), always with `&`, `<` and `>` escaped.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from bot.render_text import render_table, render_text
+from bot.replies import (
+    Action,
+    Actions,
+    Block,
+    Fields,
+    Heading,
+    Reply,
+    ReplyKind,
+    Table,
+    Text,
+    Visibility,
+)
+
+MAX_BLOCKS = 50
+MAX_SECTION_CHARS = 3000
+MAX_FIELDS = 10
+MAX_FIELD_CHARS = 2000
+MAX_HEADER_CHARS = 150
+MAX_CONTEXT_CHARS = 2000
+MAX_TABLE_ROWS = 100
+"""Rows of a `table` block, the header row included."""
+MAX_TABLE_COLUMNS = 20
+MAX_CELL_CHARS = 300
+MAX_BUTTON_CHARS = 75
+MAX_CONFIRM_TEXT_CHARS = 300
+MAX_FALLBACK_CHARS = 3000
+MONOSPACE_CELL_CHARS = 48
+
+CONFIRM_ACTION_ID = "learning_confirm"
+CANCEL_ACTION_ID = "learning_cancel"
+ACTION_IDS = {"confirm": CONFIRM_ACTION_ID, "cancel": CANCEL_ACTION_ID}
+
+ResponseType = Literal["ephemeral", "in_channel"]
+
+_ZWSP = "\u200b"
+_SAFE_MRKDWN = re.compile(r"[^&<>*_~`|@#\\]*")
+_EMOJI_CODE = re.compile(r":[A-Za-z0-9_+'-]+:")
+_FORMATTING = re.compile(r"([*_~`])")
+_TRIPLE_BACKTICKS = re.compile(r"`(?=`)")
+
+
+@dataclass(frozen=True, slots=True)
+class SlackMessage:
+    """What Slack gets: blocks, the `text` fallback (notifications, screen readers, clients
+    without Block Kit) and whether the channel sees it."""
+
+    text: str
+    blocks: tuple[dict[str, Any], ...]
+    response_type: ResponseType = "ephemeral"
+
+    @property
+    def block_list(self) -> list[dict[str, Any]]:
+        return list(self.blocks)
+
+
+# -- escaping ------------------------------------------------------------------------------
+
+
+def clean(text: str) -> str:
+    """Control and format characters become spaces (newlines and tabs are kept)."""
+    return "".join(
+        ch if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp") else " "
+        for ch in text
+    )
+
+
+def escape_mrkdwn(text: str) -> str:
+    """Slack's three control characters as entities: no mention, channel or link can form."""
+    return clean(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def fallback_text(text: str) -> str:
+    """Text for the message's top-level `text`, which Slack reads as mrkdwn: entities for
+    `& < >`, and a zero-width space after each formatting character so no pair of them can
+    open and close bold, italics, strike-through or code."""
+    return _FORMATTING.sub(rf"\1{_ZWSP}", escape_mrkdwn(text))
+
+
+def mrkdwn_safe(text: str) -> bool:
+    """True when `text` reads the same in mrkdwn as in plain text: no formatting or control
+    characters, no mention or channel sigils, no :emoji: codes."""
+    return bool(_SAFE_MRKDWN.fullmatch(text)) and not _EMOJI_CODE.search(text)
+
+
+def cut(text: str, limit: int, unit: str = "characters") -> str:
+    """`text` within `limit` characters; longer text ends with "...and N more <unit>"."""
+    if len(text) <= limit:
+        return text
+    for _ in range(3):  # the suffix's own length depends on N; settles in a step or two
+        suffix_len = len(f"\n...and {len(text):,} more {unit}")
+        keep = max(0, limit - suffix_len)
+        head = text[:keep]
+        space = max(head.rfind(" "), head.rfind("\n"))
+        if space >= keep * 0.8:
+            head = head[:space]
+        suffix = f"\n...and {len(text) - len(head):,} more {unit}"
+        if len(head) + len(suffix) <= limit:
+            return head.rstrip() + suffix
+    return text[: max(0, limit - 3)] + "..."
+
+
+def plain(text: str, limit: int = MAX_SECTION_CHARS) -> dict[str, Any]:
+    """A plain_text object: shown exactly as written, no emoji codes expanded."""
+    return {"type": "plain_text", "text": cut(clean(text), limit) or " ", "emoji": False}
+
+
+def mrkdwn(text: str) -> dict[str, Any]:
+    """A mrkdwn object for text we composed ourselves; verbatim, so nothing is auto-linked."""
+    return {"type": "mrkdwn", "text": text, "verbatim": True}
+
+
+# -- blocks --------------------------------------------------------------------------------
+
+
+def section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": plain(text)}
+
+
+def context(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [plain(text, MAX_CONTEXT_CHARS)]}
+
+
+def header(text: str) -> dict[str, Any]:
+    return {"type": "header", "text": plain(text, MAX_HEADER_CHARS)}
+
+
+def _title(text: str) -> dict[str, Any]:
+    shown = clean(text)
+    if mrkdwn_safe(shown) and len(shown) < MAX_SECTION_CHARS - 2:
+        return {"type": "section", "text": mrkdwn(f"*{shown}*")}
+    return section(shown)
+
+
+def _hint(dashboard_url: str | None) -> dict[str, Any]:
+    words = "Narrow it with `/learning status top N`"
+    if dashboard_url and not re.search(r"[\s<>|]", dashboard_url):
+        words += f", or see everything on the <{dashboard_url.replace('&', '&amp;')}|dashboard>"
+    elif dashboard_url:
+        words += f", or see everything on the dashboard: {escape_mrkdwn(dashboard_url)}"
+    return mrkdwn(words + ".")
+
+
+def _more(count: int, what: str, dashboard_url: str | None) -> dict[str, Any]:
+    return {
+        "type": "context",
+        "elements": [mrkdwn(f"...and {count:,} more {what}."), _hint(dashboard_url)],
+    }
+
+
+def _fields(items: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    out = []
+    for start in range(0, len(items), MAX_FIELDS):
+        chunk = [(clean(k), clean(v)) for k, v in items[start : start + MAX_FIELDS]]
+        if all(mrkdwn_safe(k) and mrkdwn_safe(v) for k, v in chunk):
+            fields = [mrkdwn(cut(f"*{k}*\n{v}", MAX_FIELD_CHARS)) for k, v in chunk]
+        else:
+            fields = [plain(f"{k}\n{v}", MAX_FIELD_CHARS) for k, v in chunk]
+        out.append({"type": "section", "fields": fields})
+    return out
+
+
+def _cell(value: str) -> dict[str, Any]:
+    text = cut(clean(value).replace("\n", " ").strip(), MAX_CELL_CHARS)
+    return {"type": "raw_text", "text": text or "-"}
+
+
+def table_block(table: Table, dashboard_url: str | None) -> list[dict[str, Any]]:
+    """Slack's `table` block: raw_text cells, the column names as the first row."""
+    columns = table.columns[:MAX_TABLE_COLUMNS]
+    width = len(columns)
+    keep = table.rows[: MAX_TABLE_ROWS - 1]
+    rows = [[_cell(c.name) for c in columns]]
+    rows.extend([_cell(v) for v in (*row, *([""] * width))[:width]] for row in keep)
+    out: list[dict[str, Any]] = []
+    if table.title:
+        out.append(_title(table.title))
+    out.append(
+        {
+            "type": "table",
+            "rows": rows,
+            "column_settings": [
+                {"align": c.align, "is_wrapped": c.align == "left"} for c in columns
+            ],
+        }
+    )
+    if len(table.rows) > len(keep):
+        out.append(_more(len(table.rows) - len(keep), "rows", dashboard_url))
+    return out
+
+
+def _code(lines: Iterable[str]) -> str:
+    body = "\n".join(_TRIPLE_BACKTICKS.sub("`" + _ZWSP, escape_mrkdwn(line)) for line in lines)
+    return f"```\n{body}\n```"
+
+
+def monospace_table(table: Table, dashboard_url: str | None) -> list[dict[str, Any]]:
+    """A table as aligned text in a code block, as many rows as fit in one section."""
+    lines = render_table(
+        Table(table.columns, table.rows, None), max_cell=MONOSPACE_CELL_CHARS
+    )  # header, rule, rows
+    head, rows = lines[:2], lines[2:]
+    shown = len(rows)
+    while shown > 0 and len(_code([*head, *rows[:shown]])) > MAX_SECTION_CHARS:
+        shown -= 1
+    out: list[dict[str, Any]] = []
+    if table.title:
+        out.append(_title(table.title))
+    out.append({"type": "section", "text": mrkdwn(_code([*head, *rows[:shown]]))})
+    if shown < len(rows):
+        out.append(_more(len(rows) - shown, "rows", dashboard_url))
+    return out
+
+
+def button(action: Action) -> dict[str, Any]:
+    element: dict[str, Any] = {
+        "type": "button",
+        "action_id": ACTION_IDS[action.command],
+        "text": plain(action.label, MAX_BUTTON_CHARS),
+        "value": action.token,
+    }
+    if action.style in ("primary", "danger"):
+        element["style"] = action.style
+    if action.confirm_text:
+        element["confirm"] = {
+            "title": plain("Are you sure?", 100),
+            "text": plain(action.confirm_text, MAX_CONFIRM_TEXT_CHARS),
+            "confirm": plain(f"Yes, {action.label.lower()}", 30),
+            "deny": plain("Go back", 30),
+            "style": "danger" if action.style == "danger" else "primary",
+        }
+    return element
+
+
+def _fit(blocks: list[dict[str, Any]], dashboard_url: str | None) -> list[dict[str, Any]]:
+    """At most MAX_BLOCKS blocks; the buttons are never the ones left out."""
+    if len(blocks) <= MAX_BLOCKS:
+        return blocks
+    actions = [b for b in blocks if b["type"] == "actions"]
+    others = [b for b in blocks if b["type"] != "actions"]
+    room = MAX_BLOCKS - len(actions) - 1
+    return [*others[:room], _more(len(others) - room, "blocks", dashboard_url), *actions]
+
+
+# -- replies -------------------------------------------------------------------------------
+
+
+def _error_blocks(reply: Reply) -> tuple[str, list[dict[str, Any]]]:
+    """One line that names what was wrong, and at most one muted line of help."""
+    line = clean(reply.summary).strip().splitlines()[0] if reply.summary.strip() else "Error"
+    blocks = [section(f"\u26a0\ufe0f {line}")]
+    usage = reply.data.get("usage")
+    hint: str | None = None
+    if isinstance(usage, list) and len(usage) == 1:
+        hint = "Usage: " + str(usage[0]).split(" — ")[0]
+    elif isinstance(usage, list) and usage:
+        hint = "/learning help lists the commands."
+    else:
+        muted = [b.text for b in reply.blocks if isinstance(b, Text) and b.muted]
+        if muted:
+            hint = muted[0].strip().splitlines()[0]
+    if hint:
+        blocks.append(context(hint))
+    return line, blocks
+
+
+def render_blocks(
+    blocks: Sequence[Block], dashboard_url: str | None = None, table_blocks: bool = True
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    table_used = not table_blocks
+    for block in blocks:
+        if isinstance(block, Heading):
+            badge = f"  [{block.badge}]" if block.badge else ""
+            out.append(header(f"{block.text}{badge}"))
+        elif isinstance(block, Text):
+            if block.text.strip():
+                out.append(context(block.text) if block.muted else section(block.text))
+        elif isinstance(block, Fields):
+            out.extend(_fields(block.items))
+        elif isinstance(block, Table):
+            if not block.rows:
+                if block.title:
+                    out.append(_title(block.title))
+                out.append(context("No rows."))
+            elif not table_used:
+                out.extend(table_block(block, dashboard_url))
+                table_used = True  # Slack allows one table block per message
+            else:
+                out.extend(monospace_table(block, dashboard_url))
+        elif isinstance(block, Actions) and block.actions:
+            out.append({"type": "actions", "elements": [button(a) for a in block.actions]})
+    return _fit(out, dashboard_url)
+
+
+def _plain_fallback(reply: Reply) -> str:
+    """The reply as plain text, with the buttons described as buttons."""
+    blocks = tuple(b for b in reply.blocks if not isinstance(b, Actions))
+    text = render_text(replace(reply, blocks=blocks)) or reply.summary
+    if reply.actions:
+        labels = " or ".join(a.label for a in reply.actions)
+        text += f"\n(Use the {labels} button.)"
+    return text
+
+
+def render_reply(
+    reply: Reply, *, dashboard_url: str | None = None, table_blocks: bool = True
+) -> SlackMessage:
+    """The Slack message for a Reply. Errors are one private line; `public` replies go to the
+    channel, everything else only to the person who asked."""
+    if reply.kind is ReplyKind.ERROR:
+        line, blocks = _error_blocks(reply)
+        return SlackMessage(cut(fallback_text(line), MAX_FALLBACK_CHARS), tuple(blocks))
+    rendered = render_blocks(reply.blocks, dashboard_url, table_blocks)
+    if not rendered:
+        rendered = [section(reply.summary or "Done.")]
+    text = cut(fallback_text(_plain_fallback(reply)), MAX_FALLBACK_CHARS)
+    visibility: ResponseType = (
+        "in_channel" if reply.visibility is Visibility.PUBLIC else "ephemeral"
+    )
+    return SlackMessage(text, tuple(rendered), visibility)
+
+
+def working_message() -> SlackMessage:
+    """The immediate acknowledgement of a command whose answer follows via response_url."""
+    return SlackMessage("Working on it...", (context("Working on it..."),))

@@ -1,0 +1,672 @@
+"""Does the learning layer learn? Selection policies on identical simulated workloads.
+
+Every policy meets the same environments (inventory, hidden usage probabilities, the usage each
+request draws for every arm, conversational turns, drift) and, as far as numpy's streams allow,
+the same selection seeds. Policies:
+
+- include everything: every arm on every run (the reference for token savings);
+- seed algorithm:     SPEC section 4 with the default options (Thompson on each posterior,
+                      seeds and under-explored arms in, greedy packing by score);
+- per token:          packing="score_per_token";
+- sharpened:          per token, exploration=0.1 (draws narrowed around the posterior mean);
+- lean:               sharpened, min_score=0.05 (low draws left out even when there is room);
+- forgetful:          sharpened, half_life=100 (`engine.selection.discounted` after each
+                      observation: old evidence halves every 100 observations, means kept);
+- oracle:             knows every arm's usage probability and packs the exact knapsack
+                      (`engine.simulation.oracle_mask`), seeds in like every policy;
+- pooled oracle:      (research scenarios only) knows the usage probability of every useful
+                      arm (p >= 0.2) but values each rarely used arm at their average: the cost
+                      of not telling rare arms apart, a floor no learner gets under quickly.
+
+The learning policies run through `engine.simulation.run_policy`: `select_arms` on an `ArmSet`
+and `PosteriorArrays` one request at a time, the arrays updated in place exactly as SPEC
+section 5 does (included and used: alpha += 1; included and unused: beta += 1; conversational
+turns: no update), and with `half_life` set, `engine.selection.discounted` after each one.
+
+Metrics, per policy, means over environments:
+
+- savings:   1 - tokens the policy put in prompts / tokens of include everything, all runs;
+- recall:    per run |included and used| / |used|, averaged over runs that used an arm;
+- misses:    runs that needed an arm they did not get, per 100 runs;
+- regret:    sum over runs of (expected used arms of the oracle's set - of the policy's set),
+             baseline runs and conversational turns left out (± standard error over envs);
+- stable at: the first trace from which no posterior mean moves by more than 0.1 for the rest
+             of the run (means checked every max(1, traces // 200) traces; median over envs).
+             A run ends stable by construction, so a figure near the run's length means "not
+             before the end"; it is marked with ">=".
+
+Scenarios: the research environment the targets come from (two-tier usefulness, every arm
+starting from Beta(1, 1) as after a reset, 2 seed arms, minPulls 3, baselineRate 0.05, no
+conversational turns, 40 environments) and a grid on the realistic workload (every arm type,
+SPEC priors, minPulls 5, the recommended baseline rate, 30% conversational turns): 10, 30, 200
+and 2,000 arms; budget 30% (tight) or 120% (loose) of the inventory's tokens; with or without
+drift at half the run; 200, 1,000 and 10,000 traces.
+
+    .venv/bin/python bench/learning.py [--quick] [--seed N] [--jobs N] [--plot PATH]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# bench/ holds select.py, named like the stdlib module that concurrent.futures imports: take
+# this folder off the import path and put the project root on it instead.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
+
+import argparse  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from collections.abc import Callable, Iterable, Sequence  # noqa: E402
+from concurrent.futures import ProcessPoolExecutor  # noqa: E402
+from dataclasses import dataclass, field, replace  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+import numpy.typing as npt  # noqa: E402
+
+from engine import ArmSet, LearningConfig, Phase  # noqa: E402
+from engine.metrics import recommended_baseline_rate  # noqa: E402
+from engine.simulation import make_workload, oracle_mask, run_policy, stable_from  # noqa: E402
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+STABLE_EPS = 0.1
+CURVE_WINDOW = 50
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    kind: str  # "all", "oracle" or "learn"
+    options: tuple[tuple[str, Any], ...] = ()
+
+
+SHARP = (("packing", "score_per_token"), ("exploration", 0.1))
+POLICIES = (
+    Policy("include everything", "all"),
+    Policy("seed algorithm", "learn"),
+    Policy("per token", "learn", (("packing", "score_per_token"),)),
+    Policy("sharpened", "learn", SHARP),
+    Policy("lean", "learn", (*SHARP, ("min_score", 0.05))),
+    Policy("forgetful", "learn", (*SHARP, ("half_life", 100.0))),
+    Policy("oracle", "oracle"),
+)
+RARE_BELOW = 0.2
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    arms: int
+    traces: int
+    budget_share: float
+    envs: int
+    profile: str = "realistic"
+    drift: bool = False
+    conversational_rate: float = 0.3
+    flat_prior: bool = False
+    min_pulls: int = 5
+    baseline_rate: float | None = None  # None: the recommended rate for the inventory size
+    policies: tuple[Policy, ...] = POLICIES
+    curves: bool = False
+
+    @property
+    def drift_at(self) -> int | None:
+        return self.traces // 2 if self.drift else None
+
+    def describe(self) -> str:
+        rate = self.rate
+        parts = [
+            f"{self.arms:,} arms",
+            f"{self.traces:,} traces",
+            f"budget {self.budget_share:.0%} of the inventory's tokens",
+            f"drift at trace {self.drift_at:,}" if self.drift_at is not None else "no drift",
+            f"{self.profile} usefulness",
+            f"minPulls {self.min_pulls}",
+            f"baselineRate {rate:g}",
+            f"{self.conversational_rate:.0%} conversational",
+            "every arm from Beta(1,1)" if self.flat_prior else "SPEC priors",
+            f"{self.envs} environments",
+        ]
+        return ", ".join(parts)
+
+    @property
+    def rate(self) -> float:
+        if self.baseline_rate is not None:
+            return self.baseline_rate
+        return recommended_baseline_rate(self.arms)
+
+
+def research(name: str, arms: int, traces: int, share: float, **kw: Any) -> Scenario:
+    """The environment behind the targets (see the module docstring)."""
+    base: dict[str, Any] = {
+        "envs": 40,
+        "profile": "two-tier",
+        "conversational_rate": 0.0,
+        "flat_prior": True,
+        "min_pulls": 3,
+        "baseline_rate": 0.05,
+        "policies": (*POLICIES, Policy("pooled oracle", "pooled")),
+    }
+    base.update(kw)
+    return Scenario(name, arms, traces, share, **base)
+
+
+# --- one environment ------------------------------------------------------------------------
+
+
+@dataclass
+class PolicyRun:
+    """Per-environment figures of one policy."""
+
+    savings: float
+    recall: float
+    misses: float
+    regret: float
+    stable_at: int | None
+    grain: int = 1
+    token_curve: FloatArray | None = None
+    recall_curve: FloatArray | None = None
+
+
+@dataclass
+class EnvResult:
+    runs: dict[str, PolicyRun] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def pooled(p: FloatArray) -> FloatArray:
+    """Usage probabilities as the pooled oracle sees them: rare arms at their average."""
+    rare = p < RARE_BELOW
+    out = p.copy()
+    if rare.any():
+        out[rare] = p[rare].mean()
+    return out
+
+
+def _seed(*parts: int) -> int:
+    return int(np.random.SeedSequence(list(parts)).generate_state(1)[0])
+
+
+PROFILE_KEYS = {"two-tier": 2, "realistic": 3}
+
+
+def run_env(scenario: Scenario, env: int, seed: int) -> EnvResult:
+    """All policies of a scenario on one environment."""
+    started = time.perf_counter()
+    key = PROFILE_KEYS[scenario.profile]
+    workload = make_workload(
+        scenario.arms,
+        seed=_seed(seed, key, scenario.arms, env),
+        profile=scenario.profile,
+        conversational_rate=scenario.conversational_rate,
+        drift_at=scenario.drift_at,
+    )
+    arm_set = ArmSet(workload.arms)
+    costs = arm_set.costs
+    total = arm_set.total_cost
+    budget = round(scenario.budget_share * total)
+    traces = scenario.traces
+    conversational, used = workload.draw_run(
+        traces, np.random.default_rng([seed, key, scenario.arms, env, 1])
+    )
+    base = LearningConfig(
+        phase=Phase.ACTIVE,
+        token_budget=budget,
+        min_pulls=scenario.min_pulls,
+        baseline_rate=scenario.rate,
+        seed_arm_ids=tuple(arm.id for arm in workload.arms[:2]),
+    )
+    seeds = arm_set.seed_mask(base.seed_arm_ids)
+    # Usage probabilities per trace: before and (with drift) after the shift.
+    p_before = workload.usefulness
+    p_after = workload.usefulness_at(traces)
+    switch = scenario.drift_at if scenario.drift_at is not None else traces
+    oracle_before, grain = oracle_mask(p_before, costs, budget, seeds)
+    oracle_after, grain_after = oracle_mask(p_after, costs, budget, seeds)
+    oracle_value = np.empty(traces)
+    oracle_value[:switch] = p_before[oracle_before].sum()
+    oracle_value[switch:] = p_after[oracle_after].sum()
+    working = ~conversational
+    counted = used.sum(axis=1)
+
+    def figures(masks: BoolArray, baseline: BoolArray, stable_at: int | None) -> PolicyRun:
+        tokens = masks @ costs
+        hits = (masks & used).sum(axis=1)
+        has_use = counted > 0
+        recall_per = np.full(traces, np.nan)
+        recall_per[has_use] = hits[has_use] / counted[has_use]
+        value = np.empty(traces)
+        value[:switch] = masks[:switch] @ p_before
+        value[switch:] = masks[switch:] @ p_after
+        scored = working & ~baseline
+        run = PolicyRun(
+            savings=1.0 - float(tokens.sum()) / (traces * total),
+            recall=float(np.nanmean(recall_per)) if has_use.any() else math.nan,
+            misses=100.0 * float(((used & ~masks).any(axis=1)).mean()),
+            regret=float((oracle_value - value)[scored].sum()),
+            stable_at=stable_at,
+            grain=max(grain, grain_after),
+        )
+        if scenario.curves:
+            run.token_curve = tokens / total
+            run.recall_curve = recall_per
+        return run
+
+    result = EnvResult()
+    for policy in scenario.policies:
+        if policy.kind == "all":
+            masks = np.ones((traces, len(costs)), dtype=bool)
+            result.runs[policy.name] = figures(masks, np.zeros(traces, bool), None)
+        elif policy.kind in ("oracle", "pooled"):
+            masks = np.empty((traces, len(costs)), dtype=bool)
+            if policy.kind == "oracle":
+                masks[:switch], masks[switch:] = oracle_before, oracle_after
+            else:
+                masks[:switch] = oracle_mask(pooled(p_before), costs, budget, seeds)[0]
+                masks[switch:] = oracle_mask(pooled(p_after), costs, budget, seeds)[0]
+            result.runs[policy.name] = figures(masks, np.zeros(traces, bool), None)
+        else:
+            config = replace(base, **dict(policy.options))
+            gen = np.random.default_rng([seed, key, scenario.arms, env, 2])
+            flat = (np.ones(len(costs)), np.ones(len(costs)))
+            run = run_policy(
+                arm_set,
+                config,
+                conversational,
+                used,
+                gen,
+                prior=flat if scenario.flat_prior else None,
+            )
+            stable_at = stable_from(run.means, run.every, STABLE_EPS)
+            result.runs[policy.name] = figures(run.included, run.baseline, stable_at)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+# --- aggregation and tables -----------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    policy: str
+    savings: float
+    recall: float
+    misses: float
+    regret: float
+    regret_se: float
+    stable: str
+
+
+def aggregate(scenario: Scenario, envs: Sequence[EnvResult]) -> list[Row]:
+    rows = []
+    for policy in scenario.policies:
+        runs = [env.runs[policy.name] for env in envs]
+        regrets = np.array([r.regret for r in runs])
+        se = float(regrets.std(ddof=1) / math.sqrt(len(regrets))) if len(regrets) > 1 else 0.0
+        stable = ""
+        if policy.kind == "learn":
+            at = float(np.median([r.stable_at for r in runs if r.stable_at is not None]))
+            late = at >= 0.9 * scenario.traces
+            stable = f"{'>=' if late else ''}{at:,.0f}"
+        rows.append(
+            Row(
+                policy.name,
+                100.0 * float(np.mean([r.savings for r in runs])),
+                float(np.nanmean([r.recall for r in runs])),
+                float(np.mean([r.misses for r in runs])),
+                float(regrets.mean()),
+                se,
+                stable,
+            )
+        )
+    return rows
+
+
+def print_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
+    rows = list(rows)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for row in rows:
+        cells = [
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        print("| " + " | ".join(cells) + " |")
+
+
+def scenario_table(scenario: Scenario, rows: Sequence[Row]) -> None:
+    by_name = {r.policy: r for r in rows}
+    oracle_recall = by_name["oracle"].recall if "oracle" in by_name else math.nan
+    print_table(
+        [
+            "policy",
+            "savings %",
+            "recall",
+            "recall / oracle",
+            "misses /100 runs",
+            "regret vs oracle",
+            "stable at trace",
+        ],
+        (
+            [
+                r.policy,
+                f"{r.savings:.1f}",
+                f"{r.recall:.3f}",
+                f"{r.recall / oracle_recall:.3f}" if oracle_recall > 0 else "-",
+                f"{r.misses:.1f}",
+                f"{r.regret:,.1f} ± {r.regret_se:,.1f}"
+                if scenario.envs > 1
+                else f"{r.regret:,.1f}",
+                r.stable or "-",
+            ]
+            for r in rows
+        ),
+    )
+
+
+# --- scenarios ------------------------------------------------------------------------------
+
+RESEARCH = (
+    research("research A: 30 arms, 200 traces, budget 35%", 30, 200, 0.35),
+    research("research B: 100 arms, 1,000 traces, budget 25%", 100, 1000, 0.25),
+    research("research C: 30 arms, 1,000 traces, budget 35%, no shift", 30, 1000, 0.35),
+    research(
+        "research D: 30 arms, 1,000 traces, budget 35%, shift at 500", 30, 1000, 0.35, drift=True
+    ),
+)
+
+# Environments per grid scenario, by (arms, traces): fewer where one run is long.
+GRID_ENVS = {
+    (10, 200): 40, (10, 1000): 12, (10, 10000): 3,
+    (30, 200): 40, (30, 1000): 12, (30, 10000): 3,
+    (200, 200): 16, (200, 1000): 6, (200, 10000): 2,
+    (2000, 200): 6, (2000, 1000): 2, (2000, 10000): 1,
+}  # fmt: skip
+QUICK_TRACES = (200, 1000)
+
+
+def grid(quick: bool) -> list[Scenario]:
+    out = []
+    for arms in (10, 30, 200, 2000):
+        for traces in QUICK_TRACES if quick else (200, 1000, 10000):
+            for share, budget in ((0.30, "tight"), (1.20, "loose")):
+                for drift in (False, True):
+                    envs = GRID_ENVS[(arms, traces)]
+                    if quick:
+                        envs = max(1, envs // 4)
+                    name = f"{arms:,} arms, {traces:,} traces, {budget} budget, " + (
+                        "drift" if drift else "no drift"
+                    )
+                    curves = arms == 30 and traces == 1000 and not drift
+                    out.append(
+                        Scenario(name, arms, traces, share, envs, drift=drift, curves=curves)
+                    )
+    return out
+
+
+def sweep(quick: bool) -> list[Scenario]:
+    """min_score on the loose realistic 30-arm workload: how savings trade against recall."""
+    out = []
+    for threshold in (0.01, 0.02, 0.05, 0.1, 0.2):
+        policies = (
+            Policy("include everything", "all"),
+            Policy(
+                f"sharpened, min_score {threshold:g}", "learn", (*SHARP, ("min_score", threshold))
+            ),
+            Policy("oracle", "oracle"),
+        )
+        out.append(
+            Scenario(
+                f"threshold sweep: min_score {threshold:g}",
+                30,
+                1000,
+                1.20,
+                3 if quick else 12,
+                policies=policies,
+            )
+        )
+    return out
+
+
+# --- running --------------------------------------------------------------------------------
+
+
+def run_all(
+    scenarios: Sequence[Scenario], seed: int, jobs: int, progress: Callable[[str], None]
+) -> dict[str, list[EnvResult]]:
+    tasks = [(s, env) for s in scenarios for env in range(s.envs)]
+    # Long tasks first, so the last ones to finish are short.
+    tasks.sort(key=lambda task: -task[0].traces * (task[0].arms + 50))
+    results: dict[str, list[EnvResult]] = {s.name: [] for s in scenarios}
+    if jobs <= 1:
+        for scenario, env in tasks:
+            results[scenario.name].append(run_env(scenario, env, seed))
+    else:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = [(s, pool.submit(run_env, s, env, seed)) for s, env in tasks]
+            for done, (scenario, future) in enumerate(futures, start=1):
+                results[scenario.name].append(future.result())
+                if done % 50 == 0:
+                    progress(f"{done}/{len(futures)} environment runs")
+    return results
+
+
+def rolling(values: FloatArray, window: int) -> FloatArray:
+    """Mean over a sliding window, skipping NaN (traces where no arm was used)."""
+    kernel = np.ones(window)
+    present = ~np.isnan(values)
+    total = np.convolve(np.where(present, values, 0.0), kernel, "valid")
+    count = np.convolve(present.astype(np.float64), kernel, "valid")
+    out = np.full(total.shape, np.nan)
+    np.divide(total, count, out=out, where=count > 0)
+    return out
+
+
+def plot(panels: Sequence[tuple[Scenario, Sequence[EnvResult]]], path: Path) -> None:
+    """Savings and recall over traces, one row per scenario, one line per policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(
+        len(panels), 2, figsize=(12, 4 * len(panels)), squeeze=False, constrained_layout=True
+    )
+    for (scenario, envs), (left, right) in zip(panels, axes, strict=True):
+        for policy in scenario.policies:
+            runs = [e.runs[policy.name] for e in envs]
+            tokens = np.mean([r.token_curve for r in runs], axis=0)
+            with warnings.catch_warnings():  # a trace where no environment used an arm is NaN
+                warnings.simplefilter("ignore", RuntimeWarning)
+                recalls = np.nanmean(np.vstack([r.recall_curve for r in runs]), axis=0)
+            x = np.arange(CURVE_WINDOW, len(tokens) + 1)
+            style = "-" if policy.kind == "learn" else "--"
+            left.plot(x, 100 * (1 - rolling(tokens, CURVE_WINDOW)), style, label=policy.name)
+            right.plot(x, rolling(recalls, CURVE_WINDOW), style, label=policy.name)
+        title = f"{scenario.name} ({scenario.envs} environments)"
+        left.set(xlabel="trace", ylabel="token savings %, rolling 50 traces", title=title)
+        right.set(xlabel="trace", ylabel="recall of used arms, rolling 50 traces", title=title)
+        right.legend(loc="lower right", fontsize=8)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer environments, no 10,000")
+    parser.add_argument("--seed", type=int, default=0, help="seed of every environment and draw")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
+    parser.add_argument(
+        "--plot", type=Path, default=Path(__file__).resolve().parent / "learning.png"
+    )
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    print(
+        f"learning quality: Python {platform.python_version()}, numpy {np.__version__}, "
+        f"seed {args.seed}, {args.jobs} processes{', quick' if args.quick else ''}"
+    )
+    print()
+    research_set = list(RESEARCH)
+    if args.quick:
+        research_set = [replace(s, envs=10) for s in research_set]
+    scenarios = [*research_set, *grid(args.quick), *sweep(args.quick)]
+    results = run_all(
+        scenarios, args.seed, args.jobs, lambda msg: print(f"  ... {msg}", file=sys.stderr)
+    )
+    rows = {s.name: aggregate(s, results[s.name]) for s in scenarios}
+    for scenario in scenarios:
+        print(f"### {scenario.name}")
+        print(scenario.describe())
+        grains = {r.grain for e in results[scenario.name] for r in e.runs.values()}
+        if max(grains) > 1:
+            print(f"(oracle knapsack on costs rounded up to {max(grains)} tokens)")
+        print()
+        scenario_table(scenario, rows[scenario.name])
+        print()
+    verdicts(research_set, rows, scenarios)
+    shown = [s for s in scenarios if s.curves]
+    plot([(s, results[s.name]) for s in shown], args.plot)
+    print(f"plot: {args.plot} ({'; '.join(s.name for s in shown)})")
+    cpu = sum(e.seconds for envs in results.values() for e in envs)
+    print(f"(run took {time.perf_counter() - started:.0f} s wall, {cpu:.0f} s in simulations)")
+    return 0
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def verdicts(
+    research_set: Sequence[Scenario], rows: dict[str, list[Row]], scenarios: Sequence[Scenario]
+) -> None:
+    """The issue's targets, each with the measured figure and met / NOT met."""
+
+    def get(scenario: Scenario, policy: str) -> Row:
+        return next(r for r in rows[scenario.name] if r.policy == policy)
+
+    a, b, c, d = research_set
+    loose = [
+        s
+        for s in scenarios
+        if s.traces == 1000 and s.budget_share > 1 and not s.drift and s.name[0].isdigit()
+    ]
+    lines = []
+    sa, sb = get(a, "seed algorithm"), get(b, "seed algorithm")
+    lines.append(
+        [
+            "seed algorithm reproduces: 30/200/35% recall ~0.85, regret ~40",
+            f"recall {sa.recall:.3f}, regret {sa.regret:.1f} ± {sa.regret_se:.1f}",
+        ]
+    )
+    lines.append(
+        [
+            "seed algorithm reproduces: 100/1,000/25% regret ~680",
+            f"regret {sb.regret:.1f} ± {sb.regret_se:.1f}",
+        ]
+    )
+    oracle_a = get(a, "oracle").recall
+    for policy in ("per token", "sharpened", "forgetful"):
+        ra, rb = get(a, policy), get(b, policy)
+        ratio = ra.recall / oracle_a
+        lines.append(
+            [
+                f"{policy}: regret <= 20 at A, <= 150 at B",
+                f"A {ra.regret:.1f} ± {ra.regret_se:.1f}: {verdict(ra.regret <= 20)}; "
+                f"B {rb.regret:.1f} ± {rb.regret_se:.1f}: {verdict(rb.regret <= 150)}",
+            ]
+        )
+        lines.append(
+            [
+                f"{policy}: recall >= 0.98x the oracle's (A, B)",
+                f"A {ratio:.3f}, B {rb.recall / get(b, 'oracle').recall:.3f}: "
+                + verdict(ratio >= 0.98 and rb.recall >= 0.98 * get(b, "oracle").recall),
+            ]
+        )
+    pa, pb = get(a, "pooled oracle"), get(b, "pooled oracle")
+    lines.append(
+        [
+            "reference: pooled oracle (rare arms not told apart)",
+            f"A {pa.regret:.1f}, B {pb.regret:.1f}; recall/oracle A "
+            f"{pa.recall / oracle_a:.3f}, B {pb.recall / get(b, 'oracle').recall:.3f}",
+        ]
+    )
+    for scenario in loose:
+        r = get(scenario, "lean")
+        lines.append(
+            [
+                f"lean, loose budget, {scenario.arms:,} arms: savings >= 50% at recall >= 0.95",
+                f"{r.savings:.1f}% at {r.recall:.3f}: "
+                + verdict(r.savings >= 50 and r.recall >= 0.95),
+            ]
+        )
+    shift = get(d, "forgetful").regret / get(d, "sharpened").regret - 1
+    calm = get(c, "forgetful").regret / get(c, "sharpened").regret - 1
+    lines.append(
+        [
+            "forgetful vs sharpened, research C/D: <= -25% regret after a shift, <= +20% without",
+            f"{shift:+.0%} after the shift, {calm:+.0%} without: "
+            + verdict(shift <= -0.25 and calm <= 0.20),
+        ]
+    )
+    print("### targets")
+    print()
+    print_table(["target", "measured"], lines)
+    print()
+    forgetting_table(scenarios, get)
+
+
+def forgetting_table(scenarios: Sequence[Scenario], get: Callable[[Scenario, str], Row]) -> None:
+    """Regret of sharpened with and without forgetting, on the tight grid, calm and shifted."""
+    table = []
+    for shifted in scenarios:
+        if not shifted.drift or shifted.budget_share > 1 or not shifted.name[0].isdigit():
+            continue
+        still = next(
+            s
+            for s in scenarios
+            if not s.drift
+            and s.name[0].isdigit()
+            and (s.arms, s.traces, s.budget_share)
+            == (shifted.arms, shifted.traces, shifted.budget_share)
+        )
+        calm = (get(still, "sharpened").regret, get(still, "forgetful").regret)
+        moved = (get(shifted, "sharpened").regret, get(shifted, "forgetful").regret)
+        table.append(
+            [
+                f"{shifted.arms:,} arms, {shifted.traces:,} traces",
+                f"{calm[0]:,.1f}",
+                f"{calm[1]:,.1f}",
+                f"{calm[1] / calm[0] - 1:+.0%}" if calm[0] > 0 else "-",
+                f"{moved[0]:,.1f}",
+                f"{moved[1]:,.1f}",
+                f"{moved[1] / moved[0] - 1:+.0%}" if moved[0] > 0 else "-",
+            ]
+        )
+    print("### forgetting: regret of sharpened without and with half_life 100, tight budget")
+    print()
+    print_table(
+        [
+            "scenario",
+            "no drift: sharpened",
+            "forgetful",
+            "change",
+            "drift: sharpened",
+            "forgetful",
+            "change",
+        ],
+        table,
+    )
+    print()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,327 @@
+"""Sustained load, and faults under load: does the server hold the rate, lose nothing, and
+keep its memory flat?
+
+Starts `learning-bot serve` on a fresh database, drives `POST observe` at a steady rate from
+8 concurrent clients (20 arms per run) while two readers poll summary and posteriors, samples
+the server's memory, and afterwards checks `learning-bot db verify` and that the database holds
+every run sent exactly once.
+
+    .venv/bin/python bench/load.py --db sqlite --duration 300 --rate 300
+    .venv/bin/python bench/load.py --db postgresql --duration 300 --rate 300
+    .venv/bin/python bench/load.py --db postgresql --duration 120 --fault pg-stop
+    .venv/bin/python bench/load.py --db sqlite --duration 120 --fault kill-server
+
+Faults: `pg-stop` stops the local PostgreSQL for 30 s in the middle of the run (the server
+spools runs and replays them); `kill-server` SIGKILLs the server in the middle and starts it
+again (clients retry what failed; runs are idempotent by trace id).
+"""
+
+from __future__ import annotations
+
+import sys
+
+sys.path[:] = [p for p in sys.path if not p.rstrip("/").endswith("bench")]
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+import uuid  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import aiohttp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from engine.simulation import make_workload  # noqa: E402
+from engine.wire import report_to_dict  # noqa: E402
+
+TOKEN = "load-token-0123456789abcdef"
+BASE = "/__openclaw__/api/learning"
+EXE = str(Path(sys.executable).with_name("learning-bot"))
+PG_BASE = os.environ.get(
+    "LEARNING_BOT_TEST_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+
+
+@dataclass
+class Stats:
+    sent: int = 0
+    ok: int = 0
+    spooled: int = 0
+    retried: int = 0
+    failed: int = 0
+    latencies: list[float] = field(default_factory=list)
+    reads: int = 0
+    read_errors: int = 0
+    rss_kib: list[tuple[float, int]] = field(default_factory=list)
+
+
+class Server:
+    def __init__(self, db: str, port: int, spool: Path) -> None:
+        self.db, self.port, self.spool = db, port, spool
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = open(spool.parent / "server.log", "ab")  # noqa: SIM115
+
+    def start(self) -> None:
+        env = {
+            **os.environ,
+            "LEARNING_BOT_DATABASE_URL": self.db,
+            "LEARNING_BOT_API_TOKEN": TOKEN,
+            "LEARNING_BOT_PHASE": "active",
+            "LEARNING_BOT_SPOOL_DIR": str(self.spool),
+            "LEARNING_BOT_LOG_LEVEL": "warning",
+        }
+        self.proc = subprocess.Popen(
+            [EXE, "serve", "--port", str(self.port)], env=env, stdout=self.log, stderr=self.log
+        )
+
+    def rss_kib(self) -> int:
+        if self.proc is None:
+            return 0
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        except OSError:
+            return 0
+        return 0
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> float:
+        """SIGTERM; returns how long the server took to exit."""
+        if self.proc is None:
+            return 0.0
+        t0 = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=30)
+        return time.monotonic() - t0
+
+
+async def wait_up(url: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    async with aiohttp.ClientSession() as session:
+        while time.monotonic() < deadline:
+            try:
+                async with session.get(url + BASE + "/healthz") as r:
+                    if r.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.1)
+    raise RuntimeError("the server did not come up")
+
+
+async def run_load(
+    url: str, bodies: list[dict[str, Any]], rate: float, clients: int, stats: Stats
+) -> None:
+    start = time.monotonic()
+    interval = 1.0 / rate
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(headers=headers, timeout=timeout) as session:
+
+        async def client(k: int) -> None:
+            for i in range(k, len(bodies), clients):
+                due = start + i * interval
+                delay = due - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                stats.sent += 1
+                t0 = time.perf_counter()
+                tries = 0
+                for _ in range(600):
+                    tries += 1
+                    try:
+                        async with session.post(url + BASE + "/observe", json=bodies[i]) as r:
+                            data = await r.json()
+                            if r.status == 200:
+                                stats.ok += 1
+                                stats.spooled += bool(data.get("spooled"))
+                                break
+                    except (TimeoutError, aiohttp.ClientError):
+                        pass
+                    stats.retried += 1
+                    await asyncio.sleep(0.1)
+                else:
+                    stats.failed += 1
+                if tries == 1:
+                    stats.latencies.append(time.perf_counter() - t0)
+
+        await asyncio.gather(*(client(k) for k in range(clients)))
+
+
+async def readers(url: str, stats: Stats, stop: asyncio.Event) -> None:
+    async with aiohttp.ClientSession() as session:
+
+        async def poll(path: str) -> None:
+            while not stop.is_set():
+                try:
+                    async with session.get(url + BASE + path) as r:
+                        await r.read()
+                        stats.reads += 1
+                        stats.read_errors += r.status != 200
+                except aiohttp.ClientError:
+                    stats.read_errors += 1
+                await asyncio.sleep(0.5)
+
+        await asyncio.gather(poll("/summary"), poll("/posteriors"))
+
+
+def pg_ctl(action: str) -> None:
+    version = sorted(os.listdir("/etc/postgresql"))[-1]
+    subprocess.run(
+        ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action], check=True
+    )
+
+
+def fresh_database(kind: str, tmp: Path) -> tuple[str, Any]:
+    if kind == "sqlite":
+        return f"sqlite:///{tmp}/load.sqlite", None
+    import sqlalchemy as sa
+
+    schema = f"load_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(PG_BASE, poolclass=sa.pool.NullPool)
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in PG_BASE else "?"
+    return f"{PG_BASE}{sep}options=-csearch_path%3D{schema}", (admin, schema)
+
+
+def count_traces(db: str) -> int:
+    from storage import SqlStore
+
+    store = SqlStore(db)
+    try:
+        with store.engine.connect() as conn:
+            return int(conn.exec_driver_sql("SELECT COUNT(*) FROM traces").scalar_one())
+    finally:
+        store.close()
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument("--duration", type=float, default=300)
+    parser.add_argument("--rate", type=float, default=300)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--arms", type=int, default=20)
+    parser.add_argument("--port", type=int, default=8795)
+    parser.add_argument("--fault", choices=("none", "pg-stop", "kill-server"), default="none")
+    args = parser.parse_args()
+    if args.fault == "pg-stop" and args.db != "postgresql":
+        parser.error("--fault pg-stop needs --db postgresql")
+
+    total = int(args.duration * args.rate)
+    workload = make_workload(args.arms, seed=3)
+    rng = np.random.default_rng(3)
+    ids = [a.id for a in workload.arms]
+    nonce = uuid.uuid4().hex[:8]
+    bodies = [
+        report_to_dict(workload.report(f"{nonce}-{i}", ids, workload.draw_usage(i, rng)[1], False))
+        for i in range(total)
+    ]
+    tmp = Path(tempfile.mkdtemp(prefix="learning-load-"))
+    db, cleanup = fresh_database(args.db, tmp)
+    server = Server(db, args.port, tmp / "spool")
+    server.start()
+    url = f"http://127.0.0.1:{args.port}"
+    stats = Stats()
+    stop_readers = asyncio.Event()
+    try:
+        await wait_up(url)
+        t_start = time.monotonic()
+
+        async def sampler() -> None:
+            while not stop_readers.is_set():
+                stats.rss_kib.append((time.monotonic() - t_start, server.rss_kib()))
+                await asyncio.sleep(5)
+
+        async def fault() -> None:
+            await asyncio.sleep(
+                args.duration / 2 - 15 if args.fault == "pg-stop" else args.duration / 2
+            )
+            if args.fault == "pg-stop":
+                print("fault: stopping PostgreSQL for 30 s", flush=True)
+                await asyncio.to_thread(pg_ctl, "stop")
+                await asyncio.sleep(30)
+                await asyncio.to_thread(pg_ctl, "start")
+                print("fault: PostgreSQL started again", flush=True)
+            elif args.fault == "kill-server":
+                print("fault: SIGKILL to the server, then a restart", flush=True)
+                server.kill()
+                await asyncio.sleep(2)
+                server.start()
+
+        tasks = [
+            asyncio.create_task(readers(url, stats, stop_readers)),
+            asyncio.create_task(sampler()),
+        ]
+        if args.fault != "none":
+            tasks.append(asyncio.create_task(fault()))
+        load_start = time.monotonic()
+        await run_load(url, bodies, args.rate, args.clients, stats)
+        elapsed = time.monotonic() - load_start
+        stop_readers.set()
+        await asyncio.gather(*tasks)
+        # let the spool drain (after a database outage or a restart)
+        deadline = time.monotonic() + 120
+        while count_traces(db) < total and time.monotonic() < deadline:
+            await asyncio.sleep(1)
+        shutdown = server.stop()
+    finally:
+        if server.proc is not None and server.proc.poll() is None:
+            server.kill()
+    stored = count_traces(db)
+    verify = subprocess.run(
+        [EXE, "db", "verify"],
+        env={**os.environ, "LEARNING_BOT_DATABASE_URL": db},
+        capture_output=True,
+        text=True,
+    )
+    lat = sorted(stats.latencies)
+    p50 = statistics.median(lat) * 1000 if lat else float("nan")
+    p99 = lat[int(0.99 * (len(lat) - 1))] * 1000 if lat else float("nan")
+    rss = [kib for _, kib in stats.rss_kib if kib]
+    slope = 0.0
+    if len(stats.rss_kib) >= 3:
+        xs = np.array([t for t, kib in stats.rss_kib if kib], dtype=float)
+        ys = np.array(rss, dtype=float)
+        if len(xs) >= 3:
+            slope = float(np.polyfit(xs, ys, 1)[0]) * 60 / 1024  # MiB per minute
+    print()
+    print(f"| database | {args.db} | fault | {args.fault} |")
+    print("|---|---|---|---|")
+    print(f"| target rate | {args.rate:.0f} runs/s | held | {stats.ok / elapsed:,.0f} runs/s |")
+    print(f"| runs sent | {total:,} | stored once | {stored:,} |")
+    print(f"| observe p50 | {p50:.1f} ms | p99 | {p99:.1f} ms |")
+    print(f"| failed calls | {stats.failed} | retried | {stats.retried} |")
+    print(f"| spooled | {stats.spooled} | reads (errors) | {stats.reads} ({stats.read_errors}) |")
+    print(
+        f"| server RSS start | {rss[0] / 1024 if rss else 0:.0f} MiB | end | "
+        f"{rss[-1] / 1024 if rss else 0:.0f} MiB (trend {slope:+.2f} MiB/min) |"
+    )
+    print(f"| shutdown on SIGTERM | {shutdown:.2f} s | db verify | exit {verify.returncode} |")
+    print(verify.stdout.strip())
+    ok = stored == total and verify.returncode == 0 and stats.failed == 0
+    print("result:", "PASS" if ok else "FAIL")
+    if cleanup is not None:
+        admin, schema = cleanup
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -1,0 +1,366 @@
+"""How fast is `select_arms`, next to the cost of the random draw it cannot avoid?
+
+For 10, 1,000 and 100,000 arms (active phase, baseline_rate 0 so every run is a Thompson run,
+budget 30% of the inventory's total cost, lognormal costs from `engine.simulation`, posteriors
+from simulated pulls) this prints the median latency of:
+
+- floor:    one `numpy.random.Generator.beta` draw of the same size, the least any Thompson
+            selection has to do;
+- prepared: `select_arms` on an `ArmSet` built once and its `PosteriorArrays`, reading
+            `.selected` so the id tuple is really built;
+- cold:     `select_arms` on a plain list of `Arm` and a dict of `Posterior`, every call;
+- loop:     a straightforward per-arm Python implementation of SPEC section 4, written here.
+
+Before timing, the loop is checked to pick exactly the arms `select_arms` picks for the same seed
+(it draws its scores one `Generator.beta` call per arm from the same stream).
+
+Timing: time.perf_counter around each call, garbage collection off while timing; several rounds
+in which the methods take turns, the median of each round, and the median of those medians.
+
+    .venv/bin/python bench/select.py [--quick] [--seed N]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# This file is named like the stdlib `select` module: take its own folder off the import path
+# before anything imports `select`, and put the project root on it instead.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
+
+import argparse  # noqa: E402
+import gc  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable, Mapping, Sequence  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from engine import (  # noqa: E402
+    Arm,
+    ArmSet,
+    LearningConfig,
+    Phase,
+    Posterior,
+    PosteriorArrays,
+    initial_prior,
+    select_arms,
+)
+from engine.simulation import make_workload  # noqa: E402
+
+SIZES = (10, 1_000, 100_000)
+BUDGET_SHARE = 0.30
+MIN_PULLS = 5
+MAX_PULLS = 200
+TARGET_RATIO = 3.0
+TARGET_FROM = 1_000
+METHODS = ("floor", "prepared", "cold", "loop")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Rounds, and calls per round for each method, at one inventory size."""
+
+    rounds: int
+    calls: Mapping[str, int]
+
+
+FULL = {
+    10: Plan(9, {"floor": 3000, "prepared": 3000, "cold": 1000, "loop": 2000}),
+    1_000: Plan(9, {"floor": 600, "prepared": 600, "cold": 40, "loop": 60}),
+    100_000: Plan(7, {"floor": 30, "prepared": 30, "cold": 5, "loop": 5}),
+}
+QUICK = {
+    10: Plan(3, {"floor": 500, "prepared": 500, "cold": 200, "loop": 300}),
+    1_000: Plan(3, {"floor": 100, "prepared": 100, "cold": 10, "loop": 15}),
+    100_000: Plan(3, {"floor": 8, "prepared": 8, "cold": 1, "loop": 1}),
+}
+
+
+# --- the straightforward implementation ---------------------------------------------------
+
+
+def loop_select(
+    arms: Sequence[Arm],
+    posteriors: Mapping[str, Posterior],
+    config: LearningConfig,
+    rng: np.random.Generator,
+) -> tuple[tuple[str, ...], int]:
+    """SPEC section 4, one arm at a time: (selected ids in inventory order, used tokens)."""
+    seeds = set(config.seed_arm_ids)
+    is_baseline = rng.random() < config.baseline_rate
+    ranked = []
+    for position, arm in enumerate(arms):
+        post = posteriors.get(arm.id)
+        if post is None:
+            post = initial_prior(arm)
+        if arm.id in seeds:
+            tier = 0
+        elif is_baseline:
+            tier = 2
+        elif post.pulls < config.min_pulls:
+            tier = 1
+        else:
+            tier = 2
+        key = 0.0 if is_baseline else -float(rng.beta(post.alpha, post.beta))
+        ranked.append((tier, key, position, arm))
+    ranked.sort(key=lambda item: (item[0], item[1], item[2]))
+    chosen = [False] * len(arms)
+    used = 0
+    for tier, _, position, arm in ranked:
+        # Seeds and under-explored arms always go in; the rest only while they fit.
+        if tier < 2 or used + arm.token_cost <= config.token_budget:
+            chosen[position] = True
+            used += arm.token_cost
+    return tuple(arm.id for arm, c in zip(arms, chosen, strict=True) if c), used
+
+
+# --- inputs -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    size: int
+    arms: list[Arm]
+    posteriors: dict[str, Posterior]
+    arm_set: ArmSet
+    arrays: PosteriorArrays
+    config: LearningConfig
+    forced: int
+
+
+def make_case(size: int, seed: int) -> Case:
+    """An inventory with lognormal costs and posteriors after 0-199 simulated pulls each."""
+    workload = make_workload(size, seed=seed)
+    arms = list(workload.arms)
+    rng = np.random.default_rng([seed, size])
+    pulls = rng.integers(0, MAX_PULLS, size=size)
+    hits = rng.binomial(pulls, workload.usefulness)
+    posteriors: dict[str, Posterior] = {}
+    for arm, n, k in zip(arms, pulls.tolist(), hits.tolist(), strict=True):
+        prior = initial_prior(arm)
+        posteriors[arm.id] = Posterior(prior.alpha + k, prior.beta + (n - k), pulls=n)
+    total = sum(arm.token_cost for arm in arms)
+    config = LearningConfig(
+        phase=Phase.ACTIVE,
+        baseline_rate=0.0,
+        min_pulls=MIN_PULLS,
+        token_budget=round(BUDGET_SHARE * total),
+    )
+    arm_set = ArmSet(arms)
+    arrays = arm_set.align(posteriors)
+    seeds = arm_set.seed_mask(config.seed_arm_ids)
+    forced = int((seeds | (arrays.pulls < config.min_pulls)).sum())
+    return Case(size, arms, posteriors, arm_set, arrays, config, forced)
+
+
+def check_loop(case: Case, seed: int) -> tuple[int, int]:
+    """The loop and select_arms agree arm for arm on the same seed; (selected, used tokens)."""
+    for offset in range(3):
+        selection = select_arms(case.arms, case.posteriors, case.config, rng=seed + offset)
+        ids, used = loop_select(
+            case.arms, case.posteriors, case.config, np.random.default_rng(seed + offset)
+        )
+        if ids != selection.selected or used != selection.used_tokens:
+            raise SystemExit(
+                f"loop and select_arms disagree at {case.size} arms (seed {seed + offset}): "
+                f"{len(ids)} vs {len(selection.selected)} arms, {used} vs "
+                f"{selection.used_tokens} tokens"
+            )
+        if len(ids) in (case.forced, case.size):
+            raise SystemExit(f"no packing happened at {case.size} arms; adjust the workload")
+    return len(selection.selected), selection.used_tokens
+
+
+# --- timing -------------------------------------------------------------------------------
+
+
+def callables(case: Case, seed: int) -> dict[str, Callable[[], object]]:
+    floor_rng = np.random.default_rng([seed, 1])
+    prepared_rng = np.random.default_rng([seed, 2])
+    cold_rng = np.random.default_rng([seed, 3])
+    loop_rng = np.random.default_rng([seed, 4])
+    alpha, beta = case.arrays.alpha, case.arrays.beta
+    arms, posteriors, config, arm_set, arrays = (
+        case.arms,
+        case.posteriors,
+        case.config,
+        case.arm_set,
+        case.arrays,
+    )
+
+    def floor() -> object:
+        return floor_rng.beta(alpha, beta)
+
+    def prepared() -> object:
+        return select_arms(arm_set, arrays, config, prepared_rng).selected
+
+    def cold() -> object:
+        return select_arms(arms, posteriors, config, cold_rng).selected
+
+    def loop() -> object:
+        return loop_select(arms, posteriors, config, loop_rng)
+
+    return {"floor": floor, "prepared": prepared, "cold": cold, "loop": loop}
+
+
+def sample(fn: Callable[[], object], calls: int) -> float:
+    """Median seconds per call over `calls` individually timed calls."""
+    clock = time.perf_counter
+    times = []
+    for _ in range(calls):
+        start = clock()
+        fn()
+        times.append(clock() - start)
+    return statistics.median(times)
+
+
+def measure(case: Case, plan: Plan, seed: int) -> dict[str, float]:
+    """Median of per-round medians; the methods take turns so load spikes hit them alike."""
+    fns = callables(case, seed)
+    for name in METHODS:  # warm-up
+        for _ in range(min(3, plan.calls[name])):
+            fns[name]()
+    medians: dict[str, list[float]] = {name: [] for name in METHODS}
+    for r in range(plan.rounds):
+        order = METHODS[r % len(METHODS) :] + METHODS[: r % len(METHODS)]
+        for name in order:
+            gc.collect()
+            gc.disable()
+            try:
+                medians[name].append(sample(fns[name], plan.calls[name]))
+            finally:
+                gc.enable()
+    return {name: statistics.median(values) for name, values in medians.items()}
+
+
+# --- report -------------------------------------------------------------------------------
+
+
+def fmt_time(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:,.1f} µs"
+    if seconds < 1.0:
+        return f"{seconds * 1e3:,.2f} ms"
+    return f"{seconds:,.2f} s"
+
+
+def verdict(size: int, ratio: float) -> str:
+    if size < TARGET_FROM:
+        return "n/a"
+    return "met" if ratio <= TARGET_RATIO else "NOT met"
+
+
+def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for row in rows:
+        cells = [
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        print("| " + " | ".join(cells) + " |")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and calls")
+    parser.add_argument("--seed", type=int, default=0, help="workload and generator seed")
+    args = parser.parse_args(argv)
+    plans = QUICK if args.quick else FULL
+    started = time.perf_counter()
+
+    print(
+        f"select_arms latency: Python {platform.python_version()}, numpy {np.__version__}, "
+        f"seed {args.seed}{', quick' if args.quick else ''}"
+    )
+    print(
+        f"active phase, baseline_rate 0, min_pulls {MIN_PULLS}, pulls 0-{MAX_PULLS - 1} per arm, "
+        f"budget {BUDGET_SHARE:.0%} of the inventory's tokens"
+    )
+    print()
+
+    workload_rows: list[list[str]] = []
+    result_rows: list[list[str]] = []
+    verdicts: list[str] = []
+    for size in SIZES:
+        case = make_case(size, args.seed)
+        selected, used = check_loop(case, args.seed)
+        plan = plans[size]
+        med = measure(case, plan, args.seed)
+        prepared_ratio = med["prepared"] / med["floor"]
+        verdicts.append(f"{size:,} arms: {verdict(size, prepared_ratio)}")
+        workload_rows.append(
+            [
+                f"{size:,}",
+                f"{case.arm_set.total_cost:,}",
+                f"{case.config.token_budget:,}",
+                f"{case.forced:,}",
+                f"{selected:,}",
+                f"{used:,}",
+                f"{plan.rounds} x " + "/".join(str(plan.calls[m]) for m in METHODS),
+            ]
+        )
+        result_rows.append(
+            [
+                f"{size:,}",
+                fmt_time(med["floor"]),
+                fmt_time(med["prepared"]),
+                fmt_time(med["cold"]),
+                fmt_time(med["loop"]),
+                f"{prepared_ratio:.2f}x",
+                f"{med['cold'] / med['floor']:.2f}x",
+                f"{med['loop'] / med['prepared']:.1f}x",
+                f"{med['loop'] / med['cold']:.1f}x",
+                verdict(size, prepared_ratio),
+            ]
+        )
+
+    print("workload (selection checked identical to the per-arm loop on the same seeds):")
+    print_table(
+        [
+            "arms",
+            "tokens",
+            "budget",
+            "forced in",
+            "selected",
+            "used",
+            "rounds x calls (floor/prepared/cold/loop)",
+        ],
+        workload_rows,
+    )
+    print()
+    print("median latency per selection (median of per-round medians):")
+    print_table(
+        [
+            "arms",
+            "numpy floor",
+            "select (prepared)",
+            "select (cold)",
+            "per-arm loop",
+            "prepared/floor",
+            "cold/floor",
+            "loop/prepared",
+            "loop/cold",
+            "target",
+        ],
+        result_rows,
+    )
+    print()
+    print(
+        f"target: prepared select within {TARGET_RATIO:g}x of the numpy floor "
+        f"at {TARGET_FROM:,} arms and above"
+    )
+    print("  " + "; ".join(verdicts))
+    print(f"(run took {time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,510 @@
+"""What each command does and how its answer reads: one wording for every surface."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.commands import (
+    GRAMMAR,
+    CancelCommand,
+    Command,
+    ConfirmCommand,
+    HelpCommand,
+    PhaseCommand,
+    ResetCommand,
+    RewardCommand,
+    StatusCommand,
+)
+from bot.replies import (
+    Action,
+    Actions,
+    Column,
+    Fields,
+    Heading,
+    Reply,
+    ReplyKind,
+    Table,
+    Text,
+    Visibility,
+)
+from engine.config import Phase
+from engine.ports import PendingConfirmation
+from engine.service import MIN_TRACES_FOR_ACTIVE, ArmView, LearningService
+
+HELP = {
+    "status": (
+        "/learning status [top N] [public] — phase, settings, traces, token savings, the best "
+        "arms and the candidates for exclusion. 'status arm <id-or-label>' shows one arm. "
+        "Replies are private unless you add 'public'."
+    ),
+    "reward": (
+        "/learning reward [<arm>] [1|0|good|bad] [reason...] — manual (lagged) feedback. "
+        "Without an arm, the arms the latest run in this conversation used get the reward. "
+        "An arm is its full id (tool:fs:Read) or its label (Read)."
+    ),
+    "reset": (
+        "/learning reset [all | <arm ids...>] — puts arms back to Beta(1,1) with 0 pulls; "
+        "nothing is deleted and /learning reset undo restores them. Admins only; asks "
+        "for confirmation (or add 'confirm')."
+    ),
+    "phase": (
+        "/learning phase [passive|active] — shows or sets the phase. passive: every arm is "
+        "included and nothing is learnt from; active: Thompson Sampling picks arms under "
+        "the token budget. Changing it is for admins and asks for confirmation."
+    ),
+    "help": "/learning help [command] — this help.",
+}
+
+
+def usage_reply(message: str, command: str | None = None) -> Reply:
+    lines = [HELP[command]] if command in HELP else list(GRAMMAR)
+    return Reply(
+        ReplyKind.ERROR,
+        (Text(message), Text("Usage:\n" + "\n".join(lines), muted=True)),
+        message,
+        data={"error": message, "usage": lines},
+    )
+
+
+def fmt_time(ms: int | None) -> str:
+    if ms is None:
+        return "never"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def fmt_int(n: float) -> str:
+    return f"{n:,.0f}"
+
+
+def fmt_pct(part: int, whole: int) -> str:
+    return f"{part / whole * 100:.1f}%" if whole else "0.0%"
+
+
+POSTERIOR_COLUMNS = (
+    Column("Arm"),
+    Column("Mean", "right"),
+    Column("95% interval", "right"),
+    Column("Pulls", "right"),
+    Column("Confidence"),
+    Column("Last updated"),
+)
+
+
+def posterior_row(view: ArmView) -> tuple[str, ...]:
+    low, high = view.interval
+    return (
+        view.arm_id,
+        f"{view.mean:.3f}",
+        f"{low:.3f}-{high:.3f}",
+        str(view.posterior.pulls),
+        view.confidence.value,
+        fmt_time(view.posterior.last_updated),
+    )
+
+
+def posterior_table(views: tuple[ArmView, ...] | list[ArmView], title: str) -> Table:
+    return Table(POSTERIOR_COLUMNS, tuple(posterior_row(v) for v in views), title)
+
+
+def command_to_json(command: Command) -> str:
+    data: dict[str, Any] = {"type": type(command).__name__}
+    for name in command.__slots__:
+        value = getattr(command, name)
+        data[name] = value.value if isinstance(value, Phase) else value
+    return json.dumps(data)
+
+
+def command_from_json(text: str) -> Command:
+    data = json.loads(text)
+    kind = data.pop("type")
+    if kind == "ResetCommand":
+        arms = data.get("arms")
+        return ResetCommand(
+            tuple(arms) if arms is not None else None, data["undo"], data["confirm"]
+        )
+    if kind == "PhaseCommand":
+        return PhaseCommand(Phase(data["phase"]) if data["phase"] else None, data["confirm"])
+    if kind == "RewardCommand":
+        return RewardCommand(data["arm"], data["value"], data["reason"], data["public"])
+    if kind == "StatusCommand":
+        return StatusCommand(data["top"], data["public"], data["arm"])
+    if kind == "HelpCommand":
+        return HelpCommand(data["topic"])
+    raise ValueError(f"unknown command type {kind}")
+
+
+class Handlers:
+    def __init__(self, settings: Any) -> None:
+        self.settings = settings
+
+    def run(
+        self, service: LearningService, command: Command, actor: Any, conversation: str
+    ) -> Reply:
+        if isinstance(command, StatusCommand):
+            if command.arm is not None:
+                return self.arm_detail(service, command)
+            return self.status(service, command)
+        if isinstance(command, RewardCommand):
+            return self.reward(service, command, actor, conversation)
+        if isinstance(command, ResetCommand):
+            return self.reset(service, command, actor)
+        if isinstance(command, PhaseCommand):
+            return self.phase(service, command, actor)
+        if isinstance(command, HelpCommand):
+            return self.help(command)
+        if isinstance(command, ConfirmCommand | CancelCommand):
+            raise ValueError("confirmations are handled by the bus")
+        raise ValueError(f"unknown command {command!r}")
+
+    # -- status ----------------------------------------------------------------------------
+
+    def status(self, service: LearningService, command: StatusCommand) -> Reply:
+        status = service.status(top=command.top)
+        config = status.config
+        s = status.summary
+        blocks: list[Any] = [
+            Heading(f"Learning status — {status.learner}", status.phase.value.upper()),
+            Fields(
+                (
+                    ("Phase", status.phase.value),
+                    ("Token budget", fmt_int(config.token_budget)),
+                    ("Baseline rate", f"{config.baseline_rate * 100:g}%"),
+                    ("Min pulls", str(config.min_pulls)),
+                    ("Traces", fmt_int(s.trace_count)),
+                    ("Arms", fmt_int(s.arm_count)),
+                    ("Total tokens", fmt_int(s.total_tokens)),
+                    (
+                        "Date range",
+                        f"{fmt_time(s.min_timestamp)} – {fmt_time(s.max_timestamp)}"
+                        if s.trace_count
+                        else "–",
+                    ),
+                )
+            ),
+        ]
+        data: dict[str, Any] = {"summary": s.to_dict(), "phase": status.phase.value}
+        if status.empty:
+            blocks.append(Text("No traces recorded yet."))
+            blocks.append(
+                Text(
+                    "Traces appear when your agent reports runs (LearningService.observe or "
+                    "POST observe). To see it work, run: learning-bot simulate",
+                    muted=True,
+                )
+            )
+        else:
+            runs = s.baseline_runs + s.selected_runs
+            blocks.append(
+                Fields(
+                    (
+                        (
+                            "Baseline runs",
+                            f"{s.baseline_runs:,} ({fmt_pct(s.baseline_runs, runs)})",
+                        ),
+                        (
+                            "Selected runs",
+                            f"{s.selected_runs:,} ({fmt_pct(s.selected_runs, runs)})",
+                        ),
+                    )
+                )
+            )
+            if s.token_savings_percent is not None:
+                assert s.baseline_avg_tokens is not None
+                assert s.selected_avg_tokens is not None
+                blocks.append(
+                    Text(
+                        f"Token savings: {s.token_savings_percent:.1f}% (baseline avg "
+                        f"{fmt_int(s.baseline_avg_tokens)} tokens, selected avg "
+                        f"{fmt_int(s.selected_avg_tokens)} tokens)"
+                    )
+                )
+        if status.top:
+            blocks.append(posterior_table(status.top, f"Top {len(status.top)} arms by mean"))
+        if status.bottom:
+            blocks.append(
+                posterior_table(
+                    status.bottom,
+                    f"Bottom {len(status.bottom)} arms — candidates for exclusion",
+                )
+            )
+            data["bottom"] = [v.to_dict() for v in status.bottom]
+        data["top"] = [v.to_dict() for v in status.top]
+        if self.settings.dashboard_url:
+            blocks.append(Text(f"Dashboard: {self.settings.dashboard_url}", muted=True))
+        summary = f"{status.phase.value} phase, {s.trace_count:,} traces, {s.arm_count:,} arms" + (
+            f", {s.token_savings_percent:.1f}% token savings"
+            if s.token_savings_percent is not None
+            else ""
+        )
+        visibility = Visibility.PUBLIC if command.public else Visibility.PRIVATE
+        return Reply(ReplyKind.INFO, tuple(blocks), summary, visibility, data)
+
+    def arm_detail(self, service: LearningService, command: StatusCommand) -> Reply:
+        assert command.arm is not None
+        arm_id = service.resolve_arm(command.arm)
+        view = service.view(arm_id)
+        low, high = view.interval
+        p = view.posterior
+        blocks = (
+            Heading(view.arm_id),
+            Fields(
+                (
+                    ("Label", view.label),
+                    ("Mean", f"{view.mean:.3f}"),
+                    ("95% interval", f"{low:.3f}-{high:.3f}"),
+                    ("Beta", f"alpha {p.alpha:.2f}, beta {p.beta:.2f}"),
+                    ("Pulls", str(p.pulls)),
+                    ("Confidence", view.confidence.value),
+                    ("Last updated", fmt_time(p.last_updated)),
+                    ("Token cost", fmt_int(view.token_cost)),
+                    ("Seed arm", "yes (never excluded)" if view.is_seed else "no"),
+                    (
+                        "Under-explored",
+                        "yes (always included until min pulls)" if view.is_underexplored else "no",
+                    ),
+                )
+            ),
+        )
+        visibility = Visibility.PUBLIC if command.public else Visibility.PRIVATE
+        return Reply(
+            ReplyKind.INFO,
+            blocks,
+            f"{view.arm_id}: mean {view.mean:.3f} over {p.pulls} pulls",
+            visibility,
+            {"arm": view.to_dict()},
+        )
+
+    # -- reward ----------------------------------------------------------------------------
+
+    def reward(
+        self, service: LearningService, command: RewardCommand, actor: Any, conversation: str
+    ) -> Reply:
+        result = service.reward(
+            command.arm,
+            command.value,
+            actor=actor.id,
+            reason=command.reason,
+            conversation=conversation or None,
+        )
+        views = {a: service.view(a) for a in result.arm_ids}
+        word = "good" if result.value >= 0.5 else "bad"
+        target = (
+            result.arm_ids[0]
+            if command.arm is not None
+            else f"{len(result.arm_ids)} arm(s) the latest run here used"
+        )
+        rows = tuple(posterior_row(views[a]) for a in result.arm_ids if a in views)
+        blocks: list[Any] = [
+            Text(f"Recorded a {word} reward ({result.value:g}) for {target}."),
+            Table(POSTERIOR_COLUMNS, rows, "Now"),
+        ]
+        if result.reason:
+            blocks.insert(1, Text(f"Reason: {result.reason}", muted=True))
+        blocks.append(
+            Text(
+                f"Lagged feedback from {actor.display}; automatic observations are unaffected.",
+                muted=True,
+            )
+        )
+        visibility = Visibility.PUBLIC if command.public else Visibility.PRIVATE
+        return Reply(
+            ReplyKind.OK,
+            tuple(blocks),
+            f"Rewarded {', '.join(result.arm_ids)} with {result.value:g}",
+            visibility,
+            {
+                "armIds": list(result.arm_ids),
+                "value": result.value,
+                "traceId": result.trace_id,
+                "lagged": True,
+            },
+        )
+
+    # -- reset -----------------------------------------------------------------------------
+
+    def confirmation(self, service: LearningService, command: Command) -> Reply:
+        if isinstance(command, ResetCommand) and command.undo:
+            last = service.last_reset()
+            if last is None or last.undone:
+                return Reply(
+                    ReplyKind.ERROR,
+                    (Text("There is no reset to undo."),),
+                    "There is no reset to undo.",
+                )
+            what = "every arm" if last.all_arms else f"{len(last.arm_ids)} arm(s)"
+            text = (
+                f"Undo reset #{last.reset_id} by {last.actor} at {fmt_time(last.at)}? The "
+                f"posteriors of {what} go back to what they were before it, plus anything "
+                "learnt since."
+            )
+            return Reply(ReplyKind.CONFIRM, (Text(text),), text)
+        if isinstance(command, ResetCommand):
+            if command.arms is None:
+                count = len(service.posteriors())
+                what = f"all {count} arms"
+            else:
+                ids = sorted({service.resolve_arm(a) for a in command.arms})
+                count = len(ids)
+                what = ", ".join(ids)
+            text = (
+                f"Reset {what} of learner '{service.learner}' to Beta(1,1) with 0 pulls? "
+                "Status will count traces from now on. Nothing is deleted: "
+                "/learning reset undo brings the current posteriors back."
+            )
+            return Reply(ReplyKind.CONFIRM, (Text(text),), text, data={"armCount": count})
+        if isinstance(command, PhaseCommand) and command.phase is not None:
+            current = service.phase()
+            traces = service.status().summary.trace_count
+            lines = [
+                f"Switch learner '{service.learner}' from {current.value} to {command.phase.value}?"
+            ]
+            if command.phase is Phase.ACTIVE:
+                lines.append(
+                    "Thompson Sampling will start leaving unhelpful arms out of prompts, "
+                    "and the traces recorded while passive are folded into the posteriors."
+                )
+                if traces < MIN_TRACES_FOR_ACTIVE:
+                    lines.append(
+                        f"Warning: only {traces} trace(s) so far; posteriors are mostly "
+                        f"priors until about {MIN_TRACES_FOR_ACTIVE}."
+                    )
+            else:
+                lines.append("Every arm will be included again and nothing is learnt from runs.")
+            text = " ".join(lines)
+            return Reply(ReplyKind.CONFIRM, (Text(text),), lines[0])
+        raise ValueError(f"{command!r} needs no confirmation")
+
+    def with_actions(self, prompt: Reply, token: str) -> Reply:
+        if prompt.kind is not ReplyKind.CONFIRM:
+            return prompt
+        actions = Actions(
+            (
+                Action(
+                    "Confirm",
+                    "confirm",
+                    token,
+                    "danger",
+                    "This changes what the learning layer does for everyone it serves here.",
+                ),
+                Action("Cancel", "cancel", token, "default"),
+            )
+        )
+        return replace(
+            prompt, blocks=(*prompt.blocks, actions), data={**prompt.data, "token": token}
+        )
+
+    def reset(self, service: LearningService, command: ResetCommand, actor: Any) -> Reply:
+        if command.undo:
+            result = service.undo_reset(actor=actor.id)
+            text = (
+                f"Undid reset #{result.reset_id}: {result.reset_count} arm(s) have their "
+                "posteriors back."
+            )
+            return Reply(
+                ReplyKind.OK,
+                (Text(text),),
+                text,
+                data={"learner": result.learner, "reset_count": result.reset_count},
+            )
+        result = service.reset(command.arms, actor=actor.id)
+        what = "every arm" if result.all_arms else ", ".join(result.arm_ids)
+        text = (
+            f"Reset {what} ({result.reset_count} arm(s), reset #{result.reset_id}). "
+            "Undo with /learning reset undo."
+        )
+        return Reply(
+            ReplyKind.OK,
+            (Text(text),),
+            text,
+            data={
+                "learner": result.learner,
+                "reset_count": result.reset_count,
+                "arm_ids": list(result.arm_ids),
+            },
+        )
+
+    # -- phase -----------------------------------------------------------------------------
+
+    def phase(self, service: LearningService, command: PhaseCommand, actor: Any) -> Reply:
+        if command.phase is None or command.phase is service.phase():
+            current = service.phase()
+            explain = (
+                "every arm is included and runs are only recorded"
+                if current is Phase.PASSIVE
+                else "Thompson Sampling picks each prompt's arms under the token budget"
+            )
+            other = "active" if current is Phase.PASSIVE else "passive"
+            text = f"Phase: {current.value.upper()} — {explain}."
+            return Reply(
+                ReplyKind.INFO,
+                (Text(text), Text(f"Switch with /learning phase {other}.", muted=True)),
+                text,
+                data={"phase": current.value},
+            )
+        change = service.set_phase(command.phase, actor=actor.id)
+        lines = [f"Phase is now {change.phase.value.upper()} (was {change.previous.value})."]
+        if change.bootstrapped_traces:
+            lines.append(
+                f"Folded {change.bootstrapped_traces:,} passive trace(s) into the posteriors."
+            )
+        blocks: list[Any] = [Text(lines[0])]
+        blocks.extend(Text(line, muted=True) for line in lines[1:])
+        if change.warning:
+            blocks.append(Text(f"Warning: {change.warning}."))
+        return Reply(
+            ReplyKind.OK,
+            tuple(blocks),
+            lines[0],
+            data={
+                "phase": change.phase.value,
+                "previous": change.previous.value,
+                "warning": change.warning,
+                "bootstrappedTraces": change.bootstrapped_traces,
+            },
+        )
+
+    # -- help, confirmations -----------------------------------------------------------------
+
+    def help(self, command: HelpCommand) -> Reply:
+        if command.topic:
+            text = HELP[command.topic]
+            return Reply(ReplyKind.INFO, (Text(text),), f"help {command.topic}")
+        blocks = (
+            Heading("/learning — the learning layer's chat commands"),
+            Text("\n".join(GRAMMAR)),
+            Text("/learning help <command> explains one command.", muted=True),
+        )
+        return Reply(ReplyKind.INFO, blocks, "/learning help")
+
+    def outcome(self, reply: Reply, actor: Any) -> Reply:
+        """The result of a confirmed command, as it replaces the confirmation prompt."""
+        if not reply.ok:
+            return reply
+        note = Text(f"Confirmed by {actor.display}.", muted=True)
+        return replace(
+            reply,
+            blocks=(*reply.blocks, note),
+            data={**reply.data, "replacesPrompt": True, "by": actor.display},
+        )
+
+    def already_done(self, pending: PendingConfirmation) -> Reply:
+        if pending.outcome:
+            previous = Reply.from_dict(json.loads(pending.outcome))
+            text = f"Already done: {previous.summary}"
+        else:
+            text = "This was already confirmed or cancelled."
+        return Reply(
+            ReplyKind.INFO,
+            (Text(text),),
+            text,
+            data={"alreadyDone": True, "by": pending.used_by},
+        )
+
+    def cancelled(self, pending: PendingConfirmation, actor: Any) -> Reply:
+        text = f"Cancelled by {actor.display}; nothing changed."
+        return Reply(
+            ReplyKind.INFO, (Text(text),), text, data={"cancelled": True, "replacesPrompt": True}
+        )

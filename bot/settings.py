@@ -1,0 +1,155 @@
+"""Settings from defaults < config file < environment < command-line flags, validated once at
+start-up with errors that name the setting."""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.config import LearningConfig
+from engine.errors import InvalidConfig
+
+ENV_PREFIX = "LEARNING_BOT_"
+# environment variable -> LearningConfig key
+_CONFIG_ENV = {
+    "ENABLED": "enabled",
+    "PHASE": "phase",
+    "STRATEGY": "strategy",
+    "TOKEN_BUDGET": "tokenBudget",
+    "BASELINE_RATE": "baselineRate",
+    "MIN_PULLS": "minPulls",
+    "SEED_ARM_IDS": "seedArmIds",
+    "META_TOOLS": "metaTools",
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str | None = None
+    learner: str = "default"
+    config: LearningConfig = field(default_factory=LearningConfig)
+    admins: frozenset[str] = frozenset()
+    reward_admins_only: bool = False
+    learners: Mapping[str, str] = field(default_factory=dict)
+    dashboard_url: str | None = None
+    cache_ttl: float = 0.5
+    rate_limit: int = 20
+
+
+def _env_value(key: str, raw: str) -> Any:
+    if key in ("enabled",):
+        lowered = raw.strip().lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        raise InvalidConfig(f"{ENV_PREFIX}ENABLED", f"must be true or false, got {raw!r}")
+    if key in ("tokenBudget", "minPulls"):
+        try:
+            return int(raw)
+        except ValueError:
+            raise InvalidConfig(key, f"must be a whole number, got {raw!r}") from None
+    if key == "baselineRate":
+        try:
+            return float(raw)
+        except ValueError:
+            raise InvalidConfig(key, f"must be a number in [0, 1], got {raw!r}") from None
+    if key in ("seedArmIds", "metaTools"):
+        return [part.strip() for part in raw.split(",") if part.strip()]
+    return raw.strip()
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidConfig("config file", f"cannot read {path}: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        raise InvalidConfig("config file", f"{path} is not valid: {exc}") from None
+    if not isinstance(data, dict):
+        raise InvalidConfig("config file", f"{path} must hold an object")
+    learning = data.get("learning", data)
+    if not isinstance(learning, dict):
+        raise InvalidConfig("config file", "the `learning` section must be an object")
+    return learning
+
+
+def _pairs(name: str, raw: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in raw.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if "=" not in item:
+            raise InvalidConfig(name, f"expected scope=learner pairs, got {item!r}")
+        scope, learner = (part.strip() for part in item.split("=", 1))
+        if not scope or not learner:
+            raise InvalidConfig(name, f"expected scope=learner pairs, got {item!r}")
+        out[scope] = learner
+    return out
+
+
+def load_settings(
+    env: Mapping[str, str] | None = None,
+    *,
+    database_url: str | None = None,
+    learner: str | None = None,
+    config_path: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Defaults, then the config file (LEARNING_BOT_CONFIG or `config_path`, JSON or TOML),
+    then LEARNING_BOT_* variables, then the explicit arguments (command-line flags)."""
+    env = os.environ if env is None else env
+    config = LearningConfig()
+    path = config_path or env.get(f"{ENV_PREFIX}CONFIG")
+    if path:
+        config = config.merged(_read_file(Path(path)))
+    from_env = {
+        key: _env_value(key, env[f"{ENV_PREFIX}{name}"])
+        for name, key in _CONFIG_ENV.items()
+        if env.get(f"{ENV_PREFIX}{name}", "").strip()
+    }
+    if from_env:
+        try:
+            config = config.merged(from_env)
+        except InvalidConfig as exc:
+            name = next((n for n, k in _CONFIG_ENV.items() if k == exc.field), exc.field)
+            raise InvalidConfig(f"{ENV_PREFIX}{name}", exc.detail) from None
+    if overrides:
+        config = config.merged(overrides)
+    admins = frozenset(
+        a.strip() for a in env.get(f"{ENV_PREFIX}ADMINS", "").split(",") if a.strip()
+    )
+    reward_admins = env.get(f"{ENV_PREFIX}REWARD_ADMINS_ONLY", "").strip().lower()
+    ttl_raw = env.get(f"{ENV_PREFIX}CACHE_TTL", "").strip()
+    try:
+        ttl = float(ttl_raw) if ttl_raw else 0.5
+    except ValueError:
+        raise InvalidConfig(f"{ENV_PREFIX}CACHE_TTL", f"must be seconds, got {ttl_raw!r}") from None
+    rate_raw = env.get(f"{ENV_PREFIX}RATE_LIMIT", "").strip()
+    try:
+        rate_limit = int(rate_raw) if rate_raw else 20
+    except ValueError:
+        raise InvalidConfig(
+            f"{ENV_PREFIX}RATE_LIMIT", f"must be a whole number of commands, got {rate_raw!r}"
+        ) from None
+    if rate_limit < 0:
+        raise InvalidConfig(f"{ENV_PREFIX}RATE_LIMIT", "must be >= 0 (0 turns it off)")
+    return Settings(
+        database_url=database_url or env.get(f"{ENV_PREFIX}DATABASE_URL") or None,
+        learner=learner or env.get(f"{ENV_PREFIX}LEARNER") or "default",
+        config=config,
+        admins=admins,
+        reward_admins_only=reward_admins in ("1", "true", "yes", "on"),
+        learners=_pairs(f"{ENV_PREFIX}LEARNERS", env.get(f"{ENV_PREFIX}LEARNERS", "")),
+        dashboard_url=env.get(f"{ENV_PREFIX}DASHBOARD_URL") or None,
+        cache_ttl=ttl,
+        rate_limit=rate_limit,
+    )

@@ -1,0 +1,137 @@
+"""The learning layer: arms, Beta posteriors, Thompson selection, reference detection, rewards.
+
+Pure Python and numpy; no I/O and no import of any other package of this project.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from engine.arms import (
+    MAX_ARM_ID_LENGTH,
+    Arm,
+    ArmId,
+    ArmType,
+    build_arm_id,
+    estimate_tokens,
+    parse_arm_id,
+)
+from engine.config import DEFAULT_SEED_ARM_IDS, LearningConfig, Phase
+from engine.errors import (
+    Ambiguous,
+    Conflict,
+    Forbidden,
+    InvalidArmId,
+    InvalidConfig,
+    InvalidInput,
+    LearningError,
+    NotFound,
+    Unavailable,
+)
+from engine.metrics import recommended_baseline_rate, token_savings_percent
+from engine.observation import (
+    MAX_ARMS_PER_RUN,
+    MAX_TEXT_CHARS,
+    ReportedArm,
+    RunOutcome,
+    RunReport,
+    RunText,
+    SkipReason,
+    ToolCall,
+    Usage,
+    detect_reference,
+    observation_guard,
+    referenced_arms,
+    rewards_for_run,
+)
+from engine.posterior import (
+    Confidence,
+    Posterior,
+    check_reward,
+    confidence_for_pulls,
+    initial_prior,
+    now_ms,
+)
+
+# Selection needs numpy; it is imported on first use so that tools which only read status
+# (the CLI, the chat surfaces) start fast.
+_LAZY = {
+    "ArmSet": "engine.selection",
+    "PosteriorArrays": "engine.selection",
+    "Selection": "engine.selection",
+    "discounted": "engine.selection",
+    "excluded_tools_guidance": "engine.selection",
+    "include_everything": "engine.selection",
+    "select_arms": "engine.selection",
+}
+
+if TYPE_CHECKING:
+    from engine.selection import (
+        ArmSet,
+        PosteriorArrays,
+        Selection,
+        discounted,
+        excluded_tools_guidance,
+        include_everything,
+        select_arms,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'engine' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "DEFAULT_SEED_ARM_IDS",
+    "MAX_ARMS_PER_RUN",
+    "MAX_ARM_ID_LENGTH",
+    "MAX_TEXT_CHARS",
+    "Ambiguous",
+    "Arm",
+    "ArmId",
+    "ArmSet",
+    "ArmType",
+    "Confidence",
+    "Conflict",
+    "Forbidden",
+    "InvalidArmId",
+    "InvalidConfig",
+    "InvalidInput",
+    "LearningConfig",
+    "LearningError",
+    "NotFound",
+    "Phase",
+    "Posterior",
+    "PosteriorArrays",
+    "ReportedArm",
+    "RunOutcome",
+    "RunReport",
+    "RunText",
+    "Selection",
+    "SkipReason",
+    "ToolCall",
+    "Unavailable",
+    "Usage",
+    "build_arm_id",
+    "check_reward",
+    "confidence_for_pulls",
+    "detect_reference",
+    "discounted",
+    "estimate_tokens",
+    "excluded_tools_guidance",
+    "include_everything",
+    "initial_prior",
+    "now_ms",
+    "observation_guard",
+    "parse_arm_id",
+    "recommended_baseline_rate",
+    "referenced_arms",
+    "rewards_for_run",
+    "select_arms",
+    "token_savings_percent",
+]

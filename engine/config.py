@@ -1,0 +1,200 @@
+"""LearningConfig: the learning layer's settings, validated, readable in either key style."""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from engine.arms import parse_arm_id
+from engine.errors import InvalidArmId, InvalidConfig
+
+
+class Phase(enum.StrEnum):
+    """passive: observe and record only; active: select arms and update posteriors."""
+
+    PASSIVE = "passive"
+    ACTIVE = "active"
+
+
+DEFAULT_SEED_ARM_IDS: tuple[str, ...] = (
+    "tool:fs:Read",
+    "tool:fs:Write",
+    "tool:fs:Edit",
+    "tool:exec:Bash",
+    "tool:fs:Glob",
+    "tool:fs:Grep",
+)
+STRATEGIES = ("thompson",)
+PACKINGS = ("score", "score_per_token")
+"""How the arms that are not forced in are ranked for the greedy packing: by their sampled
+score (SPEC section 4), or by sampled score per token of cost."""
+
+# snake_case attribute -> the original camelCase key
+_CAMEL = {
+    "enabled": "enabled",
+    "phase": "phase",
+    "strategy": "strategy",
+    "token_budget": "tokenBudget",
+    "baseline_rate": "baselineRate",
+    "min_pulls": "minPulls",
+    "seed_arm_ids": "seedArmIds",
+    "meta_tools": "metaTools",
+    "packing": "packing",
+    "min_score": "minScore",
+    "exploration": "exploration",
+    "half_life": "halfLife",
+}
+# Options beyond SPEC section 7: written out by `to_dict` only when they differ from their
+# defaults, so a default configuration serialises exactly as the original learning layer's.
+_OPTIONAL_DEFAULTS: dict[str, Any] = {
+    "packing": "score",
+    "min_score": 0.0,
+    "exploration": 1.0,
+    "half_life": None,
+}
+_SNAKE = {camel: snake for snake, camel in _CAMEL.items()}
+
+
+def _whole(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise InvalidConfig(name, f"must be a whole number, got {value!r}")
+    if value < minimum:
+        raise InvalidConfig(name, f"must be >= {minimum}, got {value}")
+    return int(value)
+
+
+@dataclass(frozen=True, slots=True)
+class LearningConfig:
+    """Settings of one learner. Invalid values raise InvalidConfig naming the field."""
+
+    enabled: bool = True
+    phase: Phase = Phase.PASSIVE
+    strategy: str = "thompson"
+    token_budget: int = 8000
+    baseline_rate: float = 0.10
+    min_pulls: int = 5
+    seed_arm_ids: tuple[str, ...] = DEFAULT_SEED_ARM_IDS
+    meta_tools: frozenset[str] = field(default_factory=lambda: frozenset({"message"}))
+    packing: str = "score"
+    """"score" (SPEC section 4) or "score_per_token": rank by sampled score / token cost."""
+    min_score: float = 0.0
+    """Arms whose sampled score falls below this are left out even when the budget has room
+    (seeds and under-explored arms still go in; baseline runs ignore it). 0 disables it."""
+    exploration: float = 1.0
+    """Width of the Thompson draw: 1 samples each posterior as it is (SPEC section 4); e < 1
+    samples Beta(alpha/e, beta/e), same mean and about e times the variance; 0 uses the mean."""
+    half_life: float | None = None
+    """Observations after which old evidence counts half (`engine.selection.discounted`): each
+    posterior keeps its mean and widens. None keeps every observation at full weight. Applied
+    by whoever keeps the posteriors (`engine.simulation.run_policy` does)."""
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        if not isinstance(self.enabled, bool):
+            raise InvalidConfig("enabled", f"must be true or false, got {self.enabled!r}")
+        try:
+            set_(self, "phase", Phase(self.phase))
+        except ValueError:
+            raise InvalidConfig(
+                "phase", f"must be 'passive' or 'active', got {self.phase!r}"
+            ) from None
+        if self.strategy not in STRATEGIES:
+            raise InvalidConfig(
+                "strategy", f"must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}"
+            )
+        set_(self, "token_budget", _whole("token_budget", self.token_budget, 0))
+        set_(self, "baseline_rate", _fraction("baseline_rate", self.baseline_rate))
+        set_(self, "min_pulls", _whole("min_pulls", self.min_pulls, 0))
+        set_(self, "seed_arm_ids", _string_tuple("seed_arm_ids", self.seed_arm_ids))
+        for arm_id in self.seed_arm_ids:
+            try:
+                parse_arm_id(arm_id)
+            except InvalidArmId as exc:
+                raise InvalidConfig("seed_arm_ids", str(exc)) from None
+        set_(self, "meta_tools", frozenset(_string_tuple("meta_tools", self.meta_tools)))
+        if self.packing not in PACKINGS:
+            raise InvalidConfig(
+                "packing", f"must be one of {', '.join(PACKINGS)}, got {self.packing!r}"
+            )
+        set_(self, "min_score", _fraction("min_score", self.min_score))
+        set_(self, "exploration", _fraction("exploration", self.exploration))
+        if self.half_life is not None:
+            life = self.half_life
+            if isinstance(life, bool) or not isinstance(life, (int, float)):
+                raise InvalidConfig("half_life", f"must be a positive number or null, got {life!r}")
+            if not math.isfinite(life) or life <= 0:
+                raise InvalidConfig("half_life", f"must be a positive number or null, got {life!r}")
+            set_(self, "half_life", float(life))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LearningConfig:
+        """Build from a mapping with snake_case or the original camelCase keys."""
+        return cls().merged(data)
+
+    def merged(self, data: Mapping[str, Any]) -> LearningConfig:
+        """A copy with the given keys (either style) changed; unknown keys are an error."""
+        if not isinstance(data, Mapping):
+            raise InvalidConfig("config", f"must be a mapping, got {type(data).__name__}")
+        changes: dict[str, Any] = {}
+        given: dict[str, str] = {}
+        for key, value in data.items():
+            snake = key if key in _CAMEL else _SNAKE.get(key)
+            if snake is None:
+                known = ", ".join(_CAMEL.values())
+                raise InvalidConfig(str(key), f"unknown setting; known settings: {known}")
+            if snake in changes:
+                raise InvalidConfig(str(key), f"given twice (as {given[snake]!r} and {key!r})")
+            changes[snake] = value
+            given[snake] = key
+        try:
+            return replace(self, **changes)
+        except InvalidConfig as exc:
+            raise InvalidConfig(given.get(exc.field, exc.field), exc.detail) from None
+
+    def to_dict(self, camel: bool = True) -> dict[str, Any]:
+        """Plain JSON-ready values, with the original camelCase keys by default.
+
+        `packing`, `min_score`, `exploration` and `half_life` appear only when they differ
+        from their defaults; `from_dict` reads the result back to an equal config either way.
+        """
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in _OPTIONAL_DEFAULTS and value == _OPTIONAL_DEFAULTS[f.name]:
+                continue
+            if isinstance(value, Phase):
+                value = value.value
+            elif isinstance(value, tuple):
+                value = list(value)
+            elif isinstance(value, frozenset):
+                value = sorted(value)
+            out[_CAMEL[f.name] if camel else f.name] = value
+        return out
+
+    @property
+    def is_active(self) -> bool:
+        return self.enabled and self.phase is Phase.ACTIVE
+
+
+def _fraction(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidConfig(name, f"must be a number in [0, 1], got {value!r}")
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise InvalidConfig(name, f"must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _string_tuple(name: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise InvalidConfig(name, f"must be a list of strings, got {value!r}")
+    items = tuple(value)
+    for item in items:
+        if not isinstance(item, str) or not item:
+            raise InvalidConfig(name, f"must be a list of non-empty strings, got {item!r}")
+    return items

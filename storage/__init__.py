@@ -1,0 +1,48 @@
+"""SQLAlchemy persistence for the learning layer: SQLite by default, PostgreSQL at scale.
+
+Names are imported on first use, so tools that only read status from a SQLite file (see
+storage.lite) start without importing SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from storage.revision import HEAD_REVISION
+
+_LAZY = {
+    "ENV_URL": "storage.location",
+    "SchemaError": "storage.database",
+    "default_database_url": "storage.location",
+    "ensure_schema": "storage.database",
+    "make_engine": "storage.database",
+    "upgrade": "storage.database",
+    "SqlStore": "storage.store",
+}
+
+if TYPE_CHECKING:
+    from storage.database import SchemaError, ensure_schema, make_engine, upgrade
+    from storage.location import ENV_URL, default_database_url
+    from storage.store import SqlStore
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'storage' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "ENV_URL",
+    "HEAD_REVISION",
+    "SchemaError",
+    "SqlStore",
+    "default_database_url",
+    "ensure_schema",
+    "make_engine",
+    "upgrade",
+]

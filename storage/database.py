@@ -1,0 +1,264 @@
+"""Engines, connection settings and schema migrations for SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import fcntl
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
+
+from engine.errors import InvalidInput, LearningError, Unavailable
+from storage.revision import HEAD_REVISION
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+_PG_LOCK_KEY = 727_011_001  # advisory lock serialising schema creation across processes
+
+T = TypeVar("T")
+
+
+class SchemaError(LearningError):
+    """The database's schema is not the one this version expects."""
+
+
+def sqlite_file(url: str) -> Path | None:
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    database = parsed.database or ""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def make_engine(url: str, *, pool_size: int = 8) -> Engine:
+    """An Engine with the settings this project relies on.
+
+    SQLite: WAL, synchronous=NORMAL (a crash of the process loses nothing committed), a busy
+    timeout, foreign keys on, and write transactions that start with BEGIN IMMEDIATE so that
+    concurrent writers queue instead of failing with "database is locked".
+    """
+    try:
+        parsed = make_url(url)
+        parsed.get_dialect()
+    except (ArgumentError, NoSuchModuleError) as exc:
+        shown = url.split("@")[-1] if "@" in url else url
+        raise InvalidInput(f"database URL {shown!r} is not valid: {exc}") from None
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        path = sqlite_file(url)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 30.0, "check_same_thread": False})
+        if path is not None:
+            _WRITE_LOCKS[id(engine)] = path.with_name(path.name + ".writer-lock")
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            write = conn.get_execution_options().get("write", False)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+        return engine
+    if backend == "postgresql":
+        return create_engine(
+            url,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_pre_ping=True,
+            connect_args={"connect_timeout": 10},
+        )
+    return create_engine(url)
+
+
+def _driver_error(exc: BaseException) -> BaseException | None:
+    """The database driver's own exception behind `exc`, or None when it is not one."""
+    if isinstance(exc, DBAPIError):
+        return exc.orig
+    module = type(exc).__module__.split(".")[0]
+    if module in ("sqlite3", "psycopg", "psycopg2"):
+        return exc
+    return None
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Deadlocks, serialisation failures and SQLite lock timeouts: the transaction can rerun."""
+    orig = _driver_error(exc)
+    if orig is None:
+        return False
+    code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if code in ("40P01", "40001", "55P03", "23505"):
+        # 23505: a concurrent writer stored the same trace id first; the rerun sees it.
+        return True
+    message = str(orig).lower()
+    return "database is locked" in message or "database is busy" in message
+
+
+_UNAVAILABLE = (
+    "connection",
+    "could not connect",
+    "server closed",
+    "terminating",
+    "unable to open",
+    "disk i/o",
+    "readonly",
+    "read-only",
+    "no space",
+    "database or disk is full",
+    "the database system is",
+)
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Connection failures, a full disk or a read-only file: storage cannot take writes now."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    orig = _driver_error(exc)
+    if orig is None or is_retryable(exc):
+        return False
+    code = str(getattr(orig, "sqlstate", "") or "")
+    if code.startswith(("08", "57P", "53")):
+        return True
+    message = str(orig).lower()
+    return any(needle in message for needle in _UNAVAILABLE)
+
+
+def with_retries(fn: Callable[[], T], *, attempts: int = 8) -> T:
+    """Run a transaction function, rerunning it on deadlocks and lock timeouts; connection
+    and disk failures become Unavailable."""
+    delay = 0.005
+    for attempt in range(attempts):
+        try:
+            return fn()
+        except Exception as exc:
+            if _driver_error(exc) is None:
+                raise
+            if is_retryable(exc) and attempt < attempts - 1:
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 0.5)
+                continue
+            if is_unavailable(exc):
+                raise Unavailable(f"storage is unavailable: {_first_line(exc)}") from exc
+            raise
+    raise AssertionError("unreachable")
+
+
+def _first_line(exc: BaseException) -> str:
+    orig = _driver_error(exc) or exc
+    text = str(orig).strip()
+    return text.splitlines()[0] if text else type(orig).__name__
+
+
+_WRITE_LOCKS: dict[int, Path] = {}
+"""Engine id -> the lock file that queues its SQLite writers (see write_transaction)."""
+_lock_files = threading.local()
+
+
+@contextmanager
+def _sqlite_writer_turn(engine: Engine) -> Iterator[None]:
+    """Queue for SQLite's single write lock on a file lock instead of SQLite's busy handler.
+
+    The busy handler sleeps in steps of up to 100 ms while another process writes, which makes
+    several writer processes (`serve --workers`) slow and jittery; a blocking flock is handed
+    over by the kernel the moment the holder lets go."""
+    path = _WRITE_LOCKS.get(id(engine))
+    if path is None:
+        yield
+        return
+    handles: dict[Path, Any] = getattr(_lock_files, "handles", None) or {}
+    _lock_files.handles = handles
+    handle = handles.get(path)
+    if handle is None:
+        handle = handles[path] = open(path, "a")  # noqa: SIM115 - kept for this thread
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextmanager
+def write_transaction(engine: Engine) -> Iterator[Connection]:
+    """A connection inside a write transaction (BEGIN IMMEDIATE on SQLite, taken in turn)."""
+    with _sqlite_writer_turn(engine), engine.connect() as conn:
+        conn.execution_options(write=True)
+        with conn.begin():
+            yield conn
+
+
+def current_revision(conn: Connection) -> str | None:
+    if not inspect(conn).has_table("alembic_version"):
+        return None
+    return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def _alembic_config(conn: Connection | None, url: str | None = None) -> Any:
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    if url:
+        cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    if conn is not None:
+        cfg.attributes["connection"] = conn
+    return cfg
+
+
+def upgrade(engine: Engine) -> tuple[str | None, str]:
+    """Bring the schema to the newest revision; returns (before, after)."""
+    from alembic import command
+
+    with write_transaction(engine) as conn:
+        if engine.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK_KEY})
+        before = current_revision(conn)
+        if before != HEAD_REVISION:
+            command.upgrade(_alembic_config(conn), "head")
+    return before, HEAD_REVISION
+
+
+def ensure_schema(engine: Engine, *, auto_create: bool = True) -> None:
+    """Create the schema in an empty database; refuse to run on an outdated or newer one."""
+    try:
+        with engine.connect() as conn:
+            revision = current_revision(conn)
+            empty = revision is None and not inspect(conn).has_table("learners")
+    except DBAPIError as exc:
+        if is_unavailable(exc) or isinstance(exc, OperationalError):
+            raise Unavailable(f"storage is unavailable: {_first_line(exc)}") from exc
+        raise
+    if revision == HEAD_REVISION:
+        return
+    if empty and auto_create:
+        upgrade(engine)
+        return
+    if revision is None:
+        raise SchemaError(
+            "the database holds tables but no schema revision; it was not created by learning-bot"
+        )
+    known = {p.name.split("_", 1)[0] for p in (MIGRATIONS / "versions").glob("[0-9]*.py")}
+    if revision in known:
+        raise SchemaError(
+            f"the database schema is at revision {revision}, this version needs "
+            f"{HEAD_REVISION}: run `learning-bot db upgrade` (back up the database first)"
+        )
+    raise SchemaError(
+        f"the database schema is at revision {revision}, which this version of "
+        "learning-bot does not know; it was written by a newer version"
+    )

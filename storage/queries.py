@@ -1,0 +1,101 @@
+"""The read queries behind status, as SQL text shared by SqlStore (through SQLAlchemy, on SQLite
+and PostgreSQL) and by LiteReader (through the standard library's sqlite3, so a one-shot
+`learning-bot status` starts without importing SQLAlchemy). Placeholders are `?`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from engine.config import Phase
+from engine.ports import ArmRecord, LearnerState, ResetRecord, RunStats
+from engine.posterior import Posterior
+
+LEARNER_BY_NAME = "SELECT id FROM learners WHERE name = ?"
+
+LEARNER_STATE = """
+SELECT l.id, l.name, l.phase,
+       (SELECT COALESCE(SUM(s.changes), 0) FROM run_stats s WHERE s.learner_id = l.id)
+FROM learners l WHERE l.id = ?
+"""
+
+ARMS = """
+SELECT arm_id, label, token_cost, alpha, beta, pulls, last_updated, arm_key
+FROM posteriors WHERE learner_id = ?
+"""
+
+RUN_STATS = """
+SELECT
+  COALESCE(SUM(CASE WHEN s.stats_epoch >= l.status_from_epoch THEN s.trace_count END), 0),
+  COALESCE(SUM(CASE WHEN s.stats_epoch >= l.status_from_epoch THEN s.total_tokens END), 0),
+  MIN(CASE WHEN s.stats_epoch >= l.status_from_epoch THEN s.min_ts END),
+  MAX(CASE WHEN s.stats_epoch >= l.status_from_epoch THEN s.max_ts END),
+  COALESCE(SUM(CASE WHEN s.stats_epoch >= l.status_from_epoch THEN s.baseline_runs END), 0),
+  COALESCE(SUM(CASE WHEN s.stats_epoch >= l.status_from_epoch THEN s.baseline_tokens END), 0),
+  COALESCE(SUM(CASE WHEN s.stats_epoch >= l.status_from_epoch THEN s.baseline_duration END), 0),
+  COALESCE(SUM(CASE WHEN s.stats_epoch >= l.status_from_epoch THEN s.selected_runs END), 0),
+  COALESCE(SUM(CASE WHEN s.stats_epoch >= l.status_from_epoch THEN s.selected_tokens END), 0),
+  COALESCE(SUM(CASE WHEN s.stats_epoch >= l.status_from_epoch THEN s.selected_duration END), 0),
+  COALESCE(SUM(s.trace_count), 0)
+FROM learners l LEFT JOIN run_stats s ON s.learner_id = l.id
+WHERE l.id = ?
+"""
+
+LAST_RESET = """
+SELECT id, arm_ids, all_arms, actor, created_at, undone_at
+FROM resets WHERE learner_id = ? ORDER BY id DESC LIMIT 1
+"""
+
+SCHEMA_REVISION = "SELECT version_num FROM alembic_version"
+
+
+def for_postgres(sql: str) -> str:
+    """The same text with psycopg's placeholders."""
+    return sql.replace("?", "%s")
+
+
+def learner_state(row: Sequence[Any]) -> LearnerState:
+    return LearnerState(int(row[0]), row[1], Phase(row[2]), int(row[3]))
+
+
+def arm_records(rows: Sequence[Sequence[Any]]) -> dict[str, ArmRecord]:
+    return {
+        r[0]: ArmRecord(
+            r[0],
+            r[1],
+            int(r[2]),
+            Posterior.trusted(r[3], r[4], int(r[5]), None if r[6] is None else int(r[6])),
+        )
+        for r in rows
+    }
+
+
+def run_stats(row: Sequence[Any]) -> RunStats:
+    v = [None if x is None else int(x) for x in row]
+    return RunStats(
+        trace_count=v[0] or 0,
+        total_tokens=v[1] or 0,
+        min_timestamp=v[2],
+        max_timestamp=v[3],
+        baseline_runs=v[4] or 0,
+        baseline_tokens=v[5] or 0,
+        baseline_duration=v[6] or 0,
+        selected_runs=v[7] or 0,
+        selected_tokens=v[8] or 0,
+        selected_duration=v[9] or 0,
+        all_time_traces=v[10] or 0,
+    )
+
+
+def reset_record(row: Sequence[Any] | None) -> ResetRecord | None:
+    if row is None:
+        return None
+    return ResetRecord(
+        int(row[0]),
+        tuple(json.loads(row[1])),
+        bool(row[2]),
+        row[3],
+        int(row[4]),
+        row[5] is not None,
+    )

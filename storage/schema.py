@@ -1,0 +1,244 @@
+"""The database schema as SQLAlchemy Core tables (no ORM: the CLI starts faster without it)."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+# BIGINT primary keys are not rowid aliases in SQLite; INTEGER is, and is 64-bit there anyway.
+Id = BigInteger().with_variant(Integer(), "sqlite")
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(column_0_label)s",
+        "uq": "uq_%(table_name)s_%(column_0_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+learners = Table(
+    "learners",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("name", String(128), nullable=False, unique=True),
+    Column("phase", String(16), nullable=False),
+    # counters of new traces go to stats_epoch; a full reset starts a new one
+    Column("stats_epoch", Integer, nullable=False),
+    # status counts traces of this epoch and later
+    Column("status_from_epoch", Integer, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+)
+
+# The current posterior of one arm: prior_* (its base since the last reset) plus the changes
+# recorded in its current epoch.
+posteriors = Table(
+    "posteriors",
+    metadata,
+    Column("learner_id", Id, ForeignKey("learners.id"), nullable=False),
+    Column("arm_id", String(512), nullable=False),
+    # a small number naming the arm within its learner: trace outcomes store this, not the id
+    Column("arm_key", Integer, nullable=False),
+    Column("label", String(512), nullable=False),
+    Column("token_cost", Integer, nullable=False),
+    Column("alpha", Float, nullable=False),
+    Column("beta", Float, nullable=False),
+    Column("pulls", Integer, nullable=False),
+    Column("last_updated", BigInteger, nullable=True),
+    Column("prior_alpha", Float, nullable=False),
+    Column("prior_beta", Float, nullable=False),
+    Column("prior_pulls", Integer, nullable=False),
+    Column("epoch", Integer, nullable=False),
+    # traces up to this id predate the arm's last reset; bootstrapping leaves them out
+    Column("reset_trace_pk", BigInteger, nullable=False),
+    PrimaryKeyConstraint("learner_id", "arm_id"),
+    UniqueConstraint("learner_id", "arm_key", name="uq_posteriors_learner_arm_key"),
+)
+
+traces = Table(
+    "traces",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("learner_id", Id, ForeignKey("learners.id"), nullable=False),
+    Column("trace_id", String(256), nullable=False),
+    Column("run_id", String(256), nullable=False),
+    Column("session_id", String(256), nullable=False),
+    Column("session_key", String(256), nullable=False),
+    Column("channel", String(256), nullable=False),
+    Column("conversation", String(256), nullable=False),
+    Column("timestamp", BigInteger, nullable=False),
+    Column("provider", String(256), nullable=False),
+    Column("model", String(256), nullable=False),
+    Column("is_baseline", Boolean, nullable=False),
+    Column("phase", String(16), nullable=False),
+    Column("guard", String(32), nullable=True),
+    Column("usage_input", BigInteger, nullable=False),
+    Column("usage_output", BigInteger, nullable=False),
+    Column("usage_cache_read", BigInteger, nullable=False),
+    Column("usage_total", BigInteger, nullable=False),
+    Column("duration_ms", BigInteger, nullable=False),
+    Column("system_prompt_chars", BigInteger, nullable=False),
+    Column("aborted", Boolean, nullable=False),
+    Column("error", Text, nullable=True),
+    Column("context", Text, nullable=False),
+    Column("stats_epoch", Integer, nullable=False),
+    Column("bootstrapped", Boolean, nullable=False),
+    UniqueConstraint("learner_id", "trace_id"),
+    Index("ix_traces_learner_time", "learner_id", "timestamp"),
+    Index("ix_traces_learner_conversation", "learner_id", "conversation", "timestamp"),
+)
+
+# One arm's outcome in one trace (the arm by its arm_key in the trace's learner). A row with a
+# reward is an automatic posterior change (or, on a passive trace, a bootstrapped one) of the
+# arm's posterior in `epoch`.
+trace_arms = Table(
+    "trace_arms",
+    metadata,
+    Column("trace_pk", Id, ForeignKey("traces.id", ondelete="CASCADE"), nullable=False),
+    Column("arm_key", Integer, nullable=False),
+    Column("included", Boolean, nullable=False),
+    Column("referenced", Boolean, nullable=False),
+    Column("token_cost", Integer, nullable=False),
+    Column("reward", Float, nullable=True),
+    Column("epoch", Integer, nullable=True),
+    PrimaryKeyConstraint("trace_pk", "arm_key"),
+    sqlite_with_rowid=False,
+)
+
+# Manual (lagged) posterior changes with who gave them and why. The posterior_changes view
+# shows these and the automatic ones together.
+observations = Table(
+    "observations",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("learner_id", Id, ForeignKey("learners.id"), nullable=False),
+    Column("arm_id", String(512), nullable=False),
+    Column("epoch", Integer, nullable=False),
+    Column("reward", Float, nullable=False),
+    Column("source", String(16), nullable=False),
+    Column("lagged", Boolean, nullable=False),
+    Column("actor", String(256), nullable=True),
+    Column("reason", Text, nullable=True),
+    Column("trace_pk", Id, ForeignKey("traces.id", ondelete="SET NULL"), nullable=True),
+    Column("created_at", BigInteger, nullable=False),
+    Index("ix_observations_arm_epoch", "learner_id", "arm_id", "epoch"),
+)
+
+# Run counters, sharded so concurrent writers rarely touch the same row; the sum of `changes`
+# is the learner's version (caches compare it to know when to reload).
+run_stats = Table(
+    "run_stats",
+    metadata,
+    Column("learner_id", Id, ForeignKey("learners.id"), nullable=False),
+    Column("stats_epoch", Integer, nullable=False),
+    Column("shard", Integer, nullable=False),
+    Column("trace_count", BigInteger, nullable=False),
+    Column("total_tokens", BigInteger, nullable=False),
+    Column("min_ts", BigInteger, nullable=True),
+    Column("max_ts", BigInteger, nullable=True),
+    Column("baseline_runs", BigInteger, nullable=False),
+    Column("baseline_tokens", BigInteger, nullable=False),
+    Column("baseline_duration", BigInteger, nullable=False),
+    Column("selected_runs", BigInteger, nullable=False),
+    Column("selected_tokens", BigInteger, nullable=False),
+    Column("selected_duration", BigInteger, nullable=False),
+    Column("changes", BigInteger, nullable=False),
+    PrimaryKeyConstraint("learner_id", "stats_epoch", "shard"),
+)
+
+# A reset, with the state it replaced in reset_snapshots; undone resets keep their row.
+resets = Table(
+    "resets",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("learner_id", Id, ForeignKey("learners.id"), nullable=False),
+    Column("all_arms", Boolean, nullable=False),
+    Column("arm_ids", Text, nullable=False),
+    Column("actor", String(256), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("previous_status_from_epoch", Integer, nullable=False),
+    Column("undone_at", BigInteger, nullable=True),
+    Column("undone_by", String(256), nullable=True),
+)
+
+reset_snapshots = Table(
+    "reset_snapshots",
+    metadata,
+    Column("reset_id", Id, ForeignKey("resets.id", ondelete="CASCADE"), nullable=False),
+    Column("arm_id", String(512), nullable=False),
+    Column("alpha", Float, nullable=False),
+    Column("beta", Float, nullable=False),
+    Column("pulls", Integer, nullable=False),
+    Column("last_updated", BigInteger, nullable=True),
+    Column("prior_alpha", Float, nullable=False),
+    Column("prior_beta", Float, nullable=False),
+    Column("prior_pulls", Integer, nullable=False),
+    Column("epoch", Integer, nullable=False),
+    Column("reset_trace_pk", BigInteger, nullable=False),
+    PrimaryKeyConstraint("reset_id", "arm_id"),
+)
+
+# Phase changes, resets and every mutating chat command, with who did it.
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("learner_id", Id, ForeignKey("learners.id"), nullable=False),
+    Column("kind", String(64), nullable=False),
+    Column("actor", String(256), nullable=False),
+    Column("surface", String(64), nullable=False),
+    Column("detail", Text, nullable=False),
+    Column("result", Text, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Index("ix_audit_learner_id", "learner_id", "id"),
+)
+
+# Idempotency keys of chat commands and the reply their first execution gave.
+command_results = Table(
+    "command_results",
+    metadata,
+    Column("key", String(256), primary_key=True),
+    Column("reply", Text, nullable=True),
+    Column("created_at", BigInteger, nullable=False),
+    Index("ix_command_results_created", "created_at"),
+)
+
+# A destructive command waiting for its confirm/cancel click; used exactly once.
+confirmations = Table(
+    "confirmations",
+    metadata,
+    Column("token", String(64), primary_key=True),
+    Column("learner", String(128), nullable=False),
+    Column("actor_id", String(256), nullable=False),
+    Column("surface", String(64), nullable=False),
+    Column("command", Text, nullable=False),
+    Column("summary", Text, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+    Column("used_at", BigInteger, nullable=True),
+    Column("used_by", String(256), nullable=True),
+    Column("outcome", Text, nullable=True),
+)
+
+# Fixed-window counters of mutating chat commands per actor, shared by every replica.
+rate_limits = Table(
+    "rate_limits",
+    metadata,
+    Column("key", String(300), primary_key=True),
+    Column("window_start", BigInteger, nullable=False),
+    Column("count", Integer, nullable=False),
+)

@@ -1,0 +1,336 @@
+"""A local, durable spool for runs that storage could not take: append-only JSON lines, fsynced
+before the caller hears back, replayed in order (and idempotently, by trace id) when storage
+answers again. Each process owns a directory under the spool root, locked while it lives, so
+a restarted process adopts what a killed one left behind."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import secrets
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from engine.config import Phase
+from engine.errors import Unavailable
+from engine.observation import SkipReason, Usage
+from engine.ports import ArmOutcomeRecord, RecordResult, RunRecord
+
+log = logging.getLogger("learning_bot.spool")
+
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+SEGMENT_RECORDS = 5_000
+REPLAY_BATCH = 500
+
+
+class SpoolFull(Unavailable):
+    """Storage is unavailable and the spool has no room left: the run was not kept."""
+
+
+def record_to_json(learner_id: int, record: RunRecord) -> str:
+    u = record.usage
+    return json.dumps(
+        {
+            "l": learner_id,
+            "trace_id": record.trace_id,
+            "run_id": record.run_id,
+            "session_id": record.session_id,
+            "session_key": record.session_key,
+            "channel": record.channel,
+            "conversation": record.conversation,
+            "timestamp": record.timestamp,
+            "provider": record.provider,
+            "model": record.model,
+            "is_baseline": record.is_baseline,
+            "phase": record.phase.value,
+            "guard": record.guard.value if record.guard else None,
+            "usage": [u.input, u.output, u.cache_read, u.total],
+            "duration_ms": record.duration_ms,
+            "system_prompt_chars": record.system_prompt_chars,
+            "aborted": record.aborted,
+            "error": record.error,
+            "context": dict(record.context),
+            "arms": [list(a) for a in record.arms],
+        },
+        separators=(",", ":"),
+        default=str,
+    )
+
+
+def record_from_json(line: str) -> tuple[int, RunRecord]:
+    d: dict[str, Any] = json.loads(line)
+    usage = Usage(*d["usage"])
+    record = RunRecord(
+        trace_id=d["trace_id"],
+        run_id=d["run_id"],
+        session_id=d["session_id"],
+        session_key=d["session_key"],
+        channel=d["channel"],
+        conversation=d["conversation"],
+        timestamp=d["timestamp"],
+        provider=d["provider"],
+        model=d["model"],
+        is_baseline=d["is_baseline"],
+        phase=Phase(d["phase"]),
+        guard=SkipReason(d["guard"]) if d["guard"] else None,
+        usage=usage,
+        duration_ms=d["duration_ms"],
+        system_prompt_chars=d["system_prompt_chars"],
+        aborted=d["aborted"],
+        error=d["error"],
+        context=d["context"],
+        arms=tuple(ArmOutcomeRecord(*a) for a in d["arms"]),
+    )
+    return int(d["l"]), record
+
+
+class Spool:
+    """The spool root; this process appends to its own locked directory."""
+
+    def __init__(self, root: Path | str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._replaying = threading.Lock()
+        self.dir = self.root / f"p{os.getpid()}-{secrets.token_hex(3)}"
+        self.dir.mkdir(exist_ok=True)
+        self._dir_lock = open(self.dir / ".lock", "w")  # noqa: SIM115 - held for the process
+        fcntl.flock(self._dir_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self._active: TextIO | None = None
+        self._has_segments = False
+        self._active_path: Path | None = None
+        self._active_count = 0
+
+    # -- state ------------------------------------------------------------------------------
+
+    def _segments(self) -> list[Path]:
+        """Every segment this process may replay: its own, and those of dead processes."""
+        for other in sorted(self.root.glob("p*")):
+            if other == self.dir or not other.is_dir():
+                continue
+            try:
+                handle = open(other / ".lock", "a")  # noqa: SIM115 - closed below
+            except OSError:
+                continue
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                handle.close()
+                continue  # its process is alive and replays it
+            for segment in sorted(other.glob("*.jsonl")):
+                target = self.dir / f"{segment.stem}-{other.name}.jsonl"
+                segment.rename(target)
+            handle.close()
+            for leftover in other.iterdir():
+                leftover.unlink(missing_ok=True)
+            other.rmdir()
+        return sorted(self.dir.glob("*.jsonl"), key=lambda p: p.stat().st_mtime_ns)
+
+    def pending(self) -> bool:
+        """Whether runs wait here (kept in memory: this is asked on every write)."""
+        return self._active is not None or self._has_segments
+
+    def size_bytes(self) -> int:
+        total = 0
+        for path in self.root.glob("p*/*.jsonl"):
+            with contextlib.suppress(FileNotFoundError):  # replayed meanwhile
+                total += path.stat().st_size
+        return total
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def append(self, learner_id: int, records: Sequence[RunRecord]) -> None:
+        """Durably append; raises SpoolFull (and writes nothing) when over the limit."""
+        lines = "".join(record_to_json(learner_id, r) + "\n" for r in records)
+        data = lines.encode("utf-8")
+        with self._lock:
+            if self.size_bytes() + len(data) > self.max_bytes:
+                log.error(
+                    "storage is unavailable and the spool at %s is full (%d bytes); "
+                    "refusing %d run(s)",
+                    self.root,
+                    self.max_bytes,
+                    len(records),
+                )
+                raise SpoolFull(
+                    f"storage is unavailable and the local spool is full ({self.max_bytes} bytes)"
+                )
+            handle = self._segment_for_append()
+            self._has_segments = True
+            handle.write(lines)
+            handle.flush()
+            os.fsync(handle.fileno())
+            self._active_count += len(records)
+            if self._active_count >= SEGMENT_RECORDS:
+                self._close_active()
+
+    def _segment_for_append(self) -> TextIO:
+        if self._active is None:
+            existing = sorted(self.dir.glob("*.jsonl"))
+            number = int(existing[-1].stem.split("-")[0]) + 1 if existing else 1
+            self._active_path = self.dir / f"{number:012d}.jsonl"
+            self._active = open(self._active_path, "a", encoding="utf-8")  # noqa: SIM115
+            self._active_count = 0
+            fd = os.open(self.dir, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        return self._active
+
+    def _close_active(self) -> None:
+        if self._active is not None:
+            self._active.close()
+        self._active = None
+        self._active_path = None
+
+    # -- replay ------------------------------------------------------------------------------
+
+    def replay(self, write: Callable[[int, list[RunRecord]], RecordResult]) -> int:
+        """Write spooled runs oldest first; a segment is deleted once all of it is stored.
+        Stops (keeping what is left) when storage is still unavailable."""
+        with self._replaying:
+            with self._lock:
+                self._close_active()  # new runs go to a fresh segment while we replay
+                segments = self._segments()
+                self._has_segments = self._has_segments or bool(segments)
+            done = 0
+            for segment in segments:
+                for learner_id, batch in _batches(_read(segment)):
+                    write(learner_id, batch)  # raises Unavailable: stop, keep the segment
+                    done += len(batch)
+                segment.unlink()
+                log.info("replayed spool segment %s", segment.name)
+            with self._lock:
+                self._has_segments = self._active is not None or any(self.dir.glob("*.jsonl"))
+            return done
+
+    def close(self) -> None:
+        """Release this process's directory; an empty one is removed."""
+        with self._lock:
+            self._close_active()
+            if not any(self.dir.glob("*.jsonl")):
+                (self.dir / ".lock").unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    self.dir.rmdir()
+        self._dir_lock.close()
+
+
+def default_spool_root(database_url: str) -> Path:
+    """LEARNING_BOT_SPOOL_DIR, else beside a SQLite file, else in the user data directory."""
+    configured = os.environ.get("LEARNING_BOT_SPOOL_DIR", "").strip()
+    if configured:
+        return Path(configured)
+    from storage.database import sqlite_file
+
+    path = sqlite_file(database_url)
+    if path is not None:
+        return path.with_name(path.name + ".spool")
+    import hashlib
+
+    from platformdirs import user_data_dir
+
+    digest = hashlib.sha256(database_url.encode()).hexdigest()[:16]
+    return Path(user_data_dir("learning-bot", appauthor=False)) / "spool" / digest
+
+
+def _read(segment: Path) -> Iterator[tuple[int, RunRecord]]:
+    with open(segment, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.endswith("\n"):
+                # A torn last line: its append never returned, so nobody was told it was kept.
+                log.warning("ignoring an unfinished line %d in %s", number, segment.name)
+                break
+            yield record_from_json(line)
+
+
+def _batches(rows: Iterator[tuple[int, RunRecord]]) -> Iterator[tuple[int, list[RunRecord]]]:
+    learner: int | None = None
+    batch: list[RunRecord] = []
+    seen: set[str] = set()
+    for learner_id, record in rows:
+        if learner is not None and (
+            learner_id != learner or len(batch) >= REPLAY_BATCH or record.trace_id in seen
+        ):
+            yield learner, batch
+            batch, seen = [], set()
+        learner = learner_id
+        batch.append(record)
+        seen.add(record.trace_id)
+    if batch and learner is not None:
+        yield learner, batch
+
+
+class SpoolingStore:
+    """A Store that spools runs while the inner store is unavailable and replays them in a
+    background thread; every other call goes straight to the inner store."""
+
+    def __init__(self, inner: Any, spool: Spool, *, retry_seconds: float = 1.0) -> None:
+        self.inner = inner
+        self.spool = spool
+        self.retry_seconds = retry_seconds
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._thread_lock = threading.Lock()
+        if spool.pending() or any(spool.root.glob("p*/*.jsonl")):
+            self._kick()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def record_runs(self, learner_id: int, runs: Sequence[RunRecord]) -> RecordResult:
+        if not self.spool.pending():
+            try:
+                result: RecordResult = self.inner.record_runs(learner_id, runs)
+                return result
+            except SpoolFull:
+                raise
+            except Unavailable as exc:
+                log.warning("storage is unavailable (%s); spooling %d run(s)", exc, len(runs))
+        self.spool.append(learner_id, runs)  # runs queue behind older spooled ones: order kept
+        self._kick()
+        return RecordResult((), (), 0, tuple(r.trace_id for r in runs))
+
+    def replay_now(self) -> int:
+        """Replay synchronously (tests and shutdown); returns the runs written."""
+        return self.spool.replay(self.inner.record_runs)
+
+    def _kick(self) -> None:
+        with self._thread_lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="spool-replay", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.retry_seconds)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                replayed = self.spool.replay(self.inner.record_runs)
+                if replayed:
+                    log.info("storage is back: replayed %d spooled run(s)", replayed)
+            except Unavailable:
+                continue
+            except Exception:
+                log.exception("replaying the spool failed; will retry")
+                continue
+            if not self.spool.pending():
+                return
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.spool.close()
+        self.inner.close()

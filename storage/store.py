@@ -1,0 +1,997 @@
+"""SqlStore: the engine's Store port on SQLAlchemy 2.x, for SQLite and PostgreSQL.
+
+Every write is one transaction. Posterior changes are atomic `SET alpha = alpha + ...`
+statements over rows touched in sorted arm order, so concurrent writers never lose an update
+and PostgreSQL never deadlocks on them; a trace, its arm outcomes, its observations, its
+counters and its posterior changes commit together or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import (
+    Connection,
+    Engine,
+    case,
+    delete,
+    func,
+    insert,
+    select,
+    text,
+    update,
+)
+
+from engine.arms import parse_arm_id
+from engine.config import Phase
+from engine.errors import Conflict, InvalidInput, NotFound
+from engine.observation import SkipReason, Usage
+from engine.ports import (
+    ArmOutcomeRecord,
+    ArmRecord,
+    AuditEntry,
+    Claim,
+    LearnerState,
+    PendingConfirmation,
+    PhaseChangeRecord,
+    RecordResult,
+    ResetRecord,
+    RewardChange,
+    RunRecord,
+    RunStats,
+    StoredTrace,
+    TimeBucket,
+    VerifyProblem,
+    VerifyReport,
+)
+from engine.posterior import now_ms, prior_parameters
+from storage import queries
+from storage.database import (
+    ensure_schema,
+    make_engine,
+    with_retries,
+    write_transaction,
+)
+from storage.hotpath import HotPath, stats_params
+from storage.location import default_database_url
+from storage.schema import (
+    audit_log as audit,
+)
+from storage.schema import (
+    command_results,
+    confirmations,
+    learners,
+    observations,
+    posteriors,
+    rate_limits,
+    resets,
+    run_stats,
+    trace_arms,
+    traces,
+)
+from storage.schema import (
+    reset_snapshots as snapshots,
+)
+
+_BOOTSTRAP_TRACES = """
+SELECT t.id FROM traces t
+WHERE t.learner_id = :learner AND t.phase = 'passive' AND t.guard IS NULL
+  AND t.bootstrapped = :no
+"""
+
+_BOOTSTRAP_REWARDS = (
+    """
+UPDATE trace_arms SET
+    reward = CASE WHEN referenced = :yes THEN 1.0 ELSE 0.0 END,
+    epoch = (SELECT p.epoch FROM posteriors p
+             WHERE p.learner_id = :learner AND p.arm_key = trace_arms.arm_key)
+WHERE included = :yes AND reward IS NULL
+  AND trace_pk > (SELECT p.reset_trace_pk FROM posteriors p
+                  WHERE p.learner_id = :learner AND p.arm_key = trace_arms.arm_key)
+  AND trace_pk IN ("""
+    + _BOOTSTRAP_TRACES
+    + ")"
+)
+
+_BOOTSTRAP_INCREMENT = (
+    """
+UPDATE posteriors SET
+    alpha = posteriors.alpha + agg.gained,
+    beta = posteriors.beta + (agg.n - agg.gained),
+    pulls = posteriors.pulls + agg.n,
+    last_updated = :at
+FROM (SELECT ta.arm_key AS arm_key, SUM(ta.reward) AS gained, COUNT(*) AS n
+      FROM trace_arms ta
+      WHERE ta.reward IS NOT NULL AND ta.trace_pk IN ("""
+    + _BOOTSTRAP_TRACES
+    + """)
+      GROUP BY ta.arm_key) AS agg
+WHERE posteriors.learner_id = :learner AND posteriors.arm_key = agg.arm_key
+"""
+)
+
+_CONVERGENCE = """
+SELECT (at / :w) * :w AS t, arm_id, SUM(gained), COUNT(*) FROM (
+    SELECT t.timestamp AS at, p.arm_id AS arm_id, ta.reward AS gained
+    FROM trace_arms ta JOIN traces t ON t.id = ta.trace_pk
+    JOIN posteriors p ON p.learner_id = t.learner_id AND p.arm_key = ta.arm_key
+    WHERE t.learner_id = :learner AND t.timestamp >= :since AND ta.reward IS NOT NULL
+    UNION ALL
+    SELECT o.created_at, o.arm_id, o.reward FROM observations o
+    WHERE o.learner_id = :learner AND o.created_at >= :since
+) AS c GROUP BY (at / :w) * :w, arm_id ORDER BY t
+"""
+
+_CHANGES_BY_ARM = """
+SELECT arm_id, epoch, SUM(gained) AS gained, SUM(n) AS n FROM (
+    SELECT p.arm_id AS arm_id, ta.epoch AS epoch, ta.reward AS gained, 1 AS n
+    FROM trace_arms ta JOIN traces t ON t.id = ta.trace_pk
+    JOIN posteriors p ON p.learner_id = t.learner_id AND p.arm_key = ta.arm_key
+    WHERE t.learner_id = :learner AND ta.reward IS NOT NULL
+    UNION ALL
+    SELECT o.arm_id, o.epoch, o.reward, 1 FROM observations o WHERE o.learner_id = :learner
+) AS c GROUP BY arm_id, epoch
+"""
+
+
+class SqlStore:
+    """The Store port on a SQLAlchemy engine (SQLite file by default, PostgreSQL at scale)."""
+
+    def __init__(
+        self, url: str | None = None, *, auto_create: bool = True, pool_size: int = 8
+    ) -> None:
+        self.url = url or default_database_url()
+        self.engine: Engine = make_engine(self.url, pool_size=pool_size)
+        self.dialect = self.engine.dialect.name
+        ensure_schema(self.engine, auto_create=auto_create)
+        self._insert: Any
+        if self.dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            self._insert = pg_insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            self._insert = sqlite_insert
+        self._known: dict[int, dict[str, tuple[str, int]]] = {}
+        self._keys: dict[int, dict[str, int]] = {}
+        self._lock = threading.Lock()
+        self._hot = HotPath(self.dialect)
+
+    # -- learners -------------------------------------------------------------------------
+
+    def open_learner(self, name: str, initial_phase: Phase) -> LearnerState:
+        if not isinstance(name, str) or not name.strip() or len(name) > 128:
+            raise InvalidInput("learner name must be 1-128 characters")
+
+        def run() -> None:
+            with write_transaction(self.engine) as conn:
+                stmt = self._insert(learners).values(
+                    name=name,
+                    phase=Phase(initial_phase).value,
+                    stats_epoch=0,
+                    status_from_epoch=0,
+                    created_at=now_ms(),
+                )
+                conn.execute(stmt.on_conflict_do_nothing(index_elements=["name"]))
+
+        with self.engine.connect() as conn:
+            row = conn.execute(select(learners.c.id).where(learners.c.name == name)).first()
+        if row is None:
+            with_retries(run)
+            with self.engine.connect() as conn:
+                row = conn.execute(select(learners.c.id).where(learners.c.name == name)).one()
+        return self.learner_state(int(row.id))
+
+    def learner_state(self, learner_id: int) -> LearnerState:
+        with self.engine.connect() as conn:
+            return self._state(conn, learner_id)
+
+    def _state(self, conn: Connection, learner_id: int) -> LearnerState:
+        row = conn.exec_driver_sql(self._sql(queries.LEARNER_STATE), (learner_id,)).first()
+        if row is None:
+            raise NotFound(f"no learner with id {learner_id}")
+        return queries.learner_state(row)
+
+    def _sql(self, text: str) -> str:
+        return queries.for_postgres(text) if self.dialect == "postgresql" else text
+
+    # -- arms and posteriors ----------------------------------------------------------------
+
+    def load_arms(self, learner_id: int) -> dict[str, ArmRecord]:
+        with self.engine.connect() as conn:
+            rows = conn.exec_driver_sql(self._sql(queries.ARMS), (learner_id,)).all()
+        out = queries.arm_records(rows)
+        with self._lock:
+            self._known[learner_id] = {a.arm_id: (a.label, a.token_cost) for a in out.values()}
+            self._keys[learner_id] = {r[0]: int(r[7]) for r in rows}
+        return out
+
+    def _ensure_arms(
+        self, conn: Connection, learner_id: int, arms: Mapping[str, tuple[str, int]]
+    ) -> tuple[dict[str, tuple[str, int]], dict[str, int]]:
+        """Create posterior rows (at their prior, with the next free arm keys) for arms this
+        process has not seen, and keep labels and token costs current. Returns what to
+        remember after commit, and the arm key of every arm in `arms`."""
+        known = self._known.get(learner_id, {})
+        keys = dict(self._keys.get(learner_id, {}))
+        missing = {aid: v for aid, v in arms.items() if known.get(aid) != v or aid not in keys}
+        if not missing:
+            return {}, keys
+        p = posteriors.c
+        next_key = conn.execute(
+            select(func.coalesce(func.max(p.arm_key), 0)).where(p.learner_id == learner_id)
+        ).scalar_one()
+        rows = []
+        for arm_id in sorted(missing):
+            label, cost = missing[arm_id]
+            a, b = prior_parameters(parse_arm_id(arm_id).type)
+            next_key += 1
+            rows.append(
+                {
+                    "learner_id": learner_id,
+                    "arm_id": arm_id,
+                    "arm_key": next_key,
+                    "label": label,
+                    "token_cost": cost,
+                    "alpha": a,
+                    "beta": b,
+                    "pulls": 0,
+                    "last_updated": None,
+                    "prior_alpha": a,
+                    "prior_beta": b,
+                    "prior_pulls": 0,
+                    "epoch": 0,
+                    "reset_trace_pk": 0,
+                }
+            )
+        stmt = self._insert(posteriors)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["learner_id", "arm_id"],
+            set_={"label": stmt.excluded.label, "token_cost": stmt.excluded.token_cost},
+        )
+        conn.execute(stmt, rows)
+        for arm_id, key in conn.execute(
+            select(p.arm_id, p.arm_key).where(
+                p.learner_id == learner_id, p.arm_id.in_(sorted(missing))
+            )
+        ):
+            keys[arm_id] = int(key)
+        return missing, keys
+
+    def _remember(
+        self, learner_id: int, arms: Mapping[str, tuple[str, int]], keys: Mapping[str, int]
+    ) -> None:
+        if arms:
+            with self._lock:
+                self._known.setdefault(learner_id, {}).update(arms)
+                self._keys.setdefault(learner_id, {}).update(keys)
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def record_runs(self, learner_id: int, runs: Sequence[RunRecord]) -> RecordResult:
+        """Write runs in one transaction; a trace id already stored changes nothing."""
+        if not runs:
+            raise InvalidInput("no runs to record")
+        seen: set[str] = set()
+        for run in runs:
+            if run.trace_id in seen:
+                raise InvalidInput(f"trace id {run.trace_id!r} appears twice in one batch")
+            seen.add(run.trace_id)
+        arms: dict[str, tuple[str, int]] = {}
+        for run in runs:
+            for outcome in run.arms:
+                arms[outcome.arm_id] = (outcome.label, outcome.token_cost)
+
+        def attempt() -> tuple[
+            list[RunRecord], list[str], dict[str, tuple[str, int]], dict[str, int]
+        ]:
+            with write_transaction(self.engine) as conn:
+                remembered, keys = self._ensure_arms(conn, learner_id, arms)
+                cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+                try:
+                    inserted, duplicates, _ = self._hot.record(
+                        cur, learner_id, runs, now_ms(), keys
+                    )
+                finally:
+                    cur.close()
+                return inserted, duplicates, remembered, keys
+
+        inserted, duplicates, remembered, keys = with_retries(attempt)
+        self._remember(learner_id, remembered, keys)
+        return RecordResult(tuple(r.trace_id for r in inserted), tuple(duplicates), 0)
+
+    def record_rewards(
+        self,
+        learner_id: int,
+        changes: Sequence[RewardChange],
+        *,
+        actor: str,
+        reason: str | None,
+        trace_id: str | None,
+        at: int,
+    ) -> int:
+        """Apply manual (lagged) rewards atomically; every arm must already be known."""
+        if not changes:
+            raise InvalidInput("no rewards to record")
+        ordered = sorted(changes, key=lambda c: c.arm_id)
+
+        def run() -> int:
+            with write_transaction(self.engine) as conn:
+                trace_pk = None
+                if trace_id is not None:
+                    trace_pk = conn.execute(
+                        select(traces.c.id).where(
+                            traces.c.learner_id == learner_id, traces.c.trace_id == trace_id
+                        )
+                    ).scalar()
+                p = posteriors.c
+                for change in ordered:
+                    epoch = conn.execute(
+                        update(posteriors)
+                        .where(p.learner_id == learner_id, p.arm_id == change.arm_id)
+                        .values(
+                            alpha=p.alpha + change.reward,
+                            beta=p.beta + (1.0 - change.reward),
+                            pulls=p.pulls + 1,
+                            last_updated=at,
+                        )
+                        .returning(p.epoch)
+                    ).scalar()
+                    if epoch is None:
+                        raise NotFound(f"unknown arm {change.arm_id!r}")
+                    conn.execute(
+                        insert(observations).values(
+                            learner_id=learner_id,
+                            arm_id=change.arm_id,
+                            epoch=epoch,
+                            reward=change.reward,
+                            source="manual",
+                            lagged=True,
+                            actor=actor,
+                            reason=reason,
+                            trace_pk=trace_pk,
+                            created_at=at,
+                        )
+                    )
+                self._bump(conn, learner_id, len(ordered))
+                return len(ordered)
+
+        return with_retries(run)
+
+    def _bump(self, conn: Connection, learner_id: int, changes: int) -> None:
+        conn.exec_driver_sql(self._hot.stats_add, stats_params(learner_id, [], changes))
+
+    def latest_run(self, learner_id: int, conversation: str) -> StoredTrace | None:
+        t = traces.c
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(traces)
+                .where(t.learner_id == learner_id, t.conversation == conversation)
+                .order_by(t.timestamp.desc(), t.id.desc())
+                .limit(1)
+            ).first()
+            if row is None:
+                return None
+            return self._traces_with_arms(conn, [row])[0]
+
+    # -- resets -------------------------------------------------------------------------------
+
+    def reset(
+        self, learner_id: int, arm_ids: Sequence[str] | None, *, actor: str, at: int
+    ) -> ResetRecord:
+        wanted = None if arm_ids is None else sorted(set(arm_ids))
+        if wanted is not None and not wanted:
+            raise InvalidInput("no arms to reset")
+
+        def run() -> ResetRecord:
+            with write_transaction(self.engine) as conn:
+                return self._reset(conn, learner_id, wanted, actor, at)
+
+        return with_retries(run)
+
+    def _reset(
+        self, conn: Connection, learner_id: int, wanted: list[str] | None, actor: str, at: int
+    ) -> ResetRecord:
+        p = posteriors.c
+        learner = conn.execute(
+            select(learners.c.stats_epoch, learners.c.status_from_epoch)
+            .where(learners.c.id == learner_id)
+            .with_for_update()
+        ).one()
+        query = select(posteriors).where(p.learner_id == learner_id)
+        if wanted is not None:
+            query = query.where(p.arm_id.in_(wanted))
+        rows = conn.execute(query.order_by(p.arm_id).with_for_update()).all()
+        if wanted is not None:
+            found = {r.arm_id for r in rows}
+            unknown = [a for a in wanted if a not in found]
+            if unknown:
+                raise NotFound(f"unknown arm(s): {', '.join(unknown[:10])}; nothing was reset")
+        all_arms = wanted is None
+        last_trace = conn.execute(
+            select(func.coalesce(func.max(traces.c.id), 0)).where(traces.c.learner_id == learner_id)
+        ).scalar_one()
+        reset_id = conn.execute(
+            insert(resets)
+            .values(
+                learner_id=learner_id,
+                all_arms=all_arms,
+                arm_ids=json.dumps([r.arm_id for r in rows]),
+                actor=actor,
+                created_at=at,
+                previous_status_from_epoch=learner.status_from_epoch,
+            )
+            .returning(resets.c.id)
+        ).scalar_one()
+        if rows:
+            conn.execute(
+                insert(snapshots),
+                [
+                    {
+                        "reset_id": reset_id,
+                        "arm_id": r.arm_id,
+                        "alpha": r.alpha,
+                        "beta": r.beta,
+                        "pulls": r.pulls,
+                        "last_updated": r.last_updated,
+                        "prior_alpha": r.prior_alpha,
+                        "prior_beta": r.prior_beta,
+                        "prior_pulls": r.prior_pulls,
+                        "epoch": r.epoch,
+                        "reset_trace_pk": r.reset_trace_pk,
+                    }
+                    for r in rows
+                ],
+            )
+            stmt = update(posteriors).where(p.learner_id == learner_id)
+            if wanted is not None:
+                stmt = stmt.where(p.arm_id.in_(wanted))
+            conn.execute(
+                stmt.values(
+                    alpha=1.0,
+                    beta=1.0,
+                    pulls=0,
+                    last_updated=None,
+                    prior_alpha=1.0,
+                    prior_beta=1.0,
+                    prior_pulls=0,
+                    epoch=p.epoch + 1,
+                    reset_trace_pk=last_trace,
+                )
+            )
+        if all_arms:
+            conn.execute(
+                update(learners)
+                .where(learners.c.id == learner_id)
+                .values(
+                    stats_epoch=learners.c.stats_epoch + 1,
+                    status_from_epoch=learners.c.stats_epoch + 1,
+                )
+            )
+        self._bump(conn, learner_id, max(1, len(rows)))
+        return ResetRecord(int(reset_id), tuple(r.arm_id for r in rows), all_arms, actor, at)
+
+    def last_reset(self, learner_id: int) -> ResetRecord | None:
+        with self.engine.connect() as conn:
+            row = conn.exec_driver_sql(self._sql(queries.LAST_RESET), (learner_id,)).first()
+        return queries.reset_record(row)
+
+    def undo_reset(self, learner_id: int, *, actor: str, at: int) -> ResetRecord:
+        def run() -> ResetRecord:
+            with write_transaction(self.engine) as conn:
+                return self._undo(conn, learner_id, actor, at)
+
+        return with_retries(run)
+
+    def _undo(self, conn: Connection, learner_id: int, actor: str, at: int) -> ResetRecord:
+        conn.execute(
+            select(learners.c.id).where(learners.c.id == learner_id).with_for_update()
+        ).one()
+        row = conn.execute(
+            select(resets)
+            .where(resets.c.learner_id == learner_id, resets.c.undone_at.is_(None))
+            .order_by(resets.c.id.desc())
+            .limit(1)
+        ).first()
+        if row is None:
+            raise Conflict("there is no reset to undo")
+        p = posteriors.c
+        snaps = conn.execute(
+            select(snapshots).where(snapshots.c.reset_id == row.id).order_by(snapshots.c.arm_id)
+        ).all()
+        arm_ids = [s.arm_id for s in snaps]
+        if arm_ids:
+            conn.execute(
+                select(p.arm_id)
+                .where(p.learner_id == learner_id, p.arm_id.in_(arm_ids))
+                .order_by(p.arm_id)
+                .with_for_update()
+            ).all()
+        current = {
+            r.arm_id: r
+            for r in conn.execute(
+                select(posteriors).where(p.learner_id == learner_id, p.arm_id.in_(arm_ids))
+            )
+        }
+        for snap in snaps:
+            # Since the reset (and any later, undone ones) the arm is Beta(1, 1) plus what it
+            # learnt; keep that learning on top of the state the reset replaced.
+            now = current[snap.arm_id]
+            alpha = snap.alpha + (now.alpha - 1.0)
+            beta = snap.beta + (now.beta - 1.0)
+            pulls = snap.pulls + now.pulls
+            conn.execute(
+                update(posteriors)
+                .where(p.learner_id == learner_id, p.arm_id == snap.arm_id)
+                .values(
+                    alpha=alpha,
+                    beta=beta,
+                    pulls=pulls,
+                    last_updated=now.last_updated or snap.last_updated,
+                    prior_alpha=alpha,
+                    prior_beta=beta,
+                    prior_pulls=pulls,
+                    epoch=p.epoch + 1,
+                    reset_trace_pk=snap.reset_trace_pk,
+                )
+            )
+        conn.execute(
+            update(resets).where(resets.c.id == row.id).values(undone_at=at, undone_by=actor)
+        )
+        if row.all_arms:
+            conn.execute(
+                update(learners)
+                .where(learners.c.id == learner_id)
+                .values(status_from_epoch=row.previous_status_from_epoch)
+            )
+        self._bump(conn, learner_id, max(1, len(snaps)))
+        return ResetRecord(int(row.id), tuple(arm_ids), bool(row.all_arms), actor, at, True)
+
+    # -- phase --------------------------------------------------------------------------------
+
+    def set_phase(
+        self, learner_id: int, phase: Phase, *, actor: str, bootstrap: bool, at: int
+    ) -> PhaseChangeRecord:
+        def run() -> PhaseChangeRecord:
+            with write_transaction(self.engine) as conn:
+                previous = Phase(
+                    conn.execute(
+                        select(learners.c.phase)
+                        .where(learners.c.id == learner_id)
+                        .with_for_update()
+                    ).scalar_one()
+                )
+                conn.execute(
+                    update(learners).where(learners.c.id == learner_id).values(phase=phase.value)
+                )
+                n_traces = n_obs = 0
+                if bootstrap and phase is Phase.ACTIVE and previous is Phase.PASSIVE:
+                    n_traces, n_obs = self._bootstrap(conn, learner_id, at)
+                self._bump(conn, learner_id, max(1, n_obs))
+                return PhaseChangeRecord(previous, phase, n_traces, n_obs)
+
+        return with_retries(run)
+
+    def _bootstrap(self, conn: Connection, learner_id: int, at: int) -> tuple[int, int]:
+        """Fold the traces recorded while passive into the posteriors: their included arms
+        get the rewards they would have had (passive runs include every arm)."""
+        params = {"learner": learner_id, "at": at, "yes": True, "no": False}
+        p = posteriors.c
+        conn.execute(
+            select(p.arm_id).where(p.learner_id == learner_id).order_by(p.arm_id).with_for_update()
+        ).all()
+        n_traces = conn.execute(
+            text(f"SELECT COUNT(*) FROM ({_BOOTSTRAP_TRACES}) AS b"), params
+        ).scalar_one()
+        n_obs = conn.execute(text(_BOOTSTRAP_REWARDS), params).rowcount or 0
+        conn.execute(text(_BOOTSTRAP_INCREMENT), params)
+        t = traces.c
+        conn.execute(
+            update(traces)
+            .where(
+                t.learner_id == learner_id,
+                t.phase == Phase.PASSIVE.value,
+                t.bootstrapped.is_(False),
+            )
+            .values(bootstrapped=True)
+        )
+        return int(n_traces), int(n_obs)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def run_stats(self, learner_id: int) -> RunStats:
+        with self.engine.connect() as conn:
+            row = conn.exec_driver_sql(self._sql(queries.RUN_STATS), (learner_id,)).first()
+        if row is None:
+            raise NotFound(f"no learner with id {learner_id}")
+        return queries.run_stats(row)
+
+    def trace_page(self, learner_id: int, limit: int, offset: int) -> tuple[list[StoredTrace], int]:
+        t = traces.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(traces)
+                .where(t.learner_id == learner_id)
+                .order_by(t.timestamp.desc(), t.id.desc())
+                .limit(limit)
+                .offset(offset)
+            ).all()
+            page = self._traces_with_arms(conn, rows)
+        return page, self.run_stats(learner_id).all_time_traces
+
+    def iter_traces(self, learner_id: int, batch: int = 1000) -> Iterator[StoredTrace]:
+        t = traces.c
+        after = 0
+        while True:
+            with self.engine.connect() as conn:
+                rows = conn.execute(
+                    select(traces)
+                    .where(t.learner_id == learner_id, t.id > after)
+                    .order_by(t.id)
+                    .limit(batch)
+                ).all()
+                if not rows:
+                    return
+                page = self._traces_with_arms(conn, rows)
+            after = rows[-1].id
+            yield from page
+
+    def _traces_with_arms(self, conn: Connection, rows: Sequence[Any]) -> list[StoredTrace]:
+        if not rows:
+            return []
+        pks = [r.id for r in rows]
+        by_trace: dict[int, list[ArmOutcomeRecord]] = {pk: [] for pk in pks}
+        a = trace_arms.c
+        p = posteriors.c
+        learner_id = rows[0].learner_id
+        arm_rows = conn.execute(
+            select(
+                a.trace_pk,
+                p.arm_id,
+                p.label,
+                a.included,
+                a.referenced,
+                a.token_cost,
+                a.reward,
+            )
+            .select_from(
+                trace_arms.join(posteriors, (p.learner_id == learner_id) & (p.arm_key == a.arm_key))
+            )
+            .where(a.trace_pk.in_(pks))
+            .order_by(a.trace_pk, p.arm_id)
+        ).all()
+        for r in arm_rows:
+            by_trace[r.trace_pk].append(
+                ArmOutcomeRecord(
+                    r.arm_id,
+                    r.label,
+                    bool(r.included),
+                    bool(r.referenced),
+                    int(r.token_cost),
+                    r.reward,
+                )
+            )
+        return [_stored_trace(r, tuple(by_trace[r.id])) for r in rows]
+
+    def timeseries(
+        self, learner_id: int, metric: str, window_ms: int, since: int | None
+    ) -> list[TimeBucket]:
+        if window_ms <= 0:
+            raise InvalidInput("window must be positive")
+        with self.engine.connect() as conn:
+            if metric == "tokens":
+                t = traces.c
+                bucket = (t.timestamp // window_ms) * window_ms
+                query = select(bucket.label("t"), func.sum(t.usage_total), func.count()).where(
+                    t.learner_id == learner_id
+                )
+                if since is not None:
+                    query = query.where(t.timestamp >= since)
+                rows = conn.execute(query.group_by(bucket).order_by(bucket)).all()
+                return [TimeBucket(int(r[0]), float(r[1] or 0), None, int(r[2])) for r in rows]
+            if metric == "convergence":
+                rows = conn.execute(
+                    text(_CONVERGENCE),
+                    {"learner": learner_id, "w": window_ms, "since": since or 0},
+                ).all()
+                return [
+                    TimeBucket(int(r[0]), float(r[2] or 0) / max(1, int(r[3])), r[1], int(r[3]))
+                    for r in rows
+                ]
+        raise InvalidInput(f"unknown metric {metric!r}; expected tokens or convergence")
+
+    # -- verify ---------------------------------------------------------------------------------
+
+    def verify(self, learner_id: int) -> VerifyReport:
+        """Prove that every posterior equals its base since its last reset plus the changes
+        recorded in its current epoch, that every trace is whole, and that the counters
+        match the traces."""
+        p = posteriors.c
+        problems: list[VerifyProblem] = []
+        with self.engine.connect() as conn:
+            sums = {
+                (r.arm_id, int(r.epoch)): (float(r.gained or 0.0), int(r.n))
+                for r in conn.execute(text(_CHANGES_BY_ARM), {"learner": learner_id})
+            }
+            rows = conn.execute(select(posteriors).where(p.learner_id == learner_id)).all()
+            n_obs = 0
+            for r in rows:
+                gained, n = sums.get((r.arm_id, int(r.epoch)), (0.0, 0))
+                n_obs += n
+                want_alpha = r.prior_alpha + gained
+                want_beta = r.prior_beta + (n - gained)
+                tol = 1e-6 * (1 + n)
+                if abs(r.alpha - want_alpha) > tol or abs(r.beta - want_beta) > tol:
+                    problems.append(
+                        VerifyProblem(
+                            r.arm_id,
+                            f"posterior Beta({r.alpha:.6g}, {r.beta:.6g}) but its base plus "
+                            f"{n} recorded change(s) give Beta({want_alpha:.6g}, "
+                            f"{want_beta:.6g})",
+                        )
+                    )
+                if r.pulls != r.prior_pulls + n:
+                    problems.append(
+                        VerifyProblem(
+                            r.arm_id, f"{r.pulls} pulls but {r.prior_pulls} + {n} changes"
+                        )
+                    )
+                if r.alpha <= 0 or r.beta <= 0:
+                    problems.append(VerifyProblem(r.arm_id, "alpha and beta must be positive"))
+            t = traces.c
+            n_traces = conn.execute(
+                select(func.count()).select_from(traces).where(t.learner_id == learner_id)
+            ).scalar_one()
+            armless = conn.execute(
+                select(func.count())
+                .select_from(traces)
+                .where(
+                    t.learner_id == learner_id,
+                    ~select(trace_arms.c.trace_pk).where(trace_arms.c.trace_pk == t.id).exists(),
+                )
+            ).scalar_one()
+            if armless:
+                problems.append(VerifyProblem(None, f"{armless} trace(s) have no arm outcomes"))
+            unknown = conn.execute(
+                select(func.count(func.distinct(trace_arms.c.arm_key)))
+                .select_from(trace_arms.join(traces, traces.c.id == trace_arms.c.trace_pk))
+                .where(
+                    t.learner_id == learner_id,
+                    ~select(p.arm_id)
+                    .where(p.learner_id == learner_id, p.arm_key == trace_arms.c.arm_key)
+                    .exists(),
+                )
+            ).scalar_one()
+            if unknown:
+                problems.append(
+                    VerifyProblem(None, f"{unknown} arm(s) appear in traces without a posterior")
+                )
+        counted = self.run_stats(learner_id).all_time_traces
+        if counted != n_traces:
+            problems.append(
+                VerifyProblem(None, f"counters say {counted} traces, the table holds {n_traces}")
+            )
+        return VerifyReport(len(rows), int(n_traces), n_obs, tuple(problems))
+
+    # -- audit --------------------------------------------------------------------------------
+
+    def record_audit(self, learner_id: int, entry: AuditEntry) -> None:
+        def run() -> None:
+            with write_transaction(self.engine) as conn:
+                conn.execute(
+                    insert(audit).values(
+                        learner_id=learner_id,
+                        kind=entry.kind,
+                        actor=entry.actor,
+                        surface=entry.surface,
+                        detail=json.dumps(dict(entry.detail), default=str),
+                        result=entry.result,
+                        created_at=entry.at,
+                    )
+                )
+
+        with_retries(run)
+
+    def audit_log(self, learner_id: int, limit: int = 50) -> list[AuditEntry]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(audit)
+                .where(audit.c.learner_id == learner_id)
+                .order_by(audit.c.id.desc())
+                .limit(limit)
+            ).all()
+        return [
+            AuditEntry(r.kind, r.actor, r.surface, json.loads(r.detail), r.result, r.created_at)
+            for r in rows
+        ]
+
+    # -- command bus: idempotency, confirmations, audit ---------------------------------------
+
+    def claim_command(self, key: str, at: int) -> Claim:
+        """Claim an idempotency key; a key seen before returns its stored reply (or that it is
+        still running)."""
+        c = command_results.c
+
+        def run() -> Claim:
+            with write_transaction(self.engine) as conn:
+                stmt = (
+                    self._insert(command_results)
+                    .values(key=key, reply=None, created_at=at)
+                    .on_conflict_do_nothing(index_elements=["key"])
+                    .returning(c.key)
+                )
+                if conn.execute(stmt).first() is not None:
+                    return Claim(True)
+                reply = conn.execute(select(c.reply).where(c.key == key)).scalar()
+                return Claim(False, reply)
+
+        return with_retries(run)
+
+    def finish_command(self, key: str, reply: str) -> None:
+        def run() -> None:
+            with write_transaction(self.engine) as conn:
+                conn.execute(
+                    update(command_results).where(command_results.c.key == key).values(reply=reply)
+                )
+
+        with_retries(run)
+
+    def release_command(self, key: str) -> None:
+        def run() -> None:
+            with write_transaction(self.engine) as conn:
+                conn.execute(delete(command_results).where(command_results.c.key == key))
+
+        with_retries(run)
+
+    def purge_commands(self, before: int) -> int:
+        """Forget idempotency keys and spent confirmations older than `before`."""
+
+        def run() -> int:
+            with write_transaction(self.engine) as conn:
+                n = conn.execute(
+                    delete(command_results).where(command_results.c.created_at < before)
+                ).rowcount
+                n += conn.execute(
+                    delete(confirmations).where(confirmations.c.expires_at < before)
+                ).rowcount
+                return int(n or 0)
+
+        return with_retries(run)
+
+    def create_confirmation(self, confirmation: PendingConfirmation) -> None:
+        def run() -> None:
+            with write_transaction(self.engine) as conn:
+                conn.execute(
+                    insert(confirmations).values(
+                        token=confirmation.token,
+                        learner=confirmation.learner,
+                        actor_id=confirmation.actor_id,
+                        surface=confirmation.surface,
+                        command=confirmation.command,
+                        summary=confirmation.summary,
+                        created_at=confirmation.created_at,
+                        expires_at=confirmation.expires_at,
+                    )
+                )
+
+        with_retries(run)
+
+    def get_confirmation(self, token: str) -> PendingConfirmation | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(confirmations).where(confirmations.c.token == token)).first()
+        if row is None:
+            return None
+        return PendingConfirmation(
+            token=row.token,
+            learner=row.learner,
+            actor_id=row.actor_id,
+            surface=row.surface,
+            command=row.command,
+            summary=row.summary,
+            created_at=int(row.created_at),
+            expires_at=int(row.expires_at),
+            used_at=row.used_at,
+            used_by=row.used_by,
+            outcome=row.outcome,
+        )
+
+    def use_confirmation(self, token: str, actor_id: str, at: int) -> bool:
+        c = confirmations.c
+
+        def run() -> bool:
+            with write_transaction(self.engine) as conn:
+                done = conn.execute(
+                    update(confirmations)
+                    .where(c.token == token, c.used_at.is_(None))
+                    .values(used_at=at, used_by=actor_id)
+                ).rowcount
+                return bool(done)
+
+        return with_retries(run)
+
+    def finish_confirmation(self, token: str, outcome: str) -> None:
+        def run() -> None:
+            with write_transaction(self.engine) as conn:
+                conn.execute(
+                    update(confirmations)
+                    .where(confirmations.c.token == token)
+                    .values(outcome=outcome)
+                )
+
+        with_retries(run)
+
+    def hit_rate_limit(self, key: str, window_ms: int, at: int) -> int:
+        """Count one more command for `key` in the current window; returns the count so far."""
+        start = at // window_ms * window_ms
+        r = rate_limits.c
+
+        def run() -> int:
+            with write_transaction(self.engine) as conn:
+                stmt = self._insert(rate_limits).values(key=key[:300], window_start=start, count=1)
+                stmt = stmt.on_conflict_do_update(
+                    index_elements=["key"],
+                    set_={
+                        "count": case(
+                            (r.window_start == stmt.excluded.window_start, r.count + 1),
+                            else_=1,
+                        ),
+                        "window_start": stmt.excluded.window_start,
+                    },
+                ).returning(r.count)
+                return int(conn.execute(stmt).scalar_one())
+
+        return with_retries(run)
+
+    def record_command_audit(self, learner: str, entry: AuditEntry) -> None:
+        state = self.open_learner(learner, Phase.PASSIVE)
+        self.record_audit(state.id, entry)
+
+    def delete_learner_data(self, learner_id: int) -> None:
+        """Remove every trace, observation and posterior of a learner (used by tests/tools)."""
+        with write_transaction(self.engine) as conn:
+            for table in (observations, run_stats, posteriors, audit):
+                conn.execute(delete(table).where(table.c.learner_id == learner_id))
+            conn.execute(delete(traces).where(traces.c.learner_id == learner_id))
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _stored_trace(row: Any, arms: tuple[ArmOutcomeRecord, ...]) -> StoredTrace:
+    try:
+        context = json.loads(row.context) if row.context else {}
+    except ValueError:
+        context = {}
+    return StoredTrace(
+        trace_id=row.trace_id,
+        run_id=row.run_id,
+        session_id=row.session_id,
+        session_key=row.session_key,
+        channel=row.channel,
+        conversation=row.conversation,
+        timestamp=int(row.timestamp),
+        provider=row.provider,
+        model=row.model,
+        is_baseline=bool(row.is_baseline),
+        phase=Phase(row.phase),
+        guard=SkipReason(row.guard) if row.guard else None,
+        usage=Usage(
+            int(row.usage_input),
+            int(row.usage_output),
+            int(row.usage_cache_read),
+            int(row.usage_total),
+        ),
+        duration_ms=int(row.duration_ms),
+        system_prompt_chars=int(row.system_prompt_chars),
+        aborted=bool(row.aborted),
+        error=row.error,
+        context=context,
+        arms=arms,
+    )
+
+
+__all__ = ["SqlStore"]

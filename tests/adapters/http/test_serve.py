@@ -1,0 +1,199 @@
+"""`learning-bot serve`: the surfaces it runs, how it starts, and how fast it stops."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from adapters.http.server import Surface, serve
+from bot.app import build_app
+from bot.settings import Settings
+from bot.surfaces import configured_surfaces
+
+EXE = str(Path(sys.executable).with_name("learning-bot"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(url: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(url).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{url} did not answer")
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_serve_starts_answers_and_stops_quickly(tmp_path: Path, sig: signal.Signals) -> None:
+    port = free_port()
+    env = {
+        **os.environ,
+        "LEARNING_BOT_DATABASE_URL": f"sqlite:///{tmp_path}/serve.sqlite",
+        "LEARNING_BOT_SPOOL_DIR": str(tmp_path / "spool"),
+    }
+    env.pop("DISCORD_TOKEN", None)
+    env.pop("SLACK_BOT_TOKEN", None)
+    proc = subprocess.Popen(
+        [EXE, "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}/__openclaw__/api/learning"
+        wait_for(base + "/healthz")
+        assert httpx.get(base + "/summary").json()["traceCount"] == 0
+        assert "<title>learning-bot dashboard</title>" in httpx.get(base + "/dashboard").text
+        t0 = time.monotonic()
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=15)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    assert took < 5
+    assert "live surfaces: http" in out
+    assert "Discord: off (set DISCORD_TOKEN to enable)" in out
+    assert "stopped" in out
+    assert "Traceback" not in out
+
+
+def test_serve_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
+    env = {**os.environ, "LEARNING_BOT_DATABASE_URL": f"sqlite:///{tmp_path}/x.sqlite"}
+    env.pop("LEARNING_BOT_API_TOKEN", None)
+    result = subprocess.run(
+        [EXE, "serve", "--host", "0.0.0.0", "--port", str(free_port())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "without LEARNING_BOT_API_TOKEN" in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+async def test_surfaces_run_beside_http_and_stop_with_it(tmp_path: Path) -> None:
+    app = build_app(Settings(database_url=f"sqlite:///{tmp_path}/s.sqlite"), spool=False)
+    started = asyncio.Event()
+    stopped = asyncio.Event()
+
+    async def run() -> None:
+        started.set()
+        await asyncio.Event().wait()  # a chat client runs until told to stop
+
+    async def stop_surface() -> None:
+        stopped.set()
+
+    ready, stop = asyncio.Event(), asyncio.Event()
+    port = free_port()
+    lines: list[str] = []
+    task = asyncio.create_task(
+        serve(
+            app,
+            port=port,
+            surfaces=[Surface("chat", run=run, stop=stop_surface)],
+            announce=lines.append,
+            ready=ready,
+            stop=stop,
+        )
+    )
+    await asyncio.wait_for(ready.wait(), 30)
+    await asyncio.wait_for(started.wait(), 5)
+    async with httpx.AsyncClient() as client:
+        r = await client.get(f"http://127.0.0.1:{port}/__openclaw__/api/learning/healthz")
+        assert r.status_code == 200
+    t0 = time.monotonic()
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    assert time.monotonic() - t0 < 5
+    assert stopped.is_set()
+    assert "learning-bot: live surfaces: http, chat" in lines
+    app.close()
+
+
+def test_discord_is_built_when_its_token_is_set(tmp_path: Path) -> None:
+    app = build_app(Settings(database_url=f"sqlite:///{tmp_path}/d.sqlite"), spool=False)
+    surfaces, notes = configured_surfaces(app, {"DISCORD_TOKEN": "x" * 60})
+    assert [s.name for s in surfaces] == ["discord"]
+    assert any(n.startswith("Discord: live") for n in notes)
+    surfaces, notes = configured_surfaces(app, {})
+    assert surfaces == []
+    assert "Discord: off (set DISCORD_TOKEN to enable)" in notes
+    app.close()
+
+
+def test_slack_is_mounted_when_its_tokens_are_set(tmp_path: Path) -> None:
+    app = build_app(Settings(database_url=f"sqlite:///{tmp_path}/sl.sqlite"), spool=False)
+    env = {
+        "SLACK_BOT_TOKEN": "xoxb-" + "1" * 40,
+        "SLACK_SIGNING_SECRET": "s" * 32,
+        "SLACK_API_URL": "http://127.0.0.1:9/api/",
+    }
+    surfaces, notes = configured_surfaces(app, env)
+    slack = [s for s in surfaces if s.name == "slack"]
+    assert slack
+    assert any(getattr(r, "path", "") == "/slack/events" for r in slack[0].routes)
+    assert "Slack: live (HTTP, events at POST /slack/events)" in notes
+    app.close()
+
+
+def test_several_workers_share_the_port_and_stop_together(tmp_path: Path) -> None:
+    port = free_port()
+    env = {
+        **os.environ,
+        "LEARNING_BOT_DATABASE_URL": f"sqlite:///{tmp_path}/w.sqlite",
+        "LEARNING_BOT_SPOOL_DIR": str(tmp_path / "spool"),
+    }
+    proc = subprocess.Popen(
+        [EXE, "serve", "--port", str(port), "--workers", "2"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}/__openclaw__/api/learning"
+        wait_for(base + "/healthz")
+        report = {
+            "traceId": "",
+            "arms": [{"armId": "tool:fs:Read", "tokenCost": 10}],
+            "toolCalls": [{"name": "Read"}],
+        }
+        with httpx.Client(base_url=base) as client:
+            for i in range(40):  # new connections each time: the kernel spreads them
+                r = httpx.post(base + "/observe", json={**report, "traceId": f"w{i}"})
+                assert r.status_code == 200
+            assert client.get("/summary").json()["traceCount"] == 40
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=20)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    assert took < 5
+    assert "2 worker processes serve port" in out
+    assert out.count("live surfaces: http") == 1
+    assert "Traceback" not in out

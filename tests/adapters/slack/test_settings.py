@@ -1,0 +1,59 @@
+"""SLACK_* settings: read once, validated with errors that name the variable."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapters.slack.settings import SlackSettings, slack_settings_from_env
+from engine.errors import InvalidConfig
+
+BASE = {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s3cret"}
+
+
+def test_http_mode_from_the_environment() -> None:
+    settings = slack_settings_from_env(
+        {
+            **BASE,
+            "SLACK_API_URL": "http://127.0.0.1:9000/api",
+            "SLACK_USER_CACHE_SECONDS": "60",
+            "SLACK_TABLE_BLOCKS": "off",
+            "SLACK_ANNOUNCE_CHANNEL": "C-ops",
+        }
+    )
+    assert settings.api_url == "http://127.0.0.1:9000/api/"
+    assert settings.user_cache_seconds == 60
+    assert settings.table_blocks is False
+    assert settings.announce_channel == "C-ops"
+    assert not settings.socket_mode
+    assert not settings.oauth
+    assert settings.command == "/learning"
+
+
+def test_socket_mode_needs_no_signing_secret() -> None:
+    settings = slack_settings_from_env({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"})
+    assert settings.socket_mode
+
+
+@pytest.mark.parametrize(
+    ("env", "variable"),
+    [
+        ({"SLACK_SIGNING_SECRET": "s"}, "SLACK_BOT_TOKEN"),
+        ({"SLACK_BOT_TOKEN": "xoxb-1"}, "SLACK_SIGNING_SECRET"),
+        ({**BASE, "SLACK_APP_TOKEN": "xoxb-wrong"}, "SLACK_APP_TOKEN"),
+        ({**BASE, "SLACK_API_URL": "slack.com/api"}, "SLACK_API_URL"),
+        ({**BASE, "SLACK_CLIENT_ID": "1.2"}, "SLACK_CLIENT_SECRET"),
+        ({**BASE, "SLACK_INLINE_SECONDS": "5"}, "SLACK_INLINE_SECONDS"),
+        ({**BASE, "SLACK_USER_CACHE_SECONDS": "soon"}, "SLACK_USER_CACHE_SECONDS"),
+        ({**BASE, "SLACK_TABLE_BLOCKS": "maybe"}, "SLACK_TABLE_BLOCKS"),
+        ({**BASE, "SLACK_COMMAND": "learning"}, "SLACK_COMMAND"),
+    ],
+)
+def test_bad_settings_name_the_variable(env: dict[str, str], variable: str) -> None:
+    with pytest.raises(InvalidConfig) as caught:
+        slack_settings_from_env(env)
+    assert caught.value.field == variable
+
+
+def test_oauth_needs_no_bot_token() -> None:
+    settings = SlackSettings(client_id="1.2", client_secret="x", signing_secret="s")
+    assert settings.oauth

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from bot.bus import Actor, BusSettings, CommandBus, Invocation, LearnerServices
+from bot.replies import Reply
+from engine import LearningConfig, Phase
+from storage import SqlStore
+
+ADMIN = Actor("U-admin", "Ada", is_admin=True)
+MEMBER = Actor("U-member", "Max")
+GUEST = Actor("U-guest", "Gus", is_guest=True)
+
+
+@pytest.fixture
+def store(database_url: str) -> Iterator[SqlStore]:
+    s = SqlStore(database_url)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def bus(store: SqlStore) -> CommandBus:
+    services = LearnerServices(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)
+    return CommandBus(services, store, BusSettings(admins=frozenset({"U-listed"})))
+
+
+def say(
+    bus: CommandBus,
+    text: object,
+    actor: Actor = ADMIN,
+    key: str | None = None,
+    conversation: str = "C1",
+) -> Reply:
+    return bus.dispatch(
+        Invocation("test", actor, text, scope="T1", conversation=conversation, idempotency_key=key)  # type: ignore[arg-type]
+    )

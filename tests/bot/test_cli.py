@@ -1,0 +1,230 @@
+"""The real `learning-bot` executable, driven in a subprocess (and the console in a pty)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.service import POSTERIOR_CSV_HEADER, TRACE_CSV_HEADER
+
+EXE = str(Path(sys.executable).with_name("learning-bot"))
+
+
+def run(db: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LEARNING_BOT_DATABASE_URL": db}
+    return subprocess.run(
+        [EXE, *args], capture_output=True, text=True, env=env, input=stdin, timeout=300
+    )
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/cli.sqlite"
+
+
+def test_first_session(db: str) -> None:
+    empty = run(db, "status")
+    assert empty.returncode == 0 and "No traces recorded yet" in empty.stdout
+
+    sim = run(db, "simulate", "--traces", "300", "--seed", "1")
+    assert sim.returncode == 0, sim.stderr
+    assert "Simulated 300 runs" in sim.stdout
+
+    status = run(db, "status")
+    assert status.returncode == 0
+    assert "Traces         300" in status.stdout
+    assert "Token savings:" in status.stdout
+    assert "Top 5 arms by mean" in status.stdout
+    assert "candidates for exclusion" in status.stdout
+
+    exported = run(db, "export", "--format", "json")
+    data = json.loads(exported.stdout)
+    assert len(data["traces"]) == 300 and len(data["posteriors"]) == 30
+    assert {"traceId", "arms", "usage", "isBaseline"} <= set(data["traces"][0])
+    posteriors = {p["armId"]: p for p in data["posteriors"]}
+    only = run(db, "export", "--no-traces")
+    assert json.loads(only.stdout) == {"posteriors": data["posteriors"]}
+    assert set(posteriors) == {a["armId"] for a in data["traces"][0]["arms"]}
+
+    csv_out = run(db, "export", "--format", "csv").stdout.replace("\r\n", "\n").split("\n\n")
+    assert csv_out[0].splitlines()[0] == TRACE_CSV_HEADER
+    assert csv_out[1].splitlines()[0] == POSTERIOR_CSV_HEADER
+    assert len(csv_out[0].splitlines()) == 301
+
+    refused = run(db, "reset")
+    assert refused.returncode == 2 and "--confirm" in refused.stderr
+    assert refused.stderr.count("\n") == 1
+
+    reset = run(db, "reset", "--confirm")
+    assert reset.returncode == 0 and "Reset every arm (30 arm(s)" in reset.stdout
+    after = run(db, "status")
+    assert "Traces         0" in after.stdout and "0.500" in after.stdout
+
+    undo = run(db, "reset", "undo", "--confirm")
+    assert undo.returncode == 0
+    restored = json.loads(run(db, "export", "--no-traces").stdout)
+    assert restored == {"posteriors": data["posteriors"]}
+    assert "Traces         300" in run(db, "status").stdout
+
+    verify = run(db, "db", "verify")
+    assert verify.returncode == 0 and "default: ok" in verify.stdout
+
+
+def test_reward_and_phase_from_the_terminal(db: str) -> None:
+    run(db, "simulate", "--traces", "60", "--arms", "10")
+    reward = run(db, "reward", "Read", "good", "worked", "well")
+    assert reward.returncode == 0 and "tool:fs:Read" in reward.stdout
+    assert "Reason: worked well" in reward.stdout
+    phase = run(db, "phase")
+    assert "ACTIVE" in phase.stdout
+    assert run(db, "phase", "passive", "--confirm").returncode == 0
+    assert "PASSIVE" in run(db, "phase").stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (("reward", "2"), 2, "'2' is not 1, 0, good or bad"),
+        (("frobnicate",), 2, "invalid choice"),
+        (("status", "top", "x"), 2, "top must be a whole number"),
+        (("reward", "Nope", "good"), 1, "unknown arm 'Nope'"),
+        (("export", "--no-traces", "--no-posteriors"), 2, "nothing to export"),
+        (("simulate", "--traces", "0"), 2, "--traces must be from 1"),
+    ],
+)
+def test_errors_are_one_line_and_exit_codes(
+    db: str, args: tuple[str, ...], code: int, needle: str
+) -> None:
+    if args[0] == "reward":
+        run(db, "simulate", "--traces", "20", "--arms", "10")
+    result = run(db, *args)
+    assert result.returncode == code
+    assert needle in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_database_url_is_one_line(tmp_path: Path) -> None:
+    result = run("postgresql+psycopg://postgres@127.0.0.1:1/none?connect_timeout=1", "status")
+    assert result.returncode == 1
+    assert "storage is unavailable" in result.stderr and "Traceback" not in result.stderr
+    bad = run("notadb://x", "status")
+    assert bad.returncode in (1, 2) and "Traceback" not in bad.stderr
+
+
+def test_invalid_config_names_the_setting(db: str) -> None:
+    env = {**os.environ, "LEARNING_BOT_DATABASE_URL": db, "LEARNING_BOT_BASELINE_RATE": "7"}
+    result = subprocess.run([EXE, "status"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 2
+    assert "LEARNING_BOT_BASELINE_RATE" in result.stderr
+
+
+def _read_until(fd: int, needle: bytes, timeout: float = 60.0) -> bytes:
+    buffer = b""
+    deadline = time.monotonic() + timeout
+    while needle not in buffer:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError(f"did not see {needle!r}; got {buffer[-2000:]!r}")
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            buffer += chunk
+    return buffer
+
+
+def test_console_in_a_pseudo_terminal(db: str) -> None:
+    run(db, "simulate", "--traces", "50", "--arms", "10")
+    env = {**os.environ, "LEARNING_BOT_DATABASE_URL": db, "TERM": "dumb"}
+    pid, fd = pty.fork()
+    if pid == 0:  # child
+        os.execve(EXE, [EXE, "console"], env)
+    try:
+        _read_until(fd, b"learning> ")
+        os.write(fd, b"/learning status\n")
+        out = _read_until(fd, b"learning> ")
+        assert b"Learning status" in out and b"Traces         50" in out
+        os.write(fd, b"/learning reset\n")
+        out = _read_until(fd, b"learning> ")
+        assert b"Reset all 10 arms" in out and b"Reply `confirm` or `cancel`" in out
+        os.write(fd, b"cancel\n")
+        out = _read_until(fd, b"learning> ")
+        assert b"nothing changed" in out
+        os.write(fd, b"/learning nonsense\n")
+        out = _read_until(fd, b"learning> ")
+        assert b"unknown command 'nonsense'" in out
+        os.write(fd, b"quit\n")
+        _, status = os.waitpid(pid, 0)
+        assert os.WEXITSTATUS(status) == 0
+    finally:
+        os.close(fd)
+
+
+def test_status_reads_without_sqlalchemy_and_says_the_same(db: str) -> None:
+    run(db, "simulate", "--traces", "40", "--arms", "10")
+    env = {**os.environ, "LEARNING_BOT_DATABASE_URL": db}
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, io, contextlib\n"
+            "from bot.cli import main\n"
+            "out = io.StringIO()\n"
+            "with contextlib.redirect_stdout(out): main(['status'])\n"
+            "print('sqlalchemy' in sys.modules, 'numpy' in sys.modules)\n"
+            "print(out.getvalue())",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    flags, _, lite_text = probe.stdout.partition("\n")
+    assert flags == "False False", probe.stderr
+    from bot.app import build_app
+    from bot.bus import Actor, Invocation
+    from bot.render_text import render_text
+    from bot.settings import Settings
+
+    app = build_app(Settings(database_url=db), spool=False)
+    try:
+        reply = app.bus.dispatch(Invocation("terminal", Actor("t", is_admin=True), "status"))
+    finally:
+        app.close()
+    assert lite_text.strip() == render_text(reply).strip()
+
+
+def test_status_on_an_older_schema_asks_for_an_upgrade(db: str) -> None:
+    run(db, "simulate", "--traces", "5", "--arms", "5")
+    import sqlite3
+
+    path = db.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '0002'")
+    result = run(db, "status")
+    assert result.returncode == 1
+    assert "run `learning-bot db upgrade`" in result.stderr
+
+
+def test_db_verify_reports_a_tampered_posterior(db: str) -> None:
+    run(db, "simulate", "--traces", "30", "--arms", "8")
+    import sqlite3
+
+    with sqlite3.connect(db.removeprefix("sqlite:///")) as conn:
+        conn.execute("UPDATE posteriors SET alpha = alpha + 1 WHERE arm_id = 'tool:fs:Read'")
+    result = run(db, "db", "verify")
+    assert result.returncode == 1
+    assert "default: FAILED" in result.stdout
+    assert "tool:fs:Read: posterior Beta(" in result.stdout

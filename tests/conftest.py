@@ -1,0 +1,61 @@
+"""Shared fixtures: a fresh database per test, on SQLite and (when configured) PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+PG_ENV = "LEARNING_BOT_TEST_DATABASE_URL"
+
+
+def postgres_base_url() -> str | None:
+    return os.environ.get(PG_ENV) or None
+
+
+def _require_postgres() -> str:
+    url = postgres_base_url()
+    if url is None:
+        if os.environ.get("LEARNING_BOT_REQUIRE_TESTS"):
+            pytest.fail(f"{PG_ENV} must be set when LEARNING_BOT_REQUIRE_TESTS is")
+        pytest.skip(f"PostgreSQL tests need {PG_ENV} (e.g. postgresql+psycopg://...)")
+    return url
+
+
+def postgres_schema_url(base: str, schema: str) -> str:
+    sep = "&" if "?" in base else "?"
+    return f"{base}{sep}options=-csearch_path%3D{schema}"
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL URL whose search_path is a new, empty schema (dropped afterwards)."""
+    base = _require_postgres()
+    import sqlalchemy as sa
+
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(base, poolclass=sa.pool.NullPool)
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    try:
+        yield postgres_schema_url(base, schema)
+    finally:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+        admin.dispose()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: object) -> str:
+    return f"sqlite:///{tmp_path}/learning.sqlite"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[str]:
+    """Each test using this runs once on a SQLite file and once on PostgreSQL."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/learning.sqlite"
+        return
+    yield request.getfixturevalue("postgres_url")

@@ -1,0 +1,163 @@
+"""The local spool: runs storage cannot take are kept durably and replayed, in order, once."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine import LearningConfig, Phase, Unavailable
+from engine.service import LearningService
+from storage import SqlStore
+from storage.spool import Spool, SpoolFull, SpoolingStore, record_from_json, record_to_json
+
+from .helpers import report
+
+
+class Outage:
+    """Wraps a store; while `down`, every write raises Unavailable like a lost connection."""
+
+    def __init__(self, inner: SqlStore) -> None:
+        self.inner = inner
+        self.down = False
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def record_runs(self, learner_id: int, runs: Any) -> Any:
+        self.calls += 1
+        if self.down:
+            raise Unavailable("storage is unavailable: connection refused")
+        return self.inner.record_runs(learner_id, runs)
+
+    def learner_state(self, learner_id: int) -> Any:
+        if self.down:
+            raise Unavailable("storage is unavailable: connection refused")
+        return self.inner.learner_state(learner_id)
+
+
+def wait_until(check: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out")
+        time.sleep(0.05)
+
+
+def test_outage_spools_then_replays_in_order_exactly_once(
+    database_url: str, tmp_path: Path
+) -> None:
+    sql = SqlStore(database_url)
+    outage = Outage(sql)
+    store = SpoolingStore(outage, Spool(tmp_path / "spool"), retry_seconds=0.1)
+    svc = LearningService(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)  # type: ignore[arg-type]
+    svc.observe(report("before"))
+    outage.down = True
+    during = [svc.observe(report(f"down-{i}", timestamp=1_000 + i)) for i in range(20)]
+    assert all(r.spooled and not r.recorded for r in during)
+    assert "spooled" in during[0].message
+    assert svc.select(list(__import__("tests.storage.helpers").storage.helpers.ARMS)).selected
+    again = svc.observe(report("down-3"))  # a retry of a spooled run, still down
+    assert again.spooled
+    outage.down = False
+    wait_until(lambda: not store.spool.pending())
+    page, total = svc.traces(limit=100)
+    assert total == 21
+    assert [
+        t.trace_id for t in sorted(page, key=lambda t: t.timestamp) if t.trace_id != "before"
+    ] == [f"down-{i}" for i in range(20)]
+    assert svc.verify().ok
+    after = svc.observe(report("after"))
+    assert after.recorded
+    store.close()
+
+
+def test_runs_wait_behind_spooled_ones(database_url: str, tmp_path: Path) -> None:
+    sql = SqlStore(database_url)
+    outage = Outage(sql)
+    store = SpoolingStore(outage, Spool(tmp_path / "spool"), retry_seconds=60)
+    svc = LearningService(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)  # type: ignore[arg-type]
+    outage.down = True
+    assert svc.observe(report("first")).spooled
+    outage.down = False
+    second = svc.observe(report("second"))
+    assert second.spooled  # queued behind "first" so order is kept
+    store.replay_now()
+    wait_until(lambda: not store.spool.pending())
+    traces = svc.traces()[0]
+    assert [t.trace_id for t in traces] == ["second", "first"]
+    pks = {t.trace_id: t for t in traces}
+    assert set(pks) == {"first", "second"}
+    with sql.engine.connect() as conn:
+        order = [r[0] for r in conn.exec_driver_sql("SELECT trace_id FROM traces ORDER BY id")]
+    assert order == ["first", "second"]
+    store.close()
+
+
+def test_spool_survives_a_killed_process(sqlite_url: str, tmp_path: Path) -> None:
+    root = tmp_path / "spool"
+    dead = root / "p999999"
+    dead.mkdir(parents=True)
+    (dead / ".lock").write_text("")
+    sql = SqlStore(sqlite_url)
+    svc = LearningService(sql, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)
+    records = [svc._record(report(f"k{i}"), svc.config)[0] for i in range(5)]
+    lines = "".join(record_to_json(svc.learner_id, r) + "\n" for r in records)
+    (dead / "000000000001.jsonl").write_text(lines + '{"l": 1, "trace_id": "torn')
+    store = SpoolingStore(sql, Spool(root), retry_seconds=0.1)
+    wait_until(lambda: svc.traces()[1] == 5)
+    wait_until(lambda: not any(root.glob("p*/*.jsonl")))
+    assert not dead.exists()
+    assert svc.verify().ok
+    store.close()
+
+
+def test_full_spool_refuses_loudly(sqlite_url: str, tmp_path: Path, caplog: Any) -> None:
+    sql = SqlStore(sqlite_url)
+    outage = Outage(sql)
+    store = SpoolingStore(outage, Spool(tmp_path / "spool", max_bytes=4000), retry_seconds=60)
+    svc = LearningService(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)  # type: ignore[arg-type]
+    outage.down = True
+    svc.observe(report("fits"))
+
+    def fill() -> None:
+        for i in range(50):
+            svc.observe(report(f"more-{i}"))
+
+    with pytest.raises(SpoolFull, match="spool is full"):
+        fill()
+    assert "spool" in caplog.text and "full" in caplog.text
+    outage.down = False
+    store.replay_now()
+    wait_until(lambda: not store.spool.pending())
+    kept = svc.traces()[1]
+    assert kept >= 1
+    assert svc.verify().ok
+    store.close()
+
+
+def test_records_round_trip_through_json(sqlite_url: str) -> None:
+    sql = SqlStore(sqlite_url)
+    svc = LearningService(sql, LearningConfig(phase=Phase.ACTIVE))
+    record = svc._record(report("rt", text="see README.md"), svc.config)[0]
+    learner, back = record_from_json(record_to_json(7, record))
+    assert learner == 7
+    assert back == record
+    sql.close()
+
+
+def test_spool_appends_are_fsynced(tmp_path: Path, sqlite_url: str, monkeypatch: Any) -> None:
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    sql = SqlStore(sqlite_url)
+    svc = LearningService(sql, LearningConfig(phase=Phase.ACTIVE))
+    spool = Spool(tmp_path / "spool")
+    spool.append(svc.learner_id, [svc._record(report("f"), svc.config)[0]])
+    assert synced
+    spool.close()
+    sql.close()
