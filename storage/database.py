@@ -159,6 +159,19 @@ def with_retries(fn: Callable[[], T], *, attempts: int = 8) -> T:
     raise AssertionError("unreachable")
 
 
+@contextmanager
+def reading(engine: Engine) -> Iterator[Connection]:
+    """A connection for reads; connection and disk failures (on connecting or mid-query)
+    become Unavailable, like the write path's, so callers can answer "try again shortly"."""
+    try:
+        with engine.connect() as conn:
+            yield conn
+    except Exception as exc:
+        if _driver_error(exc) is not None and is_unavailable(exc):
+            raise Unavailable(f"storage is unavailable: {_first_line(exc)}") from exc
+        raise
+
+
 def _first_line(exc: BaseException) -> str:
     orig = _driver_error(exc) or exc
     text = str(orig).strip()

@@ -52,6 +52,7 @@ from storage import queries
 from storage.database import (
     ensure_schema,
     make_engine,
+    reading,
     with_retries,
     write_transaction,
 )
@@ -178,16 +179,16 @@ class SqlStore:
                 )
                 conn.execute(stmt.on_conflict_do_nothing(index_elements=["name"]))
 
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             row = conn.execute(select(learners.c.id).where(learners.c.name == name)).first()
         if row is None:
             with_retries(run)
-            with self.engine.connect() as conn:
+            with reading(self.engine) as conn:
                 row = conn.execute(select(learners.c.id).where(learners.c.name == name)).one()
         return self.learner_state(int(row.id))
 
     def learner_state(self, learner_id: int) -> LearnerState:
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return self._state(conn, learner_id)
 
     def _state(self, conn: Connection, learner_id: int) -> LearnerState:
@@ -202,7 +203,7 @@ class SqlStore:
     # -- arms and posteriors ----------------------------------------------------------------
 
     def load_arms(self, learner_id: int) -> dict[str, ArmRecord]:
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             rows = conn.exec_driver_sql(self._sql(queries.ARMS), (learner_id,)).all()
         out = queries.arm_records(rows)
         with self._lock:
@@ -367,7 +368,7 @@ class SqlStore:
 
     def latest_run(self, learner_id: int, conversation: str) -> StoredTrace | None:
         t = traces.c
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             row = conn.execute(
                 select(traces)
                 .where(t.learner_id == learner_id, t.conversation == conversation)
@@ -476,7 +477,7 @@ class SqlStore:
         return ResetRecord(int(reset_id), tuple(r.arm_id for r in rows), all_arms, actor, at)
 
     def last_reset(self, learner_id: int) -> ResetRecord | None:
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             row = conn.exec_driver_sql(self._sql(queries.LAST_RESET), (learner_id,)).first()
         return queries.reset_record(row)
 
@@ -604,7 +605,7 @@ class SqlStore:
     # -- reading ------------------------------------------------------------------------------
 
     def run_stats(self, learner_id: int) -> RunStats:
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             row = conn.exec_driver_sql(self._sql(queries.RUN_STATS), (learner_id,)).first()
         if row is None:
             raise NotFound(f"no learner with id {learner_id}")
@@ -612,7 +613,7 @@ class SqlStore:
 
     def trace_page(self, learner_id: int, limit: int, offset: int) -> tuple[list[StoredTrace], int]:
         t = traces.c
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             rows = conn.execute(
                 select(traces)
                 .where(t.learner_id == learner_id)
@@ -627,7 +628,7 @@ class SqlStore:
         t = traces.c
         after = 0
         while True:
-            with self.engine.connect() as conn:
+            with reading(self.engine) as conn:
                 rows = conn.execute(
                     select(traces)
                     .where(t.learner_id == learner_id, t.id > after)
@@ -682,7 +683,7 @@ class SqlStore:
     ) -> list[TimeBucket]:
         if window_ms <= 0:
             raise InvalidInput("window must be positive")
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             if metric == "tokens":
                 t = traces.c
                 bucket = (t.timestamp // window_ms) * window_ms
@@ -712,7 +713,7 @@ class SqlStore:
         match the traces."""
         p = posteriors.c
         problems: list[VerifyProblem] = []
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             sums = {
                 (r.arm_id, int(r.epoch)): (float(r.gained or 0.0), int(r.n))
                 for r in conn.execute(text(_CHANGES_BY_ARM), {"learner": learner_id})
@@ -797,7 +798,7 @@ class SqlStore:
         with_retries(run)
 
     def audit_log(self, learner_id: int, limit: int = 50) -> list[AuditEntry]:
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             rows = conn.execute(
                 select(audit)
                 .where(audit.c.learner_id == learner_id)
@@ -881,7 +882,7 @@ class SqlStore:
         with_retries(run)
 
     def get_confirmation(self, token: str) -> PendingConfirmation | None:
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             row = conn.execute(select(confirmations).where(confirmations.c.token == token)).first()
         if row is None:
             return None

@@ -14,7 +14,7 @@ from engine.service import LearningService
 from storage import SqlStore
 from storage.spool import Spool, SpoolFull, SpoolingStore, record_from_json, record_to_json
 
-from .helpers import report
+from .helpers import ARMS, report
 
 
 class Outage:
@@ -161,3 +161,42 @@ def test_spool_appends_are_fsynced(tmp_path: Path, sqlite_url: str, monkeypatch:
     assert synced
     spool.close()
     sql.close()
+
+
+def _unreachable_engine(dialect: str, tmp_path: Path) -> Any:
+    """An engine of the same dialect whose database cannot be reached: a refused port, or a
+    SQLite file in a folder that does not exist."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    if dialect == "postgresql":
+        return create_engine("postgresql+psycopg://postgres@127.0.0.1:1/none", poolclass=NullPool)
+    return create_engine(f"sqlite:///{tmp_path}/gone/learning.sqlite", poolclass=NullPool)
+
+
+def test_a_database_gone_mid_life_reads_unavailable_and_observe_spools(
+    database_url: str, tmp_path: Path
+) -> None:
+    sql = SqlStore(database_url)
+    store = SpoolingStore(sql, Spool(tmp_path / "spool"), retry_seconds=0.1)
+    svc = LearningService(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)  # type: ignore[arg-type]
+    assert svc.observe(report("before")).recorded
+    working = sql.engine
+    sql.engine = _unreachable_engine(sql.dialect, tmp_path)
+    try:
+        # Every read a surface makes says "unavailable" instead of leaking a driver error.
+        with pytest.raises(Unavailable, match="storage is unavailable"):
+            sql.learner_state(svc.learner_id)
+        with pytest.raises(Unavailable):
+            sql.load_arms(svc.learner_id)
+        # The agent's path keeps working: the cache refresh fails quietly, the run is spooled.
+        during = svc.observe(report("during", timestamp=2_000))
+        assert during.spooled and not during.recorded
+        assert svc.select(list(ARMS)).selected
+    finally:
+        sql.engine = working
+    wait_until(lambda: not store.spool.pending())
+    _, total = svc.traces(limit=10)
+    assert total == 2
+    assert svc.verify().ok
+    store.close()
