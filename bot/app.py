@@ -39,7 +39,8 @@ def build_app(settings: Settings, *, spool: bool = True) -> App:
     if spool:
         from storage.spool import Spool, SpoolingStore, default_spool_root
 
-        store = SpoolingStore(sql, Spool(default_spool_root(sql.url)))
+        limit = round(settings.spool_max_mb * 1024 * 1024)
+        store = SpoolingStore(sql, Spool(default_spool_root(sql.url), max_bytes=limit))
     # SpoolingStore delegates everything but record_runs to the SqlStore it wraps.
     port = cast("SqlStore", store)
     services = LearnerServices(port, settings.config, cache_ttl=settings.cache_ttl)

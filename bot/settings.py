@@ -4,6 +4,7 @@ start-up with errors that name the setting."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -39,6 +40,8 @@ class Settings:
     dashboard_url: str | None = None
     cache_ttl: float = 0.5
     rate_limit: int = 20
+    spool_max_mb: float = 256.0
+    """Bound of the local spool (LEARNING_BOT_SPOOL_MAX_MB); beyond it observe refuses loudly."""
 
 
 def _env_value(key: str, raw: str) -> Any:
@@ -142,6 +145,15 @@ def load_settings(
         ) from None
     if rate_limit < 0:
         raise InvalidConfig(f"{ENV_PREFIX}RATE_LIMIT", "must be >= 0 (0 turns it off)")
+    spool_raw = env.get(f"{ENV_PREFIX}SPOOL_MAX_MB", "").strip()
+    try:
+        spool_max_mb = float(spool_raw) if spool_raw else 256.0
+    except ValueError:
+        spool_max_mb = math.nan
+    if not math.isfinite(spool_max_mb) or spool_max_mb <= 0:
+        raise InvalidConfig(
+            f"{ENV_PREFIX}SPOOL_MAX_MB", f"must be a positive number of MiB, got {spool_raw!r}"
+        )
     return Settings(
         database_url=database_url or env.get(f"{ENV_PREFIX}DATABASE_URL") or None,
         learner=learner or env.get(f"{ENV_PREFIX}LEARNER") or "default",
@@ -152,4 +164,5 @@ def load_settings(
         dashboard_url=env.get(f"{ENV_PREFIX}DASHBOARD_URL") or None,
         cache_ttl=ttl,
         rate_limit=rate_limit,
+        spool_max_mb=spool_max_mb,
     )

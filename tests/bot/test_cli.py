@@ -228,3 +228,21 @@ def test_db_verify_reports_a_tampered_posterior(db: str) -> None:
     assert result.returncode == 1
     assert "default: FAILED" in result.stdout
     assert "tool:fs:Read: posterior Beta(" in result.stdout
+
+
+def test_spool_bound_comes_from_the_environment(tmp_path: Path) -> None:
+    from bot.app import build_app
+    from bot.settings import load_settings
+    from engine.errors import InvalidConfig
+
+    env = {"LEARNING_BOT_SPOOL_MAX_MB": "0.5", "LEARNING_BOT_SPOOL_DIR": str(tmp_path / "s")}
+    settings = load_settings(env, database_url=f"sqlite:///{tmp_path}/s.sqlite")
+    assert settings.spool_max_mb == 0.5
+    app = build_app(settings)
+    try:
+        assert app.store.spool.max_bytes == 512 * 1024  # type: ignore[attr-defined]
+    finally:
+        app.close()
+    for bad in ("0", "-1", "lots", "nan"):
+        with pytest.raises(InvalidConfig, match="LEARNING_BOT_SPOOL_MAX_MB"):
+            load_settings({"LEARNING_BOT_SPOOL_MAX_MB": bad})
