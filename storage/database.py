@@ -215,6 +215,33 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
             yield conn
 
 
+@contextmanager
+def sqlite_write_cursor(engine: Engine) -> Iterator[Any]:
+    """A raw sqlite3 cursor inside BEGIN IMMEDIATE, taken in turn like `write_transaction`,
+    committed on success and rolled back on error: the observe hot path, without the
+    per-transaction events and bookkeeping of a SQLAlchemy Connection."""
+    with _sqlite_writer_turn(engine):
+        proxy = engine.raw_connection()
+        try:
+            cur = proxy.cursor()
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+                try:
+                    yield cur
+                    cur.execute("COMMIT")
+                except BaseException:
+                    if (
+                        proxy.driver_connection is not None
+                        and proxy.driver_connection.in_transaction
+                    ):
+                        cur.execute("ROLLBACK")
+                    raise
+            finally:
+                cur.close()
+        finally:
+            proxy.close()
+
+
 def current_revision(conn: Connection) -> str | None:
     if not inspect(conn).has_table("alembic_version"):
         return None
