@@ -12,6 +12,9 @@ the same selection seeds. Policies:
 - lean:               sharpened, min_score=0.05 (low draws left out even when there is room);
 - forgetful:          sharpened, half_life=100 (`engine.selection.discounted` after each
                       observation: old evidence halves every 100 observations, means kept);
+- pooled prior:       per token, pooled_prior=True, exploration=0.7 (each score drawn under a
+                      prior of usage probabilities fitted to every arm's evidence, the draw
+                      tempered by 1/0.7; see `engine.selection._pooled_scores`);
 - oracle:             knows every arm's usage probability and packs the exact knapsack
                       (`engine.simulation.oracle_mask`), seeds in like every policy;
 - pooled oracle:      (research scenarios only) knows the usage probability of every useful
@@ -89,6 +92,7 @@ class Policy:
 
 
 SHARP = (("packing", "score_per_token"), ("exploration", 0.1))
+POOLED = (("packing", "score_per_token"), ("exploration", 0.7), ("pooled_prior", True))
 POLICIES = (
     Policy("include everything", "all"),
     Policy("seed algorithm", "learn"),
@@ -96,6 +100,7 @@ POLICIES = (
     Policy("sharpened", "learn", SHARP),
     Policy("lean", "learn", (*SHARP, ("min_score", 0.05))),
     Policy("forgetful", "learn", (*SHARP, ("half_life", 100.0))),
+    Policy("pooled prior", "learn", POOLED),
     Policy("oracle", "oracle"),
 )
 RARE_BELOW = 0.2
@@ -574,7 +579,7 @@ def verdicts(
         ]
     )
     oracle_a = get(a, "oracle").recall
-    for policy in ("per token", "sharpened", "forgetful"):
+    for policy in ("per token", "sharpened", "forgetful", "pooled prior"):
         ra, rb = get(a, policy), get(b, policy)
         ratio = ra.recall / oracle_a
         lines.append(

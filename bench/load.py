@@ -312,6 +312,14 @@ async def main() -> int:
         f"{rss[-1] / 1024 if rss else 0:.0f} MiB (trend {slope:+.2f} MiB/min) |"
     )
     print(f"| shutdown on SIGTERM | {shutdown:.2f} s | db verify | exit {verify.returncode} |")
+    if stats.rss_kib:
+        # Resident memory at each whole minute: a cache filling up levels off, a leak does not.
+        minutes = {}
+        for t, kib in stats.rss_kib:
+            if kib:
+                minutes.setdefault(int(t // 60), kib)
+        marks = ", ".join(f"{m} min {kib / 1024:.0f}" for m, kib in sorted(minutes.items()))
+        print(f"server RSS by minute (MiB): {marks}, end {rss[-1] / 1024:.0f}")
     print(verify.stdout.strip())
     ok = stored == total and verify.returncode == 0 and stats.failed == 0
     print("result:", "PASS" if ok else "FAIL")

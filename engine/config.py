@@ -46,6 +46,7 @@ _CAMEL = {
     "min_score": "minScore",
     "exploration": "exploration",
     "half_life": "halfLife",
+    "pooled_prior": "pooledPrior",
 }
 # Options beyond SPEC section 7: written out by `to_dict` only when they differ from their
 # defaults, so a default configuration serialises exactly as the original learning layer's.
@@ -54,6 +55,7 @@ _OPTIONAL_DEFAULTS: dict[str, Any] = {
     "min_score": 0.0,
     "exploration": 1.0,
     "half_life": None,
+    "pooled_prior": False,
 }
 _SNAKE = {camel: snake for snake, camel in _CAMEL.items()}
 
@@ -93,6 +95,14 @@ class LearningConfig:
     """Observations after which old evidence counts half (`engine.selection.discounted`): each
     posterior keeps its mean and widens. None keeps every observation at full weight. Applied
     by whoever keeps the posteriors (`engine.simulation.run_policy` does)."""
+    pooled_prior: bool = False
+    """Empirical-Bayes Thompson draws: each arm's score comes from its evidence under a prior
+    fitted to the evidence of every arm of the selection (a distribution of usage
+    probabilities on a grid, fitted by binomial marginal likelihood, with a uniform share
+    kept), so an arm seen a few times is judged by how arms in general turned out rather than
+    by a flat prior. `exploration` tempers that posterior. False: each arm's own posterior.
+    The fit costs about 4 ms per selection at 1,000 arms (it grows with the inventory), so it
+    suits inventories of up to a few thousand arms."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -131,6 +141,8 @@ class LearningConfig:
             if not math.isfinite(life) or life <= 0:
                 raise InvalidConfig("half_life", f"must be a positive number or null, got {life!r}")
             set_(self, "half_life", float(life))
+        if not isinstance(self.pooled_prior, bool):
+            raise InvalidConfig("pooled_prior", f"must be true or false, got {self.pooled_prior!r}")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LearningConfig:
@@ -160,8 +172,9 @@ class LearningConfig:
     def to_dict(self, camel: bool = True) -> dict[str, Any]:
         """Plain JSON-ready values, with the original camelCase keys by default.
 
-        `packing`, `min_score`, `exploration` and `half_life` appear only when they differ
-        from their defaults; `from_dict` reads the result back to an equal config either way.
+        `packing`, `min_score`, `exploration`, `half_life` and `pooled_prior` appear only when
+        they differ from their defaults; `from_dict` reads the result back to an equal config
+        either way.
         """
         out: dict[str, Any] = {}
         for f in fields(self):

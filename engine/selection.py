@@ -287,6 +287,61 @@ def _scores(post: PosteriorArrays, exploration: float, gen: np.random.Generator)
     return gen.beta(post.alpha / exploration, post.beta / exploration)
 
 
+POOLED_GRID = 64
+"""Points of the usage-probability grid of the pooled prior (cell midpoints of [0, 1])."""
+POOLED_ITERATIONS = 20
+"""EM steps fitting the pooled prior to the arms' evidence, per selection."""
+POOLED_FLOOR = 0.3
+"""Share of the pooled prior spread evenly over the grid, so that no usage probability is
+ruled out by the fit and an arm whose first observations were unlucky is still drawn high."""
+
+_GRID = (np.arange(POOLED_GRID, dtype=np.float64) + 0.5) / POOLED_GRID
+_LOG_GRID = np.log(_GRID)
+_LOG_1M_GRID = np.log1p(-_GRID)
+
+
+def _pooled_scores(
+    post: PosteriorArrays, exploration: float, gen: np.random.Generator
+) -> FloatArray:
+    """One score per arm under a prior fitted to every arm's evidence (empirical Bayes).
+
+    Each arm's posterior Beta(alpha, beta) is read as alpha - 1 uses and beta - 1 non-uses
+    (its likelihood over a flat reference). Usage probabilities live on a grid of
+    `POOLED_GRID` cells; the population distribution g over the grid is the maximum of the
+    binomial marginal likelihood of all arms' evidence (EM, `POOLED_ITERATIONS` steps from
+    uniform), then mixed with `POOLED_FLOOR` of the uniform distribution. Each arm's posterior
+    on the grid is g times its likelihood, tempered by 1 / exploration (exploration < 1 narrows
+    it as Beta(alpha/e, beta/e) does); a cell is drawn from it and the score is a uniform point
+    of that cell. With exploration 0 the score is the posterior mean.
+    """
+    hits = np.maximum(post.alpha - 1.0, 0.0)
+    misses = np.maximum(post.beta - 1.0, 0.0)
+    loglik = np.multiply.outer(hits, _LOG_GRID) + np.multiply.outer(misses, _LOG_1M_GRID)
+    loglik -= loglik.max(axis=1, keepdims=True)
+    lik = np.exp(loglik)
+    prior = np.full(POOLED_GRID, 1.0 / POOLED_GRID)
+    for _ in range(POOLED_ITERATIONS):
+        weights = lik * prior
+        weights /= weights.sum(axis=1, keepdims=True)
+        prior = weights.mean(axis=0)
+    prior = (1.0 - POOLED_FLOOR) * prior + POOLED_FLOOR / POOLED_GRID
+    weights = lik * prior
+    weights /= weights.sum(axis=1, keepdims=True)
+    if exploration == 0.0:
+        out: FloatArray = weights @ _GRID
+        return out
+    if exploration != 1.0:
+        logw = np.log(np.maximum(weights, np.finfo(np.float64).tiny)) / exploration
+        logw -= logw.max(axis=1, keepdims=True)
+        weights = np.exp(logw)
+        weights /= weights.sum(axis=1, keepdims=True)
+    n = weights.shape[0]
+    cumulative = np.cumsum(weights, axis=1)
+    cell = np.minimum((cumulative < gen.random(n)[:, None]).sum(axis=1), POOLED_GRID - 1)
+    scores: FloatArray = (cell + gen.random(n)) / POOLED_GRID
+    return scores
+
+
 def discounted(
     posteriors: PosteriorArrays,
     prior_alpha: FloatArray,
@@ -358,10 +413,12 @@ def select_arms(
     always included, and the rest are packed greedily by score, highest first.
     Seeds are never excluded, not even in a baseline run.
 
-    Three options of `config` change the Thompson runs only: `exploration` below 1 narrows
-    the draw around each posterior mean, `packing="score_per_token"` ranks the rest by score /
-    token cost instead of score, and `min_score` leaves out every arm of the rest whose score
-    falls below it, however much budget is left. Their defaults are the SPEC behaviour.
+    Four options of `config` change the Thompson runs only: `exploration` below 1 narrows
+    the draw around each posterior mean, `pooled_prior` draws each score under a prior fitted
+    to all arms' evidence (`_pooled_scores`) instead of the arm's own posterior alone,
+    `packing="score_per_token"` ranks the rest by score / token cost instead of score, and
+    `min_score` leaves out every arm of the rest whose score falls below it, however much
+    budget is left. Their defaults are the SPEC behaviour.
     """
     arm_set = arms if isinstance(arms, ArmSet) else ArmSet(arms)
     if not config.enabled:
@@ -385,7 +442,10 @@ def select_arms(
         forced = seeds
         rest = np.flatnonzero(~forced)
     else:
-        scores = _scores(post, config.exploration, gen)
+        if config.pooled_prior:
+            scores = _pooled_scores(post, config.exploration, gen)
+        else:
+            scores = _scores(post, config.exploration, gen)
         forced = seeds | (post.pulls < config.min_pulls)
         rank = scores if config.packing == "score" else scores * arm_set.per_token
         order = np.argsort(-rank)

@@ -74,6 +74,9 @@ def test_camel_case_round_trip() -> None:
         ({"halfLife": math.inf}, "halfLife"),
         ({"half_life": "300"}, "half_life"),
         ({"halfLife": False}, "halfLife"),
+        ({"pooledPrior": 1}, "pooledPrior"),
+        ({"pooled_prior": "yes"}, "pooled_prior"),
+        ({"pooledPrior": None}, "pooledPrior"),
     ],
 )
 def test_invalid_options_name_their_field(data: dict[str, Any], field: str) -> None:
@@ -484,3 +487,89 @@ def test_run_policy_updates_like_spec_section_5() -> None:
     # The same seeds give the same run.
     again = run_policy(arm_set, cfg, conversational, used, np.random.default_rng(1), checkpoints=60)
     assert np.array_equal(run.included, again.included)
+
+
+# --- pooled prior -----------------------------------------------------------------------------
+
+
+def test_pooled_prior_is_off_by_default_and_round_trips() -> None:
+    assert LearningConfig().pooled_prior is False
+    assert "pooledPrior" not in LearningConfig().to_dict()
+    c = LearningConfig.from_dict({"pooledPrior": True, "exploration": 0.7})
+    assert c.pooled_prior is True
+    assert c.to_dict()["pooledPrior"] is True
+    assert LearningConfig.from_dict(c.to_dict()) == c
+    assert LearningConfig.from_dict(c.to_dict(camel=False)) == c
+
+
+def _pooled_case() -> tuple[list[Arm], PosteriorArrays]:
+    """One arm seen 3 times and never used, one seen 100 times and used 14 times, and 20 arms
+    seen 40 times and never used: on its own the young arm's mean (0.2) beats the steady one's
+    (0.15); judged by how arms in general turned out, it looks like the 20 unused ones."""
+    arms = [Arm("tool:t:young", 10), Arm("tool:t:steady", 10)]
+    arms += [Arm(f"tool:t:idle{i}", 1000) for i in range(20)]
+    alpha = np.array([1.0, 15.0] + [1.0] * 20)
+    beta = np.array([4.0, 87.0] + [41.0] * 20)
+    pulls = np.array([3, 100] + [40] * 20)
+    return arms, PosteriorArrays(alpha, beta, pulls)
+
+
+def test_pooled_prior_judges_little_evidence_by_the_other_arms() -> None:
+    arms, post = _pooled_case()
+    base = LearningConfig(
+        phase=Phase.ACTIVE, baseline_rate=0.0, token_budget=10, min_pulls=0, seed_arm_ids=()
+    )
+    own = LearningConfig(**{**_kw(base), "exploration": 0.0})
+    pooled = LearningConfig(**{**_kw(base), "exploration": 0.0, "pooled_prior": True})
+    assert select_arms(arms, post, own, rng=0).selected == ("tool:t:young",)
+    assert select_arms(arms, post, pooled, rng=0).selected == ("tool:t:steady",)
+    # Thompson draws under the pooled prior mostly agree; under the flat one they do not.
+    draws = LearningConfig(**{**_kw(base), "pooled_prior": True, "exploration": 0.7})
+    gen = np.random.default_rng(5)
+    steady = sum(
+        select_arms(arms, post, draws, gen).selected == ("tool:t:steady",) for _ in range(200)
+    )
+    assert steady > 150
+
+
+def test_pooled_prior_scores_stay_in_the_unit_interval_and_are_seeded() -> None:
+    arms, post = _pooled_case()
+    cfg = LearningConfig(
+        phase=Phase.ACTIVE,
+        baseline_rate=0.0,
+        token_budget=2000,
+        min_pulls=0,
+        seed_arm_ids=(),
+        pooled_prior=True,
+    )
+    first = [select_arms(arms, post, cfg, rng=seed).selected for seed in range(20)]
+    again = [select_arms(arms, post, cfg, rng=seed).selected for seed in range(20)]
+    assert first == again
+    assert len(set(first)) > 1  # exploration 1: the draws vary from seed to seed
+    from engine.selection import _pooled_scores
+
+    for e in (1.0, 0.5, 0.0):
+        scores = _pooled_scores(post, e, np.random.default_rng(3))
+        assert scores.shape == (22,) and ((scores >= 0) & (scores <= 1)).all()
+
+
+def test_pooled_prior_keeps_seeds_under_explored_and_baseline_runs() -> None:
+    arms = [Arm("tool:fs:Read", 10), Arm("tool:t:new", 10), Arm("tool:t:idle", 10)]
+    post = PosteriorArrays(
+        np.array([1.0, 1.0, 1.0]), np.array([50.0, 1.0, 50.0]), np.array([49, 0, 49])
+    )
+    cfg = LearningConfig(
+        phase=Phase.ACTIVE, baseline_rate=0.0, token_budget=20, min_pulls=5, pooled_prior=True
+    )
+    assert select_arms(arms, post, cfg, rng=0).selected == ("tool:fs:Read", "tool:t:new")
+    baseline = LearningConfig(**{**_kw(cfg), "baseline_rate": 1.0, "token_budget": 30})
+    chosen = select_arms(arms, post, baseline, rng=0)
+    assert chosen.is_baseline and len(chosen.selected) == 3
+
+
+def test_pooled_prior_does_not_lose_to_sharpened_on_regret() -> None:
+    sharpened = research_regret({"packing": "score_per_token", "exploration": 0.1}, envs=10)
+    pooled = research_regret(
+        {"packing": "score_per_token", "exploration": 0.7, "pooled_prior": True}, envs=10
+    )
+    assert pooled < sharpened + 3.0
