@@ -278,6 +278,42 @@ def _pack(order: IntArray, costs: IntArray, room: int) -> tuple[list[IntArray], 
     return taken, used
 
 
+PARTIAL_SORT_FROM = 4096
+"""From this many candidates on, `_pack_ranked` sorts only the best ones the budget can hold."""
+
+
+def _pack_ranked(
+    candidates: IntArray, rank: FloatArray, costs: IntArray, room: int
+) -> tuple[list[IntArray], int]:
+    """`_pack` over `candidates` in descending `rank`, without sorting all of them.
+
+    The greedy pass takes a prefix of the ranking until an arm does not fit; after that only
+    arms no dearer than what is left can still go in. So: partition out the best `k` arms
+    (enough to fill the room at their average cost, with a margin), sort and pack those, then
+    sort and pack only the rest that still fit. Every arm of the first part ranks at least as
+    high as every arm of the second, so the result is the greedy pass over the full order; a
+    `k` too small costs time, never a different selection."""
+    n = candidates.size
+    if n < PARTIAL_SORT_FROM or room <= 0:
+        order = candidates[np.argsort(-rank[candidates])]
+        return _pack(order, costs, room)
+    mean_cost = float(costs[candidates].mean())
+    k = int(1.25 * room / max(mean_cost, 1.0)) + 256
+    if k >= n * 3 // 4:
+        order = candidates[np.argsort(-rank[candidates])]
+        return _pack(order, costs, room)
+    split = np.argpartition(-rank[candidates], k - 1)
+    best, others = candidates[split[:k]], candidates[split[k:]]
+    taken, used = _pack(best[np.argsort(-rank[best])], costs, room)
+    left = room - used
+    others = others[costs[others] <= left]
+    if others.size:
+        more, extra = _pack(others[np.argsort(-rank[others])], costs, left)
+        taken.extend(more)
+        used += extra
+    return taken, used
+
+
 def _scores(post: PosteriorArrays, exploration: float, gen: np.random.Generator) -> FloatArray:
     """One Thompson score per arm: a Beta(alpha/e, beta/e) draw, or the mean when e is 0."""
     if exploration == 1.0:
@@ -448,12 +484,16 @@ def select_arms(
             scores = _scores(post, config.exploration, gen)
         forced = seeds | (post.pulls < config.min_pulls)
         rank = scores if config.packing == "score" else scores * arm_set.per_token
-        order = np.argsort(-rank)
-        rest = order[~forced[order]]
+        eligible = ~forced
         if config.min_score > 0.0:
-            rest = rest[scores[rest] >= config.min_score]
+            eligible &= scores >= config.min_score
+        rest = np.flatnonzero(eligible)
     forced_cost = int(costs[forced].sum())
-    taken, packed_cost = _pack(rest, costs, config.token_budget - forced_cost)
+    room = config.token_budget - forced_cost
+    if is_baseline:
+        taken, packed_cost = _pack(rest, costs, room)
+    else:
+        taken, packed_cost = _pack_ranked(rest, rank, costs, room)
     mask = forced.copy()
     for chosen in taken:
         mask[chosen] = True

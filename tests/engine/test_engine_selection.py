@@ -601,3 +601,49 @@ def test_selection_to_dict_uses_camel_case() -> None:
     assert d["overBudget"] is False
     assert len(d["selected"]) == 1
     assert len(d["excluded"]) == 1
+
+
+def _greedy_reference(rank: list[float], costs: list[int], room: int) -> set[int]:
+    """Greedy packing over the whole ranking, best first, ties by position."""
+    chosen: set[int] = set()
+    for i in sorted(range(len(rank)), key=lambda i: (-rank[i], i)):
+        if costs[i] <= room:
+            chosen.add(i)
+            room -= costs[i]
+    return chosen
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    n=st.integers(1, 3000),
+    share=st.floats(0.0, 1.2),
+    cheap_first=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_partial_sort_packing_equals_the_greedy_pass_over_the_full_ranking(
+    n: int, share: float, cheap_first: bool, seed: int
+) -> None:
+    """Above PARTIAL_SORT_FROM candidates only the best part is sorted first; whatever the
+    room, and when the best arms are so cheap that this part cannot fill it, the arms taken
+    are those of the greedy pass over the whole ranking."""
+    from unittest import mock
+
+    from engine import selection
+
+    rng = np.random.default_rng(seed)
+    costs = np.clip(np.round(rng.lognormal(5.0, 1.2, n)), 1, 20_000).astype(np.int64)
+    rank = 1.0 / costs + 1e-6 * rng.random(n) if cheap_first else rng.random(n)
+    room = int(share * costs.sum())
+    candidates = np.flatnonzero(rng.random(n) < 0.9)
+    with mock.patch.object(selection, "PARTIAL_SORT_FROM", 8):
+        taken, used = selection._pack_ranked(candidates, rank, costs, room)
+    got = {int(i) for part in taken for i in part}
+    sub = candidates.tolist()
+    expected = {
+        sub[j]
+        for j in _greedy_reference(
+            [float(rank[i]) for i in sub], [int(costs[i]) for i in sub], room
+        )
+    }
+    assert got == expected
+    assert used == sum(int(costs[i]) for i in got) <= max(room, 0)
