@@ -79,7 +79,7 @@ class HotPath:
         if self.postgres:
             self.lock_epochs = (
                 "SELECT arm_id, epoch FROM posteriors WHERE learner_id = %s "
-                "AND arm_id = ANY(%s) ORDER BY arm_id FOR UPDATE"
+                'AND arm_id = ANY(%s) ORDER BY arm_id COLLATE "C" FOR UPDATE'
             )
             self.insert_arms = (
                 "INSERT INTO trace_arms (trace_pk, arm_key, included, referenced, token_cost, "

@@ -231,6 +231,12 @@ class SqlStore:
         missing = {aid: v for aid, v in arms.items() if known.get(aid) != v or aid not in keys}
         if not missing:
             return {}, keys
+        if self.dialect == "postgresql":
+            # The upsert locks the rows it touches, in order, before the hot path locks every
+            # arm of the batch in the same order: upsert them all, so that no transaction
+            # holds a later arm while waiting for an earlier one (a deadlock with a writer
+            # that locks the whole batch in order).
+            missing = dict(arms)
         p = posteriors.c
         next_key = conn.execute(
             select(func.coalesce(func.max(p.arm_key), 0)).where(p.learner_id == learner_id)
@@ -271,6 +277,12 @@ class SqlStore:
         ):
             keys[arm_id] = int(key)
         return missing, keys
+
+    def _lock_order(self, column: Any) -> Any:
+        """`column` to ORDER BY when locking rows: by code point everywhere (PostgreSQL's
+        database collation may order ids differently from Python's `sorted`, which orders the
+        upserts), so every transaction takes row locks in the same order."""
+        return column.collate("C") if self.dialect == "postgresql" else column
 
     def _remember(
         self, learner_id: int, arms: Mapping[str, tuple[str, int]], keys: Mapping[str, int]
@@ -422,7 +434,7 @@ class SqlStore:
         query = select(posteriors).where(p.learner_id == learner_id)
         if wanted is not None:
             query = query.where(p.arm_id.in_(wanted))
-        rows = conn.execute(query.order_by(p.arm_id).with_for_update()).all()
+        rows = conn.execute(query.order_by(self._lock_order(p.arm_id)).with_for_update()).all()
         if wanted is not None:
             found = {r.arm_id for r in rows}
             unknown = [a for a in wanted if a not in found]
@@ -525,7 +537,7 @@ class SqlStore:
             conn.execute(
                 select(p.arm_id)
                 .where(p.learner_id == learner_id, p.arm_id.in_(arm_ids))
-                .order_by(p.arm_id)
+                .order_by(self._lock_order(p.arm_id))
                 .with_for_update()
             ).all()
         current = {
@@ -599,7 +611,10 @@ class SqlStore:
         params = {"learner": learner_id, "at": at, "yes": True, "no": False}
         p = posteriors.c
         conn.execute(
-            select(p.arm_id).where(p.learner_id == learner_id).order_by(p.arm_id).with_for_update()
+            select(p.arm_id)
+            .where(p.learner_id == learner_id)
+            .order_by(self._lock_order(p.arm_id))
+            .with_for_update()
         ).all()
         n_traces = conn.execute(
             text(f"SELECT COUNT(*) FROM ({_BOOTSTRAP_TRACES}) AS b"), params
