@@ -94,7 +94,8 @@ class LearningConfig:
     half_life: float | None = None
     """Observations after which old evidence counts half (`engine.selection.discounted`): each
     posterior keeps its mean and widens. None keeps every observation at full weight. Applied
-    by whoever keeps the posteriors (`engine.simulation.run_policy` does)."""
+    by whoever keeps the posteriors: `engine.simulation.run_policy` does; `LearningService`
+    refuses it, since stored posteriors are exact sums of their observations."""
     pooled_prior: bool = False
     """Empirical-Bayes Thompson draws: each arm's score comes from its evidence under a prior
     fitted to the evidence of every arm of the selection (a distribution of usage

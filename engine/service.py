@@ -25,7 +25,14 @@ if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
 
 from engine.arms import Arm, parse_arm_id
 from engine.config import LearningConfig, Phase
-from engine.errors import Ambiguous, InvalidArmId, InvalidInput, NotFound, Unavailable
+from engine.errors import (
+    Ambiguous,
+    InvalidArmId,
+    InvalidConfig,
+    InvalidInput,
+    NotFound,
+    Unavailable,
+)
 from engine.group_commit import GroupCommit
 from engine.metrics import token_savings_percent
 from engine.observation import (
@@ -317,6 +324,15 @@ class LearningService:
     ) -> None:
         self.store = store
         self.base_config = config if config is not None else LearningConfig()
+        if self.base_config.half_life is not None:
+            # Stored posteriors are sums of observations (verify checks exactly that), so
+            # forgetting cannot be applied to them; refuse rather than silently ignore it.
+            raise InvalidConfig(
+                "halfLife",
+                "forgetting is an option of the simulation (engine.simulation, "
+                "bench/learning.py) only: stored posteriors keep every observation at full "
+                "weight; leave halfLife unset",
+            )
         self.learner = learner
         self.cache_ttl = cache_ttl
         self._clock = clock

@@ -14,6 +14,7 @@ from engine import (
     Arm,
     Conflict,
     InvalidArmId,
+    InvalidConfig,
     InvalidInput,
     LearningConfig,
     NotFound,
@@ -420,3 +421,11 @@ def test_cache_sees_other_replicas_writes(store: SqlStore) -> None:
     assert snapshot(one)["tool:fs:Read"][2] == 1  # within the ttl: cached
     clock[0] += 2.0
     assert snapshot(one)["tool:fs:Read"][2] == 2  # after it: refreshed
+
+
+def test_half_life_is_refused_by_the_service_not_silently_ignored(store: SqlStore) -> None:
+    """Forgetting exists in the simulation only; a service configured with it would keep
+    every observation at full weight, so it refuses the option by name."""
+    with pytest.raises(InvalidConfig, match="halfLife"):
+        LearningService(store, LearningConfig(phase=Phase.ACTIVE, half_life=100))
+    LearningService(store, LearningConfig(phase=Phase.ACTIVE, exploration=0.1))
