@@ -294,14 +294,11 @@ def _pack_ranked(
     high as every arm of the second, so the result is the greedy pass over the full order; a
     `k` too small costs time, never a different selection."""
     n = candidates.size
-    if n < PARTIAL_SORT_FROM or room <= 0:
-        order = candidates[np.argsort(-rank[candidates])]
-        return _pack(order, costs, room)
-    mean_cost = float(costs[candidates].mean())
-    k = int(1.25 * room / max(mean_cost, 1.0)) + 256
-    if k >= n * 3 // 4:
-        order = candidates[np.argsort(-rank[candidates])]
-        return _pack(order, costs, room)
+    k = n
+    if n >= PARTIAL_SORT_FROM and room > 0:
+        k = int(1.25 * room / max(float(costs[candidates].mean()), 1.0)) + 256
+    if k >= n * 3 // 4:  # few candidates, or the budget holds most of them: sort them all
+        return _pack(candidates[np.argsort(-rank[candidates])], costs, room)
     split = np.argpartition(-rank[candidates], k - 1)
     best, others = candidates[split[:k]], candidates[split[k:]]
     taken, used = _pack(best[np.argsort(-rank[best])], costs, room)
