@@ -2,26 +2,42 @@
 
 from __future__ import annotations
 
-import unicodedata
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
-from typing import Any
+from functools import cached_property, lru_cache
+from itertools import chain, compress, repeat
+from operator import attrgetter, not_
+from typing import Any, Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from engine.arms import Arm, ArmType, parse_arm_id
-from engine.config import LearningConfig
+from engine.config import LearningConfig, Phase
 from engine.errors import InvalidArmId, InvalidInput
 from engine.posterior import Posterior, prior_parameters
+from engine.text import strip_controls
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 MAX_GUIDANCE_NAME = 64
+
+SMALL_INVENTORY = 200
+"""Below this many arms `select_arms` ranks and packs in plain Python after the one numpy
+draw: on a few dozen elements each numpy call costs more in overhead than the work it does.
+Measured crossover (bench/select.py --crossover); both paths consume the same random draws and
+make the same selection."""
+
+_ID = attrgetter("id")
+_COST = attrgetter("token_cost")
+_TYPE = attrgetter("type")
+_ALPHA = attrgetter("alpha")
+_BETA = attrgetter("beta")
+_PULLS = attrgetter("pulls")
 
 
 def as_generator(rng: np.random.Generator | int | None) -> np.random.Generator:
@@ -34,47 +50,75 @@ def as_generator(rng: np.random.Generator | int | None) -> np.random.Generator:
 
 
 class ArmSet:
-    """An arm inventory compiled once into arrays, so repeated selections stay vectorised."""
+    """An arm inventory compiled once into arrays, so repeated selections stay vectorised.
 
-    __slots__ = (
-        "__dict__",
-        "__weakref__",
-        "arms",
-        "costs",
-        "ids",
-        "index",
-        "prior_alpha",
-        "prior_beta",
-    )
+    Building one reads each arm's id and token cost and checks the ids are unique; everything
+    else (the id -> position index, priors, per-token weights, guidance names) is computed on
+    first use, so a set built for one request costs little more than reading the list.
+    """
+
+    __slots__ = ("__dict__", "__weakref__", "_id_set", "_seeds", "arms", "costs", "ids")
 
     def __init__(self, arms: Iterable[Arm]) -> None:
         self.arms: tuple[Arm, ...] = tuple(arms)
-        for arm in self.arms:
-            if not isinstance(arm, Arm):
-                raise InvalidInput(f"expected Arm objects, got {type(arm).__name__}")
-        self.ids: tuple[str, ...] = tuple(arm.id for arm in self.arms)
-        self.index: dict[str, int] = {arm_id: i for i, arm_id in enumerate(self.ids)}
-        if len(self.index) != len(self.ids):
-            dupes = sorted(arm_id for arm_id, n in Counter(self.ids).items() if n > 1)
+        for kind in set(map(type, self.arms)):
+            if not issubclass(kind, Arm):
+                raise InvalidInput(f"expected Arm objects, got {kind.__name__}")
+        n = len(self.arms)
+        self.ids: tuple[str, ...] = tuple(map(_ID, self.arms))
+        self._id_set = frozenset(self.ids)
+        if len(self._id_set) != n:
+            dupes = sorted(arm_id for arm_id, k in Counter(self.ids).items() if k > 1)
             raise InvalidInput(f"arm ids must be unique; repeated: {', '.join(dupes[:5])}")
-        self.costs: IntArray = np.fromiter(
-            (arm.token_cost for arm in self.arms), dtype=np.int64, count=len(self.arms)
-        )
-        priors = [prior_parameters(arm.type) for arm in self.arms]
-        self.prior_alpha: FloatArray = np.array([p[0] for p in priors], dtype=np.float64)
-        self.prior_beta: FloatArray = np.array([p[1] for p in priors], dtype=np.float64)
-        self._seed_masks: dict[tuple[str, ...], BoolArray] = {}
+        self.costs: IntArray = np.fromiter(map(_COST, self.arms), dtype=np.int64, count=n)
+        self._seeds: dict[tuple[str, ...], _Seeds] = {}
 
     def __len__(self) -> int:
         return len(self.arms)
+
+    @cached_property
+    def index(self) -> dict[str, int]:
+        """Position of each arm id."""
+        return dict(zip(self.ids, range(len(self.ids)), strict=True))
 
     @cached_property
     def id_array(self) -> npt.NDArray[np.object_]:
         return np.array(self.ids, dtype=object)
 
     @cached_property
+    def cost_list(self) -> list[int]:
+        """The token costs as Python ints, for the small-inventory path."""
+        out: list[int] = self.costs.tolist()
+        return out
+
+    @cached_property
+    def cheapest(self) -> int:
+        """The lowest token cost of any arm (0 for an empty set)."""
+        return int(self.costs.min()) if len(self.costs) else 0
+
+    @cached_property
     def total_cost(self) -> int:
         return int(self.costs.sum())
+
+    @cached_property
+    def _priors(self) -> tuple[FloatArray, FloatArray]:
+        table = {kind: prior_parameters(kind) for kind in ArmType}
+        pairs = [table[kind] for kind in map(_TYPE, self.arms)]
+        n = len(pairs)
+        alpha = np.fromiter((p[0] for p in pairs), dtype=np.float64, count=n)
+        beta = np.fromiter((p[1] for p in pairs), dtype=np.float64, count=n)
+        alpha.flags.writeable = beta.flags.writeable = False
+        return alpha, beta
+
+    @property
+    def prior_alpha(self) -> FloatArray:
+        """alpha of each arm's initial prior (read-only)."""
+        return self._priors[0]
+
+    @property
+    def prior_beta(self) -> FloatArray:
+        """beta of each arm's initial prior (read-only)."""
+        return self._priors[1]
 
     @cached_property
     def per_token(self) -> FloatArray:
@@ -83,30 +127,63 @@ class ArmSet:
         np.divide(1.0, self.costs, out=out, where=self.costs > 0)
         return out
 
-    def seed_mask(self, seed_arm_ids: tuple[str, ...]) -> BoolArray:
-        mask = self._seed_masks.get(seed_arm_ids)
-        if mask is None:
-            mask = np.zeros(len(self.arms), dtype=bool)
-            for arm_id in seed_arm_ids:
-                i = self.index.get(arm_id)
-                if i is not None:
-                    mask[i] = True
-            self._seed_masks[seed_arm_ids] = mask
-        return mask
+    @cached_property
+    def guidance_names(self) -> tuple[str | None, ...]:
+        """For each tool arm the name the guidance sentence shows (control characters
+        stripped, at most MAX_GUIDANCE_NAME characters); None for other arms."""
+        return tuple(
+            _clean_name(arm.name) or None if arm.type is ArmType.TOOL else None for arm in self.arms
+        )
 
-    def align(self, posteriors: Mapping[str, Posterior] | None) -> PosteriorArrays:
+    @cached_property
+    def tool_mask(self) -> BoolArray:
+        """Which arms are tools with a name to show in the guidance sentence."""
+        names = self.guidance_names
+        return np.fromiter((name is not None for name in names), dtype=bool, count=len(names))
+
+    def _seed_info(self, seed_arm_ids: tuple[str, ...]) -> _Seeds:
+        found = self._seeds.get(seed_arm_ids)
+        if found is None:
+            present = sorted({self._position(a) for a in seed_arm_ids if a in self._id_set})
+            mask = np.zeros(len(self.arms), dtype=bool)
+            mask[present] = True
+            mask.flags.writeable = False
+            found = _Seeds(mask, tuple(present), tuple(mask.tolist()))
+            self._seeds[seed_arm_ids] = found
+        return found
+
+    def _position(self, arm_id: str) -> int:
+        if "index" in self.__dict__ or len(self.ids) <= SMALL_INVENTORY:
+            return self.index[arm_id]
+        return self.ids.index(arm_id)  # a few seeds: cheaper than building the whole index
+
+    def seed_mask(self, seed_arm_ids: tuple[str, ...]) -> BoolArray:
+        """Which arms are seeds (read-only)."""
+        return self._seed_info(seed_arm_ids).mask
+
+    def align(self, posteriors: Mapping[str, PosteriorLike] | None) -> PosteriorArrays:
         """Posterior arrays in this set's order; arms without a posterior get their prior."""
-        alpha = self.prior_alpha.copy()
-        beta = self.prior_beta.copy()
-        pulls = np.zeros(len(self.arms), dtype=np.int64)
-        if posteriors:
-            for i, arm_id in enumerate(self.ids):
-                p = posteriors.get(arm_id)
-                if p is not None:
-                    alpha[i] = p.alpha
-                    beta[i] = p.beta
-                    pulls[i] = p.pulls
-        return PosteriorArrays(alpha, beta, pulls)
+        return align_posteriors(self, posteriors)
+
+
+@dataclass(frozen=True, slots=True)
+class _Seeds:
+    mask: BoolArray
+    positions: tuple[int, ...]
+    flags: tuple[bool, ...]
+
+
+class PosteriorLike(Protocol):
+    """Anything with a posterior's alpha, beta and pulls (Posterior, a service's cache entry)."""
+
+    @property
+    def alpha(self) -> float: ...
+
+    @property
+    def beta(self) -> float: ...
+
+    @property
+    def pulls(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,17 +195,84 @@ class PosteriorArrays:
     pulls: IntArray
 
 
+_NAN = math.nan
+_MISSING_TUPLE = (_NAN, _NAN, -1)
+_MISSING_POSTERIOR = Posterior.trusted(_NAN, _NAN, -1, None)
+
+
+def align_posteriors(
+    arm_set: ArmSet,
+    posteriors: Mapping[str, PosteriorLike] | Mapping[str, tuple[float, float, int]] | None,
+) -> PosteriorArrays:
+    """PosteriorArrays for `arm_set` from a mapping arm id -> posterior, without a Python
+    loop over the arms (one lookup per arm through `map`, arrays filled by `np.fromiter`).
+
+    The values are either `(alpha, beta, pulls)` tuples or objects with `alpha`, `beta` and
+    `pulls` attributes (a `Posterior`, a cache entry), all of one kind. Arms missing from the
+    mapping get their type's prior and 0 pulls; keys that are not arms of the set are ignored.
+    Tuples are checked (positive finite alpha and beta, whole pulls >= 0; InvalidInput
+    otherwise); objects are trusted, as `Posterior` checks itself when it is made. The arrays
+    are new: the caller may update them in place.
+    """
+    n = len(arm_set)
+    if not posteriors or n == 0:
+        return PosteriorArrays(
+            arm_set.prior_alpha.copy(), arm_set.prior_beta.copy(), np.zeros(n, dtype=np.int64)
+        )
+    sample = next(iter(posteriors.values()))
+    try:
+        if isinstance(sample, tuple):
+            tuples = cast(Mapping[str, tuple[float, float, int]], posteriors)
+            rows = list(map(tuples.get, arm_set.ids, repeat(_MISSING_TUPLE)))
+            table = np.fromiter(chain.from_iterable(rows), dtype=np.float64, count=3 * n)
+            table = table.reshape(n, 3)
+            alpha, beta = table[:, 0].copy(), table[:, 1].copy()
+            raw_pulls = table[:, 2]
+            pulls = raw_pulls.astype(np.int64)
+            if not np.array_equal(pulls, raw_pulls):
+                raise InvalidInput("pulls must be whole numbers")
+        else:
+            found = list(map(posteriors.get, arm_set.ids, repeat(_MISSING_POSTERIOR)))
+            alpha = np.fromiter(map(_ALPHA, found), dtype=np.float64, count=n)
+            beta = np.fromiter(map(_BETA, found), dtype=np.float64, count=n)
+            pulls = np.fromiter(map(_PULLS, found), dtype=np.int64, count=n)
+    except (TypeError, ValueError, AttributeError, OverflowError):
+        raise InvalidInput(
+            "posteriors must map arm ids to (alpha, beta, pulls) or to objects with alpha, "
+            "beta and pulls, all of one kind"
+        ) from None
+    missing = pulls == -1
+    missing &= np.isnan(alpha)
+    if missing.any():
+        alpha[missing] = arm_set.prior_alpha[missing]
+        beta[missing] = arm_set.prior_beta[missing]
+        pulls[missing] = 0
+    if isinstance(sample, tuple) and not (
+        (alpha > 0.0).all()
+        and (beta > 0.0).all()
+        and np.isfinite(alpha).all()
+        and np.isfinite(beta).all()
+        and (pulls >= 0).all()
+    ):  # objects were checked when they were made (Posterior) or come from storage
+        raise InvalidInput("every posterior needs positive finite alpha and beta and pulls >= 0")
+    return PosteriorArrays(alpha, beta, pulls)
+
+
 class Selection:
     """Which arms go into the next prompt, and what that costs.
 
-    `selected` and `excluded` list arm ids in inventory order. A selection made by
-    `select_arms` keeps them as a mask over the inventory and builds the tuples on first use,
-    so large inventories do not pay for id lists nobody reads.
+    `selected` and `excluded` list arm ids in inventory order; `is_baseline`, `token_budget`,
+    `used_tokens`, `over_budget`, `fallback` and `guidance` are plain attributes. A selection
+    made by `select_arms` keeps which arms it chose (a mask, or a list of flags on the
+    small-inventory path) and builds the id tuples and the guidance on first use, so large
+    inventories do not pay for lists nobody reads.
     """
 
     __slots__ = (
+        "_arm_set",
         "_excluded",
-        "_ids",
+        "_flags",
+        "_guidance",
         "_mask",
         "_selected",
         "fallback",
@@ -150,8 +294,10 @@ class Selection:
     ) -> None:
         self._selected: tuple[str, ...] | None = tuple(selected)
         self._excluded: tuple[str, ...] | None = tuple(excluded)
-        self._ids: npt.NDArray[np.object_] | None = None
+        self._arm_set: ArmSet | None = None
         self._mask: BoolArray | None = None
+        self._flags: list[bool] | None = None
+        self._guidance: str | None = ""  # "": not built yet (a sentence is never empty)
         self.is_baseline = is_baseline
         self.token_budget = token_budget
         self.used_tokens = used_tokens
@@ -160,33 +306,50 @@ class Selection:
         """Why every arm was included without selecting (passive, disabled, storage down...)."""
 
     @classmethod
-    def _from_mask(
+    def _chosen(
         cls,
-        ids: npt.NDArray[np.object_],
-        mask: BoolArray,
+        arm_set: ArmSet,
+        mask: BoolArray | None,
+        flags: list[bool] | None,
         is_baseline: bool,
         token_budget: int,
         used_tokens: int,
         fallback: str | None,
     ) -> Selection:
-        self = cls((), (), is_baseline, token_budget, used_tokens, used_tokens > token_budget)
+        """A selection over `arm_set` given by a mask or by flags (one of the two)."""
+        self = object.__new__(cls)
         self._selected = self._excluded = None
-        self._ids, self._mask = ids, mask
+        self._arm_set = arm_set
+        self._mask = mask
+        self._flags = flags
+        self._guidance = ""
+        self.is_baseline = is_baseline
+        self.token_budget = token_budget
+        self.used_tokens = used_tokens
+        self.over_budget = used_tokens > token_budget
         self.fallback = fallback
         return self
 
     @property
     def selected(self) -> tuple[str, ...]:
         if self._selected is None:
-            ids, mask = self._source()
-            self._selected = tuple(ids[mask].tolist())
+            arm_set = self._source()
+            if self._flags is not None:
+                self._selected = tuple(compress(arm_set.ids, self._flags))
+            else:
+                assert self._mask is not None
+                self._selected = tuple(arm_set.id_array[self._mask].tolist())
         return self._selected
 
     @property
     def excluded(self) -> tuple[str, ...]:
         if self._excluded is None:
-            ids, mask = self._source()
-            self._excluded = tuple(ids[~mask].tolist())
+            arm_set = self._source()
+            if self._flags is not None:
+                self._excluded = tuple(compress(arm_set.ids, map(not_, self._flags)))
+            else:
+                assert self._mask is not None
+                self._excluded = tuple(arm_set.id_array[~self._mask].tolist())
         return self._excluded
 
     @property
@@ -196,20 +359,35 @@ class Selection:
         Only selections made by `select_arms` or `include_everything` carry it.
         """
         if self._mask is None:
-            raise RuntimeError("this selection was built from id lists and has no arm mask")
+            if self._flags is None:
+                raise RuntimeError("this selection was built from id lists and has no arm mask")
+            self._mask = np.array(self._flags, dtype=bool)
         view = self._mask.view()
         view.flags.writeable = False
         return view
 
-    def _source(self) -> tuple[npt.NDArray[np.object_], BoolArray]:
-        if self._ids is None or self._mask is None:
-            raise RuntimeError("selection has neither id tuples nor a mask")
-        return self._ids, self._mask
+    def _source(self) -> ArmSet:
+        if self._arm_set is None:
+            raise RuntimeError("selection has neither id tuples nor an arm set")
+        return self._arm_set
 
     @property
     def guidance(self) -> str | None:
         """The system-prompt sentence naming excluded tools, or None."""
-        return excluded_tools_guidance(self.excluded)
+        if self._guidance == "":
+            arm_set = self._arm_set
+            if arm_set is None:
+                self._guidance = excluded_tools_guidance(self.excluded)
+            else:
+                names = arm_set.guidance_names
+                if self._flags is not None:
+                    shown = [n for n, f in zip(names, self._flags, strict=True) if not f]
+                else:
+                    assert self._mask is not None
+                    left_out = np.flatnonzero(arm_set.tool_mask & ~self._mask).tolist()
+                    shown = [names[i] for i in left_out]
+                self._guidance = _guidance_sentence(shown)
+        return self._guidance
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Selection):
@@ -251,20 +429,36 @@ class Selection:
         }
 
 
-def _pack(order: IntArray, costs: IntArray, room: int) -> tuple[list[IntArray], int]:
+Taken = list[IntArray | list[int]]
+"""Index arrays (or lists) of the arms a packing pass took."""
+
+PACK_IN_PYTHON_BELOW = 48
+"""`_pack` finishes in a plain loop once this few candidates are left."""
+
+
+def _pack(order: IntArray, costs: IntArray, room: int) -> tuple[Taken, int]:
     """Greedy packing in `order`: take each arm that still fits, skip the ones that do not.
 
     Vectorised: take the longest prefix that fits, skip the first arm that does not, and drop
-    every later arm dearer than what is left (it can never fit again: room only shrinks).
-    Returns the chosen index arrays and the tokens they use.
+    every later arm dearer than what is left (it can never fit again: room only shrinks); the
+    last few candidates go through a plain loop. Returns the chosen indices and their tokens.
     """
-    taken: list[IntArray] = []
+    taken: Taken = []
     used = 0
     cand = order
     left = costs[cand]
     while cand.size and room >= 0:
-        csum = np.cumsum(left)
-        fit = int(np.searchsorted(csum, room, side="right"))
+        if cand.size < PACK_IN_PYTHON_BELOW:
+            picked = []
+            for i, cost in zip(cand.tolist(), left.tolist(), strict=True):
+                if cost <= room:
+                    picked.append(i)
+                    room -= cost
+                    used += cost
+            taken.append(picked)
+            break
+        csum = left.cumsum()
+        fit = int(csum.searchsorted(room, "right"))
         if fit:
             taken.append(cand[:fit])
             spent = int(csum[fit - 1])
@@ -278,34 +472,59 @@ def _pack(order: IntArray, costs: IntArray, room: int) -> tuple[list[IntArray], 
     return taken, used
 
 
-PARTIAL_SORT_FROM = 4096
+def _ascending(key: FloatArray) -> IntArray:
+    """argsort of `key` with ties in index order. numpy's stable sort of floats costs several
+    times its default sort, and Thompson draws rarely tie: sort fast, and sort again stably
+    only when two neighbours are equal."""
+    order = key.argsort()
+    ranked = key[order]
+    if (ranked[1:] == ranked[:-1]).any():
+        order = np.argsort(key, kind="stable")
+    return order
+
+
+PARTIAL_SORT_FROM = 512
 """From this many candidates on, `_pack_ranked` sorts only the best ones the budget can hold."""
 
 
 def _pack_ranked(
-    candidates: IntArray, rank: FloatArray, costs: IntArray, room: int
-) -> tuple[list[IntArray], int]:
-    """`_pack` over `candidates` in descending `rank`, without sorting all of them.
+    candidates: IntArray,
+    rank: FloatArray,
+    costs: IntArray,
+    room: int,
+    candidate_costs: IntArray | None = None,
+) -> tuple[Taken, int]:
+    """`_pack` over `candidates` in descending `rank` (ties in index order), without sorting
+    all of them. `candidate_costs`, when given, is `costs[candidates]`.
 
     The greedy pass takes a prefix of the ranking until an arm does not fit; after that only
-    arms no dearer than what is left can still go in. So: partition out the best `k` arms
-    (enough to fill the room at their average cost, with a margin), sort and pack those, then
-    sort and pack only the rest that still fit. Every arm of the first part ranks at least as
-    high as every arm of the second, so the result is the greedy pass over the full order; a
-    `k` too small costs time, never a different selection."""
+    arms no dearer than what is left can still go in. So: split off the best arms (about `k`,
+    enough to fill the room at their average cost, with a margin; every arm tied with the
+    `k`-th goes with them), sort and pack those, then sort and pack only the rest that still
+    fit. Every arm of the first part ranks above every arm of the second, so the result is the
+    greedy pass over the full order; a `k` too small costs time, never a different selection."""
     n = candidates.size
     k = n
+    key = -rank[candidates]
     if n >= PARTIAL_SORT_FROM and room > 0:
-        k = int(1.25 * room / max(float(costs[candidates].mean()), 1.0)) + 256
+        if candidate_costs is None:
+            candidate_costs = costs[candidates]
+        mean = max(float(candidate_costs.sum()) / n, 1.0)
+        k = int(1.25 * room / mean) + 64
     if k >= n * 3 // 4:  # few candidates, or the budget holds most of them: sort them all
-        return _pack(candidates[np.argsort(-rank[candidates])], costs, room)
-    split = np.argpartition(-rank[candidates], k - 1)
-    best, others = candidates[split[:k]], candidates[split[k:]]
-    taken, used = _pack(best[np.argsort(-rank[best])], costs, room)
+        return _pack(candidates[_ascending(key)], costs, room)
+    assert candidate_costs is not None
+    kth = key.copy()
+    kth.partition(k - 1)
+    first = key <= kth[k - 1]
+    best = first.nonzero()[0]
+    taken, used = _pack(candidates[best[_ascending(key[best])]], costs, room)
     left = room - used
-    others = others[costs[others] <= left]
-    if others.size:
-        more, extra = _pack(others[np.argsort(-rank[others])], costs, left)
+    second = candidate_costs <= left
+    second &= ~first
+    if second.any():
+        others = second.nonzero()[0]
+        more, extra = _pack(candidates[others[_ascending(key[others])]], costs, left)
         taken.extend(more)
         used += extra
     return taken, used
@@ -409,27 +628,15 @@ def discounted(
     return PosteriorArrays(mean * weight, (1.0 - mean) * weight, posteriors.pulls.copy())
 
 
-def _result(
-    arm_set: ArmSet,
-    mask: BoolArray,
-    config: LearningConfig,
-    is_baseline: bool,
-    fallback: str | None = None,
-    used: int | None = None,
-) -> Selection:
-    if used is None:
-        used = int(arm_set.costs[mask].sum())
-    return Selection._from_mask(
-        arm_set.id_array, mask, is_baseline, config.token_budget, used, fallback
-    )
-
-
 def include_everything(
     arms: Sequence[Arm] | ArmSet, config: LearningConfig, reason: str
 ) -> Selection:
     """Every arm in, nothing excluded; `reason` says why no selection took place."""
     arm_set = arms if isinstance(arms, ArmSet) else ArmSet(arms)
-    return _result(arm_set, np.ones(len(arm_set), dtype=bool), config, False, reason)
+    mask = np.ones(len(arm_set), dtype=bool)
+    return Selection._chosen(
+        arm_set, mask, None, False, config.token_budget, arm_set.total_cost, reason
+    )
 
 
 def select_arms(
@@ -441,10 +648,11 @@ def select_arms(
     """Choose the arms of the next prompt (SPEC section 4).
 
     Passive phase or disabled learning: everything is included. Otherwise a `baseline_rate`
-    coin flip makes a baseline run (inventory order, greedy up to the budget); else each arm's
-    score is drawn from its posterior in one vectorised draw, seeds and under-explored arms are
-    always included, and the rest are packed greedily by score, highest first.
-    Seeds are never excluded, not even in a baseline run.
+    coin flip makes a baseline run (seeds, then every other arm in a random order from `rng`,
+    greedy up to the budget); else each arm's score is drawn from its posterior in one
+    vectorised draw, seeds and under-explored arms are always included, and the rest are
+    packed greedily by score, highest first (ties in inventory order). Seeds are never
+    excluded, not even in a baseline run.
 
     Four options of `config` change the Thompson runs only: `exploration` below 1 narrows
     the draw around each posterior mean, `pooled_prior` draws each score under a prior fitted
@@ -452,84 +660,158 @@ def select_arms(
     `packing="score_per_token"` ranks the rest by score / token cost instead of score, and
     `min_score` leaves out every arm of the rest whose score falls below it, however much
     budget is left. Their defaults are the SPEC behaviour.
+
+    Inventories below SMALL_INVENTORY arms are ranked and packed in plain Python, larger ones
+    with array operations; both take the same draws from `rng` in the same order and make the
+    same selection.
     """
     arm_set = arms if isinstance(arms, ArmSet) else ArmSet(arms)
     if not config.enabled:
         return include_everything(arm_set, config, "learning is disabled")
-    if not config.is_active:
+    if config.phase is not Phase.ACTIVE:
         return include_everything(arm_set, config, "passive phase")
     gen = as_generator(rng)
     n = len(arm_set)
-    if n == 0:
-        return _result(arm_set, np.zeros(0, dtype=bool), config, False)
     if isinstance(posteriors, PosteriorArrays):
         post = posteriors
         if post.alpha.shape != (n,):
             raise InvalidInput(f"posterior arrays hold {post.alpha.shape[0]} arms, expected {n}")
     else:
-        post = arm_set.align(posteriors)
+        post = align_posteriors(arm_set, posteriors)
+    if n == 0:
+        return Selection._chosen(arm_set, None, [], False, config.token_budget, 0, None)
+    if n < SMALL_INVENTORY:
+        return _select_small(arm_set, post, config, gen)
+    return _select_vectorised(arm_set, post, config, gen)
+
+
+def _draw(post: PosteriorArrays, config: LearningConfig, gen: np.random.Generator) -> FloatArray:
+    if config.pooled_prior:
+        return _pooled_scores(post, config.exploration, gen)
+    return _scores(post, config.exploration, gen)
+
+
+def _select_vectorised(
+    arm_set: ArmSet, post: PosteriorArrays, config: LearningConfig, gen: np.random.Generator
+) -> Selection:
+    """select_arms with array operations, for large inventories."""
     costs = arm_set.costs
-    seeds = arm_set.seed_mask(config.seed_arm_ids)
-    is_baseline = bool(gen.random() < config.baseline_rate)
-    if is_baseline:
-        forced = seeds
-        rest = np.flatnonzero(~forced)
+    seeds = arm_set._seed_info(config.seed_arm_ids)
+    budget = config.token_budget
+    if gen.random() < config.baseline_rate:
+        forced = seeds.mask
+        rest = (~forced).nonzero()[0]
+        rest = rest[gen.permutation(rest.size)]
+        forced_cost = int(costs[forced].sum()) if seeds.positions else 0
+        taken, packed = _pack(rest, costs, budget - forced_cost)
+        return _masked(arm_set, forced, taken, True, budget, forced_cost + packed)
+    scores = _draw(post, config, gen)
+    forced = post.pulls < config.min_pulls
+    if seeds.positions:
+        forced |= seeds.mask
+    rank = scores if config.packing == "score" else scores * arm_set.per_token
+    eligible = ~forced
+    if config.min_score > 0.0:
+        eligible &= scores >= config.min_score
+        rest = eligible.nonzero()[0]
+        rest_costs = costs[rest]
+        forced_cost = int(costs[forced].sum())
     else:
-        if config.pooled_prior:
-            scores = _pooled_scores(post, config.exploration, gen)
-        else:
-            scores = _scores(post, config.exploration, gen)
-        forced = seeds | (post.pulls < config.min_pulls)
-        rank = scores if config.packing == "score" else scores * arm_set.per_token
-        eligible = ~forced
-        if config.min_score > 0.0:
-            eligible &= scores >= config.min_score
-        rest = np.flatnonzero(eligible)
-    forced_cost = int(costs[forced].sum())
-    room = config.token_budget - forced_cost
-    if is_baseline:
-        taken, packed_cost = _pack(rest, costs, room)
-    else:
-        taken, packed_cost = _pack_ranked(rest, rank, costs, room)
+        rest = eligible.nonzero()[0]
+        rest_costs = costs[rest]
+        forced_cost = arm_set.total_cost - int(rest_costs.sum())
+    taken, packed = _pack_ranked(rest, rank, costs, budget - forced_cost, rest_costs)
+    return _masked(arm_set, forced, taken, False, budget, forced_cost + packed)
+
+
+def _masked(
+    arm_set: ArmSet, forced: BoolArray, taken: Taken, is_baseline: bool, budget: int, used: int
+) -> Selection:
     mask = forced.copy()
     for chosen in taken:
         mask[chosen] = True
-    return _result(arm_set, mask, config, is_baseline, used=forced_cost + packed_cost)
+    return Selection._chosen(arm_set, mask, None, is_baseline, budget, used, None)
 
 
-_CONTROL_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
-
-
-def _strip_controls(text: str) -> str:
-    return "".join(ch for ch in text if unicodedata.category(ch) not in _CONTROL_CATEGORIES)
+def _select_small(
+    arm_set: ArmSet, post: PosteriorArrays, config: LearningConfig, gen: np.random.Generator
+) -> Selection:
+    """select_arms for a small inventory: the same draws as `_select_vectorised`, then
+    ranking and greedy packing over Python lists (a stable sort: ties in inventory order)."""
+    n = len(arm_set.ids)
+    costs = arm_set.cost_list
+    seeds = arm_set._seed_info(config.seed_arm_ids)
+    budget = config.token_budget
+    flags = [False] * n
+    room = budget
+    for i in seeds.positions:
+        flags[i] = True
+        room -= costs[i]
+    is_baseline = bool(gen.random() < config.baseline_rate)
+    if is_baseline:
+        rest = list(compress(range(n), map(not_, flags)))
+        rest = [rest[j] for j in gen.permutation(len(rest)).tolist()]
+    else:
+        scores = _draw(post, config, gen)
+        if config.packing == "score":
+            rank: list[float] = scores.tolist()
+        else:
+            weighted = scores * arm_set.per_token
+            # a free arm scored 0 ranks NaN (0 * inf): last, where numpy's sort puts it
+            rank = np.where(np.isnan(weighted), -np.inf, weighted).tolist()
+        min_pulls = config.min_pulls
+        if min_pulls > 0:
+            for i, pulls in enumerate(post.pulls.tolist()):
+                if pulls < min_pulls and not flags[i]:
+                    flags[i] = True
+                    room -= costs[i]
+        rest = list(compress(range(n), map(not_, flags)))
+        if config.min_score > 0.0:
+            below = (scores < config.min_score).tolist()
+            rest = [i for i in rest if not below[i]]
+        rest.sort(key=rank.__getitem__, reverse=True)
+    cheapest = arm_set.cheapest
+    if room >= cheapest:
+        for i in rest:
+            cost = costs[i]
+            if cost <= room:
+                flags[i] = True
+                room -= cost
+                if room < cheapest:
+                    break
+    return Selection._chosen(arm_set, None, flags, is_baseline, budget, budget - room, None)
 
 
 def _clean_name(name: str) -> str:
-    return _strip_controls(name).strip()[:MAX_GUIDANCE_NAME]
+    return strip_controls(name, "").strip()[:MAX_GUIDANCE_NAME]
 
 
-def excluded_tools_guidance(excluded_ids: Iterable[str]) -> str | None:
-    """A sentence for the system prompt naming unavailable tools, or None when none is excluded."""
-    names: list[str] = []
-    seen: set[str] = set()
-    for arm_id in excluded_ids:
-        if not isinstance(arm_id, str):
-            continue
-        try:
-            parsed = parse_arm_id(_strip_controls(arm_id))
-        except InvalidArmId:
-            continue
-        if parsed.type is not ArmType.TOOL:
-            continue
-        name = _clean_name(parsed.name)
-        if name and name not in seen:
-            seen.add(name)
-            names.append(name)
-    if not names:
+@lru_cache(maxsize=16384)
+def _excluded_tool_name(arm_id: str) -> str | None:
+    """The name the guidance shows for an excluded id, or None when it is not a tool's."""
+    try:
+        parsed = parse_arm_id(strip_controls(arm_id, ""))
+    except InvalidArmId:
         return None
-    listed = ", ".join(names)
+    if parsed.type is not ArmType.TOOL:
+        return None
+    return _clean_name(parsed.name) or None
+
+
+def _guidance_sentence(names: Iterable[str | None]) -> str | None:
+    shown = [name for name in dict.fromkeys(names) if name]
+    if not shown:
+        return None
+    listed = ", ".join(shown)
     return (
         f"The following tools are not available for this request: {listed}. "
         "If the user asks for something that needs one of them, explain that the capability "
         "is temporarily unavailable and suggest an alternative."
+    )
+
+
+def excluded_tools_guidance(excluded_ids: Iterable[str]) -> str | None:
+    """A sentence for the system prompt naming unavailable tools, or None when none is excluded."""
+    return _guidance_sentence(
+        _excluded_tool_name(arm_id) for arm_id in excluded_ids if isinstance(arm_id, str)
     )

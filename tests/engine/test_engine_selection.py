@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import numpy.typing as npt
@@ -26,7 +28,9 @@ from engine import (
     include_everything,
     initial_prior,
     select_arms,
+    selection,
 )
+from engine.selection import align_posteriors
 
 N = 10_000_000.0
 """Total pseudo-count of a 'sharp' posterior: its draws stay within ~1e-4 of the mean."""
@@ -50,16 +54,29 @@ def config(**kwargs: Any) -> LearningConfig:
 
 
 class SpyGenerator(np.random.Generator):
-    """A real numpy Generator that records the Beta scores it hands out."""
+    """A real numpy Generator that records the Beta scores and the permutations it hands out."""
 
     def __init__(self, seed: int) -> None:
         super().__init__(np.random.PCG64(seed))
         self.beta_draws: list[npt.NDArray[np.float64]] = []
+        self.permutations: list[list[int]] = []
 
     def beta(self, a: Any, b: Any, size: Any = None) -> Any:
         out = super().beta(a, b, size)
         self.beta_draws.append(np.asarray(out, dtype=np.float64))
         return out
+
+    def permutation(self, x: Any, axis: int = 0) -> Any:
+        out = super().permutation(x, axis)
+        self.permutations.append(np.asarray(out).tolist())
+        return out
+
+
+@contextmanager
+def small_path(on: bool) -> Iterator[None]:
+    """Force `select_arms` onto the small-inventory path (on) or the array path (off)."""
+    with mock.patch.object(selection, "SMALL_INVENTORY", 10**9 if on else 0):
+        yield
 
 
 def reference_select(
@@ -67,8 +84,10 @@ def reference_select(
     posteriors: Mapping[str, Posterior],
     cfg: LearningConfig,
     scores: Mapping[str, float] | None,
+    shuffle: Sequence[int] = (),
 ) -> tuple[tuple[str, ...], int]:
-    """SPEC section 4, one arm at a time. `scores` None means a baseline run."""
+    """SPEC section 4, one arm at a time. `scores` None means a baseline run, which offers
+    the non-seed arms in the order `shuffle` gives (positions into the non-seed arms)."""
     seeds = set(cfg.seed_arm_ids)
 
     def pulls(arm: Arm) -> int:
@@ -77,7 +96,9 @@ def reference_select(
 
     if scores is None:
         forced = [a for a in arms if a.id in seeds]
-        rest = [a for a in arms if a.id not in seeds]
+        others = [a for a in arms if a.id not in seeds]
+        assert sorted(shuffle) == list(range(len(others)))
+        rest = [others[j] for j in shuffle]
     else:
         forced = [a for a in arms if a.id in seeds or pulls(a) < cfg.min_pulls]
         forced_ids = {a.id for a in forced}
@@ -235,6 +256,41 @@ def test_align_fills_missing_posteriors_with_priors() -> None:
     assert arrays.pulls.tolist() == [0, 0, 9]
 
 
+def test_align_posteriors_reads_tuples_and_objects_alike() -> None:
+    arms = [Arm("tool:x:a", 1), Arm("file:w:b.md", 1), Arm("skill:go:main", 1)]
+    arm_set = ArmSet(arms)
+    tuples = align_posteriors(arm_set, {"skill:go:main": (7.0, 8.0, 9), "tool:x:gone": (1, 1, 1)})
+    objects = align_posteriors(arm_set, {"skill:go:main": Posterior(7, 8, 9)})
+    for arrays in (tuples, objects, arm_set.align({"skill:go:main": Posterior(7, 8, 9)})):
+        assert arrays.alpha.tolist() == [3.0, 1.0, 7.0]
+        assert arrays.beta.tolist() == [1.0, 1.0, 8.0]
+        assert arrays.pulls.tolist() == [0, 0, 9]
+        assert arrays.pulls.dtype == np.int64
+    empty = align_posteriors(arm_set, {})
+    assert empty.alpha.tolist() == [3.0, 1.0, 3.0]
+    empty.alpha[0] = 99.0  # the arrays are the caller's to update in place
+    assert align_posteriors(arm_set, None).alpha.tolist() == [3.0, 1.0, 3.0]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        (0.0, 1.0, 0),
+        (1.0, -2.0, 0),
+        (math.inf, 1.0, 0),
+        (math.nan, 1.0, 3),
+        (1.0, 1.0, -2),
+        (1.0, 1.0, 2.5),
+        (1.0, 1.0),
+        "abc",
+    ],
+)
+def test_align_posteriors_refuses_impossible_values(value: Any) -> None:
+    arm_set = ArmSet(inventory([1, 1]))
+    with pytest.raises(InvalidInput):
+        align_posteriors(arm_set, {arm_set.ids[1]: value})
+
+
 def test_duplicate_arm_ids_are_rejected() -> None:
     arms = [Arm("tool:x:a", 1), Arm("tool:x:a", 2)]
     with pytest.raises(InvalidInput, match="tool:x:a"):
@@ -342,17 +398,60 @@ def test_min_pulls_zero_forces_nothing() -> None:
     assert sel.used_tokens == 0
 
 
-def test_baseline_run_packs_in_inventory_order_ignoring_scores() -> None:
+def test_baseline_run_offers_the_arms_in_a_random_order_ignoring_scores() -> None:
     arms = inventory([50, 60, 40, 10, 5])
     posteriors = {a.id: sharp(0.01) for a in arms[:3]} | {a.id: sharp(0.99) for a in arms[3:]}
     cfg = config(token_budget=100, baseline_rate=1.0, min_pulls=1000)
-    for seed in range(5):
-        sel = select_arms(arms, posteriors, cfg, rng=seed)
+    seen = set()
+    for seed in range(40):
+        spy = SpyGenerator(seed)
+        sel = select_arms(arms, posteriors, cfg, rng=spy)
         assert sel.is_baseline is True
-        # a0 (50) in; a1 (60) skipped; a2 (40) in; a3 (10) in; a4 (5) would exceed 100.
-        assert sel.selected == (arms[0].id, arms[2].id, arms[3].id)
-        assert sel.used_tokens == 100
+        (order,) = spy.permutations
+        # greedy over the generator's order: each arm that still fits goes in
+        room, expected = 100, set()
+        for i in order:
+            if arms[i].token_cost <= room:
+                expected.add(arms[i].id)
+                room -= arms[i].token_cost
+        assert set(sel.selected) == expected
+        assert sel.used_tokens == 100 - room
         assert sel.over_budget is False
+        seen.add(sel.selected)
+    # scores play no part, and the order changes from run to run
+    assert len(seen) > 2
+    assert any(arms[1].id in s for s in seen)
+
+
+def test_baseline_order_repeats_for_the_same_seed() -> None:
+    arms = inventory([30] * 12)
+    cfg = config(token_budget=100, baseline_rate=1.0)
+    first = [select_arms(arms, {}, cfg, rng=s).selected for s in range(10)]
+    assert first == [select_arms(arms, {}, cfg, rng=s).selected for s in range(10)]
+    assert len(set(first)) > 1
+
+
+@pytest.mark.parametrize("size", [30, 400])
+def test_every_arm_appears_in_baseline_runs_over_time(size: int) -> None:
+    """Baseline runs hold a tenth of the inventory here; in inventory order the late arms
+    would never be in one. In a random order each is, within a few dozen runs."""
+    arms = inventory([100] * size)
+    seeds = (arms[0].id,)
+    cfg = config(token_budget=10 * size, baseline_rate=1.0, seed_arm_ids=seeds)
+    rng = np.random.default_rng(4)
+    counts = dict.fromkeys((a.id for a in arms), 0)
+    runs = 200
+    for _ in range(runs):
+        sel = select_arms(arms, {}, cfg, rng)
+        assert sel.is_baseline
+        assert sel.selected[0] == arms[0].id
+        assert len(sel.selected) == size // 10
+        for arm_id in sel.selected:
+            counts[arm_id] += 1
+    assert counts[arms[0].id] == runs
+    # each other arm is in a run with probability (size/10 - 1) / (size - 1), about 1/10
+    assert min(counts.values()) > 0
+    assert counts[arms[-1].id] > 0
 
 
 def test_zero_cost_arms_always_fit() -> None:
@@ -415,39 +514,104 @@ def selection_cases(draw: st.DrawFn) -> tuple[list[Arm], dict[str, Posterior], L
 def test_matches_a_per_arm_reference_with_the_same_scores(
     case: tuple[list[Arm], dict[str, Posterior], LearningConfig], seed: int
 ) -> None:
+    """Both paths (plain Python for small inventories, arrays for large ones) take the same
+    draws from the generator in the same order, make the reference's selection from them, and
+    leave the generator in the same state."""
     arms, posteriors, cfg = case
-    spy = SpyGenerator(seed)
-    sel = select_arms(arms, posteriors, cfg, rng=spy)
-    check_invariants(sel, arms)
-    if sel.is_baseline:
-        assert spy.beta_draws == []
+    results = []
+    for small in (True, False):
+        spy = SpyGenerator(seed)
+        with small_path(small):
+            sel = select_arms(arms, posteriors, cfg, rng=spy)
+        check_invariants(sel, arms)
+        results.append((sel, spy.beta_draws, spy.permutations, spy.bit_generator.state))
         scores = None
-    else:
-        assert len(spy.beta_draws) == 1, "all arms are scored in one vectorised draw"
-        (draw,) = spy.beta_draws
-        assert draw.shape == (len(arms),)
-        scores = {a.id: float(s) for a, s in zip(arms, draw, strict=True)}
-    expected, used = reference_select(arms, posteriors, cfg, scores)
-    assert sel.selected == expected
-    assert sel.used_tokens == used
-    assert set(cfg.seed_arm_ids) <= set(sel.selected)
-    if not sel.is_baseline:
-        for arm in arms:
-            p = posteriors.get(arm.id)
-            if (p.pulls if p else 0) < cfg.min_pulls:
-                assert arm.id in sel.selected
-    forced_cost = sum(
-        a.token_cost
-        for a in arms
-        if a.id in cfg.seed_arm_ids
-        or (
-            not sel.is_baseline
-            and (posteriors[a.id].pulls if a.id in posteriors else 0) < cfg.min_pulls
+        shuffle: list[int] = []
+        if sel.is_baseline:
+            assert spy.beta_draws == []
+            assert len(spy.permutations) == 1, "one permutation orders a baseline run"
+            (shuffle,) = spy.permutations
+        else:
+            assert spy.permutations == []
+            assert len(spy.beta_draws) == 1, "all arms are scored in one vectorised draw"
+            (draw,) = spy.beta_draws
+            assert draw.shape == (len(arms),)
+            scores = {a.id: float(s) for a, s in zip(arms, draw, strict=True)}
+        expected, used = reference_select(arms, posteriors, cfg, scores, shuffle)
+        assert sel.selected == expected
+        assert sel.used_tokens == used
+        assert sel.guidance == excluded_tools_guidance(sel.excluded)
+        assert sel.mask.tolist() == [a.id in sel.selected for a in arms]
+        assert set(cfg.seed_arm_ids) <= set(sel.selected)
+        if not sel.is_baseline:
+            for arm in arms:
+                p = posteriors.get(arm.id)
+                if (p.pulls if p else 0) < cfg.min_pulls:
+                    assert arm.id in sel.selected
+        forced_cost = sum(
+            a.token_cost
+            for a in arms
+            if a.id in cfg.seed_arm_ids
+            or (
+                not sel.is_baseline
+                and (posteriors[a.id].pulls if a.id in posteriors else 0) < cfg.min_pulls
+            )
         )
-    )
-    if forced_cost <= cfg.token_budget:
-        assert sel.used_tokens <= cfg.token_budget
-        assert sel.over_budget is False
+        if forced_cost <= cfg.token_budget:
+            assert sel.used_tokens <= cfg.token_budget
+            assert sel.over_budget is False
+    (small_sel, *small_draws), (array_sel, *array_draws) = results
+    assert small_sel == array_sel
+    assert small_sel.is_baseline == array_sel.is_baseline
+    for small_part, array_part in zip(small_draws[:2], array_draws[:2], strict=True):
+        assert len(small_part) == len(array_part)
+        for a, b in zip(small_part, array_part, strict=True):
+            assert np.array_equal(a, b)
+    assert small_draws[2] == array_draws[2], "both paths leave the generator in one state"
+
+
+@st.composite
+def option_cases(draw: st.DrawFn) -> tuple[list[Arm], dict[str, Posterior], LearningConfig]:
+    """Cases with the options beyond SPEC, equal posteriors (ties) and free arms."""
+    arms, posteriors, cfg = draw(selection_cases())
+    if draw(st.booleans()):  # many equal scores: ties must break the same way on both paths
+        posteriors = {a.id: Posterior(2.0, 2.0, 9) for a in arms}
+    options: dict[str, Any] = {
+        "packing": draw(st.sampled_from(["score", "score_per_token"])),
+        "exploration": draw(st.sampled_from([1.0, 0.5, 0.0])),
+        "min_score": draw(st.sampled_from([0.0, 0.3])),
+        "pooled_prior": draw(st.booleans()),
+    }
+    fields = ("token_budget", "min_pulls", "seed_arm_ids", "baseline_rate")
+    return arms, posteriors, config(**{f: getattr(cfg, f) for f in fields}, **options)
+
+
+@settings(max_examples=200, deadline=None)
+@given(option_cases(), st.integers(0, 2**32 - 1))
+def test_both_paths_agree_with_every_option(
+    case: tuple[list[Arm], dict[str, Posterior], LearningConfig], seed: int
+) -> None:
+    arms, posteriors, cfg = case
+    got = []
+    for small in (True, False):
+        gen = np.random.default_rng(seed)
+        with small_path(small):
+            sel = select_arms(arms, posteriors, cfg, rng=gen)
+        check_invariants(sel, arms)
+        got.append((sel, gen.bit_generator.state))
+    assert got[0] == got[1]
+
+
+def test_equal_scores_keep_inventory_order_on_both_paths() -> None:
+    arms = inventory([40, 10, 30, 20, 50, 10])
+    posteriors = {a.id: Posterior(5.0, 5.0, 10) for a in arms}
+    cfg = config(token_budget=60, exploration=0.0)  # every score is the same mean
+    for small in (True, False):
+        with small_path(small):
+            sel = select_arms(arms, posteriors, cfg, rng=0)
+        # greedy in inventory order: a0 (40) in, a1 (10) in, a2 (30) no, a3 (20) no, ...
+        assert sel.selected == (arms[0].id, arms[1].id, arms[5].id)
+        assert sel.used_tokens == 60
 
 
 def test_reference_agreement_on_a_large_inventory() -> None:
