@@ -81,14 +81,15 @@ def test_dashboard_renders_every_section(dashboard_server: Live) -> None:
                 page.wait_for_selector("body[data-ready='1']", timeout=30_000)
                 assert page.locator("#phase").inner_text() == "ACTIVE"
                 assert page.locator("#cards .card").count() >= 5
-                savings = page.locator("#cards .card").nth(3).locator(".value")
+                savings = page.locator("#token-savings .value")
                 assert "%" in savings.inner_text()
                 assert "good" in savings.get_attribute("class") or "bad" in savings.get_attribute(
                     "class"
                 )
-                for section in ("#convergence", "#baseline", "#tokens", "#runs"):
+                for section in ("#convergence", "#baseline", "#tokens"):
                     assert page.locator(f"{section} svg").count() == 1, section
-                assert page.locator("#convergence svg path").count() >= 2
+                assert page.locator("#runs .runs div").count() == 2
+                assert page.locator("#convergence svg path.series").count() >= 2
                 assert page.locator("#tokens svg rect").count() >= 2
                 assert page.locator("#heatmap svg rect").count() >= 24 * 40
                 rows = page.locator("#posteriors table tr")

@@ -1,0 +1,467 @@
+"""The dashboard in Chromium against `learning-bot serve`, filled by `learning-bot simulate`.
+
+At 390 px and 1440 px, light and dark: no sideways page scroll, every text at least 11 px as
+rendered (SVG scaling included), time labels on the time axes, chart lines with contrast against
+their panel, every panel filled, the arms' key figures on screen. The empty state's command is
+run as printed. The actions are clicked: reset all (confirmed, with the API token asked for),
+undo, thumbs up and down, and the API shows the posteriors they changed. Screenshots are saved
+under $LEARNING_BOT_ARTIFACTS (or pytest's temporary directory).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+EXE = str(Path(sys.executable).with_name("learning-bot"))
+TOKEN = "dashboard-browser-token-0123456789"
+BASE = "/__openclaw__/api/learning"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+VIEWS = [(width, scheme) for width in (390, 1440) for scheme in ("light", "dark")]
+
+
+@dataclass
+class Served:
+    url: str
+    env: dict[str, str]
+    artifacts: Path
+
+    @property
+    def dashboard(self) -> str:
+        return self.url + BASE + "/dashboard"
+
+    def get(self, path: str, **params: str) -> Any:
+        response = httpx.get(self.url + BASE + path, params=params, timeout=30)
+        response.raise_for_status()
+        return response.json()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(url: str, proc: subprocess.Popen[str], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(url).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            out = proc.stdout.read() if proc.stdout and proc.poll() is not None else ""
+            raise AssertionError(f"{url} did not answer: {out}")
+        time.sleep(0.1)
+
+
+def run_cli(args: list[str], env: dict[str, str]) -> str:
+    result = subprocess.run(
+        [EXE, *args], env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    if CHROMIUM is None:
+        if os.environ.get("LEARNING_BOT_REQUIRE_TESTS"):
+            pytest.fail("Chromium is required for the dashboard test (apt-get install chromium)")
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
+    tmp = tmp_path_factory.mktemp("dashboard-browser")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("LEARNING_BOT_", "SLACK_", "DISCORD_"))
+    }
+    env.update(
+        LEARNING_BOT_DATABASE_URL=f"sqlite:///{tmp}/dashboard.sqlite",
+        LEARNING_BOT_SPOOL_DIR=str(tmp / "spool"),
+        LEARNING_BOT_API_TOKEN=TOKEN,
+        HOME=str(tmp / "home"),
+        XDG_CONFIG_HOME=str(tmp / "home" / ".config"),
+        XDG_DATA_HOME=str(tmp / "home" / ".local" / "share"),
+    )
+    run_cli(["simulate", "--traces", "300"], env)
+    port = free_port()
+    proc = subprocess.Popen(
+        [EXE, "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(url + BASE + "/healthz", proc)
+        artifacts_root = os.environ.get("LEARNING_BOT_ARTIFACTS")
+        artifacts = (
+            Path(artifacts_root) / "dashboard"
+            if artifacts_root
+            else tmp_path_factory.mktemp("artifacts")
+        )
+        artifacts.mkdir(parents=True, exist_ok=True)
+        yield Served(url, env, artifacts)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+
+
+@pytest.fixture(scope="module")
+def browser(served: Served) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+class Page:
+    """A page limited to the server's origin that collects console errors and page errors."""
+
+    def __init__(
+        self,
+        browser: Any,
+        served: Served,
+        width: int,
+        scheme: str,
+        *,
+        answers: tuple[int, ...] = (),
+    ) -> None:
+        self.page = browser.new_page(viewport={"width": width, "height": 900}, color_scheme=scheme)
+        self.problems: list[str] = []
+        self.blocked: list[str] = []
+        self.page.route("**/*", self._only_the_server(served.url))
+        self.answers = answers
+        self.page.on("console", self._console)
+        self.page.on("pageerror", lambda exc: self.problems.append(str(exc)))
+
+    def _console(self, msg: Any) -> None:
+        # Chromium logs the refusals a test provokes (a 401 is how the server asks for the token).
+        expected = any(f"status of {status} " in msg.text for status in self.answers)
+        if msg.type == "error" and not expected:
+            self.problems.append(msg.text)
+
+    def _only_the_server(self, origin: str) -> Any:
+        def handle(route: Any) -> None:
+            if route.request.url.startswith(origin):
+                route.continue_()
+            else:
+                self.blocked.append(route.request.url)
+                route.abort()
+
+        return handle
+
+    def open(self, url: str) -> Any:
+        self.page.goto(url)
+        self.page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        return self.page
+
+    def close(self) -> None:
+        self.page.close()
+        assert self.problems == []
+        assert self.blocked == []
+
+
+# Every element with text of its own, with its size as drawn (an SVG scaled down by its
+# viewBox draws smaller than its CSS font-size says).
+RENDERED_TEXT_SIZES = """() => {
+  const out = [];
+  for (const el of document.querySelectorAll("body *")) {
+    const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+    if (!own || el.closest("dialog, title, script, style")) continue;
+    const box = el.getBoundingClientRect();
+    if (!box.width || !box.height) continue;
+    let size = parseFloat(getComputedStyle(el).fontSize);
+    if (el instanceof SVGGraphicsElement) size *= el.getScreenCTM().a;
+    out.push([el.closest("section, header, div[id]")?.id || el.tagName, el.textContent.trim(),
+              size]);
+  }
+  return out;
+}"""
+
+
+def luminance(css: str) -> float:
+    r, g, b = (int(x) / 255 for x in re.findall(r"\d+", css)[:3])
+
+    def channel(c: float) -> float:
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+    return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b)
+
+
+def contrast(a: str, b: str) -> float:
+    la, lb = sorted((luminance(a), luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+@pytest.mark.parametrize(("width", "scheme"), VIEWS)
+def test_dashboard_reads_well(browser: Any, served: Served, width: int, scheme: str) -> None:
+    summary = served.get("/summary")
+    posteriors = served.get("/posteriors")
+    assert summary["traceCount"] == 300
+    tab = Page(browser, served, width, scheme)
+    page = tab.open(served.dashboard)
+
+    # The page never scrolls sideways.
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
+
+    # Every text is at least 11 px as drawn, chart and heatmap text included.
+    sizes = page.evaluate(RENDERED_TEXT_SIZES)
+    small = [(where, text[:30], round(size, 1)) for where, text, size in sizes if size < 11]
+    assert small == []
+    drawn = page.evaluate(
+        """() => [...document.querySelectorAll(
+             "#convergence svg text, #tokens svg text, #baseline svg text, #heatmap svg text")]
+           .map((t) => parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a)"""
+    )
+    assert len(drawn) > 40
+    assert min(drawn) >= 11
+
+    # The headline: savings against the full prompt when the summary has it, then the
+    # baseline comparison with what it compares.
+    if summary.get("promptSavingsPercent") is not None:
+        headline = page.locator("#prompt-savings").inner_text()
+        assert headline.startswith(("Saved", "Sent"))
+        assert "compared with sending every component" in headline or "more prompt" in headline
+        assert f"{abs(summary['promptSavingsPercent']):.0f}%" in headline.replace(",", "")
+    if summary.get("estimatedRecall") is not None:
+        assert "of the components the model used" in page.locator("#recall").inner_text()
+    second = page.locator("#token-savings")
+    assert "%" in second.inner_text()
+    assert "both are capped by the same token budget" in second.inner_text()
+    assert re.search(r"\b(good|bad)\b", second.locator(".value").get_attribute("class") or "")
+    assert page.locator("#empty-hint").count() == 0
+
+    # Every panel has data.
+    assert page.locator("#phase").inner_text() == "ACTIVE"
+    assert page.locator("#cards .card").count() == 5
+    assert page.locator("#cards .card").first.inner_text().endswith("300")
+    assert page.locator("#convergence svg path.series").count() >= 2
+    assert page.locator("#tokens svg rect").count() >= 2
+    assert page.locator("#baseline svg rect").count() == 2
+    assert page.locator("#runs .runs div").count() == 2
+    shown = int(page.locator("#heatmap-count").inner_text())
+    assert 20 <= shown <= 50
+    assert page.locator("#heatmap svg rect").count() == shown * len(posteriors)
+    assert page.locator("#posteriors tr[data-arm]").count() == len(posteriors)
+    assert page.locator("#posteriors .badge.seed").count() >= 1
+    assert page.locator("#error").is_hidden()
+    assert page.locator("#tokens-section h2").inner_text().lower() == "avg tokens / run"
+
+    # The date range is one line.
+    date = page.locator("#cards .card").filter(has_text="Date range").locator(".value")
+    box = date.bounding_box()
+    assert box is not None
+    line = page.evaluate(
+        "(el) => parseFloat(getComputedStyle(el).fontSize) * 1.45",
+        date.element_handle(),
+    )
+    assert box["height"] <= line * 1.2
+
+    # Time labels on every time axis.
+    for chart in ("#convergence", "#tokens"):
+        labels = page.eval_on_selector_all(
+            f"{chart} svg text", "(els) => els.map((e) => e.textContent)"
+        )
+        times = [t for t in labels if re.fullmatch(r"\d\d:\d\d|\w{3} \d{1,2}( \d\d:\d\d)?", t)]
+        assert len(times) >= 2, (chart, labels)
+
+    # Every line stands out from its panel in this theme.
+    panel = page.evaluate(
+        "getComputedStyle(document.querySelector('#convergence-section')).backgroundColor"
+    )
+    strokes = page.evaluate(
+        """[...document.querySelectorAll('#convergence path.series')]
+           .map((p) => getComputedStyle(p).stroke)"""
+    )
+    assert len(set(strokes)) == len(strokes)
+    for stroke in strokes:
+        assert contrast(stroke, panel) >= 3, (stroke, panel, scheme)
+
+    # The arms' key figures are on screen without scrolling sideways.
+    top = posteriors[0]
+    row = page.locator(f'#posteriors tr[data-arm="{top["armId"]}"]')
+    for cell, text in (
+        ("td.arm", top["armId"]),
+        ("td.mean", f"{top['mean']:.3f}"),
+        ("td.pulls", f"{top['pulls']:,}"),
+        ("td.confidence", top.get("confidenceBand") or top["confidence"]),
+    ):
+        located = row.locator(cell)
+        assert text in located.inner_text()
+        box = located.bounding_box()
+        assert box is not None
+        assert box["x"] >= 0
+        assert box["x"] + box["width"] <= width, cell
+    for thumb in ("button.thumb.up", "button.thumb.down"):
+        box = row.locator(thumb).bounding_box()
+        assert box is not None
+        assert box["x"] + box["width"] <= width
+
+    page.screenshot(path=str(served.artifacts / f"dashboard-{width}-{scheme}.png"), full_page=True)
+    tab.close()
+
+
+def test_empty_state_names_a_way_to_get_data(browser: Any, served: Served) -> None:
+    from playwright.sync_api import expect
+
+    tab = Page(browser, served, 390, "light")
+    page = tab.open(served.dashboard + "?learner=fresh")
+    hint = page.locator("#empty-hint")
+    assert "No traces recorded yet" in hint.inner_text()
+    assert "POST " + BASE + "/observe" in hint.inner_text()
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
+    page.screenshot(path=str(served.artifacts / "dashboard-empty-390.png"), full_page=True)
+    command = shlex.split(hint.locator("code").first.inner_text())
+    assert command[0] == "learning-bot"
+    assert command[-1] == "simulate"
+    run_cli([*command[1:], "--traces", "60"], served.env)
+    page.reload()
+    page.wait_for_selector("body[data-ready='1']")
+    expect(page.locator("#cards .card").first).to_contain_text("60")
+    expect(page.locator("#empty-hint")).to_have_count(0)
+    expect(page.locator("#posteriors tr[data-arm]").first).to_be_visible()
+    tab.close()
+
+
+def posterior_map(served: Served) -> dict[str, dict[str, Any]]:
+    return {p["armId"]: p for p in served.get("/posteriors")}
+
+
+def test_reset_undo_and_thumbs(browser: Any, served: Served) -> None:
+    from playwright.sync_api import expect
+
+    before = posterior_map(served)
+    tab = Page(browser, served, 390, "dark", answers=(401,))
+    page = tab.open(served.dashboard)
+    cells = page.locator("#posteriors tr[data-arm]")
+    expect(cells).to_have_count(len(before))
+
+    # Reset all: the page asks first, then asks for the token the server wants.
+    asked: list[str] = []
+
+    def accept(dialog: Any) -> None:
+        asked.append(dialog.message)
+        dialog.accept()
+
+    page.once("dialog", accept)
+    page.locator("#reset").click()
+    expect(page.locator("#token-dialog")).to_be_visible()
+    page.locator("#token-input").fill(TOKEN)
+    page.locator("#token-save").click()
+    expect(page.locator("#notice-text")).to_contain_text(f"Reset {len(before)} arms")
+    assert asked
+    assert "Reset all" in asked[0]
+    assert page.evaluate("sessionStorage.getItem('learning-bot-api-token')") == TOKEN
+    assert page.evaluate("localStorage.getItem('learning-bot-api-token')") is None
+    expect(page.locator("#posteriors td.mean")).to_have_text(["0.500"] * len(before))
+    expect(page.locator("#posteriors td.pulls")).to_have_text(["0"] * len(before))
+    after_reset = posterior_map(served)
+    assert set(after_reset) == set(before)
+    assert all(p["mean"] == 0.5 and p["pulls"] == 0 for p in after_reset.values())
+
+    # Undo brings every posterior back.
+    expect(page.locator("#undo")).to_be_visible()
+    page.locator("#undo").click()
+    expect(page.locator("#notice-text")).to_contain_text("Undone")
+    expect(page.locator("#undo")).to_be_hidden()
+    restored = posterior_map(served)
+    for arm, p in before.items():
+        got = restored[arm]
+        assert (got["alpha"], got["beta"], got["pulls"]) == (p["alpha"], p["beta"], p["pulls"])
+    top = next(iter(before))
+    expect(page.locator(f'#posteriors tr[data-arm="{top}"] td.mean')).to_have_text(
+        f"{before[top]['mean']:.3f}"
+    )
+
+    # Thumbs up on one arm, thumbs down on another: one observation each, in the posterior.
+    up, down = list(before)[2], list(before)[5]
+    page.locator(f'#posteriors tr[data-arm="{up}"] button.thumb.up').click()
+    expect(page.locator("#notice-text")).to_contain_text(f"Thumbs up recorded for {up}")
+    page.locator(f'#posteriors tr[data-arm="{down}"] button.thumb.down').click()
+    expect(page.locator("#notice-text")).to_contain_text(f"Thumbs down recorded for {down}")
+    now = posterior_map(served)
+    assert now[up]["pulls"] == before[up]["pulls"] + 1
+    assert now[up]["alpha"] == pytest.approx(before[up]["alpha"] + 1)
+    assert now[up]["beta"] == pytest.approx(before[up]["beta"])
+    assert now[down]["pulls"] == before[down]["pulls"] + 1
+    assert now[down]["alpha"] == pytest.approx(before[down]["alpha"])
+    assert now[down]["beta"] == pytest.approx(before[down]["beta"] + 1)
+    expect(page.locator(f'#posteriors tr[data-arm="{up}"] td.pulls')).to_have_text(
+        f"{now[up]['pulls']:,}"
+    )
+    assert page.locator("#error").is_hidden()
+    assert page.locator("#notice.failed").count() == 0
+    page.screenshot(path=str(served.artifacts / "dashboard-actions-390-dark.png"))
+    tab.close()
+
+
+def test_a_refused_action_shows_the_servers_error(browser: Any, served: Served) -> None:
+    from playwright.sync_api import expect
+
+    tab = Page(browser, served, 1440, "light", answers=(401,))
+    page = tab.open(served.dashboard)
+    page.evaluate("sessionStorage.setItem('learning-bot-api-token', 'not-the-token-at-all')")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("#reset").click()
+    expect(page.locator("#token-dialog")).to_be_visible()
+    expect(page.locator("#token-error")).to_contain_text("refused")
+    page.locator("#token-cancel").click()
+    expect(page.locator("#notice.failed #notice-text")).to_contain_text("API token")
+    assert page.evaluate("sessionStorage.getItem('learning-bot-api-token')") is None
+    assert served.get("/summary")["traceCount"] > 0
+    tab.close()
+
+
+def test_the_servers_error_is_shown(browser: Any, served: Served) -> None:
+    from playwright.sync_api import expect
+
+    tab = Page(browser, served, 390, "light", answers=(400, 404, 409))
+    page = tab.open(served.dashboard)
+    page.evaluate(f"sessionStorage.setItem('learning-bot-api-token', '{TOKEN}')")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("#reset").click()
+    expect(page.locator("#undo")).to_be_visible()
+    # Undone elsewhere meanwhile: the page's Undo now meets the server's refusal.
+    with httpx.Client(
+        base_url=served.url + BASE, headers={"Authorization": f"Bearer {TOKEN}"}
+    ) as api:
+        assert api.post("/reset/undo", json={}).status_code == 200
+        refused = api.post("/reset/undo", json={})
+    assert refused.status_code >= 400
+    page.locator("#undo").click()
+    expect(page.locator("#notice.failed #notice-text")).to_have_text(refused.json()["error"])
+    assert page.locator("#token-dialog").is_hidden()
+    tab.close()
