@@ -1,15 +1,22 @@
 """How fast is `select_arms`, next to the cost of the random draw it cannot avoid?
 
-For 10, 1,000 and 100,000 arms (active phase, baseline_rate 0 so every run is a Thompson run,
-budget 30% of the inventory's total cost, lognormal costs from `engine.simulation`, posteriors
-from simulated pulls) this prints the median latency of:
+For 10, 30, 1,000 and 100,000 arms (active phase, baseline_rate 0 so every run is a Thompson
+run, budget 30% of the inventory's total cost, lognormal costs from `engine.simulation`,
+posteriors from simulated pulls) this prints the median latency of:
 
 - floor:    one `numpy.random.Generator.beta` draw of the same size, the least any Thompson
             selection has to do;
 - prepared: `select_arms` on an `ArmSet` built once and its `PosteriorArrays`, reading
             `.selected` so the id tuple is really built;
-- cold:     `select_arms` on a plain list of `Arm` and a dict of `Posterior`, every call;
+- cold:     `select_arms` on a plain list of `Arm` and a dict of `Posterior`, every call
+            (the `ArmSet` is built and the posteriors aligned inside);
+- tuples:   the cold path as a service with its posteriors in memory takes it: `ArmSet` of a
+            fresh list, `align_posteriors` from a dict of (alpha, beta, pulls), `select_arms`;
 - loop:     a straightforward per-arm Python implementation of SPEC section 4, written here.
+
+Inventories below `engine.selection.SMALL_INVENTORY` arms take the plain-Python path after the
+draw; `--crossover` times both paths on the same inventories around it (the constant is set
+from that table).
 
 Before timing, the loop is checked to pick exactly the arms `select_arms` picks for the same seed
 (it draws its scores one `Generator.beta` call per arm from the same stream).
@@ -17,7 +24,7 @@ Before timing, the loop is checked to pick exactly the arms `select_arms` picks 
 Timing: time.perf_counter around each call, garbage collection off while timing; several rounds
 in which the methods take turns, the median of each round, and the median of those medians.
 
-    .venv/bin/python bench/select.py [--quick] [--seed N]
+    .venv/bin/python bench/select.py [--quick] [--seed N] [--crossover]
 """
 
 from __future__ import annotations
@@ -51,15 +58,19 @@ from engine import (  # noqa: E402
     initial_prior,
     select_arms,
 )
+from engine import selection as selection_module  # noqa: E402
+from engine.selection import align_posteriors  # noqa: E402
 from engine.simulation import make_workload  # noqa: E402
 
-SIZES = (10, 1_000, 100_000)
+SIZES = (10, 30, 1_000, 100_000)
 BUDGET_SHARE = 0.30
 MIN_PULLS = 5
 MAX_PULLS = 200
-TARGET_RATIO = 3.0
-TARGET_FROM = 1_000
-METHODS = ("floor", "prepared", "cold", "loop")
+TARGET_RATIO = 2.0
+COLD_TARGET_RATIO = 5.0
+COLD_TARGET_AT = 100_000
+METHODS = ("floor", "prepared", "cold", "tuples", "loop")
+CROSSOVER_SIZES = (30, 60, 100, 150, 200, 300, 500)
 
 
 @dataclass(frozen=True)
@@ -71,14 +82,16 @@ class Plan:
 
 
 FULL = {
-    10: Plan(9, {"floor": 3000, "prepared": 3000, "cold": 1000, "loop": 2000}),
-    1_000: Plan(9, {"floor": 600, "prepared": 600, "cold": 40, "loop": 60}),
-    100_000: Plan(7, {"floor": 30, "prepared": 30, "cold": 5, "loop": 5}),
+    10: Plan(9, {"floor": 3000, "prepared": 3000, "cold": 1000, "tuples": 1000, "loop": 2000}),
+    30: Plan(9, {"floor": 3000, "prepared": 3000, "cold": 1000, "tuples": 1000, "loop": 1000}),
+    1_000: Plan(9, {"floor": 600, "prepared": 600, "cold": 40, "tuples": 40, "loop": 60}),
+    100_000: Plan(7, {"floor": 30, "prepared": 30, "cold": 5, "tuples": 5, "loop": 5}),
 }
 QUICK = {
-    10: Plan(3, {"floor": 500, "prepared": 500, "cold": 200, "loop": 300}),
-    1_000: Plan(3, {"floor": 100, "prepared": 100, "cold": 10, "loop": 15}),
-    100_000: Plan(3, {"floor": 8, "prepared": 8, "cold": 1, "loop": 1}),
+    10: Plan(3, {"floor": 500, "prepared": 500, "cold": 200, "tuples": 200, "loop": 300}),
+    30: Plan(3, {"floor": 500, "prepared": 500, "cold": 200, "tuples": 200, "loop": 200}),
+    1_000: Plan(3, {"floor": 100, "prepared": 100, "cold": 10, "tuples": 10, "loop": 15}),
+    100_000: Plan(3, {"floor": 8, "prepared": 8, "cold": 2, "tuples": 2, "loop": 1}),
 }
 
 
@@ -132,6 +145,7 @@ class Case:
     arrays: PosteriorArrays
     config: LearningConfig
     forced: int
+    tuples: dict[str, tuple[float, float, int]]
 
 
 def make_case(size: int, seed: int) -> Case:
@@ -156,7 +170,8 @@ def make_case(size: int, seed: int) -> Case:
     arrays = arm_set.align(posteriors)
     seeds = arm_set.seed_mask(config.seed_arm_ids)
     forced = int((seeds | (arrays.pulls < config.min_pulls)).sum())
-    return Case(size, arms, posteriors, arm_set, arrays, config, forced)
+    tuples = {arm_id: (p.alpha, p.beta, p.pulls) for arm_id, p in posteriors.items()}
+    return Case(size, arms, posteriors, arm_set, arrays, config, forced, tuples)
 
 
 def check_loop(case: Case, seed: int) -> tuple[int, int]:
@@ -185,6 +200,8 @@ def callables(case: Case, seed: int) -> dict[str, Callable[[], object]]:
     prepared_rng = np.random.default_rng([seed, 2])
     cold_rng = np.random.default_rng([seed, 3])
     loop_rng = np.random.default_rng([seed, 4])
+    tuples_rng = np.random.default_rng([seed, 5])
+    tuples = case.tuples
     alpha, beta = case.arrays.alpha, case.arrays.beta
     arms, posteriors, config, arm_set, arrays = (
         case.arms,
@@ -203,10 +220,20 @@ def callables(case: Case, seed: int) -> dict[str, Callable[[], object]]:
     def cold() -> object:
         return select_arms(arms, posteriors, config, cold_rng).selected
 
+    def from_tuples() -> object:
+        fresh = ArmSet(arms)
+        return select_arms(fresh, align_posteriors(fresh, tuples), config, tuples_rng).selected
+
     def loop() -> object:
         return loop_select(arms, posteriors, config, loop_rng)
 
-    return {"floor": floor, "prepared": prepared, "cold": cold, "loop": loop}
+    return {
+        "floor": floor,
+        "prepared": prepared,
+        "cold": cold,
+        "tuples": from_tuples,
+        "loop": loop,
+    }
 
 
 def sample(fn: Callable[[], object], calls: int) -> float:
@@ -220,20 +247,22 @@ def sample(fn: Callable[[], object], calls: int) -> float:
     return statistics.median(times)
 
 
-def measure(case: Case, plan: Plan, seed: int) -> dict[str, float]:
+def measure(
+    fns: Mapping[str, Callable[[], object]], rounds: int, calls: Mapping[str, int]
+) -> dict[str, float]:
     """Median of per-round medians; the methods take turns so load spikes hit them alike."""
-    fns = callables(case, seed)
-    for name in METHODS:  # warm-up
-        for _ in range(min(3, plan.calls[name])):
+    names = tuple(fns)
+    for name in names:  # warm-up
+        for _ in range(min(3, calls[name])):
             fns[name]()
-    medians: dict[str, list[float]] = {name: [] for name in METHODS}
-    for r in range(plan.rounds):
-        order = METHODS[r % len(METHODS) :] + METHODS[: r % len(METHODS)]
+    medians: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
             gc.collect()
             gc.disable()
             try:
-                medians[name].append(sample(fns[name], plan.calls[name]))
+                medians[name].append(sample(fns[name], calls[name]))
             finally:
                 gc.enable()
     return {name: statistics.median(values) for name, values in medians.items()}
@@ -250,10 +279,59 @@ def fmt_time(seconds: float) -> str:
     return f"{seconds:,.2f} s"
 
 
-def verdict(size: int, ratio: float) -> str:
-    if size < TARGET_FROM:
-        return "n/a"
-    return "met" if ratio <= TARGET_RATIO else "NOT met"
+def verdict(ratio: float, target: float) -> str:
+    return "met" if ratio <= target else "NOT met"
+
+
+def crossover(seed: int, quick: bool) -> None:
+    """Both paths of `select_arms` on the same prepared inventories: where does the array
+    path start to win?"""
+    rows = []
+    first_array_win = None
+    for size in CROSSOVER_SIZES:
+        case = make_case(size, seed)
+        fns: dict[str, Callable[[], object]] = {}
+        for name, limit in (("small", 10**9), ("array", 0)):
+            rng = np.random.default_rng([seed, 6])
+
+            def run(
+                limit: int = limit, rng: np.random.Generator = rng, case: Case = case
+            ) -> object:
+                selection_module.SMALL_INVENTORY = limit
+                return select_arms(case.arm_set, case.arrays, case.config, rng).selected
+
+            fns[name] = run
+        floor_rng = np.random.default_rng([seed, 1])
+        alpha, beta = case.arrays.alpha, case.arrays.beta
+        fns["floor"] = lambda rng=floor_rng, a=alpha, b=beta: rng.beta(a, b)
+        calls = 300 if quick else 2000
+        saved = selection_module.SMALL_INVENTORY
+        try:
+            med = measure(fns, 3 if quick else 7, dict.fromkeys(fns, calls))
+        finally:
+            selection_module.SMALL_INVENTORY = saved
+        if first_array_win is None and med["array"] < med["small"]:
+            first_array_win = size
+        rows.append(
+            [
+                f"{size:,}",
+                fmt_time(med["floor"]),
+                fmt_time(med["small"]),
+                fmt_time(med["array"]),
+                f"{med['small'] / med['floor']:.2f}x",
+                f"{med['array'] / med['floor']:.2f}x",
+                "small" if med["small"] <= med["array"] else "array",
+            ]
+        )
+    print("crossover: prepared select_arms on each path (median of per-round medians):")
+    print_table(
+        ["arms", "numpy floor", "small path", "array path", "small/floor", "array/floor", "faster"],
+        rows,
+    )
+    print(
+        f"SMALL_INVENTORY is {selection_module.SMALL_INVENTORY}; the array path first won at "
+        f"{first_array_win if first_array_win is not None else 'none of these sizes'}"
+    )
 
 
 def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
@@ -272,7 +350,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds and calls")
     parser.add_argument("--seed", type=int, default=0, help="workload and generator seed")
+    parser.add_argument(
+        "--crossover", action="store_true", help="time the small and the array path instead"
+    )
     args = parser.parse_args(argv)
+    if args.crossover:
+        crossover(args.seed, args.quick)
+        return 0
     plans = QUICK if args.quick else FULL
     started = time.perf_counter()
 
@@ -293,9 +377,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         case = make_case(size, args.seed)
         selected, used = check_loop(case, args.seed)
         plan = plans[size]
-        med = measure(case, plan, args.seed)
+        med = measure(callables(case, args.seed), plan.rounds, plan.calls)
         prepared_ratio = med["prepared"] / med["floor"]
-        verdicts.append(f"{size:,} arms: {verdict(size, prepared_ratio)}")
+        cold_ratio = med["cold"] / med["floor"]
+        tuples_ratio = med["tuples"] / med["floor"]
+        verdicts.append(
+            f"{size:,} arms: prepared {verdict(prepared_ratio, TARGET_RATIO)}"
+            + (
+                f", cold {verdict(cold_ratio, COLD_TARGET_RATIO)} (tuples "
+                f"{verdict(tuples_ratio, COLD_TARGET_RATIO)})"
+                if size == COLD_TARGET_AT
+                else ""
+            )
+        )
         workload_rows.append(
             [
                 f"{size:,}",
@@ -313,12 +407,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 fmt_time(med["floor"]),
                 fmt_time(med["prepared"]),
                 fmt_time(med["cold"]),
+                fmt_time(med["tuples"]),
                 fmt_time(med["loop"]),
                 f"{prepared_ratio:.2f}x",
-                f"{med['cold'] / med['floor']:.2f}x",
+                f"{cold_ratio:.2f}x",
+                f"{tuples_ratio:.2f}x",
                 f"{med['loop'] / med['prepared']:.1f}x",
-                f"{med['loop'] / med['cold']:.1f}x",
-                verdict(size, prepared_ratio),
             ]
         )
 
@@ -331,7 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "forced in",
             "selected",
             "used",
-            "rounds x calls (floor/prepared/cold/loop)",
+            "rounds x calls (" + "/".join(METHODS) + ")",
         ],
         workload_rows,
     )
@@ -341,21 +435,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         [
             "arms",
             "numpy floor",
-            "select (prepared)",
-            "select (cold)",
+            "prepared",
+            "cold",
+            "cold (tuples)",
             "per-arm loop",
             "prepared/floor",
             "cold/floor",
+            "tuples/floor",
             "loop/prepared",
-            "loop/cold",
-            "target",
         ],
         result_rows,
     )
     print()
     print(
-        f"target: prepared select within {TARGET_RATIO:g}x of the numpy floor "
-        f"at {TARGET_FROM:,} arms and above"
+        f"targets: prepared within {TARGET_RATIO:g}x of the numpy floor at every size; "
+        f"cold within {COLD_TARGET_RATIO:g}x at {COLD_TARGET_AT:,} arms"
     )
     print("  " + "; ".join(verdicts))
     print(f"(run took {time.perf_counter() - started:.0f} s)")
