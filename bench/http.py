@@ -41,7 +41,7 @@ import numpy as np  # noqa: E402
 from engine import LearningConfig, Phase  # noqa: E402
 from engine.service import LearningService  # noqa: E402
 from engine.simulation import make_workload  # noqa: E402
-from engine.wire import report_to_dict  # noqa: E402
+from engine.records import report_to_json  # noqa: E402
 from storage import SqlStore  # noqa: E402
 
 BASE = "/__openclaw__/api/learning"
@@ -64,7 +64,7 @@ def workload(n: int, tag: str) -> tuple[list[bytes], bytes, Any]:
     ids = [a.id for a in w.arms]
     bodies = [
         json.dumps(
-            report_to_dict(w.report(f"{tag}-{i}", ids, w.draw_usage(i, rng)[1], False))
+            report_to_json(w.report(f"{tag}-{i}", ids, w.draw_usage(i, rng)[1], False))
         ).encode()
         for i in range(n)
     ]
@@ -161,7 +161,7 @@ def wrk_observe(port: int, seconds: int) -> tuple[float, str] | None:
         return None
     _, _, w = workload(1, "wrk")
     ids = [a.id for a in w.arms]
-    body = report_to_dict(
+    body = report_to_json(
         w.report("TRACE", ids, w.draw_usage(0, np.random.default_rng(1))[1], False)
     )
     body["runId"] = "wrk"

@@ -287,7 +287,9 @@ def run_env(scenario: Scenario, env: int, seed: int) -> EnvResult:
                 masks[switch:] = oracle_mask(pooled(p_after), costs, budget, seeds)[0]
             result.runs[policy.name] = figures(masks, np.zeros(traces, bool), None)
         else:
-            config = replace(base, **dict(policy.options))
+            options = dict(policy.options)
+            half_life = options.pop("half_life", None)
+            config = replace(base, **options)
             gen = np.random.default_rng([seed, key, scenario.arms, env, 2])
             flat = (np.ones(len(costs)), np.ones(len(costs)))
             run = run_policy(
@@ -297,6 +299,7 @@ def run_env(scenario: Scenario, env: int, seed: int) -> EnvResult:
                 used,
                 gen,
                 prior=flat if scenario.flat_prior else None,
+                half_life=half_life,
             )
             stable_at = stable_from(run.means, run.every, STABLE_EPS)
             result.runs[policy.name] = figures(run.included, run.baseline, stable_at)

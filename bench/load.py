@@ -40,7 +40,7 @@ import aiohttp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from engine.simulation import make_workload  # noqa: E402
-from engine.wire import report_to_dict  # noqa: E402
+from engine.records import report_to_json  # noqa: E402
 
 TOKEN = "load-token-0123456789abcdef"
 BASE = "/__openclaw__/api/learning"
@@ -228,7 +228,7 @@ async def main() -> int:
     ids = [a.id for a in workload.arms]
     nonce = uuid.uuid4().hex[:8]
     bodies = [
-        report_to_dict(workload.report(f"{nonce}-{i}", ids, workload.draw_usage(i, rng)[1], False))
+        report_to_json(workload.report(f"{nonce}-{i}", ids, workload.draw_usage(i, rng)[1], False))
         for i in range(total)
     ]
     tmp = Path(tempfile.mkdtemp(prefix="learning-load-"))

@@ -154,8 +154,8 @@ def serve(url: str, port: int, api_url: str) -> None:
     from starlette.applications import Starlette
 
     from adapters.slack import SlackSettings, create_app, slack_routes
-    from bot.app import build_app
-    from bot.settings import Settings
+    from learning_bot.app import build_app
+    from learning_bot.settings import Settings
 
     core = build_app(Settings(database_url=url, config=config()))
     routes = []
@@ -275,8 +275,8 @@ async def wait_up(client: httpx.AsyncClient, proc: Any) -> None:
 
 
 async def measure(url: str, calls: int, warmup: int) -> Timings:
-    from bot.app import build_app
-    from bot.settings import Settings
+    from learning_bot.app import build_app
+    from learning_bot.settings import Settings
 
     fake = FakeSlack()
     await fake.start()

@@ -1,5 +1,5 @@
-"""The command bus: one place where `/learning` commands are authorised, de-duplicated,
-audited, executed and answered, whatever surface they came from."""
+"""The command bus: one place where `/learning` commands are de-duplicated, rate-limited,
+authorised, audited, executed and answered, whatever surface they came from."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bot.commands import (
@@ -17,16 +17,23 @@ from bot.commands import (
     ConfirmCommand,
     PhaseCommand,
     ResetCommand,
-    RewardCommand,
     UsageError,
-    is_mutating,
+    command_from_json,
+    command_to_json,
     parse_command,
 )
-from bot.handlers import Handlers, command_from_json, command_to_json, usage_reply
-from bot.replies import Reply, ReplyKind, error_reply
+from bot.errors import FORBIDDEN, NOT_FOUND, UNAVAILABLE, error_kind, user_message
+from bot.handlers import Handlers, usage_reply
+from bot.invocation import Actor, Invocation
+from bot.middleware import Call, Middleware
+from bot.middleware.audit import Audit
+from bot.middleware.authorise import Authorise
+from bot.middleware.idempotency import IN_FLIGHT, Idempotency
+from bot.middleware.rate_limit import RateLimit
+from bot.ports import CommandBatch, CommandStore, PendingConfirmation
+from bot.replies import Reply, error_reply
 from engine.config import LearningConfig
-from engine.errors import Forbidden, LearningError, NotFound, Unavailable
-from engine.ports import AuditEntry, CommandStore, PendingConfirmation, Store
+from engine.errors import Unavailable
 from engine.posterior import now_ms
 from engine.service import LearningService
 
@@ -34,40 +41,15 @@ log = logging.getLogger("learning_bot.bus")
 
 DEFAULT_LEARNER = "default"
 CONFIRMATION_TTL_MS = 15 * 60 * 1000
-RATE_WINDOW_MS = 60_000
-UNAVAILABLE_TEXT = "Storage is unavailable right now; try again shortly."
+IN_FLIGHT_WAIT_SECONDS = 2.0
 
-
-@dataclass(frozen=True, slots=True)
-class Actor:
-    """Who typed the command, and what their surface says about them."""
-
-    id: str
-    name: str = ""
-    is_admin: bool = False
-    is_guest: bool = False
-
-    @property
-    def display(self) -> str:
-        return self.name or self.id
-
-
-@dataclass(frozen=True, slots=True)
-class Invocation:
-    """One command from one surface."""
-
-    surface: str
-    actor: Actor
-    command: Command | str
-    """A parsed command, or the raw text after `/learning` (parsed by the bus)."""
-    scope: str = ""
-    """Workspace or guild id; mapped to a learner by configuration."""
-    conversation: str = ""
-    """Channel or thread: `reward` without an arm credits this conversation's latest run."""
-    idempotency_key: str | None = None
-    """The same key twice runs once and returns the first reply (trigger or interaction id)."""
-    learner: str | None = None
-    """Names the learner directly (the HTTP API's ?learner=), bypassing the scope mapping."""
+__all__ = [
+    "Actor",
+    "BusSettings",
+    "CommandBus",
+    "Invocation",
+    "LearnerServices",
+]
 
 
 @dataclass(frozen=True)
@@ -85,24 +67,11 @@ class BusSettings:
     """Mutating commands one actor may run per minute on one surface; 0 turns it off."""
 
 
-Next = Callable[[Invocation, Command], Reply]
-Middleware = Callable[[Invocation, Command, Next], Reply]
-
-
 class LearnerServices:
-    """One LearningService per learner name, created on first use and shared."""
+    """One LearningService per learner name, created on first use by `factory` and shared."""
 
-    def __init__(
-        self,
-        store: Store,
-        config: LearningConfig,
-        *,
-        cache_ttl: float = 0.5,
-        factory: Callable[[str], LearningService] | None = None,
-    ) -> None:
-        self.store = store
+    def __init__(self, factory: Callable[[str], LearningService], config: LearningConfig) -> None:
         self.config = config
-        self._cache_ttl = cache_ttl
         self._factory = factory
         self._services: dict[str, LearningService] = {}
         self._lock = threading.Lock()
@@ -111,34 +80,36 @@ class LearnerServices:
         with self._lock:
             service = self._services.get(learner)
             if service is None:
-                if self._factory is not None:
-                    service = self._factory(learner)
-                else:
-                    service = LearningService(
-                        self.store, self.config, learner=learner, cache_ttl=self._cache_ttl
-                    )
+                service = self._factory(learner)
                 self._services[learner] = service
             return service
 
+    def loaded(self) -> list[LearningService]:
+        with self._lock:
+            return list(self._services.values())
+
 
 class CommandBus:
-    """dispatch(invocation) -> Reply, through idempotency, authorisation and audit."""
+    """dispatch(invocation) -> Reply, through the middleware chain (idempotency, rate limit,
+    authorisation, audit) and the handlers; never raises for anything a user can type."""
 
     def __init__(
         self,
         services: LearnerServices,
         commands: CommandStore,
         settings: BusSettings | None = None,
-        middleware: Iterable[Middleware] = (),
+        middleware: Sequence[Middleware] = (),
     ) -> None:
         self.services = services
         self.commands = commands
         self.settings = settings or BusSettings()
         self.handlers = Handlers(self.settings)
-        self._chain: list[Middleware] = [
-            self._audit,
-            self._rate_limit,
-            self._authorise,
+        self.authorise = Authorise(self.settings.admins, self.settings.reward_admins_only)
+        self.chain: list[Middleware] = [
+            Idempotency(),
+            Audit(),
+            RateLimit(self.settings.rate_limit),
+            self.authorise,
             *middleware,
         ]
 
@@ -153,11 +124,16 @@ class CommandBus:
                 return learners[key]
         return self.settings.default_learner
 
-    def service_for(self, invocation: Invocation) -> LearningService:
-        return self.services.get(self.learner_for(invocation))
+    def is_admin(self, invocation: Invocation) -> bool:
+        return self.authorise.is_admin(invocation)
+
+    def check_allowed(self, invocation: Invocation, command: Command) -> None:
+        """Raise Forbidden when the actor may not run `command` here (for a surface that
+        wants to refuse before showing anything, e.g. a confirm button click)."""
+        self.authorise.check(invocation, command)
 
     def dispatch(self, invocation: Invocation) -> Reply:
-        """Run one command and answer it; never raises for anything a user can type."""
+        """Run one command and answer it."""
         try:
             command = (
                 invocation.command
@@ -166,186 +142,127 @@ class CommandBus:
             )
         except UsageError as exc:
             return usage_reply(str(exc), exc.command)
-        key = invocation.idempotency_key
-        if key:
-            scoped = f"{invocation.surface}:{key}"[:256]
-            try:
-                claim = self.commands.claim_command(scoped, now_ms())
-            except Unavailable:
-                return error_reply(UNAVAILABLE_TEXT)
-            if not claim.new:
-                return self._replay(scoped, claim.reply)
-            reply = self._guarded(invocation, command)
-            try:
-                self.commands.finish_command(scoped, json.dumps(reply.to_dict()))
-            except LearningError:
-                log.warning("could not store the reply of idempotency key %s", scoped)
-            return reply
-        return self._guarded(invocation, command)
+        call = Call(invocation, command, self.learner_for(invocation))
+        return self._answer(lambda: self._through_chain(call), call)
 
     # -- pipeline ------------------------------------------------------------------------------
 
-    def _replay(self, key: str, stored: str | None) -> Reply:
-        deadline = time.monotonic() + 2.0
-        while stored is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-            stored = self.commands.claim_command(key, now_ms()).reply
-        if stored is None:
-            return Reply(
-                ReplyKind.INFO,
-                (),
-                "This request is already being handled.",
-            )
-        return Reply.from_dict(json.loads(stored))
+    def _through_chain(self, call: Call) -> Reply:
+        chain = self.chain
+        stored = [m for m in chain if m.touches_store(call)]
 
-    def _guarded(self, invocation: Invocation, command: Command) -> Reply:
-        return self._answer(lambda: self._run(0, invocation, command), invocation, command)
+        def before(batch: CommandBatch | None) -> Reply | None:
+            for middleware in chain:
+                early = middleware.before(call, batch)
+                if early is not None:
+                    return early
+            return None
+
+        early = self.commands.in_transaction(before) if stored else before(None)
+        if early is IN_FLIGHT:
+            return self._wait_for_first(call)
+        reply = self._answer(lambda: self._execute(call), call) if early is None else early
+        # A replayed answer was recorded by its first run; a refusal is recorded like a run.
+        if early is None or early.error_code is not None:
+
+            def after(batch: CommandBatch | None) -> None:
+                for middleware in reversed(chain):
+                    middleware.after(call, reply, batch)
+
+            try:
+                if stored:
+                    self.commands.in_transaction(after)
+                else:
+                    after(None)
+            except Unavailable:
+                log.warning("could not record the outcome of %r", call.command)
+        return reply
+
+    def _wait_for_first(self, call: Call) -> Reply:
+        """The same idempotency key is running elsewhere: wait a little for its reply."""
+        key = f"{call.invocation.surface}:{call.invocation.idempotency_key}"[:256]
+        deadline = time.monotonic() + IN_FLIGHT_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            _, stored = self.commands.in_transaction(lambda b: b.claim(key, now_ms()))
+            if stored is not None:
+                return Reply.from_dict(json.loads(stored))
+        return IN_FLIGHT
 
     @staticmethod
-    def _answer(run: Callable[[], Reply], invocation: Invocation, command: Command) -> Reply:
+    def _answer(run: Callable[[], Reply], call: Call) -> Reply:
         """Run, turning every failure into a one-line error reply (never a traceback)."""
         try:
             return run()
-        except Unavailable:
-            return error_reply(UNAVAILABLE_TEXT)
-        except Forbidden as exc:
-            return error_reply(str(exc), forbidden=True)
-        except LearningError as exc:
-            return error_reply(str(exc))
-        except Exception:
-            log.exception("command failed: %r from %s", command, invocation.surface)
-            return error_reply("Something went wrong on our side; the error was logged.")
-
-    def _run(self, index: int, invocation: Invocation, command: Command) -> Reply:
-        if index < len(self._chain):
-            middleware = self._chain[index]
-            return middleware(invocation, command, lambda inv, cmd: self._run(index + 1, inv, cmd))
-        return self._execute(invocation, command)
-
-    def _rate_limit(self, invocation: Invocation, command: Command, nxt: Next) -> Reply:
-        limit = self.settings.rate_limit
-        if (
-            limit
-            and is_mutating(command)
-            and not isinstance(command, ConfirmCommand | CancelCommand)
-        ):
-            key = f"{invocation.surface}:{invocation.actor.id}"
-            now = now_ms()
-            count = self.commands.hit_rate_limit(key, RATE_WINDOW_MS, now)
-            if count > limit:
-                wait = (RATE_WINDOW_MS - now % RATE_WINDOW_MS) // 1000 + 1
-                return error_reply(
-                    f"That is more than {limit} changes in a minute; try again in {wait} s.",
-                    rate_limited=True,
-                )
-        return nxt(invocation, command)
-
-    def _authorise(self, invocation: Invocation, command: Command, nxt: Next) -> Reply:
-        if isinstance(command, ConfirmCommand | CancelCommand):
-            return nxt(invocation, command)  # checked against the pending command itself
-        self.check_allowed(invocation, command)
-        return nxt(invocation, command)
-
-    def check_allowed(self, invocation: Invocation, command: Command) -> None:
-        """Raise Forbidden when the actor may not run `command` here."""
-        actor = invocation.actor
-        if not is_mutating(command):
-            return
-        if actor.is_guest:
-            raise Forbidden("Guests can look at status, but cannot change the learning layer.")
-        if isinstance(command, RewardCommand):
-            if self.settings.reward_admins_only and not self.is_admin(invocation):
-                raise Forbidden("Only admins can give rewards in this workspace.")
-            return
-        if isinstance(command, ResetCommand | PhaseCommand) and not self.is_admin(invocation):
-            what = "reset posteriors" if isinstance(command, ResetCommand) else "change the phase"
-            raise Forbidden(
-                f"Only admins can {what}. Ask a workspace admin, or have your id added to "
-                "the admin allow-list (LEARNING_BOT_ADMINS)."
-            )
-
-    def is_admin(self, invocation: Invocation) -> bool:
-        actor = invocation.actor
-        admins = self.settings.admins
-        return actor.is_admin or actor.id in admins or f"{invocation.surface}:{actor.id}" in admins
-
-    def _audit(self, invocation: Invocation, command: Command, nxt: Next) -> Reply:
-        reply = self._answer(lambda: nxt(invocation, command), invocation, command)
-        if is_mutating(command) or (isinstance(command, PhaseCommand) and command.phase):
-            entry = AuditEntry(
-                kind="command",
-                actor=invocation.actor.id,
-                surface=invocation.surface,
-                detail={
-                    "command": command_to_json(command),
-                    "actor_name": invocation.actor.name,
-                    "scope": invocation.scope,
-                    "conversation": invocation.conversation,
-                },
-                result=f"{reply.kind.value}: {reply.summary}"[:2000],
-                at=now_ms(),
-            )
-            try:
-                self.commands.record_command_audit(self.learner_for(invocation), entry)
-            except LearningError:
-                log.warning("could not record the audit entry for %r", command)
-        return reply
+        except Exception as exc:
+            kind = error_kind(exc)
+            if kind.code == "internal":
+                log.exception("command failed: %r from %s", call.command, call.invocation.surface)
+            return error_reply(user_message(exc), code=kind.code)
 
     # -- execution -----------------------------------------------------------------------------
 
-    def _execute(self, invocation: Invocation, command: Command) -> Reply:
+    def _execute(self, call: Call) -> Reply:
+        command, invocation = call.command, call.invocation
         if isinstance(command, ConfirmCommand):
             return self._confirm(invocation, command.token)
         if isinstance(command, CancelCommand):
             return self._cancel(invocation, command.token)
-        learner = self.learner_for(invocation)
-        service = self.services.get(learner)
+        service = self.services.get(call.learner)
         if isinstance(command, ResetCommand) and not command.confirm:
-            return self._ask_confirmation(invocation, command, service, learner)
+            return self._ask_confirmation(call, service)
         if isinstance(command, PhaseCommand) and command.phase is not None and not command.confirm:
             if command.phase is service.phase():
                 return self.handlers.phase(service, command, invocation.actor)
-            return self._ask_confirmation(invocation, command, service, learner)
+            return self._ask_confirmation(call, service)
         return self.handlers.run(service, command, invocation.actor, invocation.conversation)
 
-    def _ask_confirmation(
-        self, invocation: Invocation, command: Command, service: LearningService, learner: str
-    ) -> Reply:
-        prompt = self.handlers.confirmation(service, command)
+    def _ask_confirmation(self, call: Call, service: LearningService) -> Reply:
+        prompt = self.handlers.confirmation(service, call.command)
+        if not call.invocation.interactive:
+            return prompt  # the caller confirms on its own side: nothing to store
         token = secrets.token_urlsafe(18)
         at = now_ms()
         self.commands.create_confirmation(
             PendingConfirmation(
                 token=token,
-                learner=learner,
-                actor_id=invocation.actor.id,
-                surface=invocation.surface,
-                command=command_to_json(command),
+                learner=call.learner,
+                actor_id=call.invocation.actor.id,
+                surface=call.invocation.surface,
+                command=command_to_json(call.command),
                 summary=prompt.summary,
                 created_at=at,
                 expires_at=at + CONFIRMATION_TTL_MS,
-            )
+            ).to_mapping()
         )
         return self.handlers.with_actions(prompt, token)
 
-    def _pending(self, invocation: Invocation, token: str) -> PendingConfirmation:
-        pending = self.commands.get_confirmation(token)
-        if pending is None:
-            raise NotFound("This confirmation does not exist (or was already cleaned up).")
+    def _pending(self, invocation: Invocation, token: str) -> PendingConfirmation | Reply:
+        row = self.commands.get_confirmation(token)
+        if row is None:
+            return error_reply(
+                "This confirmation does not exist (or was already cleaned up).",
+                code=NOT_FOUND.code,
+            )
+        pending = PendingConfirmation.from_mapping(row)
         if pending.actor_id != invocation.actor.id:
-            raise Forbidden("Only the person who asked can confirm or cancel this.")
+            return error_reply(
+                "Only the person who asked can confirm or cancel this.", code=FORBIDDEN.code
+            )
         return pending
 
     def _confirm(self, invocation: Invocation, token: str) -> Reply:
         pending = self._pending(invocation, token)
+        if isinstance(pending, Reply):
+            return pending
         if pending.used_at is not None:
             return self.handlers.already_done(pending)
         if now_ms() > pending.expires_at:
             return error_reply("This confirmation has expired; run the command again.")
         command = command_from_json(pending.command)
-        self.check_allowed(invocation, command)
+        self.authorise.check(invocation, command)
         if not self.commands.use_confirmation(token, invocation.actor.id, now_ms()):
-            return self.handlers.already_done(self.commands.get_confirmation(token) or pending)
+            return self._already_done(token, pending)
         service = self.services.get(pending.learner)
         confirmed = _confirmed(command)
         reply = self.handlers.run(service, confirmed, invocation.actor, invocation.conversation)
@@ -355,13 +272,21 @@ class CommandBus:
 
     def _cancel(self, invocation: Invocation, token: str) -> Reply:
         pending = self._pending(invocation, token)
+        if isinstance(pending, Reply):
+            return pending
         if pending.used_at is not None:
             return self.handlers.already_done(pending)
         if not self.commands.use_confirmation(token, invocation.actor.id, now_ms()):
-            return self.handlers.already_done(self.commands.get_confirmation(token) or pending)
+            return self._already_done(token, pending)
         reply = self.handlers.cancelled(pending, invocation.actor)
         self.commands.finish_confirmation(token, json.dumps(reply.to_dict()))
         return reply
+
+    def _already_done(self, token: str, pending: PendingConfirmation) -> Reply:
+        row = self.commands.get_confirmation(token)
+        return self.handlers.already_done(
+            PendingConfirmation.from_mapping(row) if row is not None else pending
+        )
 
 
 def _confirmed(command: Command) -> Command:
@@ -370,3 +295,6 @@ def _confirmed(command: Command) -> Command:
     if isinstance(command, PhaseCommand):
         return PhaseCommand(command.phase, confirm=True)
     return command
+
+
+UNAVAILABLE_TEXT = UNAVAILABLE.public_message

@@ -11,12 +11,14 @@ Grammar (keywords are case-insensitive; arm ids and labels keep their case):
 
 from __future__ import annotations
 
+import json
 import shlex
-import unicodedata
 from dataclasses import dataclass
+from typing import Any
 
 from engine.config import Phase
 from engine.errors import InvalidInput
+from engine.text import strip_controls
 
 MAX_INPUT_CHARS = 1000
 MAX_TOP = 25
@@ -79,6 +81,11 @@ class HelpCommand:
 
 
 @dataclass(frozen=True, slots=True)
+class ArmNamesQuery:
+    """The learner's arm ids and labels, for a surface's autocomplete (never typed)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ConfirmCommand:
     """A click on a confirmation's confirm button (or `confirm` typed at the console)."""
 
@@ -96,6 +103,7 @@ Command = (
     | ResetCommand
     | PhaseCommand
     | HelpCommand
+    | ArmNamesQuery
     | ConfirmCommand
     | CancelCommand
 )
@@ -109,10 +117,8 @@ def is_mutating(command: Command) -> bool:
 
 
 def clean_input(text: str) -> str:
-    """Control and format characters become spaces; everything else is kept as text."""
-    return "".join(
-        " " if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch for ch in text
-    )
+    """Control characters (engine.text) become spaces; everything else is kept as text."""
+    return strip_controls(text)
 
 
 def _tokens(text: str) -> list[str]:
@@ -264,3 +270,30 @@ def _parse_phase(rest: list[str]) -> PhaseCommand:
     if word not in ("passive", "active"):
         raise UsageError(f"unknown phase {_shown(rest[0])!r}; use passive or active", "phase")
     return PhaseCommand(Phase(word), confirm)
+
+
+def command_to_json(command: Command) -> str:
+    data: dict[str, Any] = {"type": type(command).__name__}
+    for name in command.__slots__:
+        value = getattr(command, name)
+        data[name] = value.value if isinstance(value, Phase) else value
+    return json.dumps(data)
+
+
+def command_from_json(text: str) -> Command:
+    data = json.loads(text)
+    kind = data.pop("type")
+    if kind == "ResetCommand":
+        arms = data.get("arms")
+        return ResetCommand(
+            tuple(arms) if arms is not None else None, data["undo"], data["confirm"]
+        )
+    if kind == "PhaseCommand":
+        return PhaseCommand(Phase(data["phase"]) if data["phase"] else None, data["confirm"])
+    if kind == "RewardCommand":
+        return RewardCommand(data["arm"], data["value"], data["reason"], data["public"])
+    if kind == "StatusCommand":
+        return StatusCommand(data["top"], data["public"], data["arm"])
+    if kind == "HelpCommand":
+        return HelpCommand(data["topic"])
+    raise ValueError(f"unknown command type {kind}")

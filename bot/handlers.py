@@ -9,6 +9,7 @@ from typing import Any
 
 from bot.commands import (
     GRAMMAR,
+    ArmNamesQuery,
     CancelCommand,
     Command,
     ConfirmCommand,
@@ -18,6 +19,7 @@ from bot.commands import (
     RewardCommand,
     StatusCommand,
 )
+from bot.ports import PendingConfirmation
 from bot.replies import (
     Action,
     Actions,
@@ -30,9 +32,10 @@ from bot.replies import (
     Text,
     Visibility,
 )
+from bot.shapes import arm_json, summary_json
 from engine.config import Phase
-from engine.ports import PendingConfirmation
-from engine.service import MIN_TRACES_FOR_ACTIVE, ArmView, LearningService
+from engine.service import MIN_TRACES_FOR_ACTIVE, LearningService
+from engine.views import ArmView
 
 HELP = {
     "status": (
@@ -65,7 +68,7 @@ def usage_reply(message: str, command: str | None = None) -> Reply:
         ReplyKind.ERROR,
         (Text(message), Text("Usage:\n" + "\n".join(lines), muted=True)),
         message,
-        data={"error": message, "usage": lines},
+        data={"error": message, "errorCode": "usage", "usage": lines},
     )
 
 
@@ -109,33 +112,6 @@ def posterior_table(views: tuple[ArmView, ...] | list[ArmView], title: str) -> T
     return Table(POSTERIOR_COLUMNS, tuple(posterior_row(v) for v in views), title)
 
 
-def command_to_json(command: Command) -> str:
-    data: dict[str, Any] = {"type": type(command).__name__}
-    for name in command.__slots__:
-        value = getattr(command, name)
-        data[name] = value.value if isinstance(value, Phase) else value
-    return json.dumps(data)
-
-
-def command_from_json(text: str) -> Command:
-    data = json.loads(text)
-    kind = data.pop("type")
-    if kind == "ResetCommand":
-        arms = data.get("arms")
-        return ResetCommand(
-            tuple(arms) if arms is not None else None, data["undo"], data["confirm"]
-        )
-    if kind == "PhaseCommand":
-        return PhaseCommand(Phase(data["phase"]) if data["phase"] else None, data["confirm"])
-    if kind == "RewardCommand":
-        return RewardCommand(data["arm"], data["value"], data["reason"], data["public"])
-    if kind == "StatusCommand":
-        return StatusCommand(data["top"], data["public"], data["arm"])
-    if kind == "HelpCommand":
-        return HelpCommand(data["topic"])
-    raise ValueError(f"unknown command type {kind}")
-
-
 class Handlers:
     def __init__(self, settings: Any) -> None:
         self.settings = settings
@@ -155,6 +131,9 @@ class Handlers:
             return self.phase(service, command, actor)
         if isinstance(command, HelpCommand):
             return self.help(command)
+        if isinstance(command, ArmNamesQuery):
+            names = [[v.arm_id, v.label] for v in service.posteriors()]
+            return Reply(ReplyKind.INFO, (), f"{len(names)} arms", data={"arms": names})
         if isinstance(command, ConfirmCommand | CancelCommand):
             raise ValueError("confirmations are handled by the bus")
         raise ValueError(f"unknown command {command!r}")
@@ -185,7 +164,7 @@ class Handlers:
                 )
             ),
         ]
-        data: dict[str, Any] = {"summary": s.to_dict(), "phase": status.phase.value}
+        data: dict[str, Any] = {"summary": summary_json(s), "phase": status.phase.value}
         if status.empty:
             blocks.append(Text("No traces recorded yet."))
             blocks.append(
@@ -230,8 +209,16 @@ class Handlers:
                     f"Bottom {len(status.bottom)} arms — candidates for exclusion",
                 )
             )
-            data["bottom"] = [v.to_dict() for v in status.bottom]
-        data["top"] = [v.to_dict() for v in status.top]
+            if status.seeds_left_out:
+                blocks.append(
+                    Text(
+                        f"Seed arms are never excluded, so the {status.seeds_left_out} seed "
+                        "arm(s) are not listed as candidates.",
+                        muted=True,
+                    )
+                )
+            data["bottom"] = [arm_json(v) for v in status.bottom]
+        data["top"] = [arm_json(v) for v in status.top]
         if self.settings.dashboard_url:
             blocks.append(Text(f"Dashboard: {self.settings.dashboard_url}", muted=True))
         summary = f"{status.phase.value} phase, {s.trace_count:,} traces, {s.arm_count:,} arms" + (
@@ -274,7 +261,7 @@ class Handlers:
             blocks,
             f"{view.arm_id}: mean {view.mean:.3f} over {p.pulls} pulls",
             visibility,
-            {"arm": view.to_dict()},
+            {"arm": arm_json(view)},
         )
 
     # -- reward ----------------------------------------------------------------------------
@@ -289,7 +276,7 @@ class Handlers:
             reason=command.reason,
             conversation=conversation or None,
         )
-        views = {a: service.view(a) for a in result.arm_ids}
+        views = {v.arm_id: v for v in result.arms}
         word = "good" if result.value >= 0.5 else "bad"
         target = (
             result.arm_ids[0]
@@ -320,6 +307,7 @@ class Handlers:
                 "value": result.value,
                 "traceId": result.trace_id,
                 "lagged": True,
+                "arms": [arm_json(v) for v in result.arms],
             },
         )
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import unicodedata
 
 from bot.replies import Actions, Fields, Heading, Reply, Table, Text
+from engine.text import strip_controls
 
 
 def plain(text: str) -> str:
-    """Control characters cannot reach a terminal (no escape sequences from arm ids)."""
-    return "".join(
-        ch if unicodedata.category(ch) not in ("Cc", "Cf") or ch == "\n" else " " for ch in text
-    )
+    """Control characters cannot reach a terminal (no escape sequences from arm ids); line
+    breaks are kept."""
+    return strip_controls(text, keep="\n")
 
 
 def _width(text: str) -> int:

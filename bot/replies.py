@@ -95,11 +95,10 @@ class Reply:
         return tuple(a for b in self.blocks if isinstance(b, Actions) for a in b.actions)
 
     @property
-    def text(self) -> str:
-        """The plain-text fallback of the whole reply."""
-        from bot.render_text import render_text
-
-        return render_text(self)
+    def error_code(self) -> str | None:
+        """An error reply's code in the error table (bot.errors), else None."""
+        code = self.data.get("errorCode")
+        return code if isinstance(code, str) else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -121,11 +120,19 @@ class Reply:
         )
 
 
-def error_reply(message: str, hint: str | None = None, **data: Any) -> Reply:
+def error_reply(
+    message: str, hint: str | None = None, *, code: str = "invalid_input", **data: Any
+) -> Reply:
+    """An error answer; `code` names its row in the error table (bot.errors)."""
     blocks: list[Block] = [Text(message)]
     if hint:
         blocks.append(Text(hint, muted=True))
-    return Reply(ReplyKind.ERROR, tuple(blocks), message, data={"error": message, **data})
+    return Reply(
+        ReplyKind.ERROR,
+        tuple(blocks),
+        message,
+        data={"error": message, "errorCode": code, **data},
+    )
 
 
 def _block_to_dict(block: Block) -> dict[str, Any]:

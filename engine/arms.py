@@ -5,12 +5,13 @@ from __future__ import annotations
 import enum
 import json
 import math
-import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from engine.bounds import MAX_TOKEN_COST, check_count, check_text
 from engine.errors import InvalidArmId, InvalidInput
+from engine.text import has_controls
 
 MAX_ARM_ID_LENGTH = 512
 """Longest accepted arm id, in characters."""
@@ -40,12 +41,6 @@ class ArmId(NamedTuple):
         return f"{self.type.value}:{self.category}:{self.name}"
 
 
-def _has_control(text: str) -> bool:
-    if text.isprintable():  # the common case, decided in C
-        return False
-    return any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in text)
-
-
 def parse_arm_id(arm_id: str) -> ArmId:
     """Parse `type:category:name`, raising InvalidArmId that says what is wrong."""
     if not isinstance(arm_id, str):
@@ -63,7 +58,7 @@ def _parse(arm_id: str) -> ArmId:
             f"arm id is {len(arm_id)} characters long; at most {MAX_ARM_ID_LENGTH} are allowed"
         )
     shown = _shorten(arm_id)
-    if _has_control(arm_id):
+    if has_controls(arm_id):
         raise InvalidArmId(f"arm id {shown!r} contains control characters")
     if arm_id != arm_id.strip():
         raise InvalidArmId(f"arm id {shown!r} has leading or trailing whitespace")
@@ -133,17 +128,14 @@ class Arm:
         object.__setattr__(self, "type", parsed.type)
         object.__setattr__(self, "category", parsed.category)
         object.__setattr__(self, "name", parsed.name)
-        cost: object = self.token_cost
-        if isinstance(cost, bool) or not isinstance(cost, int):
-            if isinstance(cost, float) and cost.is_integer():
-                object.__setattr__(self, "token_cost", int(cost))
-            else:
-                raise InvalidInput(
-                    f"token_cost of {self.id!r} must be a whole number, got {cost!r}"
-                )
-        if self.token_cost < 0:
-            raise InvalidInput(f"token_cost of {self.id!r} must be >= 0, got {self.token_cost}")
+        cost = self.token_cost
+        if type(cost) is not int or not 0 <= cost <= MAX_TOKEN_COST:
+            where = f"token_cost of {_shorten(self.id)!r}"
+            object.__setattr__(self, "token_cost", check_count(where, cost, MAX_TOKEN_COST))
+        label = self.label
+        if type(label) is not str or len(label) > MAX_ARM_ID_LENGTH or not label.isprintable():
+            check_text(f"label of {_shorten(self.id)!r}", label, MAX_ARM_ID_LENGTH)
         if not self.label:
             object.__setattr__(self, "label", parsed.name)
-        if self.content is not None and not isinstance(self.content, str):
-            raise InvalidInput(f"content of {self.id!r} must be a string")
+        if self.content is not None:
+            check_text(f"content of {_shorten(self.id)!r}", self.content)

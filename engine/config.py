@@ -45,7 +45,6 @@ _CAMEL = {
     "packing": "packing",
     "min_score": "minScore",
     "exploration": "exploration",
-    "half_life": "halfLife",
     "pooled_prior": "pooledPrior",
 }
 # Options beyond SPEC section 7: written out by `to_dict` only when they differ from their
@@ -54,7 +53,6 @@ _OPTIONAL_DEFAULTS: dict[str, Any] = {
     "packing": "score",
     "min_score": 0.0,
     "exploration": 1.0,
-    "half_life": None,
     "pooled_prior": False,
 }
 _SNAKE = {camel: snake for snake, camel in _CAMEL.items()}
@@ -91,11 +89,6 @@ class LearningConfig:
     exploration: float = 1.0
     """Width of the Thompson draw: 1 samples each posterior as it is (SPEC section 4); e < 1
     samples Beta(alpha/e, beta/e), same mean and about e times the variance; 0 uses the mean."""
-    half_life: float | None = None
-    """Observations after which old evidence counts half (`engine.selection.discounted`): each
-    posterior keeps its mean and widens. None keeps every observation at full weight. Applied
-    by whoever keeps the posteriors: `engine.simulation.run_policy` does; `LearningService`
-    refuses it, since stored posteriors are exact sums of their observations."""
     pooled_prior: bool = False
     """Empirical-Bayes Thompson draws: each arm's score comes from its evidence under a prior
     fitted to the evidence of every arm of the selection (a distribution of usage
@@ -135,13 +128,6 @@ class LearningConfig:
             )
         set_(self, "min_score", _fraction("min_score", self.min_score))
         set_(self, "exploration", _fraction("exploration", self.exploration))
-        if self.half_life is not None:
-            life = self.half_life
-            if isinstance(life, bool) or not isinstance(life, (int, float)):
-                raise InvalidConfig("half_life", f"must be a positive number or null, got {life!r}")
-            if not math.isfinite(life) or life <= 0:
-                raise InvalidConfig("half_life", f"must be a positive number or null, got {life!r}")
-            set_(self, "half_life", float(life))
         if not isinstance(self.pooled_prior, bool):
             raise InvalidConfig("pooled_prior", f"must be true or false, got {self.pooled_prior!r}")
 
@@ -173,7 +159,7 @@ class LearningConfig:
     def to_dict(self, camel: bool = True) -> dict[str, Any]:
         """Plain JSON-ready values, with the original camelCase keys by default.
 
-        `packing`, `min_score`, `exploration`, `half_life` and `pooled_prior` appear only when
+        `packing`, `min_score`, `exploration` and `pooled_prior` appear only when
         they differ from their defaults; `from_dict` reads the result back to an equal config
         either way.
         """

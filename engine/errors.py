@@ -46,3 +46,11 @@ class Conflict(LearningError):
 
 class Unavailable(LearningError):
     """Storage or another dependency is unreachable right now; retrying later may work."""
+
+
+class RateLimited(LearningError):
+    """The actor ran more commands than the rate limit allows; `retry_after` in seconds."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

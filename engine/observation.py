@@ -5,7 +5,6 @@ from __future__ import annotations
 import enum
 import json
 import re
-import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,9 +12,11 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 from engine.arms import Arm, ArmType
+from engine.bounds import MAX_COUNT, check_count, check_json, check_text, check_timestamp
 from engine.config import LearningConfig
 from engine.errors import InvalidInput
 from engine.posterior import now_ms, to_ms
+from engine.text import has_controls
 
 MAX_ARMS_PER_RUN = 10_000
 """Most arms one run report may carry."""
@@ -27,6 +28,8 @@ MAX_META_CHARS = 65_536
 """Most characters of one tool call's metadata, serialised."""
 MAX_ID_CHARS = 256
 """Longest trace, run, session and channel identifier."""
+MAX_ERROR_CHARS = 10_000
+"""Longest error text a run report may carry."""
 MEMORY_MATCH_CHARS = 20
 """A memory counts as used when this many consecutive characters of it appear in the output."""
 
@@ -44,8 +47,10 @@ class ToolCall:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise InvalidInput(f"tool call name must be a non-empty string, got {self.name!r}")
+        check_text("tool call name", self.name, MAX_ID_CHARS)
         if self.meta is not None and not isinstance(self.meta, (str, Mapping)):
             raise InvalidInput(f"tool call meta must be an object or a string, got {self.meta!r}")
+        check_json("tool call meta", self.meta)
         if len(self.meta_text) > MAX_META_CHARS:
             raise InvalidInput(
                 f"metadata of tool call {self.name[:64]!r} is longer than {MAX_META_CHARS} chars"
@@ -94,18 +99,15 @@ class Usage:
 
 
 def _check_count(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidInput(f"{name} must be a whole number >= 0, got {value!r}")
+    if type(value) is not int or value < 0 or value > MAX_COUNT:
+        check_count(name, value)
 
 
 def _check_identifier(name: str, value: Any, required: bool = False) -> None:
-    if not isinstance(value, str):
-        raise InvalidInput(f"{name} must be a string, got {type(value).__name__}")
+    check_text(name, value, MAX_ID_CHARS)
     if required and not value.strip():
         raise InvalidInput(f"{name} is required and must not be empty")
-    if len(value) > MAX_ID_CHARS:
-        raise InvalidInput(f"{name} is longer than {MAX_ID_CHARS} characters")
-    if not value.isprintable() and any(unicodedata.category(ch) == "Cc" for ch in value):
+    if has_controls(value):
         raise InvalidInput(f"{name} contains control characters")
 
 
@@ -170,10 +172,7 @@ class RunReport:
         if any(not isinstance(c, ToolCall) for c in calls):
             raise InvalidInput("tool_calls must hold ToolCall objects")
         set_(self, "tool_calls", calls)
-        stamp = to_ms(self.timestamp)
-        if stamp is None or stamp < 0:
-            raise InvalidInput(f"timestamp must be Unix milliseconds >= 0, got {self.timestamp!r}")
-        set_(self, "timestamp", stamp)
+        set_(self, "timestamp", check_timestamp("timestamp", to_ms(self.timestamp)))
         for name in ("is_baseline", "aborted"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidInput(f"{name} must be true or false")
@@ -181,10 +180,11 @@ class RunReport:
             raise InvalidInput("usage must be a Usage")
         _check_count("duration_ms", self.duration_ms)
         _check_count("system_prompt_chars", self.system_prompt_chars)
-        if self.error is not None and not isinstance(self.error, str):
-            raise InvalidInput("error must be a string or null")
+        if self.error is not None:
+            check_text("error", self.error, MAX_ERROR_CHARS)
         if not isinstance(self.context, Mapping):
             raise InvalidInput("context must be an object")
+        check_json("context", self.context)
 
     @property
     def included_arms(self) -> tuple[Arm, ...]:

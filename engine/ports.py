@@ -8,11 +8,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Literal, Protocol
 
 from engine.config import Phase
-from engine.observation import SkipReason, Usage
 from engine.posterior import Posterior
+from engine.records import RunRecord
 
 
 class ObservationSource(enum.StrEnum):
@@ -44,85 +44,33 @@ class ArmRecord:
     posterior: Posterior
 
 
-class ArmOutcomeRecord(NamedTuple):
-    """One arm of one stored run (a NamedTuple: runs carry many, built on the hot path)."""
-
-    arm_id: str
-    label: str
-    included: bool
-    referenced: bool
-    token_cost: int
-    reward: float | None
-    """The posterior update this run applied to the arm, or None."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunRecord:
-    """A run as it is written: the trace, its arms' outcomes and its rewards."""
-
-    trace_id: str
-    run_id: str
-    session_id: str
-    session_key: str
-    channel: str
-    conversation: str
-    timestamp: int
-    provider: str
-    model: str
-    is_baseline: bool
-    phase: Phase
-    guard: SkipReason | None
-    """Why this run updates nothing even in the active phase (aborted, error,
-    conversational), or None."""
-    usage: Usage
-    duration_ms: int
-    system_prompt_chars: int
-    aborted: bool
-    error: str | None
-    context: Mapping[str, Any]
-    arms: tuple[ArmOutcomeRecord, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class StoredTrace:
-    """A trace as read back (the SPEC section 9 trace fields)."""
-
-    trace_id: str
-    run_id: str
-    session_id: str
-    session_key: str
-    channel: str
-    conversation: str
-    timestamp: int
-    provider: str
-    model: str
-    is_baseline: bool
-    phase: Phase
-    guard: SkipReason | None
-    usage: Usage
-    duration_ms: int
-    system_prompt_chars: int
-    aborted: bool
-    error: str | None
-    context: Mapping[str, Any]
-    arms: tuple[ArmOutcomeRecord, ...]
+RunStatus = Literal["inserted", "duplicate", "spooled"]
 
 
 @dataclass(frozen=True, slots=True)
 class RecordResult:
-    """Which of the written runs were new and which were already stored."""
+    """What became of each written run, in the order the runs were given: inserted,
+    duplicate (its trace id was already stored, or came earlier in the same batch: the store
+    is the one place that decides), or spooled (written to the local spool while storage was
+    unavailable; recorded when it is back)."""
 
-    inserted: tuple[str, ...]
-    duplicates: tuple[str, ...]
-    version: int = 0
-    spooled: tuple[str, ...] = ()
-    """Written to the local spool while storage was unavailable; recorded when it is back."""
+    trace_ids: tuple[str, ...]
+    statuses: tuple[RunStatus, ...]
 
-    def statuses(self) -> dict[str, str]:
-        out = dict.fromkeys(self.inserted, "inserted")
-        out.update(dict.fromkeys(self.duplicates, "duplicate"))
-        out.update(dict.fromkeys(self.spooled, "spooled"))
-        return out
+    def _with(self, status: str) -> tuple[str, ...]:
+        return tuple(t for t, s in zip(self.trace_ids, self.statuses, strict=True) if s == status)
+
+    @property
+    def inserted(self) -> tuple[str, ...]:
+        return self._with("inserted")
+
+    @property
+    def duplicates(self) -> tuple[str, ...]:
+        return self._with("duplicate")
+
+    @property
+    def spooled(self) -> tuple[str, ...]:
+        return self._with("spooled")
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +159,13 @@ class AuditEntry:
     at: int
 
 
+class RunWriter(Protocol):
+    """Where runs are written: the Store itself, or a wrapper that batches concurrent writes
+    (group commit) or spools them while storage is unavailable."""
+
+    def record_runs(self, learner_id: int, runs: Sequence[RunRecord]) -> RecordResult: ...
+
+
 class Store(Protocol):
     """Persistence the LearningService needs; every write method is one atomic transaction."""
 
@@ -233,7 +188,7 @@ class Store(Protocol):
         at: int,
     ) -> int: ...
 
-    def latest_run(self, learner_id: int, conversation: str) -> StoredTrace | None: ...
+    def latest_run(self, learner_id: int, conversation: str) -> RunRecord | None: ...
 
     def reset(
         self, learner_id: int, arm_ids: Sequence[str] | None, *, actor: str, at: int
@@ -251,9 +206,9 @@ class Store(Protocol):
 
     def trace_page(
         self, learner_id: int, limit: int, offset: int
-    ) -> tuple[list[StoredTrace], int]: ...
+    ) -> tuple[list[RunRecord], int]: ...
 
-    def iter_traces(self, learner_id: int, batch: int = 1000) -> Iterator[StoredTrace]: ...
+    def iter_traces(self, learner_id: int, batch: int = 1000) -> Iterator[RunRecord]: ...
 
     def timeseries(
         self, learner_id: int, metric: str, window_ms: int, since: int | None
@@ -266,56 +221,3 @@ class Store(Protocol):
     def audit_log(self, learner_id: int, limit: int = 50) -> list[AuditEntry]: ...
 
     def close(self) -> None: ...
-
-
-# -- the command bus's shared state (idempotency, confirmations, command audit) ----------
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """The state of an idempotency key: new (claimed now), done (with its reply) or running."""
-
-    new: bool
-    reply: str | None = None
-    """The stored reply as JSON, once the first execution finished."""
-
-
-@dataclass(frozen=True, slots=True)
-class PendingConfirmation:
-    token: str
-    learner: str
-    actor_id: str
-    surface: str
-    command: str
-    """The command to run on confirmation, as JSON."""
-    summary: str
-    created_at: int
-    expires_at: int
-    used_at: int | None = None
-    used_by: str | None = None
-    outcome: str | None = None
-    """The reply the confirmation produced, as JSON."""
-
-
-class CommandStore(Protocol):
-    def claim_command(self, key: str, at: int) -> Claim: ...
-
-    def finish_command(self, key: str, reply: str) -> None: ...
-
-    def release_command(self, key: str) -> None: ...
-
-    def create_confirmation(self, confirmation: PendingConfirmation) -> None: ...
-
-    def get_confirmation(self, token: str) -> PendingConfirmation | None: ...
-
-    def use_confirmation(self, token: str, actor_id: str, at: int) -> bool:
-        """Mark the confirmation used; False when it already was (exactly-once)."""
-        ...
-
-    def finish_confirmation(self, token: str, outcome: str) -> None: ...
-
-    def record_command_audit(self, learner: str, entry: AuditEntry) -> None: ...
-
-    def hit_rate_limit(self, key: str, window_ms: int, at: int) -> int:
-        """Count one more command for `key` in the window holding `at`; the count so far."""
-        ...

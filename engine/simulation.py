@@ -396,12 +396,13 @@ def run_policy(
     *,
     prior: tuple[FloatArray, FloatArray] | None = None,
     checkpoints: int = 200,
+    half_life: float | None = None,
 ) -> PolicyRun:
     """One learner through a run drawn by `Workload.draw_run`, without storage.
 
     Each trace: `select_arms` on the arrays, then the SPEC section 5 update in place (included
     and used: alpha += 1; included and unused: beta += 1; pulls += 1; conversational turns:
-    nothing), then, with `config.half_life`, one observation of `discounted` forgetting.
+    nothing), then, with `half_life`, one observation of `discounted` forgetting.
     `prior` is where every arm starts (default: its type's prior; Beta(1, 1) arrays mimic a
     reset learner) and what forgetting returns to.
     """
@@ -421,7 +422,6 @@ def run_policy(
     every = max(1, traces // max(1, checkpoints))
     means = np.empty((traces // every + 1, n))
     means[0] = post.alpha / (post.alpha + post.beta)
-    half_life = config.half_life
     for t in range(traces):
         selection = select_arms(arm_set, post, config, rng)
         mask = selection.mask

@@ -12,37 +12,11 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.ports import RunRecord
+from engine.records import TRACE_COLUMNS, RunRecord, record_row
 
 SHARDS = 16
 """Counter rows per learner and epoch; writers pick one at random to avoid a hot row."""
 
-TRACE_COLUMNS = (
-    "learner_id",
-    "trace_id",
-    "run_id",
-    "session_id",
-    "session_key",
-    "channel",
-    "conversation",
-    "timestamp",
-    "provider",
-    "model",
-    "is_baseline",
-    "phase",
-    "guard",
-    "usage_input",
-    "usage_output",
-    "usage_cache_read",
-    "usage_total",
-    "duration_ms",
-    "system_prompt_chars",
-    "aborted",
-    "error",
-    "context",
-    "stats_epoch",
-    "bootstrapped",
-)
 TRACES_PER_STATEMENT = 200
 
 STATS_ADD = """
@@ -198,7 +172,7 @@ class HotPath:
             chunk = runs[start : start + TRACES_PER_STATEMENT]
             params: list[Any] = []
             for run in chunk:
-                params.extend(_trace_params(learner_id, run, stats_epoch))
+                params.extend(record_row(learner_id, run, stats_epoch))
             cur.execute(self.trace_insert(len(chunk)), params)
             for pk, trace_id in cur.fetchall():
                 pks[trace_id] = int(pk)
@@ -225,9 +199,7 @@ class HotPath:
         if fresh:
             with cur.copy(f"COPY traces (id, {', '.join(TRACE_COLUMNS)}) FROM STDIN") as copy:
                 for run in fresh:
-                    copy.write_row(
-                        (pks[run.trace_id], *_trace_params(learner_id, run, stats_epoch))
-                    )
+                    copy.write_row((pks[run.trace_id], *record_row(learner_id, run, stats_epoch)))
         return pks
 
 
@@ -247,36 +219,6 @@ def _gains(runs: Sequence[RunRecord]) -> dict[str, list[float]]:
                 g[1] += 1.0 - r
                 g[2] += 1.0
     return gains
-
-
-def _trace_params(learner_id: int, run: RunRecord, stats_epoch: int) -> tuple[Any, ...]:
-    usage = run.usage
-    return (
-        learner_id,
-        run.trace_id,
-        run.run_id,
-        run.session_id,
-        run.session_key,
-        run.channel,
-        run.conversation,
-        run.timestamp,
-        run.provider,
-        run.model,
-        run.is_baseline,
-        run.phase.value,
-        run.guard.value if run.guard is not None else None,
-        usage.input,
-        usage.output,
-        usage.cache_read,
-        usage.total,
-        run.duration_ms,
-        run.system_prompt_chars,
-        run.aborted,
-        run.error,
-        json.dumps(dict(run.context), default=str, separators=(",", ":")) if run.context else "{}",
-        stats_epoch,
-        False,
-    )
 
 
 def stats_params(learner_id: int, runs: Sequence[RunRecord], changes: int) -> tuple[Any, ...]:

@@ -7,12 +7,25 @@ SqlStore."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from engine.config import Phase
 from engine.errors import NotFound, Unavailable
-from engine.ports import ArmRecord, LearnerState, ResetRecord, RunStats
+from engine.ports import (
+    ArmRecord,
+    AuditEntry,
+    LearnerState,
+    PhaseChangeRecord,
+    RecordResult,
+    ResetRecord,
+    RewardChange,
+    RunStats,
+    TimeBucket,
+    VerifyReport,
+)
+from engine.records import RunRecord
 from storage import queries
 from storage.revision import HEAD_REVISION
 
@@ -33,6 +46,9 @@ def sqlite_path(url: str) -> Path | None:
 
 
 class LiteReader:
+    """The Store port, read-only: status reads are served, anything else raises
+    Unavailable (the command line then opens the database through SqlStore)."""
+
     def __init__(self, path: Path) -> None:
         if not path.is_file():
             raise NotReadable(f"{path} does not exist yet")
@@ -84,3 +100,59 @@ class LiteReader:
 
     def close(self) -> None:
         self.conn.close()
+
+    # -- everything else needs SqlStore -------------------------------------------------------
+
+    def _refuse(self) -> Unavailable:
+        return Unavailable("this read-only view of the database serves status only")
+
+    def record_runs(self, learner_id: int, runs: Sequence[RunRecord]) -> RecordResult:
+        raise self._refuse()
+
+    def record_rewards(
+        self,
+        learner_id: int,
+        changes: Sequence[RewardChange],
+        *,
+        actor: str,
+        reason: str | None,
+        trace_id: str | None,
+        at: int,
+    ) -> int:
+        raise self._refuse()
+
+    def latest_run(self, learner_id: int, conversation: str) -> RunRecord | None:
+        raise self._refuse()
+
+    def reset(
+        self, learner_id: int, arm_ids: Sequence[str] | None, *, actor: str, at: int
+    ) -> ResetRecord:
+        raise self._refuse()
+
+    def undo_reset(self, learner_id: int, *, actor: str, at: int) -> ResetRecord:
+        raise self._refuse()
+
+    def set_phase(
+        self, learner_id: int, phase: Phase, *, actor: str, bootstrap: bool, at: int
+    ) -> PhaseChangeRecord:
+        raise self._refuse()
+
+    def trace_page(self, learner_id: int, limit: int, offset: int) -> tuple[list[RunRecord], int]:
+        raise self._refuse()
+
+    def iter_traces(self, learner_id: int, batch: int = 1000) -> Iterator[RunRecord]:
+        raise self._refuse()
+
+    def timeseries(
+        self, learner_id: int, metric: str, window_ms: int, since: int | None
+    ) -> list[TimeBucket]:
+        raise self._refuse()
+
+    def verify(self, learner_id: int) -> VerifyReport:
+        raise self._refuse()
+
+    def record_audit(self, learner_id: int, entry: AuditEntry) -> None:
+        raise self._refuse()
+
+    def audit_log(self, learner_id: int, limit: int = 50) -> list[AuditEntry]:
+        raise self._refuse()

@@ -16,10 +16,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from engine.config import Phase
 from engine.errors import Unavailable
-from engine.observation import SkipReason, Usage
-from engine.ports import ArmOutcomeRecord, RecordResult, RunRecord
+from engine.ports import RecordResult, RunStatus, RunWriter
+from engine.records import RunRecord, record_from_json, record_to_json
 
 log = logging.getLogger("learning_bot.spool")
 
@@ -32,61 +31,18 @@ class SpoolFull(Unavailable):
     """Storage is unavailable and the spool has no room left: the run was not kept."""
 
 
-def record_to_json(learner_id: int, record: RunRecord) -> str:
-    u = record.usage
+def spool_line(learner_id: int, record: RunRecord) -> str:
+    """One spool line: the learner id and the record's JSON (engine.records' codec)."""
     return json.dumps(
-        {
-            "l": learner_id,
-            "trace_id": record.trace_id,
-            "run_id": record.run_id,
-            "session_id": record.session_id,
-            "session_key": record.session_key,
-            "channel": record.channel,
-            "conversation": record.conversation,
-            "timestamp": record.timestamp,
-            "provider": record.provider,
-            "model": record.model,
-            "is_baseline": record.is_baseline,
-            "phase": record.phase.value,
-            "guard": record.guard.value if record.guard else None,
-            "usage": [u.input, u.output, u.cache_read, u.total],
-            "duration_ms": record.duration_ms,
-            "system_prompt_chars": record.system_prompt_chars,
-            "aborted": record.aborted,
-            "error": record.error,
-            "context": dict(record.context),
-            "arms": [list(a) for a in record.arms],
-        },
-        separators=(",", ":"),
-        default=str,
+        {"l": learner_id, **record_to_json(record)}, separators=(",", ":"), allow_nan=False
     )
 
 
-def record_from_json(line: str) -> tuple[int, RunRecord]:
-    d: dict[str, Any] = json.loads(line)
-    usage = Usage(*d["usage"])
-    record = RunRecord(
-        trace_id=d["trace_id"],
-        run_id=d["run_id"],
-        session_id=d["session_id"],
-        session_key=d["session_key"],
-        channel=d["channel"],
-        conversation=d["conversation"],
-        timestamp=d["timestamp"],
-        provider=d["provider"],
-        model=d["model"],
-        is_baseline=d["is_baseline"],
-        phase=Phase(d["phase"]),
-        guard=SkipReason(d["guard"]) if d["guard"] else None,
-        usage=usage,
-        duration_ms=d["duration_ms"],
-        system_prompt_chars=d["system_prompt_chars"],
-        aborted=d["aborted"],
-        error=d["error"],
-        context=d["context"],
-        arms=tuple(ArmOutcomeRecord(*a) for a in d["arms"]),
-    )
-    return int(d["l"]), record
+def read_spool_line(line: str) -> tuple[int, RunRecord]:
+    """The learner id and record of a spool line, validated by the codec (lines written by
+    earlier versions, with snake_case keys and arms as lists, read the same)."""
+    data: dict[str, Any] = json.loads(line)
+    return int(data["l"]), record_from_json(data)
 
 
 class Spool:
@@ -147,7 +103,7 @@ class Spool:
 
     def append(self, learner_id: int, records: Sequence[RunRecord]) -> None:
         """Durably append; raises SpoolFull (and writes nothing) when over the limit."""
-        lines = "".join(record_to_json(learner_id, r) + "\n" for r in records)
+        lines = "".join(spool_line(learner_id, r) + "\n" for r in records)
         data = lines.encode("utf-8")
         with self._lock:
             if self.size_bytes() + len(data) > self.max_bytes:
@@ -247,31 +203,27 @@ def _read(segment: Path) -> Iterator[tuple[int, RunRecord]]:
                 # A torn last line: its append never returned, so nobody was told it was kept.
                 log.warning("ignoring an unfinished line %d in %s", number, segment.name)
                 break
-            yield record_from_json(line)
+            yield read_spool_line(line)
 
 
 def _batches(rows: Iterator[tuple[int, RunRecord]]) -> Iterator[tuple[int, list[RunRecord]]]:
     learner: int | None = None
     batch: list[RunRecord] = []
-    seen: set[str] = set()
     for learner_id, record in rows:
-        if learner is not None and (
-            learner_id != learner or len(batch) >= REPLAY_BATCH or record.trace_id in seen
-        ):
+        if learner is not None and (learner_id != learner or len(batch) >= REPLAY_BATCH):
             yield learner, batch
-            batch, seen = [], set()
+            batch = []
         learner = learner_id
         batch.append(record)
-        seen.add(record.trace_id)
     if batch and learner is not None:
         yield learner, batch
 
 
 class SpoolingStore:
-    """A Store that spools runs while the inner store is unavailable and replays them in a
-    background thread; every other call goes straight to the inner store."""
+    """A RunWriter that spools runs while the writer it wraps is unavailable and replays them
+    in a background thread once it answers again."""
 
-    def __init__(self, inner: Any, spool: Spool, *, retry_seconds: float = 1.0) -> None:
+    def __init__(self, inner: RunWriter, spool: Spool, *, retry_seconds: float = 1.0) -> None:
         self.inner = inner
         self.spool = spool
         self.retry_seconds = retry_seconds
@@ -281,9 +233,6 @@ class SpoolingStore:
         self._thread_lock = threading.Lock()
         if spool.pending() or any(spool.root.glob("p*/*.jsonl")):
             self._kick()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
 
     def record_runs(self, learner_id: int, runs: Sequence[RunRecord]) -> RecordResult:
         if not self.spool.pending():
@@ -296,7 +245,8 @@ class SpoolingStore:
                 log.warning("storage is unavailable (%s); spooling %d run(s)", exc, len(runs))
         self.spool.append(learner_id, runs)  # runs queue behind older spooled ones: order kept
         self._kick()
-        return RecordResult((), (), 0, tuple(r.trace_id for r in runs))
+        spooled: RunStatus = "spooled"
+        return RecordResult(tuple(r.trace_id for r in runs), (spooled,) * len(runs))
 
     def replay_now(self) -> int:
         """Replay synchronously (tests and shutdown); returns the runs written."""
@@ -333,4 +283,6 @@ class SpoolingStore:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self.spool.close()
-        self.inner.close()
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            close()

@@ -16,7 +16,6 @@ from typing import Any
 from sqlalchemy import (
     Connection,
     Engine,
-    case,
     delete,
     func,
     insert,
@@ -28,26 +27,22 @@ from sqlalchemy import (
 from engine.arms import parse_arm_id
 from engine.config import Phase
 from engine.errors import Conflict, InvalidInput, NotFound
-from engine.observation import SkipReason, Usage
 from engine.ports import (
-    ArmOutcomeRecord,
     ArmRecord,
     AuditEntry,
-    Claim,
     LearnerState,
-    PendingConfirmation,
     PhaseChangeRecord,
     RecordResult,
     ResetRecord,
     RewardChange,
-    RunRecord,
     RunStats,
-    StoredTrace,
+    RunStatus,
     TimeBucket,
     VerifyProblem,
     VerifyReport,
 )
 from engine.posterior import now_ms, prior_parameters
+from engine.records import ArmOutcomeRecord, RunRecord, record_from_row
 from storage import queries
 from storage.database import (
     ensure_schema,
@@ -63,12 +58,9 @@ from storage.schema import (
     audit_log as audit,
 )
 from storage.schema import (
-    command_results,
-    confirmations,
     learners,
     observations,
     posteriors,
-    rate_limits,
     resets,
     run_stats,
     trace_arms,
@@ -188,6 +180,11 @@ class SqlStore:
                 row = conn.execute(select(learners.c.id).where(learners.c.name == name)).one()
         return self.learner_state(int(row.id))
 
+    def learner_names(self) -> list[str]:
+        """Every learner's name, sorted."""
+        with reading(self.engine) as conn:
+            return [r[0] for r in conn.execute(select(learners.c.name).order_by(learners.c.name))]
+
     def learner_state(self, learner_id: int) -> LearnerState:
         with reading(self.engine) as conn:
             return self._state(conn, learner_id)
@@ -295,43 +292,45 @@ class SqlStore:
     # -- runs ---------------------------------------------------------------------------------
 
     def record_runs(self, learner_id: int, runs: Sequence[RunRecord]) -> RecordResult:
-        """Write runs in one transaction; a trace id already stored changes nothing."""
+        """Write runs in one transaction. A trace id already stored, or given earlier in the
+        same batch, changes nothing and reads as a duplicate: this is the one place that
+        decides which runs are new."""
         if not runs:
             raise InvalidInput("no runs to record")
-        seen: set[str] = set()
-        for run in runs:
-            if run.trace_id in seen:
-                raise InvalidInput(f"trace id {run.trace_id!r} appears twice in one batch")
-            seen.add(run.trace_id)
+        first: dict[str, int] = {}
+        unique: list[RunRecord] = []
+        for i, run in enumerate(runs):
+            if run.trace_id not in first:
+                first[run.trace_id] = i
+                unique.append(run)
         arms: dict[str, tuple[str, int]] = {}
-        for run in runs:
+        for run in unique:
             for outcome in run.arms:
                 arms[outcome.arm_id] = (outcome.label, outcome.token_cost)
 
-        def attempt() -> tuple[
-            list[RunRecord], list[str], dict[str, tuple[str, int]], dict[str, int]
-        ]:
+        def attempt() -> tuple[list[RunRecord], dict[str, tuple[str, int]], dict[str, int]]:
             if self.dialect == "sqlite" and self._arms_known(learner_id, arms):
                 keys = self._keys[learner_id]
                 with sqlite_write_cursor(self.engine) as cur:
-                    inserted, duplicates, _ = self._hot.record(
-                        cur, learner_id, runs, now_ms(), keys
-                    )
-                return inserted, duplicates, {}, keys
+                    inserted, _, _ = self._hot.record(cur, learner_id, unique, now_ms(), keys)
+                return inserted, {}, keys
             with write_transaction(self.engine) as conn:
                 remembered, keys = self._ensure_arms(conn, learner_id, arms)
                 cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
                 try:
-                    inserted, duplicates, _ = self._hot.record(
-                        cur, learner_id, runs, now_ms(), keys
-                    )
+                    inserted, _, _ = self._hot.record(cur, learner_id, unique, now_ms(), keys)
                 finally:
                     cur.close()
-                return inserted, duplicates, remembered, keys
+                return inserted, remembered, keys
 
-        inserted, duplicates, remembered, keys = with_retries(attempt)
+        inserted, remembered, keys = with_retries(attempt)
         self._remember(learner_id, remembered, keys)
-        return RecordResult(tuple(r.trace_id for r in inserted), tuple(duplicates), 0)
+        new = {r.trace_id for r in inserted}
+        statuses: tuple[RunStatus, ...] = tuple(
+            "inserted" if first[r.trace_id] == i and r.trace_id in new else "duplicate"
+            for i, r in enumerate(runs)
+        )
+        return RecordResult(tuple(r.trace_id for r in runs), statuses)
 
     def record_rewards(
         self,
@@ -394,7 +393,7 @@ class SqlStore:
     def _bump(self, conn: Connection, learner_id: int, changes: int) -> None:
         conn.exec_driver_sql(self._hot.stats_add, stats_params(learner_id, [], changes))
 
-    def latest_run(self, learner_id: int, conversation: str) -> StoredTrace | None:
+    def latest_run(self, learner_id: int, conversation: str) -> RunRecord | None:
         t = traces.c
         with reading(self.engine) as conn:
             row = conn.execute(
@@ -642,7 +641,7 @@ class SqlStore:
             raise NotFound(f"no learner with id {learner_id}")
         return queries.run_stats(row)
 
-    def trace_page(self, learner_id: int, limit: int, offset: int) -> tuple[list[StoredTrace], int]:
+    def trace_page(self, learner_id: int, limit: int, offset: int) -> tuple[list[RunRecord], int]:
         t = traces.c
         with reading(self.engine) as conn:
             rows = conn.execute(
@@ -655,7 +654,7 @@ class SqlStore:
             page = self._traces_with_arms(conn, rows)
         return page, self.run_stats(learner_id).all_time_traces
 
-    def iter_traces(self, learner_id: int, batch: int = 1000) -> Iterator[StoredTrace]:
+    def iter_traces(self, learner_id: int, batch: int = 1000) -> Iterator[RunRecord]:
         t = traces.c
         after = 0
         while True:
@@ -672,7 +671,7 @@ class SqlStore:
             after = rows[-1].id
             yield from page
 
-    def _traces_with_arms(self, conn: Connection, rows: Sequence[Any]) -> list[StoredTrace]:
+    def _traces_with_arms(self, conn: Connection, rows: Sequence[Any]) -> list[RunRecord]:
         if not rows:
             return []
         pks = [r.id for r in rows]
@@ -707,7 +706,7 @@ class SqlStore:
                     r.reward,
                 )
             )
-        return [_stored_trace(r, tuple(by_trace[r.id])) for r in rows]
+        return [record_from_row(r, tuple(by_trace[r.id])) for r in rows]
 
     def timeseries(
         self, learner_id: int, metric: str, window_ms: int, since: int | None
@@ -841,147 +840,6 @@ class SqlStore:
             for r in rows
         ]
 
-    # -- command bus: idempotency, confirmations, audit ---------------------------------------
-
-    def claim_command(self, key: str, at: int) -> Claim:
-        """Claim an idempotency key; a key seen before returns its stored reply (or that it is
-        still running)."""
-        c = command_results.c
-
-        def run() -> Claim:
-            with write_transaction(self.engine) as conn:
-                stmt = (
-                    self._insert(command_results)
-                    .values(key=key, reply=None, created_at=at)
-                    .on_conflict_do_nothing(index_elements=["key"])
-                    .returning(c.key)
-                )
-                if conn.execute(stmt).first() is not None:
-                    return Claim(True)
-                reply = conn.execute(select(c.reply).where(c.key == key)).scalar()
-                return Claim(False, reply)
-
-        return with_retries(run)
-
-    def finish_command(self, key: str, reply: str) -> None:
-        def run() -> None:
-            with write_transaction(self.engine) as conn:
-                conn.execute(
-                    update(command_results).where(command_results.c.key == key).values(reply=reply)
-                )
-
-        with_retries(run)
-
-    def release_command(self, key: str) -> None:
-        def run() -> None:
-            with write_transaction(self.engine) as conn:
-                conn.execute(delete(command_results).where(command_results.c.key == key))
-
-        with_retries(run)
-
-    def purge_commands(self, before: int) -> int:
-        """Forget idempotency keys and spent confirmations older than `before`."""
-
-        def run() -> int:
-            with write_transaction(self.engine) as conn:
-                n = conn.execute(
-                    delete(command_results).where(command_results.c.created_at < before)
-                ).rowcount
-                n += conn.execute(
-                    delete(confirmations).where(confirmations.c.expires_at < before)
-                ).rowcount
-                return int(n or 0)
-
-        return with_retries(run)
-
-    def create_confirmation(self, confirmation: PendingConfirmation) -> None:
-        def run() -> None:
-            with write_transaction(self.engine) as conn:
-                conn.execute(
-                    insert(confirmations).values(
-                        token=confirmation.token,
-                        learner=confirmation.learner,
-                        actor_id=confirmation.actor_id,
-                        surface=confirmation.surface,
-                        command=confirmation.command,
-                        summary=confirmation.summary,
-                        created_at=confirmation.created_at,
-                        expires_at=confirmation.expires_at,
-                    )
-                )
-
-        with_retries(run)
-
-    def get_confirmation(self, token: str) -> PendingConfirmation | None:
-        with reading(self.engine) as conn:
-            row = conn.execute(select(confirmations).where(confirmations.c.token == token)).first()
-        if row is None:
-            return None
-        return PendingConfirmation(
-            token=row.token,
-            learner=row.learner,
-            actor_id=row.actor_id,
-            surface=row.surface,
-            command=row.command,
-            summary=row.summary,
-            created_at=int(row.created_at),
-            expires_at=int(row.expires_at),
-            used_at=row.used_at,
-            used_by=row.used_by,
-            outcome=row.outcome,
-        )
-
-    def use_confirmation(self, token: str, actor_id: str, at: int) -> bool:
-        c = confirmations.c
-
-        def run() -> bool:
-            with write_transaction(self.engine) as conn:
-                done = conn.execute(
-                    update(confirmations)
-                    .where(c.token == token, c.used_at.is_(None))
-                    .values(used_at=at, used_by=actor_id)
-                ).rowcount
-                return bool(done)
-
-        return with_retries(run)
-
-    def finish_confirmation(self, token: str, outcome: str) -> None:
-        def run() -> None:
-            with write_transaction(self.engine) as conn:
-                conn.execute(
-                    update(confirmations)
-                    .where(confirmations.c.token == token)
-                    .values(outcome=outcome)
-                )
-
-        with_retries(run)
-
-    def hit_rate_limit(self, key: str, window_ms: int, at: int) -> int:
-        """Count one more command for `key` in the current window; returns the count so far."""
-        start = at // window_ms * window_ms
-        r = rate_limits.c
-
-        def run() -> int:
-            with write_transaction(self.engine) as conn:
-                stmt = self._insert(rate_limits).values(key=key[:300], window_start=start, count=1)
-                stmt = stmt.on_conflict_do_update(
-                    index_elements=["key"],
-                    set_={
-                        "count": case(
-                            (r.window_start == stmt.excluded.window_start, r.count + 1),
-                            else_=1,
-                        ),
-                        "window_start": stmt.excluded.window_start,
-                    },
-                ).returning(r.count)
-                return int(conn.execute(stmt).scalar_one())
-
-        return with_retries(run)
-
-    def record_command_audit(self, learner: str, entry: AuditEntry) -> None:
-        state = self.open_learner(learner, Phase.PASSIVE)
-        self.record_audit(state.id, entry)
-
     def delete_learner_data(self, learner_id: int) -> None:
         """Remove every trace, observation and posterior of a learner (used by tests/tools)."""
         with write_transaction(self.engine) as conn:
@@ -991,39 +849,6 @@ class SqlStore:
 
     def close(self) -> None:
         self.engine.dispose()
-
-
-def _stored_trace(row: Any, arms: tuple[ArmOutcomeRecord, ...]) -> StoredTrace:
-    try:
-        context = json.loads(row.context) if row.context else {}
-    except ValueError:
-        context = {}
-    return StoredTrace(
-        trace_id=row.trace_id,
-        run_id=row.run_id,
-        session_id=row.session_id,
-        session_key=row.session_key,
-        channel=row.channel,
-        conversation=row.conversation,
-        timestamp=int(row.timestamp),
-        provider=row.provider,
-        model=row.model,
-        is_baseline=bool(row.is_baseline),
-        phase=Phase(row.phase),
-        guard=SkipReason(row.guard) if row.guard else None,
-        usage=Usage(
-            int(row.usage_input),
-            int(row.usage_output),
-            int(row.usage_cache_read),
-            int(row.usage_total),
-        ),
-        duration_ms=int(row.duration_ms),
-        system_prompt_chars=int(row.system_prompt_chars),
-        aborted=bool(row.aborted),
-        error=row.error,
-        context=context,
-        arms=arms,
-    )
 
 
 __all__ = ["SqlStore"]

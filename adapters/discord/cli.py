@@ -1,10 +1,10 @@
 """`discord sync` and `discord run`: the Discord surface's command line.
 
-    python -m adapters.discord sync [--guild ID]... [--global] [--clear]
-    python -m adapters.discord run
+    learning-bot discord sync [--guild ID]... [--global] [--clear]
+    learning-bot discord run
 
-`add_arguments` and `run_command` let another command line (`learning-bot discord ...`) mount
-the same subcommands."""
+`add_arguments` declares the subcommands and `run_command` runs them; the `learning-bot`
+command line mounts both."""
 
 from __future__ import annotations
 
@@ -12,18 +12,15 @@ import argparse
 import asyncio
 import logging
 import sys
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, TextIO
+from collections.abc import Sequence
+from typing import TextIO
 
 import discord
 
 from adapters.discord.client import clear_commands, create_client, sync_commands
-from adapters.discord.settings import DiscordSettings, load_discord_settings, parse_snowflakes
-from engine.errors import InvalidConfig, LearningError
-
-if TYPE_CHECKING:
-    from bot.app import App
-    from bot.bus import CommandBus
+from adapters.discord.settings import DiscordSettings, parse_snowflakes
+from bot.bus import CommandBus
+from engine.errors import InvalidConfig
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -80,7 +77,7 @@ def sync_targets(args: argparse.Namespace, settings: DiscordSettings) -> list[in
 
 async def sync_from_cli(
     settings: DiscordSettings,
-    bus: CommandBus | App,
+    bus: CommandBus,
     targets: Sequence[int | None],
     *,
     clear: bool = False,
@@ -111,7 +108,7 @@ async def sync_from_cli(
 
 def run_command(
     args: argparse.Namespace,
-    app: App,
+    bus: CommandBus,
     settings: DiscordSettings,
     *,
     out: TextIO | None = None,
@@ -124,10 +121,10 @@ def run_command(
         if args.discord_command == "sync":
             return asyncio.run(
                 sync_from_cli(
-                    settings, app, sync_targets(args, settings), clear=args.clear, out=out
+                    settings, bus, sync_targets(args, settings), clear=args.clear, out=out
                 )
             )
-        client = create_client(settings, app)
+        client = create_client(settings, bus)
         client.run(
             settings.require_token(),
             log_handler=logging.StreamHandler(err),
@@ -148,31 +145,3 @@ def run_command(
     except discord.HTTPException as exc:
         print(f"learning-bot discord: Discord answered {exc.status}: {exc.text[:200]}", file=err)
         return EXIT_ERROR
-
-
-def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
-    """`python -m adapters.discord ...`: reads the same settings as `learning-bot`."""
-    parser = argparse.ArgumentParser(
-        prog="python -m adapters.discord", description="The Discord surface of learning-bot."
-    )
-    parser.add_argument("--database-url", help="SQLAlchemy URL (else LEARNING_BOT_DATABASE_URL)")
-    parser.add_argument("--learner", help="the default learner name")
-    parser.add_argument("--config", help="a JSON or TOML config file")
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    from bot.app import build_app
-    from bot.settings import load_settings
-
-    try:
-        settings = load_discord_settings(env)
-        bot_settings = load_settings(
-            env, database_url=args.database_url, learner=args.learner, config_path=args.config
-        )
-        app = build_app(bot_settings)
-    except LearningError as exc:
-        print(f"learning-bot discord: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        return run_command(args, app, settings)
-    finally:
-        app.close()

@@ -4,18 +4,17 @@ answers, and the explicit command sync (never done on start-up: Discord rate-lim
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 import discord
 from discord import app_commands
 
 from adapters.discord.commands import GROUP_NAME, LearningCommands
+from adapters.discord.render import NO_MENTIONS, Interaction
 from adapters.discord.settings import DiscordSettings
-from adapters.discord.surface import NO_MENTIONS, DiscordSurface, Interaction
+from adapters.discord.surface import DiscordSurface
 from bot.bus import CommandBus
-
-if TYPE_CHECKING:
-    from bot.app import App
 
 log = logging.getLogger("learning_bot.discord")
 
@@ -55,13 +54,28 @@ class LearningClient(discord.Client):
         await self.surface.route_orphan_click(interaction)
 
 
-def create_client(
-    settings: DiscordSettings, bus: CommandBus | App, **options: Any
-) -> LearningClient:
-    """The Discord surface over a command bus (or an App's bus). Start it with
+def create_client(settings: DiscordSettings, bus: CommandBus, **options: Any) -> LearningClient:
+    """The Discord surface over a command bus. Start it with
     `client.run(settings.require_token())`; register its commands with `sync_commands`."""
-    command_bus = bus if isinstance(bus, CommandBus) else bus.bus
-    return LearningClient(DiscordSurface(command_bus, settings), **options)
+    return LearningClient(DiscordSurface(bus, settings), **options)
+
+
+class DiscordService:
+    """The Discord surface as a server runs it (the `bot.surface.Surface` contract): it
+    connects out to the gateway, so it mounts no routes."""
+
+    name = "discord"
+    routes: Sequence[object] = ()
+
+    def __init__(self, settings: DiscordSettings, bus: CommandBus, **options: Any) -> None:
+        self.settings = settings
+        self.client = create_client(settings, bus, **options)
+
+    async def run(self) -> None:
+        await self.client.start(self.settings.require_token())
+
+    async def stop(self) -> None:
+        await self.client.close()
 
 
 async def sync_commands(

@@ -9,10 +9,10 @@ from typing import Literal
 import discord
 from discord import app_commands
 
+from adapters.discord.render import Interaction
 from adapters.discord.surface import (
     MAX_ARM_CHARS,
     DiscordSurface,
-    Interaction,
     option_bool,
     option_choice,
     option_int,

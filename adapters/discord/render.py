@@ -6,11 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 import discord
 
 from bot.render_text import render_table
 from bot.replies import Actions, Fields, Heading, Reply, ReplyKind, Table, Text, Visibility
+
+Interaction: TypeAlias = discord.Interaction[discord.Client]
+NO_MENTIONS = discord.AllowedMentions.none()
+"""Replies never ping anyone: arm ids and labels are user text."""
 
 CONTENT_LIMIT = 2000
 TITLE_LIMIT = 256

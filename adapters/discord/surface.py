@@ -11,17 +11,18 @@ import asyncio
 import logging
 import re
 import shlex
-import unicodedata
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any
 
 import discord
 from discord import app_commands
 
 from adapters.discord.render import (
     DEFAULT_MORE_HINT,
+    NO_MENTIONS,
     DiscordMessage,
+    Interaction,
     render_notice,
     render_reply,
 )
@@ -29,24 +30,24 @@ from adapters.discord.settings import DiscordSettings
 from bot.bus import Actor, CommandBus, Invocation
 from bot.commands import (
     MAX_RESET_ARMS,
+    ArmNamesQuery,
     CancelCommand,
     Command,
     ConfirmCommand,
-    HelpCommand,
     ResetCommand,
     clean_input,
 )
+from bot.errors import FORBIDDEN
 from bot.replies import Reply, ReplyKind
-from engine.errors import Forbidden, LearningError
+from engine.errors import LearningError
+from engine.text import strip_controls
 
 if TYPE_CHECKING:
     from adapters.discord.views import ConfirmView
 
 log = logging.getLogger("learning_bot.discord")
 
-Interaction: TypeAlias = discord.Interaction[discord.Client]
 SURFACE = "discord"
-NO_MENTIONS = discord.AllowedMentions.none()
 AUTOCOMPLETE_LIMIT = 25
 CHOICE_LIMIT = 100
 AUTOCOMPLETE_BUDGET = 2.0
@@ -152,7 +153,7 @@ def reset_command(value: object) -> ResetCommand:
 def _choice_name(arm_id: str, label: str) -> str:
     last = arm_id.rsplit(":", 1)[-1]
     name = arm_id if label in ("", last) else f"{label} — {arm_id}"
-    name = "".join(" " if unicodedata.category(ch)[0] == "C" else ch for ch in name).strip()
+    name = strip_controls(name).strip()
     return name if len(name) <= CHOICE_LIMIT else name[: CHOICE_LIMIT - 3] + "..."
 
 
@@ -263,14 +264,12 @@ class DiscordSurface:
     async def run(self, interaction: Interaction, command: Command, *, public: bool) -> None:
         """Run one /learning subcommand and answer it."""
         invocation = self.invocation(interaction, command)
-        try:
-            self.bus.check_allowed(invocation, command)
-        except Forbidden as exc:
-            raise Refused(f"{exc} {ADMIN_HINT}") from None
         outcome = await self._dispatch(interaction, invocation, thinking_ephemeral=not public)
         if outcome is None:
             return
         reply, deferred = outcome
+        if reply.error_code == FORBIDDEN.code:
+            raise Refused(f"{reply.summary} {ADMIN_HINT}")
         message = render_reply(reply, more_hint=self.more_hint)
         view = self._confirm_view(interaction, reply, command)
         try:
@@ -376,7 +375,7 @@ class DiscordSurface:
         except LearningError as exc:
             log.warning("could not look up confirmation %s...: %s", token[:6], exc)
             return False
-        return pending is not None and pending.used_at is None
+        return pending is not None and pending.get("used_at") is None
 
     async def resolve(
         self,
@@ -388,16 +387,13 @@ class DiscordSurface:
     ) -> None:
         """A click on confirm or cancel. The bus spends the confirmation exactly once (across
         replicas too); the clicker's admin rights are checked again here and in the bus."""
-        if pending is not None and isinstance(command, ConfirmCommand):
-            try:
-                self.bus.check_allowed(self.invocation(interaction, pending), pending)
-            except Forbidden as exc:
-                await self.notice(interaction, f"{exc} {ADMIN_HINT}")
-                return
         outcome = await self._dispatch(interaction, self.invocation(interaction, command))
         if outcome is None:
             return
         reply, deferred = outcome
+        if reply.error_code == FORBIDDEN.code:
+            await self.notice(interaction, f"{reply.summary} {ADMIN_HINT}")
+            return
         if not reply.data.get("replacesPrompt"):
             message = render_reply(reply, more_hint=self.more_hint)
             await self._send_private(interaction, message, deferred=deferred)
@@ -449,8 +445,8 @@ class DiscordSurface:
     # -- autocomplete ------------------------------------------------------------------------
 
     def _arm_names(self, invocation: Invocation) -> list[tuple[str, str]]:
-        service = self.bus.service_for(invocation)
-        return [(view.arm_id, view.label) for view in service.posteriors()]
+        reply = self.bus.dispatch(invocation)
+        return [(str(arm_id), str(label)) for arm_id, label in reply.data.get("arms", [])]
 
     async def arm_choices(
         self, interaction: Interaction, current: str, *, several: bool = False
@@ -458,7 +454,7 @@ class DiscordSurface:
         """Suggestions from this guild's learner; none (never an error) when it is slow."""
         if interaction.guild_id is None:
             return []
-        invocation = self.invocation(interaction, HelpCommand())
+        invocation = self.invocation(interaction, ArmNamesQuery())
         try:
             arms = await asyncio.wait_for(
                 asyncio.to_thread(self._arm_names, invocation), timeout=AUTOCOMPLETE_BUDGET

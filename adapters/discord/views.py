@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import discord
 
-from adapters.discord.render import clip
-from adapters.discord.surface import NO_MENTIONS, DiscordSurface, Interaction
+from adapters.discord.render import NO_MENTIONS, Interaction, clip
 from bot.commands import CancelCommand, Command, ConfirmCommand
 from bot.replies import Action
 
@@ -24,6 +23,27 @@ STYLES = {
 EXPIRED_TEXT = "Expired: nothing changed. Run the command again if you still want it."
 
 Edit = Callable[..., Awaitable[Any]]
+
+
+class ClickHandler(Protocol):
+    """What the buttons need from the surface that showed them."""
+
+    async def resolve(
+        self,
+        interaction: Interaction,
+        command: ConfirmCommand | CancelCommand,
+        *,
+        pending: Command | None = None,
+        view: ConfirmView | None = None,
+    ) -> None: ...
+
+    def claim_click(self, interaction: Interaction) -> None: ...
+
+    async def notice(self, interaction: Interaction, text: str) -> None: ...
+
+    async def expire(self, token: str) -> bool: ...
+
+    async def report_failure(self, interaction: Interaction, error: Exception) -> None: ...
 
 
 def button_id(action: Action) -> str:
@@ -56,7 +76,7 @@ class ConfirmView(discord.ui.View):
 
     def __init__(
         self,
-        surface: DiscordSurface,
+        surface: ClickHandler,
         *,
         invoker_id: int,
         invoker_name: str,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -14,25 +15,31 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from bot.app import App
-from bot.bus import Actor, Invocation
-from bot.commands import PhaseCommand, ResetCommand
+from bot.bus import CommandBus
+from bot.commands import Command, PhaseCommand, ResetCommand, RewardCommand
+from bot.errors import error_kind, kind_of_code, user_message
+from bot.invocation import Actor, Invocation
 from bot.replies import Reply, ReplyKind
-from engine.config import Phase
-from engine.errors import (
-    Ambiguous,
-    Forbidden,
-    InvalidInput,
-    LearningError,
-    NotFound,
-    Unavailable,
+from bot.shapes import (
+    arm_json,
+    bucket_json,
+    config_json,
+    observe_json,
+    selection_json,
+    summary_json,
+    trace_json,
 )
+from engine.config import Phase
+from engine.errors import Ambiguous, InvalidInput
+from engine.records import arms_from_json, report_from_json
 from engine.service import LearningService
-from engine.wire import arms_from_list, report_from_dict, trace_to_dict
+
+log = logging.getLogger("learning_bot.http")
 
 BASE = "/__openclaw__/api/learning"
 API_ACTOR = Actor("api", "api", is_admin=True)
 MAX_BATCH = 1000
+MAX_RESET_ARMS = 1000
 
 
 @dataclass(frozen=True)
@@ -59,17 +66,17 @@ def error(status: int, message: str, **extra: Any) -> JSONResponse:
 class Api:
     """Route handlers bound to the application and its settings."""
 
-    def __init__(self, app: App, settings: HttpSettings) -> None:
-        self.app = app
+    def __init__(self, bus: CommandBus, settings: HttpSettings) -> None:
+        self.bus = bus
         self.settings = settings
 
     # -- plumbing ------------------------------------------------------------------------------
 
     def service(self, request: Request) -> LearningService:
-        learner = request.query_params.get("learner") or self.app.settings.learner
+        learner = request.query_params.get("learner") or self.bus.settings.default_learner
         if len(learner) > 128:
             raise ApiError(400, "learner must be at most 128 characters")
-        return self.app.service(learner)
+        return self.bus.services.get(learner)
 
     def authorise(self, request: Request) -> None:
         token = self.settings.api_token
@@ -115,18 +122,12 @@ class Api:
                 result = await fn(request)
             except ApiError as exc:
                 return error(exc.status, str(exc), **exc.extra)
-            except Unavailable as exc:
-                return error(503, f"storage is unavailable; try again shortly ({exc})")
-            except Ambiguous as exc:
-                return error(400, str(exc), candidates=list(exc.candidates))
-            except NotFound as exc:
-                return error(404, str(exc))
-            except Forbidden as exc:
-                return error(403, str(exc))
-            except InvalidInput as exc:
-                return error(400, str(exc))
-            except LearningError as exc:
-                return error(409, str(exc))
+            except Exception as exc:
+                kind = error_kind(exc)
+                if kind.code == "internal":
+                    log.exception("%s %s failed", request.method, request.url.path)
+                extra = {"candidates": list(exc.candidates)} if isinstance(exc, Ambiguous) else {}
+                return error(kind.http_status, user_message(exc), **extra)
             if isinstance(result, Response):
                 return result
             return JSONResponse(result)
@@ -140,26 +141,24 @@ class Api:
 
     async def summary(self, request: Request) -> Any:
         service = self.service(request)
-        return (await self.call(service.summary)).to_dict()
+        return summary_json(await self.call(service.summary))
 
     async def config(self, request: Request) -> Any:
         service = self.service(request)
         await self.call(service.refresh)
-        data = service.config.to_dict()
-        data.pop("metaTools", None)
-        return data
+        return config_json(service.config)
 
     async def posteriors(self, request: Request) -> Any:
         service = self.service(request)
         views = await self.call(service.posteriors)
-        return [v.to_dict() for v in views]
+        return [arm_json(v) for v in views]
 
     async def traces(self, request: Request) -> Any:
         service = self.service(request)
         limit = _int_param(request, "limit", 100, 1, 1000)
         offset = _int_param(request, "offset", 0, 0, 10**12)
         page, total = await self.call(service.traces, limit, offset)
-        return {"traces": [trace_to_dict(t) for t in page], "total": total}
+        return {"traces": [trace_json(t) for t in page], "total": total}
 
     async def timeseries(self, request: Request) -> Any:
         service = self.service(request)
@@ -170,20 +169,11 @@ class Api:
         if window not in ("1h", "1d"):
             raise ApiError(400, "window must be 1h or 1d")
         buckets = await self.call(service.timeseries, metric, window)
-        out = []
-        for b in buckets:
-            item: dict[str, Any] = {"t": b.t, "value": b.value}
-            if b.arm_id is not None:
-                item["armId"] = b.arm_id
-            out.append(item)
-        return {"buckets": out}
+        return {"buckets": [bucket_json(b) for b in buckets]}
 
     async def healthz(self, request: Request) -> Any:
         service = self.service(request)
-        try:
-            await self.call(service.refresh, True)
-        except Unavailable as exc:
-            return JSONResponse({"ok": False, "database": str(exc)}, status_code=503)
+        await self.call(service.refresh, True)
         return {"ok": True, "database": "reachable", "learner": service.learner}
 
     # -- agent runtimes ------------------------------------------------------------------------
@@ -198,13 +188,13 @@ class Api:
     def _select(service: LearningService, data: Any) -> Any:
         if not isinstance(data, dict):
             raise ApiError(400, "the body must be a JSON object with arms")
-        arms = arms_from_list(data.get("arms"))
+        arms = arms_from_json(data.get("arms"))
         if not arms:
             raise ApiError(400, "arms (non-empty array) is required")
         context = data.get("context")
         if context is not None and not isinstance(context, dict):
             raise ApiError(400, "context must be an object")
-        return service.select(arms, context).to_dict()
+        return selection_json(service.select(arms, context))
 
     async def observe(self, request: Request) -> Any:
         data = await self.body(request)
@@ -222,13 +212,28 @@ class Api:
             reports = []
             for i, item in enumerate(raw):
                 try:
-                    reports.append(report_from_dict(item))
+                    reports.append(report_from_json(item))
                 except InvalidInput as exc:
                     raise ApiError(400, f"reports[{i}]: {exc}") from None
-            return {"results": [r.to_dict() for r in service.observe_many(reports)]}
-        return service.observe(report_from_dict(data)).to_dict()
+            return {"results": [observe_json(r) for r in service.observe_many(reports)]}
+        return observe_json(service.observe(report_from_json(data)))
 
-    # -- chat-equivalent commands --------------------------------------------------------------
+    # -- commands, through the bus -------------------------------------------------------------
+
+    async def _dispatch(self, request: Request, command: Command | str, **kwargs: Any) -> Reply:
+        learner = request.query_params.get("learner") or None
+        kwargs.setdefault("actor", API_ACTOR)
+        kwargs.setdefault("interactive", False)
+        invocation = Invocation("api", command=command, learner=learner, **kwargs)
+        reply: Reply = await run_in_threadpool(self.bus.dispatch, invocation)
+        return reply
+
+    async def _command(self, request: Request, command: Command, **kwargs: Any) -> Reply:
+        """Dispatch and turn an error reply into its status from the error table."""
+        reply = await self._dispatch(request, command, **kwargs)
+        if reply.kind is ReplyKind.ERROR:
+            raise ApiError(kind_of_code(reply.error_code).http_status, reply.summary)
+        return reply
 
     async def reward(self, request: Request) -> Any:
         data = await self.body(request)
@@ -249,21 +254,32 @@ class Api:
         if reason is not None and not isinstance(reason, str):
             raise ApiError(400, "reason must be a string")
         actor = data.get("actor", "api")
-        if not isinstance(actor, str):
-            raise ApiError(400, "actor must be a string")
-        service = self.service(request)
-        result = await self.call(
-            service.reward, arm, float(value), actor=actor or "api", reason=reason
+        if not isinstance(actor, str) or not actor or len(actor) > 128:
+            raise ApiError(400, "actor must be a string of 1-128 characters")
+        reply = await self._command(
+            request,
+            RewardCommand(arm=arm, value=float(value), reason=reason),
+            actor=Actor(f"api:{actor}", actor, is_admin=True),
         )
-        return {"ok": True, "arm_id": result.arm_ids[0], "reward": result.value, "lagged": True}
-
-    async def _through_bus(self, request: Request, command: Any) -> Reply:
-        learner = request.query_params.get("learner") or None
-        invocation = Invocation("api", API_ACTOR, command, learner=learner)
-        reply: Reply = await run_in_threadpool(self.app.bus.dispatch, invocation)
-        return reply
+        (arm_view,) = reply.data["arms"][:1] or [None]
+        out: dict[str, Any] = {
+            "ok": True,
+            "arm_id": reply.data["armIds"][0],
+            "reward": reply.data["value"],
+            "lagged": True,
+        }
+        if arm_view is not None:
+            out.update(
+                alpha=arm_view["alpha"],
+                beta=arm_view["beta"],
+                mean=arm_view["mean"],
+                pulls=arm_view["pulls"],
+            )
+        return out
 
     async def reset(self, request: Request) -> Any:
+        """Reset every arm (`{}`) or the listed ones, at once: the calling client confirms
+        on its own side, as the original learning layer's clients do."""
         data = await self.body(request)
         if not isinstance(data, dict):
             raise ApiError(400, "the body must be a JSON object")
@@ -272,24 +288,26 @@ class Api:
             not isinstance(raw, list) or not raw or not all(isinstance(a, str) for a in raw)
         ):
             raise ApiError(400, "arm_ids must be a non-empty array of strings")
-        confirm = data.get("confirm", False)
-        if not isinstance(confirm, bool):
-            raise ApiError(400, "confirm must be true or false")
-        command = ResetCommand(arms=tuple(raw) if raw else None, confirm=confirm)
-        reply = await self._through_bus(request, command)
-        if reply.kind is ReplyKind.CONFIRM:
-            await self._cancel(request, reply)
-            raise ApiError(
-                409,
-                'reset needs "confirm": true',
-                wouldReset=reply.data.get("armCount"),
-                detail=reply.summary,
-            )
-        _raise_for(reply)
+        if raw is not None and len(raw) > MAX_RESET_ARMS:
+            raise ApiError(400, f"arm_ids: at most {MAX_RESET_ARMS} arms per reset")
+        reply = await self._command(
+            request, ResetCommand(arms=tuple(raw) if raw else None, confirm=True)
+        )
         return {
             "learner": reply.data["learner"],
             "reset_count": reply.data["reset_count"],
             "arm_ids": reply.data["arm_ids"],
+        }
+
+    async def undo_reset(self, request: Request) -> Any:
+        """Undo the last reset (what the dashboard's Undo button calls)."""
+        await self.body(request)
+        reply = await self._command(request, ResetCommand(undo=True, confirm=True))
+        return {
+            "learner": reply.data["learner"],
+            "reset_count": reply.data["reset_count"],
+            "arm_ids": reply.data.get("arm_ids", []),
+            "undone": True,
         }
 
     async def phase(self, request: Request) -> Any:
@@ -302,11 +320,9 @@ class Api:
         confirm = data.get("confirm", False)
         if not isinstance(confirm, bool):
             raise ApiError(400, "confirm must be true or false")
-        reply = await self._through_bus(request, PhaseCommand(Phase(raw), confirm=confirm))
+        reply = await self._command(request, PhaseCommand(Phase(raw), confirm=confirm))
         if reply.kind is ReplyKind.CONFIRM:
-            await self._cancel(request, reply)
             raise ApiError(409, 'changing the phase needs "confirm": true', detail=reply.summary)
-        _raise_for(reply)
         return {
             "phase": reply.data.get("phase", raw),
             "previous": reply.data.get("previous", raw),
@@ -326,7 +342,7 @@ class Api:
         actor_name = data.get("actor", "api")
         if not isinstance(actor_name, str) or not actor_name or len(actor_name) > 128:
             raise ApiError(400, "actor must be a string of 1-128 characters")
-        command: Any
+        command: Command | str
         if "confirm" in data or "cancel" in data:
             token = data.get("confirm", data.get("cancel"))
             if not isinstance(token, str) or not token or len(token) > 64:
@@ -340,32 +356,14 @@ class Api:
         conversation = data.get("conversation", "")
         if not isinstance(conversation, str) or len(conversation) > 256:
             raise ApiError(400, "conversation must be a string of at most 256 characters")
-        learner = request.query_params.get("learner") or None
-        actor = Actor(f"api:{actor_name}", actor_name, is_admin=True)
-        invocation = Invocation("api", actor, command, conversation=conversation, learner=learner)
-        reply: Reply = await run_in_threadpool(self.app.bus.dispatch, invocation)
+        reply = await self._dispatch(
+            request,
+            command,
+            actor=Actor(f"api:{actor_name}", actor_name, is_admin=True),
+            conversation=conversation,
+            interactive=True,
+        )
         return reply.to_dict()
-
-    async def _cancel(self, request: Request, reply: Reply) -> None:
-        from bot.commands import CancelCommand
-
-        for action in reply.actions:
-            if action.command == "cancel":
-                await self._through_bus(request, CancelCommand(action.token))
-                return
-
-
-def _raise_for(reply: Reply) -> None:
-    if reply.kind is ReplyKind.ERROR:
-        message = reply.summary
-        if reply.data.get("forbidden"):
-            raise ApiError(403, message)
-        lowered = message.lower()
-        if lowered.startswith("unknown arm") or "no reset to undo" in lowered:
-            raise ApiError(404 if lowered.startswith("unknown arm") else 409, message)
-        if lowered.startswith("storage is unavailable"):
-            raise ApiError(503, message)
-        raise ApiError(400, message)
 
 
 def _refuse_constant(name: str) -> Any:

@@ -16,7 +16,7 @@ from starlette.routing import BaseRoute, Route
 
 from adapters.http.api import BASE, Api, HttpSettings
 from adapters.http.openapi import openapi_document
-from bot.app import App
+from bot.bus import CommandBus
 
 READ = ("GET",)
 WRITE = ("POST",)
@@ -28,11 +28,11 @@ def dashboard_html(refresh_seconds: int = 30) -> str:
 
 
 def create_app(
-    app: App, settings: HttpSettings | None = None, extra_routes: Sequence[BaseRoute] = ()
+    bus: CommandBus, settings: HttpSettings | None = None, extra_routes: Sequence[object] = ()
 ) -> Starlette:
     """The Starlette application serving the learning API under BASE."""
     settings = settings or HttpSettings()
-    api = Api(app, settings)
+    api = Api(bus, settings)
     page = dashboard_html(settings.refresh_seconds)
     spec = openapi_document()
 
@@ -58,6 +58,7 @@ def create_app(
         Route(f"{BASE}/dashboard", dashboard, methods=READ),
         Route(f"{BASE}/openapi.json", openapi, methods=READ),
         Route(f"{BASE}/summary", api.handler(api.summary), methods=READ),
+        Route(f"{BASE}/metrics", api.handler(api.summary), methods=READ),
         Route(f"{BASE}/config", api.handler(api.config), methods=READ),
         Route(f"{BASE}/posteriors", api.handler(api.posteriors), methods=READ),
         Route(f"{BASE}/traces", api.handler(api.traces), methods=READ),
@@ -67,10 +68,11 @@ def create_app(
         Route(f"{BASE}/observe", api.handler(api.observe, mutating=True), methods=WRITE),
         Route(f"{BASE}/reward", api.handler(api.reward, mutating=True), methods=WRITE),
         Route(f"{BASE}/reset", api.handler(api.reset, mutating=True), methods=WRITE),
+        Route(f"{BASE}/reset/undo", api.handler(api.undo_reset, mutating=True), methods=WRITE),
         Route(f"{BASE}/phase", api.handler(api.phase, mutating=True), methods=WRITE),
         Route(f"{BASE}/command", api.handler(api.command, mutating=True), methods=WRITE),
         Route("/", root, methods=READ),
-        *extra_routes,
+        *(route for route in extra_routes if isinstance(route, BaseRoute)),
     ]
 
     async def not_found(request: Request, exc: Exception) -> Response:

@@ -11,15 +11,13 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-
-from starlette.routing import BaseRoute
 
 from adapters.http.api import BASE, HttpSettings
 from adapters.http.app import create_app
-from bot.app import App
+from bot.bus import CommandBus
+from bot.surface import Surface
 from engine.errors import InvalidConfig
 
 log = logging.getLogger("learning_bot.serve")
@@ -55,33 +53,30 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-@dataclass
-class Surface:
-    """A chat surface that runs beside the HTTP server."""
+class SurfaceFailed(Exception):
+    """A surface's `run()` raised (or returned before it was asked to stop)."""
 
-    name: str
-    routes: list[BaseRoute] = field(default_factory=list)
-    run: Callable[[], Coroutine[Any, Any, None]] | None = None
-    stop: Callable[[], Coroutine[Any, Any, None]] | None = None
-
-
-SurfaceFactory = Callable[[App], "Surface | None"]
+    def __init__(self, name: str, cause: BaseException | None) -> None:
+        detail = f"{type(cause).__name__}: {cause}" if cause is not None else "it stopped"
+        super().__init__(f"the {name} surface failed: {detail}")
+        self.surface = name
 
 
 async def serve(
-    app: App,
+    bus: CommandBus,
     *,
     host: str = "127.0.0.1",
     port: int = 8787,
     settings: HttpSettings | None = None,
-    surfaces: list[Surface] | None = None,
+    surfaces: Sequence[Surface] = (),
     announce: Callable[[str], None] = print,
     ready: asyncio.Event | None = None,
     stop: asyncio.Event | None = None,
     sock: socket.socket | None = None,
 ) -> None:
     """Run until SIGINT/SIGTERM (or until the task is cancelled). With `sock`, serve on that
-    already bound socket (one of several worker processes sharing it)."""
+    already bound socket (one of several worker processes sharing it). A surface that fails
+    stops everything and raises SurfaceFailed naming it."""
     import uvicorn
 
     settings = settings or http_settings()
@@ -91,9 +86,8 @@ async def serve(
             f"refusing to listen on {host} without LEARNING_BOT_API_TOKEN: anyone could "
             "reset posteriors; set a token or bind to 127.0.0.1",
         )
-    surfaces = surfaces or []
     routes = [route for s in surfaces for route in s.routes]
-    asgi = create_app(app, settings, extra_routes=routes)
+    asgi = create_app(bus, settings, extra_routes=routes)
     config = uvicorn.Config(
         asgi,
         host=host,
@@ -127,10 +121,10 @@ async def serve(
         )
     live = ["http"] + [s.name for s in surfaces]
     announce(f"learning-bot: live surfaces: {', '.join(live)}")
-    tasks = [asyncio.create_task(server.serve(sockets=[sock] if sock else None), name="http")]
+    http_task = asyncio.create_task(server.serve(sockets=[sock] if sock else None), name="http")
+    tasks: dict[asyncio.Task[Any], str] = {http_task: "http"}
     for surface in surfaces:
-        if surface.run is not None:
-            tasks.append(asyncio.create_task(surface.run(), name=surface.name))
+        tasks[asyncio.create_task(surface.run(), name=surface.name)] = surface.name
 
     async def signal_ready() -> None:
         while not server.started:
@@ -139,27 +133,35 @@ async def serve(
             ready.set()
 
     watcher = asyncio.create_task(signal_ready())
+    stop_wait = asyncio.create_task(stopping.wait())
+    failed: SurfaceFailed | None = None
     try:
-        done, _ = await asyncio.wait(
-            [*tasks, asyncio.create_task(stopping.wait())], return_when=asyncio.FIRST_COMPLETED
-        )
-        for task in done:
-            if task in tasks and task.exception() is not None:
-                log.error("%s stopped: %s", task.get_name(), task.exception())
+        done, _ = await asyncio.wait([*tasks, stop_wait], return_when=asyncio.FIRST_COMPLETED)
+        if not stopping.is_set():
+            # Nothing asked us to stop, so a task that ended (returned or raised) failed.
+            for task in done:
+                if task in tasks:
+                    cause = None if task.cancelled() else task.exception()
+                    failed = SurfaceFailed(tasks[task], cause)
+                    log.error("%s", failed)
+                    break
     finally:
         request_stop()
         for surface in surfaces:
-            if surface.stop is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(surface.stop(), SHUTDOWN_SECONDS)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(surface.stop(), SHUTDOWN_SECONDS)
         pending = [t for t in tasks if not t.done()]
         if pending:
             _, still = await asyncio.wait(pending, timeout=SHUTDOWN_SECONDS + 0.5)
             for task in still:
                 task.cancel()
+        stop_wait.cancel()
         watcher.cancel()
         for sig in installed:
             loop.remove_signal_handler(sig)
+    if failed is not None:
+        announce(f"learning-bot: stopped: {failed}")
+        raise failed
     announce("learning-bot: stopped")
 
 

@@ -11,7 +11,6 @@ only for our own labels, for field values made of harmless characters, and insid
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -29,6 +28,7 @@ from bot.replies import (
     Text,
     Visibility,
 )
+from engine.text import strip_controls
 
 MAX_BLOCKS = 50
 MAX_SECTION_CHARS = 3000
@@ -77,10 +77,7 @@ class SlackMessage:
 
 def clean(text: str) -> str:
     """Control and format characters become spaces (newlines and tabs are kept)."""
-    return "".join(
-        ch if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp") else " "
-        for ch in text
-    )
+    return strip_controls(text, keep="\n\t")
 
 
 def escape_mrkdwn(text: str) -> str:

@@ -16,7 +16,7 @@ from adapters.slack.app import SlackSurface, create_surface
 from adapters.slack.http import slack_routes
 from adapters.slack.settings import SlackSettings, slack_settings_from_env
 from adapters.slack.socket_mode import start_socket_mode
-from bot.app import App
+from bot.bus import CommandBus
 
 STOP_SECONDS = 10.0
 
@@ -40,6 +40,7 @@ class SlackService:
     surface: SlackSurface
     routes: list[BaseRoute] = field(default_factory=list)
     _handler: AsyncSocketModeHandler | None = None
+    name: str = "slack"
 
     async def run(self) -> None:
         if not self.settings.socket_mode:
@@ -55,14 +56,16 @@ class SlackService:
         await self.surface.wait_for_follow_ups(STOP_SECONDS)
 
 
-def slack_service(app: App, env: Mapping[str, str] | None = None) -> SlackService:
-    """The Slack surface over `app`'s command bus, configured from SLACK_* variables (the
-    multi-workspace install keeps its installations in `app`'s database)."""
+def slack_service(
+    bus: CommandBus,
+    env: Mapping[str, str] | None = None,
+    *,
+    installation_engine: Engine | None = None,
+) -> SlackService:
+    """The Slack surface over a command bus, configured from SLACK_* variables. The
+    multi-workspace install keeps its installations in `installation_engine`'s database."""
     settings = slack_settings_from_env(env)
-    engine = getattr(app.store, "engine", None)
-    bolt, surface = create_surface(
-        settings, app.bus, engine=engine if isinstance(engine, Engine) else None
-    )
+    bolt, surface = create_surface(settings, bus, engine=installation_engine)
     # In Socket Mode nothing is posted to us, and there may be no signing secret to check.
     routes = slack_routes(bolt, events=not settings.socket_mode)
     return SlackService(settings, bolt, surface, routes)

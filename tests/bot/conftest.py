@@ -7,7 +7,9 @@ import pytest
 from bot.bus import Actor, BusSettings, CommandBus, Invocation, LearnerServices
 from bot.replies import Reply
 from engine import LearningConfig, Phase
+from engine.service import LearningService
 from storage import SqlStore
+from storage.command_log import SqlCommandLog
 
 ADMIN = Actor("U-admin", "Ada", is_admin=True)
 MEMBER = Actor("U-member", "Max")
@@ -21,10 +23,19 @@ def store(database_url: str) -> Iterator[SqlStore]:
     s.close()
 
 
+def make_bus(store: SqlStore, settings: BusSettings) -> CommandBus:
+    """A bus over `store` whose learners start active and re-read storage on every use."""
+    config = LearningConfig(phase=Phase.ACTIVE)
+
+    def make(learner: str) -> LearningService:
+        return LearningService(store, config, learner=learner, cache_ttl=0)
+
+    return CommandBus(LearnerServices(make, config), SqlCommandLog(store.engine), settings)
+
+
 @pytest.fixture
 def bus(store: SqlStore) -> CommandBus:
-    services = LearnerServices(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)
-    return CommandBus(services, store, BusSettings(admins=frozenset({"U-listed"})))
+    return make_bus(store, BusSettings(admins=frozenset({"U-listed"})))
 
 
 def say(

@@ -11,7 +11,7 @@ from bot.replies import Reply, ReplyKind
 from engine import Arm, Phase, ReportedArm, RunReport, ToolCall, Usage
 from storage import SqlStore
 
-from .conftest import ADMIN, GUEST, MEMBER, Actor, say
+from .conftest import ADMIN, GUEST, MEMBER, Actor, make_bus, say
 
 ARMS = (
     *tuple(Arm(f"tool:t:T{i}", 100) for i in range(8)),
@@ -264,13 +264,9 @@ def test_reply_round_trips_through_json(bus: CommandBus) -> None:
 
 
 def test_scopes_map_to_learners(store: SqlStore) -> None:
-    from bot.bus import BusSettings, Invocation, LearnerServices
-    from engine import LearningConfig
+    from bot.bus import BusSettings, Invocation
 
-    services = LearnerServices(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)
-    bus = CommandBus(
-        services, store, BusSettings(learners={"T-a": "team-a", "discord:G1": "guild"})
-    )
+    bus = make_bus(store, BusSettings(learners={"T-a": "team-a", "discord:G1": "guild"}))
     assert bus.learner_for(Invocation("slack", ADMIN, "status", scope="T-a")) == "team-a"
     assert bus.learner_for(Invocation("discord", ADMIN, "status", scope="G1")) == "guild"
     assert bus.learner_for(Invocation("slack", ADMIN, "status", scope="other")) == "default"
@@ -279,11 +275,9 @@ def test_scopes_map_to_learners(store: SqlStore) -> None:
 
 
 def test_mutating_commands_are_rate_limited_per_actor(store: SqlStore) -> None:
-    from bot.bus import BusSettings, LearnerServices
-    from engine import LearningConfig
+    from bot.bus import BusSettings
 
-    services = LearnerServices(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)
-    bus = CommandBus(services, store, BusSettings(rate_limit=3))
+    bus = make_bus(store, BusSettings(rate_limit=3))
     observe(bus, "a", ["T1"])
     replies = [say(bus, "reward T1 good", actor=MEMBER) for _ in range(4)]
     assert [r.kind for r in replies[:3]] == [ReplyKind.OK] * 3
@@ -296,8 +290,8 @@ def test_mutating_commands_are_rate_limited_per_actor(store: SqlStore) -> None:
 
 
 def test_storage_outage_gets_a_clear_reply(store: SqlStore) -> None:
-    from bot.bus import BusSettings, LearnerServices
-    from engine import LearningConfig, Unavailable
+    from bot.bus import BusSettings
+    from engine import Unavailable
 
     class Down:
         def __getattr__(self, name: str) -> object:
@@ -306,11 +300,10 @@ def test_storage_outage_gets_a_clear_reply(store: SqlStore) -> None:
 
             return fail
 
-    services = LearnerServices(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)
-    bus = CommandBus(services, Down(), BusSettings())  # type: ignore[arg-type]
+    bus = make_bus(store, BusSettings())
     observe(bus, "a", ["T1"])
-    services.store = Down()  # type: ignore[assignment]
-    services.get("default").store = Down()  # type: ignore[assignment]
+    bus.commands = Down()  # type: ignore[assignment]
+    bus.services.get("default").store = Down()  # type: ignore[assignment]
     for text in ("status", "reward T1 good", "reset all confirm", "phase"):
         reply = say(bus, text, key=None)
         assert reply.kind is ReplyKind.ERROR, text

@@ -1,4 +1,4 @@
-"""The learning-quality options (packing, min_score, exploration, half_life), the forgetting
+"""The learning-quality options (packing, min_score, exploration), the forgetting
 math, the simulation study's workload knobs and oracle, and that the options pay off."""
 
 from __future__ import annotations
@@ -37,24 +37,19 @@ from engine.simulation import (
 
 def test_defaults_are_the_seed_algorithm() -> None:
     c = LearningConfig()
-    assert (c.packing, c.min_score, c.exploration, c.half_life) == ("score", 0.0, 1.0, None)
-    assert not {"packing", "minScore", "exploration", "halfLife"} & c.to_dict().keys()
+    assert (c.packing, c.min_score, c.exploration) == ("score", 0.0, 1.0)
+    assert not {"packing", "minScore", "exploration"} & c.to_dict().keys()
 
 
 def test_camel_case_round_trip() -> None:
-    data = {"packing": "score_per_token", "minScore": 0.05, "exploration": 0.25, "halfLife": 300}
+    data = {"packing": "score_per_token", "minScore": 0.05, "exploration": 0.25}
     c = LearningConfig.from_dict(data)
-    assert (c.packing, c.min_score, c.exploration, c.half_life) == (
-        "score_per_token",
-        0.05,
-        0.25,
-        300.0,
-    )
+    assert (c.packing, c.min_score, c.exploration) == ("score_per_token", 0.05, 0.25)
     out = c.to_dict()
-    assert {k: out[k] for k in data} == {**data, "halfLife": 300.0}
+    assert {k: out[k] for k in data} == data
     assert LearningConfig.from_dict(out) == c
     snake = c.to_dict(camel=False)
-    assert snake["min_score"] == 0.05 and snake["half_life"] == 300.0
+    assert snake["min_score"] == 0.05 and snake["exploration"] == 0.25
     assert LearningConfig.from_dict(snake) == c
 
 
@@ -69,11 +64,6 @@ def test_camel_case_round_trip() -> None:
         ({"minScore": math.nan}, "minScore"),
         ({"exploration": 2}, "exploration"),
         ({"exploration": "wide"}, "exploration"),
-        ({"halfLife": 0}, "halfLife"),
-        ({"halfLife": -5}, "halfLife"),
-        ({"halfLife": math.inf}, "halfLife"),
-        ({"half_life": "300"}, "half_life"),
-        ({"halfLife": False}, "halfLife"),
         ({"pooledPrior": 1}, "pooledPrior"),
         ({"pooled_prior": "yes"}, "pooled_prior"),
         ({"pooledPrior": None}, "pooledPrior"),
@@ -86,9 +76,12 @@ def test_invalid_options_name_their_field(data: dict[str, Any], field: str) -> N
     assert str(info.value).startswith(f"{field}:")
 
 
-def test_half_life_null_turns_forgetting_off() -> None:
-    c = LearningConfig.from_dict({"halfLife": 100}).merged({"halfLife": None})
-    assert c.half_life is None
+def test_half_life_is_not_a_setting_of_the_stored_learner() -> None:
+    """Forgetting is an argument of the simulation (`run_policy(half_life=...)`); stored
+    posteriors are exact sums, so a config asking for it is refused by name."""
+    with pytest.raises(InvalidConfig) as info:
+        LearningConfig.from_dict({"halfLife": 100})
+    assert info.value.field == "halfLife"
 
 
 # --- packing modes and threshold against a per-arm reference -----------------------------------

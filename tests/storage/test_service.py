@@ -23,7 +23,14 @@ from engine import (
     RunReport,
 )
 from engine.observation import MAX_ARMS_PER_RUN, MAX_TEXT_CHARS
-from engine.service import POSTERIOR_CSV_HEADER, TRACE_CSV_HEADER, LearningService
+from bot.export import (
+    POSTERIOR_CSV_HEADER,
+    TRACE_CSV_HEADER,
+    export_csv,
+    export_json,
+)
+from bot.shapes import summary_json
+from engine.service import LearningService
 from storage import SqlStore
 
 from .helpers import ARMS, report
@@ -311,7 +318,7 @@ def test_status_counts_savings_and_top_bottom(store: SqlStore) -> None:
     assert status.top[0].mean >= status.top[-1].mean
     assert status.bottom[0].mean <= status.bottom[-1].mean
     assert status.top[0].arm_id == "tool:t:T0"
-    summary = s.to_dict()
+    summary = summary_json(s)
     assert summary["baseline"]["tokenSavingsPercent"] == pytest.approx(40.0)
 
 
@@ -339,21 +346,27 @@ def test_traces_pagination_and_limits(active: LearningService) -> None:
 def test_export_json_and_csv(active: LearningService) -> None:
     for i in range(3):
         active.observe(report(f"t{i}"))
-    data = json.loads(active.export("json"))
+    text = "".join(export_json(active))
+    assert text.startswith("{\n  ") and text.count("\n") > 10, "indented by default"
+    data = json.loads(text)
     assert {t["traceId"] for t in data["traces"]} == {"t0", "t1", "t2"}
     assert set(data["traces"][0]) >= {"traceId", "arms", "usage", "isBaseline", "durationMs"}
     assert set(data["posteriors"][0]) == {"armId", "alpha", "beta", "pulls", "lastUpdated"}
-    assert "traces" not in json.loads(active.export("json", traces=False))
-    text = active.export("csv")
-    blocks = text.split("\r\n\r\n")
-    assert blocks[0].splitlines()[0] == TRACE_CSV_HEADER
-    assert blocks[1].splitlines()[0] == POSTERIOR_CSV_HEADER
-    rows = list(csv.reader(io.StringIO(blocks[1])))[1:]
+    compact = "".join(export_json(active, indent=False))
+    assert compact.count("\n") == 1 and json.loads(compact) == data
+    assert "traces" not in json.loads("".join(export_json(active, traces=False)))
+    assert "posteriors" not in json.loads("".join(export_json(active, posteriors=False)))
+    traces = "".join(export_csv(active, "traces"))
+    assert traces.splitlines()[0] == TRACE_CSV_HEADER
+    assert len(traces.splitlines()) == 4
+    posteriors = "".join(export_csv(active, "posteriors"))
+    assert posteriors.splitlines()[0] == POSTERIOR_CSV_HEADER
+    rows = list(csv.reader(io.StringIO(posteriors)))[1:]
     assert all(len(r[1].split(".")[1]) == 4 for r in rows)
     with pytest.raises(InvalidInput):
-        active.export("xml")
+        list(export_csv(active, "xml"))
     with pytest.raises(InvalidInput):
-        active.export("json", traces=False, posteriors=False)
+        list(export_json(active, traces=False, posteriors=False))
 
 
 def test_timeseries(active: LearningService) -> None:
@@ -421,11 +434,3 @@ def test_cache_sees_other_replicas_writes(store: SqlStore) -> None:
     assert snapshot(one)["tool:fs:Read"][2] == 1  # within the ttl: cached
     clock[0] += 2.0
     assert snapshot(one)["tool:fs:Read"][2] == 2  # after it: refreshed
-
-
-def test_half_life_is_refused_by_the_service_not_silently_ignored(store: SqlStore) -> None:
-    """Forgetting exists in the simulation only; a service configured with it would keep
-    every observation at full weight, so it refuses the option by name."""
-    with pytest.raises(InvalidConfig, match="halfLife"):
-        LearningService(store, LearningConfig(phase=Phase.ACTIVE, half_life=100))
-    LearningService(store, LearningConfig(phase=Phase.ACTIVE, exploration=0.1))

@@ -12,9 +12,9 @@ import discord
 import pytest
 
 from adapters.discord import DiscordSettings, LearningClient, create_client
-from bot.app import App
+from learning_bot.app import App
 from bot.bus import BusSettings, CommandBus, LearnerServices
-from bot.settings import Settings
+from learning_bot.settings import Settings
 from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
 from storage import SqlStore
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from bot.app import App
+from learning_bot.app import App
 from engine import Phase
 
 from .conftest import (

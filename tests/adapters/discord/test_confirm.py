@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from adapters.discord.views import EXPIRED_TEXT
-from bot.app import App
+from learning_bot.app import App
 from engine import Phase
 
 from .conftest import (

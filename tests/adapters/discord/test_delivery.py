@@ -14,7 +14,7 @@ import discord
 import pytest
 
 from adapters.discord import LearningClient, create_client
-from bot.app import App
+from learning_bot.app import App
 from bot.bus import CommandBus, Invocation
 from bot.commands import Command
 from bot.replies import Reply

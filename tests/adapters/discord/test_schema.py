@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from adapters.discord import DiscordSettings, command_schema, load_discord_settings
-from adapters.discord.cli import add_arguments, main, sync_from_cli, sync_targets
-from bot.app import App
+from adapters.discord.cli import add_arguments, sync_from_cli, sync_targets
+from learning_bot.app import App
 from engine.errors import InvalidConfig
 
 from .conftest import GUILD, OTHER_GUILD, SETTINGS, Harness
@@ -113,7 +113,7 @@ async def test_sync_to_one_guild_sends_the_documented_schema(
     fake: FakeDiscord, sqlite_app: App
 ) -> None:
     out = io.StringIO()
-    assert await sync_from_cli(SETTINGS, sqlite_app, [GUILD], out=out) == 0
+    assert await sync_from_cli(SETTINGS, sqlite_app.bus, [GUILD], out=out) == 0
     assert list(fake.synced) == [GUILD], "only that guild; nothing global"
     (sent,) = [c.body for c in fake.calls if c.kind == "sync"]
     assert isinstance(sent, list) and len(sent) == 1
@@ -122,10 +122,10 @@ async def test_sync_to_one_guild_sends_the_documented_schema(
 
 
 async def test_global_sync_and_clearing(fake: FakeDiscord, sqlite_app: App) -> None:
-    await sync_from_cli(SETTINGS, sqlite_app, [None], out=io.StringIO())
+    await sync_from_cli(SETTINGS, sqlite_app.bus, [None], out=io.StringIO())
     assert [c["name"] for c in fake.synced[None]] == ["learning"]
     check_against_readme(fake.synced[None][0])
-    await sync_from_cli(SETTINGS, sqlite_app, [GUILD], clear=True, out=io.StringIO())
+    await sync_from_cli(SETTINGS, sqlite_app.bus, [GUILD], clear=True, out=io.StringIO())
     assert fake.synced[GUILD] == []
     assert len(fake.synced[None]) == 1, "clearing a guild leaves the global commands"
 
@@ -146,15 +146,26 @@ def test_sync_targets() -> None:
         parse("sync", "--guild", "not-an-id")
 
 
+def run_cli(argv: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> int:
+    from learning_bot.cli import main
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return main(argv)
+
+
 async def test_the_command_line_syncs_the_configured_guilds(
-    fake: FakeDiscord, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    fake: FakeDiscord,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     env = {
         "DISCORD_TOKEN": BOT_TOKEN,
         "DISCORD_GUILD_IDS": f"{GUILD},{OTHER_GUILD}",
         "LEARNING_BOT_DATABASE_URL": f"sqlite:///{tmp_path}/cli.sqlite",
     }
-    code = await asyncio.to_thread(main, ["sync"], env)
+    code = await asyncio.to_thread(run_cli, ["discord", "sync"], env, monkeypatch)
     assert code == 0
     assert set(fake.synced) == {GUILD, OTHER_GUILD}
     for commands in fake.synced.values():
@@ -163,13 +174,16 @@ async def test_the_command_line_syncs_the_configured_guilds(
 
 
 async def test_a_refused_token_is_one_line(
-    fake: FakeDiscord, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    fake: FakeDiscord,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     env = {
         "DISCORD_TOKEN": "wrong",
         "LEARNING_BOT_DATABASE_URL": f"sqlite:///{tmp_path}/cli.sqlite",
     }
-    assert await asyncio.to_thread(main, ["sync"], env) == 1
+    assert await asyncio.to_thread(run_cli, ["discord", "sync"], env, monkeypatch) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "Discord refused DISCORD_TOKEN" in err
     assert fake.synced == {}

@@ -13,8 +13,8 @@ import pytest
 import uvicorn
 
 from adapters.http import HttpSettings, create_app
-from bot.app import App, build_app
-from bot.settings import Settings
+from learning_bot.app import App, build_app
+from learning_bot.settings import Settings
 from engine import LearningConfig, Phase
 
 TOKEN = "test-token-0123456789abcdef"

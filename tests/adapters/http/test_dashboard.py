@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from learning_bot.simulate import simulate
 
-from bot.simulate import simulate
 from engine import Arm, ReportedArm, RunReport, ToolCall
 
 from .conftest import Live, start_server, stop_server

@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from adapters.http.server import Surface, serve
-from bot.app import build_app
-from bot.settings import Settings
-from bot.surfaces import configured_surfaces
+from learning_bot.app import build_app
+from learning_bot.settings import Settings
+from learning_bot.surfaces import configured_surfaces
 
 EXE = str(Path(sys.executable).with_name("learning-bot"))
 

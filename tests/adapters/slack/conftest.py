@@ -26,8 +26,8 @@ from slack_sdk.signature import SignatureVerifier
 
 from adapters.slack import SlackSettings, create_app, create_asgi_app
 from adapters.slack.app import FOLLOW_UP_TASK
-from bot.app import App, build_app
-from bot.settings import Settings
+from learning_bot.app import App, build_app
+from learning_bot.settings import Settings
 from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
 
 from .fake_slack import FakeSlack

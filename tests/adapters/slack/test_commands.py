@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from bot.app import App
+from learning_bot.app import App
 from engine import Arm, Phase, ReportedArm, RunReport, ToolCall
 
 from .conftest import (

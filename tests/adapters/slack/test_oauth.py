@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from adapters.slack.app import NOT_INSTALLED_TEXT
-from bot.app import App
+from learning_bot.app import App
 
 from .conftest import DriverFactory, texts
 from .fake_slack import FakeSlack

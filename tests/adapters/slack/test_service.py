@@ -12,7 +12,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from adapters.slack import slack_configured, slack_service
-from bot.app import App
+from learning_bot.app import App
 
 from .conftest import SECRET, SlackDriver, texts, validate_message
 from .fake_slack import FakeSlack

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.slack import create_app, start_socket_mode
-from bot.app import App
+from learning_bot.app import App
 
 from .conftest import slack_settings, texts, validate_message
 from .fake_slack import FakeSlack

@@ -1,4 +1,4 @@
-"""Group commit: concurrent callers share one storage transaction instead of queueing for one
+"""Group commit: concurrent writers share one storage transaction instead of queueing for one
 each. The first caller to arrive writes everything pending, later arrivals wait for it (or take
 over when it is done), so a lone caller pays no extra latency and a busy server pays one commit
 per batch instead of one per run."""
@@ -7,53 +7,42 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Generic, TypeVar
+from collections.abc import Sequence
 
 from engine.errors import Unavailable
+from engine.ports import RecordResult, RunWriter
+from engine.records import RunRecord
 
-T = TypeVar("T")
 
+class _Ticket:
+    __slots__ = ("done", "error", "learner_id", "result", "runs")
 
-class _Ticket(Generic[T]):
-    __slots__ = ("done", "error", "items", "result")
-
-    def __init__(self, items: Sequence[T]) -> None:
-        self.items = items
+    def __init__(self, learner_id: int, runs: Sequence[RunRecord]) -> None:
+        self.learner_id = learner_id
+        self.runs = runs
         self.done = False
-        self.result: dict[str, str] = {}
+        self.result: RecordResult | None = None
         self.error: BaseException | None = None
 
 
-class GroupCommit(Generic[T]):
-    """Coalesce concurrent `submit` calls into calls of `write`.
+class GroupCommitWriter:
+    """A RunWriter that coalesces concurrent `record_runs` calls of one learner into one call
+    of the writer it wraps. Which runs are duplicates stays the inner writer's decision: the
+    batch goes down whole, and each caller gets back the statuses of its own runs."""
 
-    `write(items)` stores a batch in one transaction and returns each key's status
-    ("inserted", "duplicate", "spooled"...); `key(item)` names an item (a trace id): an item
-    whose key is already in the batch is not written again and reads as a duplicate.
-    """
-
-    def __init__(
-        self,
-        write: Callable[[list[T]], Mapping[str, str]],
-        key: Callable[[T], str],
-        max_batch: int = 1000,
-        linger: float = 0.002,
-    ) -> None:
-        self._write = write
-        self._key = key
+    def __init__(self, inner: RunWriter, max_batch: int = 1000, linger: float = 0.002) -> None:
+        self.inner = inner
         self._max_batch = max_batch
         self._linger = linger
         self._cond = threading.Condition()
-        self._pending: list[_Ticket[T]] = []
+        self._pending: list[_Ticket] = []
         self._leading = False
         self._lingering = False
         self._last_batch = 1
         """Tickets in the previous batch: more than one means callers are arriving together."""
 
-    def submit(self, items: Sequence[T]) -> dict[str, str]:
-        """Write `items` (alone or with others' items); returns each item's status by key."""
-        ticket: _Ticket[T] = _Ticket(items)
+    def record_runs(self, learner_id: int, runs: Sequence[RunRecord]) -> RecordResult:
+        ticket = _Ticket(learner_id, runs)
         with self._cond:
             self._pending.append(ticket)
             if self._lingering:
@@ -61,9 +50,10 @@ class GroupCommit(Generic[T]):
             self._lead_or_wait(ticket)
         if ticket.error is not None:
             raise ticket.error
+        assert ticket.result is not None
         return ticket.result
 
-    def _lead_or_wait(self, ticket: _Ticket[T]) -> None:
+    def _lead_or_wait(self, ticket: _Ticket) -> None:
         while not ticket.done:
             if self._leading:
                 self._cond.wait()
@@ -90,20 +80,25 @@ class GroupCommit(Generic[T]):
                 self._leading = False
                 self._cond.notify_all()
 
-    def _take(self) -> list[_Ticket[T]]:
-        batch: list[_Ticket[T]] = []
+    def _take(self) -> list[_Ticket]:
+        """The oldest pending ticket and every later one of the same learner that fits."""
+        first = self._pending[0]
+        batch: list[_Ticket] = []
         size = 0
-        while self._pending and (
-            not batch or size + len(self._pending[0].items) <= self._max_batch
-        ):
-            ticket = self._pending.pop(0)
-            batch.append(ticket)
-            size += len(ticket.items)
+        kept: list[_Ticket] = []
+        for ticket in self._pending:
+            fits = not batch or size + len(ticket.runs) <= self._max_batch
+            if ticket.learner_id == first.learner_id and fits:
+                batch.append(ticket)
+                size += len(ticket.runs)
+            else:
+                kept.append(ticket)
+        self._pending = kept
         return batch
 
-    def _run(self, batch: list[_Ticket[T]]) -> None:
+    def _run(self, batch: list[_Ticket]) -> None:
         try:
-            self._write_batch(batch)
+            self._write(batch)
         except Unavailable as exc:
             for ticket in batch:
                 ticket.error = exc
@@ -114,31 +109,23 @@ class GroupCommit(Generic[T]):
                 # One bad ticket must not fail the others: write each on its own.
                 for ticket in batch:
                     try:
-                        self._write_batch([ticket])
+                        self._write([ticket])
                     except BaseException as single:
                         ticket.error = single
         finally:
             for ticket in batch:
                 ticket.done = True
 
-    def _write_batch(self, batch: list[_Ticket[T]]) -> None:
-        seen: set[str] = set()
-        items: list[T] = []
-        owners: list[tuple[_Ticket[T], list[str], list[str]]] = []
+    def _write(self, batch: list[_Ticket]) -> None:
+        runs = [run for ticket in batch for run in ticket.runs]
+        result = self.inner.record_runs(batch[0].learner_id, runs)
+        start = 0
         for ticket in batch:
-            mine: list[str] = []
-            repeated: list[str] = []
-            for item in ticket.items:
-                k = self._key(item)
-                if k in seen:
-                    repeated.append(k)
-                    continue
-                seen.add(k)
-                items.append(item)
-                mine.append(k)
-            owners.append((ticket, mine, repeated))
-        statuses = self._write(items) if items else {}
-        for ticket, mine, repeated in owners:
-            result = {k: statuses.get(k, "duplicate") for k in mine}
-            result.update(dict.fromkeys(repeated, "duplicate"))
-            ticket.result = result
+            end = start + len(ticket.runs)
+            ticket.result = RecordResult(result.trace_ids[start:end], result.statuses[start:end])
+            start = end
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            close()

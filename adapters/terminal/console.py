@@ -6,9 +6,9 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from bot.bus import Actor, CommandBus, Invocation
-from bot.commands import CancelCommand, ConfirmCommand
+from bot.commands import CancelCommand, Command, ConfirmCommand
 from bot.render_text import render_text
+from bot.replies import Reply
 
 BANNER = (
     "learning-bot console — type /learning commands as you would in chat "
@@ -17,12 +17,10 @@ BANNER = (
 
 
 def run_console(
-    bus: CommandBus,
-    actor: Actor,
+    send: Callable[[Command | str], Reply],
     *,
     read: Callable[[str], str] = input,
     out: TextIO = sys.stdout,
-    conversation: str = "console",
 ) -> int:
     """Read commands until EOF or `quit`; returns the exit code."""
     print(BANNER, file=out, flush=True)
@@ -49,7 +47,7 @@ def run_console(
                 ConfirmCommand(pending) if word in ("confirm", "yes") else CancelCommand(pending)
             )
             pending = None
-            reply = bus.dispatch(Invocation("console", actor, command, conversation=conversation))
+            reply = send(command)
         else:
             if word.startswith("/") and not word.startswith("/learning"):
                 print(
@@ -58,7 +56,7 @@ def run_console(
                     flush=True,
                 )
                 continue
-            reply = bus.dispatch(Invocation("console", actor, line, conversation=conversation))
+            reply = send(line)
             tokens = [a.token for a in reply.actions if a.command == "confirm"]
             pending = tokens[0] if tokens else pending
         print(render_text(reply), file=out, flush=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.service import POSTERIOR_CSV_HEADER, TRACE_CSV_HEADER
+from bot.export import POSTERIOR_CSV_HEADER, TRACE_CSV_HEADER
 
 EXE = str(Path(sys.executable).with_name("learning-bot"))
 
@@ -54,10 +54,11 @@ def test_first_session(db: str) -> None:
     assert json.loads(only.stdout) == {"posteriors": data["posteriors"]}
     assert set(posteriors) == {a["armId"] for a in data["traces"][0]["arms"]}
 
-    csv_out = run(db, "export", "--format", "csv").stdout.replace("\r\n", "\n").split("\n\n")
-    assert csv_out[0].splitlines()[0] == TRACE_CSV_HEADER
-    assert csv_out[1].splitlines()[0] == POSTERIOR_CSV_HEADER
-    assert len(csv_out[0].splitlines()) == 301
+    traces_csv = run(db, "export", "--format", "csv", "--table", "traces").stdout.splitlines()
+    posteriors_csv = run(db, "export", "--format", "csv", "--table", "posteriors").stdout
+    assert traces_csv[0] == TRACE_CSV_HEADER
+    assert posteriors_csv.splitlines()[0] == POSTERIOR_CSV_HEADER
+    assert len(traces_csv) == 301
 
     refused = run(db, "reset")
     assert refused.returncode == 2 and "--confirm" in refused.stderr
@@ -180,7 +181,7 @@ def test_status_reads_without_sqlalchemy_and_says_the_same(db: str) -> None:
             sys.executable,
             "-c",
             "import sys, io, contextlib\n"
-            "from bot.cli import main\n"
+            "from learning_bot.cli import main\n"
             "out = io.StringIO()\n"
             "with contextlib.redirect_stdout(out): main(['status'])\n"
             "print('sqlalchemy' in sys.modules, 'numpy' in sys.modules)\n"
@@ -193,10 +194,10 @@ def test_status_reads_without_sqlalchemy_and_says_the_same(db: str) -> None:
     )
     flags, _, lite_text = probe.stdout.partition("\n")
     assert flags == "False False", probe.stderr
-    from bot.app import build_app
+    from learning_bot.app import build_app
     from bot.bus import Actor, Invocation
     from bot.render_text import render_text
-    from bot.settings import Settings
+    from learning_bot.settings import Settings
 
     app = build_app(Settings(database_url=db), spool=False)
     try:
@@ -231,8 +232,8 @@ def test_db_verify_reports_a_tampered_posterior(db: str) -> None:
 
 
 def test_spool_bound_comes_from_the_environment(tmp_path: Path) -> None:
-    from bot.app import build_app
-    from bot.settings import load_settings
+    from learning_bot.app import build_app
+    from learning_bot.settings import load_settings
     from engine.errors import InvalidConfig
 
     env = {"LEARNING_BOT_SPOOL_MAX_MB": "0.5", "LEARNING_BOT_SPOOL_DIR": str(tmp_path / "s")}

@@ -1,0 +1,137 @@
+"""Running one `/learning` command from the shell: against the local command bus, or against
+a running server's `/command` route (`--url`), with the terminal's confirmation prompt."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+
+from bot.bus import CommandBus
+from bot.commands import CancelCommand, Command, ConfirmCommand, UsageError, parse_command
+from bot.errors import kind_of_code
+from bot.handlers import usage_reply
+from bot.invocation import Actor, Invocation
+from bot.render_text import render_text
+from bot.replies import Reply, ReplyKind
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+API_BASE = "/__openclaw__/api/learning"
+
+
+class CliError(Exception):
+    """A one-line error for stderr, with its exit code (and at most one hint line)."""
+
+    def __init__(self, message: str, code: int = EXIT_ERROR, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.hint = hint
+
+
+Send = Callable[[Command | str], Reply]
+
+
+def local_actor() -> Actor:
+    """Whoever runs the command on this machine: an admin of their own database."""
+    try:
+        user = getpass.getuser()
+    except Exception:
+        user = "local"
+    return Actor(id=f"local:{user}", name=user, is_admin=True)
+
+
+def local_sender(bus: CommandBus, conversation: str = "", surface: str = "terminal") -> Send:
+    actor = local_actor()
+
+    def send(command: Command | str) -> Reply:
+        return bus.dispatch(Invocation(surface, actor, command, conversation=conversation))
+
+    return send
+
+
+def api_base(url: str) -> str:
+    base = url.rstrip("/")
+    return base if API_BASE in base else base + API_BASE
+
+
+def remote_sender(url: str, learner: str | None, conversation: str = "") -> Send:
+    """Commands sent to a running server's /command route (LEARNING_BOT_API_TOKEN as bearer)."""
+    base = api_base(url)
+    endpoint = base + "/command"
+    if learner:
+        endpoint += "?" + urllib.parse.urlencode({"learner": learner})
+    token = os.environ.get("LEARNING_BOT_API_TOKEN", "").strip()
+    user = local_actor().name
+
+    def send(command: Command | str) -> Reply:
+        body: dict[str, str] = {"actor": user, "conversation": conversation}
+        if isinstance(command, ConfirmCommand):
+            body["confirm"] = command.token
+        elif isinstance(command, CancelCommand):
+            body["cancel"] = command.token
+        else:
+            body["text"] = str(command)
+        request = urllib.request.Request(
+            endpoint,
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"}
+            | ({"Authorization": f"Bearer {token}"} if token else {}),
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return Reply.from_dict(json.loads(response.read()))
+        except urllib.error.HTTPError as exc:
+            try:
+                message = json.loads(exc.read()).get("error", str(exc))
+            except ValueError:
+                message = str(exc)
+            raise CliError(f"{base}: {message}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise CliError(f"cannot reach {base}: {getattr(exc, 'reason', exc)}") from None
+
+    return send
+
+
+def run_chat_command(
+    send: Send, text: str, *, confirm: bool = False, interactive: bool | None = None
+) -> int:
+    """Run one command (the words after `learning-bot`), print the reply, return the exit
+    code. A destructive command asks on a terminal, or needs `confirm`."""
+    try:
+        parse_command(text)
+    except UsageError as exc:
+        raise CliError(str(exc), EXIT_USAGE, hint=usage_hint(exc)) from None
+    reply = send(text)
+    if reply.kind is ReplyKind.CONFIRM:
+        token = reply.actions[0].token
+        tty = sys.stdin.isatty() if interactive is None else interactive
+        if confirm:
+            reply = send(ConfirmCommand(token))
+        elif tty:
+            print(render_text(reply).rsplit("\n", 1)[0])
+            answer = input("Type yes to confirm: ").strip().lower()
+            reply = send(ConfirmCommand(token) if answer in ("y", "yes") else CancelCommand(token))
+        else:
+            send(CancelCommand(token))
+            raise CliError(
+                f"{reply.summary.split('?')[0]}? — not on a terminal",
+                EXIT_USAGE,
+                hint="add --confirm to do it without asking",
+            )
+    if reply.kind is ReplyKind.ERROR:
+        raise CliError(reply.summary, kind_of_code(reply.error_code).exit_code)
+    print(render_text(reply))
+    return EXIT_OK
+
+
+def usage_hint(exc: UsageError) -> str:
+    """The one hint line of a usage error: the grammar of the command it concerns."""
+    lines = usage_reply(str(exc), exc.command).data["usage"]
+    first = str(lines[0]).replace("/learning", "learning-bot", 1)
+    return f"usage: {first}" if len(lines) == 1 else "see `learning-bot --help`"

@@ -1,0 +1,43 @@
+"""Who asks, from where, for what: the bus's input from every surface."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.commands import Command
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who typed the command, and what their surface says about them."""
+
+    id: str
+    name: str = ""
+    is_admin: bool = False
+    is_guest: bool = False
+
+    @property
+    def display(self) -> str:
+        return self.name or self.id
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """One command from one surface."""
+
+    surface: str
+    actor: Actor
+    command: Command | str
+    """A parsed command, or the raw text after `/learning` (parsed by the bus)."""
+    scope: str = ""
+    """Workspace or guild id; mapped to a learner by configuration."""
+    conversation: str = ""
+    """Channel or thread: `reward` without an arm credits this conversation's latest run."""
+    idempotency_key: str | None = None
+    """The same key twice runs once and returns the first reply (trigger or interaction id)."""
+    learner: str | None = None
+    """Names the learner directly (the HTTP API's ?learner=), bypassing the scope mapping."""
+    interactive: bool = True
+    """False for surfaces that cannot show confirm buttons (an API client confirms on its own
+    side): a destructive command without `confirm` then gets the confirmation text back,
+    and nothing is stored for it."""

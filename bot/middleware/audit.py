@@ -1,0 +1,35 @@
+"""Audit: every change (and every refused attempt at one) is recorded with who, where and
+what came of it, in the learner's audit log."""
+
+from __future__ import annotations
+
+from bot.commands import command_to_json, is_mutating
+from bot.middleware import Call, Middleware
+from bot.ports import CommandBatch
+from bot.replies import Reply
+from engine.ports import AuditEntry
+from engine.posterior import now_ms
+
+
+class Audit(Middleware):
+    def touches_store(self, call: Call) -> bool:
+        return is_mutating(call.command)
+
+    def after(self, call: Call, reply: Reply, batch: CommandBatch | None) -> None:
+        if batch is None or not is_mutating(call.command):
+            return
+        invocation = call.invocation
+        entry = AuditEntry(
+            kind="command",
+            actor=invocation.actor.id,
+            surface=invocation.surface,
+            detail={
+                "command": command_to_json(call.command),
+                "actor_name": invocation.actor.name,
+                "scope": invocation.scope,
+                "conversation": invocation.conversation,
+            },
+            result=f"{reply.kind.value}: {reply.summary}"[:2000],
+            at=now_ms(),
+        )
+        batch.audit(call.learner, entry)

@@ -1,0 +1,44 @@
+"""Idempotency: a surface's retry of the same command (same trigger or interaction id) runs
+once and gets the first execution's reply."""
+
+from __future__ import annotations
+
+import json
+
+from bot.commands import is_mutating
+from bot.middleware import Call, Middleware
+from bot.ports import CommandBatch
+from bot.replies import Reply, ReplyKind, Text
+from engine.posterior import now_ms
+
+IN_FLIGHT = Reply(ReplyKind.INFO, (Text("This request is already being handled."),), "")
+"""Answered when the first execution of a key has not finished yet."""
+
+
+def scoped_key(call: Call) -> str | None:
+    key = call.invocation.idempotency_key
+    return f"{call.invocation.surface}:{key}"[:256] if key else None
+
+
+class Idempotency(Middleware):
+    def touches_store(self, call: Call) -> bool:
+        return scoped_key(call) is not None
+
+    def before(self, call: Call, batch: CommandBatch | None) -> Reply | None:
+        key = scoped_key(call)
+        if key is None or batch is None:
+            return None
+        new, stored = batch.claim(key, now_ms())
+        if new:
+            return None
+        if stored is None:
+            return IN_FLIGHT
+        return Reply.from_dict(json.loads(stored))
+
+    def after(self, call: Call, reply: Reply, batch: CommandBatch | None) -> None:
+        key = scoped_key(call)
+        if key is not None and batch is not None:
+            batch.finish(key, json.dumps(reply.to_dict()))
+
+
+__all__ = ["IN_FLIGHT", "Idempotency", "is_mutating", "scoped_key"]

@@ -1,0 +1,79 @@
+"""What the command bus needs from storage: idempotency keys, rate-limit counters, the command
+audit and pending confirmations. `storage.command_log.SqlCommandLog` implements it; records
+cross this boundary as plain values, so storage needs nothing from this package."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from engine.ports import AuditEntry
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class PendingConfirmation:
+    """A destructive command waiting for its confirm or cancel click; used exactly once."""
+
+    token: str
+    learner: str
+    actor_id: str
+    surface: str
+    command: str
+    """The command to run on confirmation, as JSON."""
+    summary: str
+    created_at: int
+    expires_at: int
+    used_at: int | None = None
+    used_by: str | None = None
+    outcome: str | None = None
+    """The reply the confirmation produced, as JSON."""
+
+    @classmethod
+    def from_mapping(cls, row: Mapping[str, Any]) -> PendingConfirmation:
+        return cls(**{name: row[name] for name in cls.__slots__})
+
+    def to_mapping(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+class CommandBatch(Protocol):
+    """Command-log operations that run together in one transaction."""
+
+    def claim(self, key: str, at: int) -> tuple[bool, str | None]:
+        """Claim an idempotency key: (True, None) when new, else (False, its stored reply or
+        None while the first execution still runs)."""
+        ...
+
+    def hit_rate_limit(self, key: str, window_ms: int, at: int) -> int:
+        """Count one more command for `key` in the window holding `at`; the count so far."""
+        ...
+
+    def finish(self, key: str, reply: str) -> None:
+        """Store the reply of a claimed key."""
+        ...
+
+    def audit(self, learner: str, entry: AuditEntry) -> None:
+        """Record a command in the learner's audit log (nothing when the learner does not
+        exist: a refused command never creates one)."""
+        ...
+
+
+class CommandStore(Protocol):
+    def in_transaction(self, work: Callable[[CommandBatch], T]) -> T:
+        """Run `work` in one write transaction (retried as a whole on a transient error)."""
+        ...
+
+    def release_command(self, key: str) -> None: ...
+
+    def create_confirmation(self, confirmation: Mapping[str, Any]) -> None: ...
+
+    def get_confirmation(self, token: str) -> Mapping[str, Any] | None: ...
+
+    def use_confirmation(self, token: str, actor_id: str, at: int) -> bool:
+        """Mark the confirmation used; False when it already was (exactly-once)."""
+        ...
+
+    def finish_confirmation(self, token: str, outcome: str) -> None: ...

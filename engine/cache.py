@@ -1,0 +1,179 @@
+"""The posterior cache a LearningService selects from.
+
+Reading posteriors from storage costs more than sampling them, so each service keeps them in
+memory. Its own committed updates are applied in place (a few float additions); other
+replicas' writes show up as a newer learner version, which triggers a reload. Every local
+update bumps a generation counter, so a reload that was read before an update committed is
+never installed over it.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from engine.arms import Arm
+from engine.config import Phase
+from engine.ports import ArmRecord
+from engine.posterior import Posterior
+
+if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
+    from engine.selection import ArmSet, PosteriorArrays
+
+MAX_ARM_SETS = 16
+"""Inventories whose ArmSet (and aligned posteriors) are kept between calls."""
+
+
+class CachedArm:
+    """A cached arm: mutable, so this process's own updates cost a few float additions."""
+
+    __slots__ = ("alpha", "beta", "cost", "label", "last", "pulls")
+
+    def __init__(self, record: ArmRecord) -> None:
+        p = record.posterior
+        self.label = record.label
+        self.cost = record.token_cost
+        self.alpha = p.alpha
+        self.beta = p.beta
+        self.pulls = p.pulls
+        self.last = p.last_updated
+
+    @property
+    def mean(self) -> float:
+        return self.alpha / (self.alpha + self.beta)
+
+    def posterior(self) -> Posterior:
+        return Posterior.trusted(self.alpha, self.beta, self.pulls, self.last)
+
+    def record(self, arm_id: str) -> ArmRecord:
+        return ArmRecord(arm_id, self.label, self.cost, self.posterior())
+
+
+Gains = Mapping[str, Sequence[float]]
+"""arm id -> (alpha gain, beta gain, pulls gained)."""
+
+
+@dataclass
+class _Aligned:
+    version: int
+    arrays: PosteriorArrays
+
+
+class PosteriorCache:
+    """One learner's posteriors as last read, plus this process's updates since."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.arms: dict[str, CachedArm] = {}
+        self.version = -1
+        """The learner version the entries reflect."""
+        self.phase = Phase.PASSIVE
+        self.checked_at = float("-inf")
+        self.stale = True
+        """The entries must be read again before use."""
+        self.generation = 0
+        """Grows with every local update: a reload read before one must not be installed."""
+        self._aligned: weakref.WeakKeyDictionary[ArmSet, _Aligned] = weakref.WeakKeyDictionary()
+        self._arm_sets: OrderedDict[tuple[tuple[str, int], ...], ArmSet] = OrderedDict()
+
+    def install(
+        self,
+        phase: Phase,
+        version: int,
+        records: Mapping[str, ArmRecord] | None,
+        generation: int,
+        at: float,
+    ) -> bool:
+        """Install what a refresh read (records None: only the version was checked).
+        Returns False, installing nothing but the phase, when a local update happened after
+        the read began (`generation`): the next refresh reads again."""
+        with self.lock:
+            self.phase = phase
+            if records is None:
+                self.checked_at = at
+                return True
+            if self.generation != generation:
+                self.checked_at = float("-inf")
+                return False
+            self.arms = {aid: CachedArm(rec) for aid, rec in records.items()}
+            self.version = version
+            self.stale = False
+            self._aligned = weakref.WeakKeyDictionary()
+            self.checked_at = at
+            return True
+
+    def invalidate(self, reload: bool = False) -> None:
+        """Check the version on next use; with `reload`, read every posterior again."""
+        self.checked_at = float("-inf")
+        if reload:
+            self.stale = True
+
+    def apply(self, gains: Gains, at: int, version: int | None = None) -> None:
+        """Apply this process's committed changes to the entries and every aligned array.
+        `version` is the learner version the write produced, when the store reports it."""
+        with self.lock:
+            self.generation += 1
+            changes = 0
+            for arm_id, (da, db, n) in gains.items():
+                entry = self.arms.get(arm_id)
+                changes += int(n)
+                if entry is None:
+                    self.invalidate(reload=True)
+                    continue
+                entry.alpha += da
+                entry.beta += db
+                entry.pulls += int(n)
+                entry.last = at
+            aligned_sets = list(self._aligned.items())
+            for arm_set, aligned in aligned_sets:
+                index = arm_set.index
+                arrays = aligned.arrays
+                for arm_id, (da, db, n) in gains.items():
+                    i = index.get(arm_id)
+                    if i is not None:
+                        arrays.alpha[i] += da
+                        arrays.beta[i] += db
+                        arrays.pulls[i] += int(n)
+            self.version = version if version is not None else self.version + changes
+            for _, aligned in aligned_sets:
+                aligned.version = self.version
+
+    def labels(self) -> dict[str, str]:
+        with self.lock:
+            return {aid: entry.label for aid, entry in self.arms.items()}
+
+    def arm_set(self, arms: Sequence[Arm]) -> ArmSet:
+        """The ArmSet of an inventory, reused while the same ids and costs come back."""
+        from engine.selection import ArmSet
+
+        key = tuple((a.id, a.token_cost) for a in arms)
+        with self.lock:
+            found = self._arm_sets.get(key)
+            if found is not None:
+                self._arm_sets.move_to_end(key)
+                return found
+            arm_set = ArmSet(arms)
+            self._arm_sets[key] = arm_set
+            while len(self._arm_sets) > MAX_ARM_SETS:
+                self._arm_sets.popitem(last=False)
+            return arm_set
+
+    def arrays(self, arm_set: ArmSet) -> PosteriorArrays:
+        """The cached posteriors aligned to `arm_set` (call with the lock held)."""
+        aligned = self._aligned.get(arm_set)
+        if aligned is None or aligned.version != self.version:
+            arrays = arm_set.align(None)
+            entries = self.arms
+            for i, arm_id in enumerate(arm_set.ids):
+                entry = entries.get(arm_id)
+                if entry is not None:
+                    arrays.alpha[i] = entry.alpha
+                    arrays.beta[i] = entry.beta
+                    arrays.pulls[i] = entry.pulls
+            aligned = _Aligned(self.version, arrays)
+            self._aligned[arm_set] = aligned
+        return aligned.arrays

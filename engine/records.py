@@ -1,0 +1,575 @@
+"""The run record: one definition of a stored run, and its one codec.
+
+A `RunReport` is what an agent runtime reports about a run (texts, tool calls...); the
+`RunRecord` is what is kept of it: the trace, each arm's outcome and the reward it applied.
+The same record is written to the database, to the local spool while storage is down, read
+back for status and export, and sent as JSON; this module is the only place that maps it:
+
+- `record_to_json` / `record_from_json`: the JSON object (camelCase keys, as the HTTP API
+  shows traces); `record_from_json` validates every field against `engine.bounds`, so a record
+  read from a spool file or an import can always be stored;
+- `TRACE_COLUMNS`, `record_row` / `record_from_row`: the `traces` row;
+- `record_from_report`: the record of a report, given what observing it decided;
+- `report_from_json`, `arms_from_json`: a report and an arm list sent as JSON (the observe and
+  select bodies), validated by the constructors they build.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from engine.arms import Arm
+from engine.bounds import (
+    MAX_TOKEN_COST,
+    check_count,
+    check_finite,
+    check_json,
+    check_text,
+    check_timestamp,
+)
+from engine.config import Phase
+from engine.errors import InvalidInput
+from engine.observation import (
+    MAX_ARMS_PER_RUN,
+    MAX_ERROR_CHARS,
+    MAX_ID_CHARS,
+    ReportedArm,
+    RunOutcome,
+    RunReport,
+    SkipReason,
+    ToolCall,
+    Usage,
+)
+
+
+class ArmOutcomeRecord(NamedTuple):
+    """One arm of one stored run (a NamedTuple: runs carry many, built on the hot path)."""
+
+    arm_id: str
+    label: str
+    included: bool
+    referenced: bool
+    token_cost: int
+    reward: float | None
+    """The posterior update this run applied to the arm, or None."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """A run as it is stored and read back: the trace, its arms' outcomes and rewards."""
+
+    trace_id: str
+    run_id: str
+    session_id: str
+    session_key: str
+    channel: str
+    conversation: str
+    timestamp: int
+    provider: str
+    model: str
+    is_baseline: bool
+    phase: Phase
+    guard: SkipReason | None
+    """Why this run updates nothing even in the active phase (aborted, error,
+    conversational), or None."""
+    usage: Usage
+    duration_ms: int
+    system_prompt_chars: int
+    aborted: bool
+    error: str | None
+    context: Mapping[str, Any]
+    arms: tuple[ArmOutcomeRecord, ...]
+
+    @property
+    def offered_tokens(self) -> int:
+        """Tokens of every arm the runtime offered for this run."""
+        return sum(a.token_cost for a in self.arms)
+
+    @property
+    def selected_tokens(self) -> int:
+        """Tokens of the arms that went into the prompt."""
+        return sum(a.token_cost for a in self.arms if a.included)
+
+
+def record_from_report(
+    report: RunReport, outcome: RunOutcome, phase: Phase, guard: SkipReason | None
+) -> RunRecord:
+    """The record of an observed report: its arms with what observing it decided."""
+    referenced = outcome.referenced
+    rewards = outcome.rewards
+    new = tuple.__new__  # the NamedTuple's own constructor is a Python function: slower
+    arms = tuple(
+        [
+            new(
+                ArmOutcomeRecord,
+                (
+                    (aid := (arm := item.arm).id),
+                    arm.label,
+                    item.included,
+                    referenced.get(aid, False),
+                    arm.token_cost,
+                    rewards.get(aid),
+                ),
+            )
+            for item in report.arms
+        ]
+    )
+    return RunRecord(
+        trace_id=report.trace_id,
+        run_id=report.run_id,
+        session_id=report.session_id,
+        session_key=report.session_key,
+        channel=report.channel,
+        conversation=report.conversation,
+        timestamp=report.timestamp,
+        provider=report.provider,
+        model=report.model,
+        is_baseline=report.is_baseline,
+        phase=phase,
+        guard=guard,
+        usage=report.usage,
+        duration_ms=report.duration_ms,
+        system_prompt_chars=report.system_prompt_chars,
+        aborted=report.aborted,
+        error=report.error,
+        context=report.context,
+        arms=arms,
+    )
+
+
+# -- JSON ---------------------------------------------------------------------------------------
+
+
+def record_to_json(record: RunRecord, *, public: bool = False) -> dict[str, Any]:
+    """The record as a JSON-ready object. `public` gives the trace of the HTTP API (SPEC
+    section 9); otherwise every field is kept (the spool), and `record_from_json` reads it
+    back to an equal record."""
+    out: dict[str, Any] = {
+        "traceId": record.trace_id,
+        "runId": record.run_id,
+        "sessionId": record.session_id,
+        "sessionKey": record.session_key,
+        "timestamp": record.timestamp,
+        "provider": record.provider,
+        "model": record.model,
+        "channel": record.channel,
+        "isBaseline": record.is_baseline,
+        "context": dict(record.context),
+        "arms": [
+            {
+                "armId": a.arm_id,
+                "included": a.included,
+                "referenced": a.referenced,
+                "tokenCost": a.token_cost,
+            }
+            for a in record.arms
+        ],
+        "usage": record.usage.to_dict(),
+        "durationMs": record.duration_ms,
+        "systemPromptChars": record.system_prompt_chars,
+        "aborted": record.aborted,
+        "error": record.error,
+    }
+    if not public:
+        out["conversation"] = record.conversation
+        out["phase"] = record.phase.value
+        out["guard"] = record.guard.value if record.guard is not None else None
+        for item, arm in zip(out["arms"], record.arms, strict=True):
+            item["label"] = arm.label
+            item["reward"] = arm.reward
+    return out
+
+
+def _pick(data: Mapping[str, Any], camel: str, snake: str, default: Any = None) -> Any:
+    if camel in data:
+        return data[camel]
+    return data.get(snake, default)
+
+
+def _identifier(name: str, value: Any, required: bool = False) -> str:
+    text = check_text(name, value, MAX_ID_CHARS)
+    if required and not text:
+        raise InvalidInput(f"{name} is required")
+    return text
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{name} must be true or false")
+    return value
+
+
+def _usage_from_json(raw: Any) -> Usage:
+    if isinstance(raw, list):  # [input, output, cacheRead, total]
+        if len(raw) != 4:
+            raise InvalidInput("usage must hold input, output, cacheRead and total")
+        raw = dict(zip(("input", "output", "cacheRead", "total"), raw, strict=True))
+    if not isinstance(raw, Mapping):
+        raise InvalidInput("usage must be an object")
+    return Usage(
+        check_count("usage.input", raw.get("input", 0)),
+        check_count("usage.output", raw.get("output", 0)),
+        check_count("usage.cacheRead", _pick(raw, "cacheRead", "cache_read", 0)),
+        check_count("usage.total", raw.get("total", 0)),
+    )
+
+
+def _outcome_from_json(i: int, raw: Any) -> ArmOutcomeRecord:
+    where = f"arms[{i}]"
+    if isinstance(raw, list):  # [armId, label, included, referenced, tokenCost, reward]
+        if len(raw) != 6:
+            raise InvalidInput(f"{where} must hold six values")
+        raw = dict(
+            zip(
+                ("armId", "label", "included", "referenced", "tokenCost", "reward"),
+                raw,
+                strict=True,
+            )
+        )
+    if not isinstance(raw, Mapping):
+        raise InvalidInput(f"{where} must be an object")
+    arm = Arm(
+        _pick(raw, "armId", "arm_id"),
+        check_count(f"{where}.tokenCost", _pick(raw, "tokenCost", "token_cost", 0), MAX_TOKEN_COST),
+        label=raw.get("label") or "",
+    )
+    reward = raw.get("reward")
+    if reward is not None:
+        reward = check_finite(f"{where}.reward", reward)
+        if not 0.0 <= reward <= 1.0:
+            raise InvalidInput(f"{where}.reward must be in [0, 1]")
+    return ArmOutcomeRecord(
+        arm.id,
+        arm.label,
+        _flag(f"{where}.included", raw.get("included", True)),
+        _flag(f"{where}.referenced", raw.get("referenced", False)),
+        arm.token_cost,
+        reward,
+    )
+
+
+def record_from_json(data: Any) -> RunRecord:
+    """A record from its JSON object (either key style), every field checked against
+    `engine.bounds`: what this returns can be stored and read back by every backend."""
+    if not isinstance(data, Mapping):
+        raise InvalidInput("a run record must be an object")
+    raw_arms = data.get("arms")
+    if not isinstance(raw_arms, list) or not raw_arms or len(raw_arms) > MAX_ARMS_PER_RUN:
+        raise InvalidInput(f"arms must hold 1 to {MAX_ARMS_PER_RUN} arms")
+    guard = data.get("guard")
+    error = data.get("error")
+    context = data.get("context") or {}
+    if not isinstance(context, Mapping):
+        raise InvalidInput("context must be an object")
+    trace_id = _identifier("traceId", _pick(data, "traceId", "trace_id"), required=True)
+    try:
+        phase = Phase(data.get("phase", Phase.PASSIVE.value))
+        skip = SkipReason(guard) if guard else None
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    return RunRecord(
+        trace_id=trace_id,
+        run_id=_identifier("runId", _pick(data, "runId", "run_id", "")) or trace_id,
+        session_id=_identifier("sessionId", _pick(data, "sessionId", "session_id", "")),
+        session_key=_identifier("sessionKey", _pick(data, "sessionKey", "session_key", "")),
+        channel=_identifier("channel", data.get("channel", "")),
+        conversation=_identifier("conversation", data.get("conversation", "")),
+        timestamp=check_timestamp("timestamp", data.get("timestamp")),
+        provider=_identifier("provider", data.get("provider", "")),
+        model=_identifier("model", data.get("model", "")),
+        is_baseline=_flag("isBaseline", _pick(data, "isBaseline", "is_baseline", False)),
+        phase=phase,
+        guard=skip,
+        usage=_usage_from_json(data.get("usage") or {}),
+        duration_ms=check_count("durationMs", _pick(data, "durationMs", "duration_ms", 0)),
+        system_prompt_chars=check_count(
+            "systemPromptChars", _pick(data, "systemPromptChars", "system_prompt_chars", 0)
+        ),
+        aborted=_flag("aborted", data.get("aborted", False)),
+        error=None if error is None else check_text("error", error, MAX_ERROR_CHARS),
+        context=check_json("context", dict(context)),
+        arms=tuple(_outcome_from_json(i, a) for i, a in enumerate(raw_arms)),
+    )
+
+
+# -- database rows --------------------------------------------------------------------------------
+
+TRACE_COLUMNS = (
+    "learner_id",
+    "trace_id",
+    "run_id",
+    "session_id",
+    "session_key",
+    "channel",
+    "conversation",
+    "timestamp",
+    "provider",
+    "model",
+    "is_baseline",
+    "phase",
+    "guard",
+    "usage_input",
+    "usage_output",
+    "usage_cache_read",
+    "usage_total",
+    "duration_ms",
+    "system_prompt_chars",
+    "aborted",
+    "error",
+    "context",
+    "stats_epoch",
+    "bootstrapped",
+)
+"""The `traces` columns `record_row` fills, in its order."""
+
+
+def record_row(learner_id: int, record: RunRecord, stats_epoch: int) -> tuple[Any, ...]:
+    """The `traces` row of a record, in TRACE_COLUMNS order (a new row: not bootstrapped)."""
+    usage = record.usage
+    context = record.context
+    return (
+        learner_id,
+        record.trace_id,
+        record.run_id,
+        record.session_id,
+        record.session_key,
+        record.channel,
+        record.conversation,
+        record.timestamp,
+        record.provider,
+        record.model,
+        record.is_baseline,
+        record.phase.value,
+        record.guard.value if record.guard is not None else None,
+        usage.input,
+        usage.output,
+        usage.cache_read,
+        usage.total,
+        record.duration_ms,
+        record.system_prompt_chars,
+        record.aborted,
+        record.error,
+        json.dumps(dict(context), separators=(",", ":"), allow_nan=False) if context else "{}",
+        stats_epoch,
+        False,
+    )
+
+
+def record_from_row(row: Any, arms: tuple[ArmOutcomeRecord, ...]) -> RunRecord:
+    """A record from a `traces` row (attribute access by column name) and its arms."""
+    try:
+        context = json.loads(row.context) if row.context else {}
+    except ValueError:
+        context = {}
+    return RunRecord(
+        trace_id=row.trace_id,
+        run_id=row.run_id,
+        session_id=row.session_id,
+        session_key=row.session_key,
+        channel=row.channel,
+        conversation=row.conversation,
+        timestamp=int(row.timestamp),
+        provider=row.provider,
+        model=row.model,
+        is_baseline=bool(row.is_baseline),
+        phase=Phase(row.phase),
+        guard=SkipReason(row.guard) if row.guard else None,
+        usage=Usage(
+            int(row.usage_input),
+            int(row.usage_output),
+            int(row.usage_cache_read),
+            int(row.usage_total),
+        ),
+        duration_ms=int(row.duration_ms),
+        system_prompt_chars=int(row.system_prompt_chars),
+        aborted=bool(row.aborted),
+        error=row.error,
+        context=context,
+        arms=arms,
+    )
+
+
+# -- reports and arm lists sent as JSON -----------------------------------------------------------
+
+_ARM_CACHE: dict[tuple[str, int, str, str | None], Arm] = {}
+_ARM_CACHE_SIZE = 8192
+
+
+def arm_from_json(data: Any, where: str = "arms[]") -> ReportedArm:
+    """{armId, tokenCost, label?, content?, included?} -> ReportedArm (either key style).
+
+    Inventories repeat request after request, so an arm already validated is taken from a
+    cache of Arm objects (they are immutable)."""
+    if not isinstance(data, Mapping):
+        raise InvalidInput(f"{where} must be an object")
+    arm_id = _pick(data, "armId", "arm_id")
+    cost = _pick(data, "tokenCost", "token_cost", 0)
+    label = data.get("label", "")
+    content = data.get("content")
+    included = data.get("included", True)
+    if not isinstance(included, bool):
+        raise InvalidInput(f"{where}.included must be true or false")
+    plain = type(arm_id) is str and type(cost) is int and type(label) is str
+    if plain and (content is None or type(content) is str):
+        key = (arm_id, cost, label, content)
+        arm = _ARM_CACHE.get(key)
+        if arm is None:
+            arm = _new_arm(where, arm_id, cost, label, content)
+            if len(_ARM_CACHE) >= _ARM_CACHE_SIZE:
+                _ARM_CACHE.clear()
+            _ARM_CACHE[key] = arm
+        return ReportedArm(arm, included)
+    if not isinstance(arm_id, str):
+        raise InvalidInput(f"{where}.armId (string) is required")
+    if not isinstance(label, str):
+        raise InvalidInput(f"{where}.label must be a string")
+    if content is not None and not isinstance(content, str):
+        raise InvalidInput(f"{where}.content must be a string")
+    return ReportedArm(_new_arm(where, arm_id, cost, label, content), included)
+
+
+def _new_arm(where: str, arm_id: str, cost: Any, label: str, content: str | None) -> Arm:
+    try:
+        return Arm(arm_id, check_count(f"{where}.tokenCost", cost, MAX_TOKEN_COST), label, content)
+    except InvalidInput as exc:
+        message = str(exc)
+        raise type(exc)(message if message.startswith(where) else f"{where}: {message}") from None
+
+
+def arms_from_json(data: Any, name: str = "arms") -> list[Arm]:
+    """[{armId, tokenCost, label?, content?}, ...] -> [Arm] (the select body's inventory)."""
+    if not isinstance(data, list):
+        raise InvalidInput(f"{name} (array) is required")
+    if len(data) > MAX_ARMS_PER_RUN:
+        raise InvalidInput(f"{name}: at most {MAX_ARMS_PER_RUN} arms")
+    return [arm_from_json(item, f"{name}[{i}]").arm for i, item in enumerate(data)]
+
+
+def _tool_call(i: int, call: Any) -> ToolCall:
+    if isinstance(call, str):
+        return ToolCall(call)
+    if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
+        raise InvalidInput(f"toolCalls[{i}].name (string) is required")
+    try:
+        return ToolCall(call["name"], call.get("meta"))
+    except InvalidInput as exc:
+        raise InvalidInput(f"toolCalls[{i}]: {exc}") from None
+
+
+def report_from_json(data: Any) -> RunReport:
+    """A run report sent as JSON (camelCase or snake_case keys) -> RunReport. Types are
+    converted here; `RunReport` and the values it is built from check the bounds."""
+    if not isinstance(data, Mapping):
+        raise InvalidInput("the body must be a JSON object")
+    trace_id = _pick(data, "traceId", "trace_id")
+    if not isinstance(trace_id, str) or not trace_id:
+        raise InvalidInput("traceId (string) is required")
+    raw_arms = data.get("arms")
+    if not isinstance(raw_arms, list) or not raw_arms:
+        raise InvalidInput("arms (non-empty array) is required")
+    if len(raw_arms) > MAX_ARMS_PER_RUN:
+        raise InvalidInput(f"arms: at most {MAX_ARMS_PER_RUN} per run")
+    texts = _pick(data, "assistantTexts", "assistant_texts", [])
+    if not isinstance(texts, list) or any(not isinstance(t, str) for t in texts):
+        raise InvalidInput("assistantTexts must be an array of strings")
+    raw_calls = _pick(data, "toolCalls", "tool_calls", [])
+    if not isinstance(raw_calls, list):
+        raise InvalidInput("toolCalls must be an array")
+    raw_usage = data.get("usage") or {}
+    if not isinstance(raw_usage, Mapping):
+        raise InvalidInput("usage must be an object")
+    usage = Usage(
+        raw_usage.get("input", 0),
+        raw_usage.get("output", 0),
+        _pick(raw_usage, "cacheRead", "cache_read", 0),
+        -1 if raw_usage.get("total") is None else raw_usage["total"],
+    )
+    context = data.get("context") or {}
+    if not isinstance(context, Mapping):
+        raise InvalidInput("context must be an object")
+    kwargs: dict[str, Any] = {}
+    if data.get("timestamp") is not None:
+        kwargs["timestamp"] = data["timestamp"]
+    strings = {
+        name: _pick(data, camel, name, "")
+        for name, camel in (
+            ("run_id", "runId"),
+            ("session_id", "sessionId"),
+            ("session_key", "sessionKey"),
+            ("channel", "channel"),
+            ("provider", "provider"),
+            ("model", "model"),
+            ("conversation", "conversation"),
+        )
+    }
+    return RunReport(
+        trace_id=trace_id,
+        arms=tuple(arm_from_json(a, f"arms[{i}]") for i, a in enumerate(raw_arms)),
+        assistant_texts=tuple(texts),
+        tool_calls=tuple(_tool_call(i, c) for i, c in enumerate(raw_calls)),
+        usage=usage,
+        is_baseline=_pick(data, "isBaseline", "is_baseline", False),
+        duration_ms=_pick(data, "durationMs", "duration_ms", 0),
+        system_prompt_chars=_pick(data, "systemPromptChars", "system_prompt_chars", 0),
+        aborted=data.get("aborted", False),
+        error=data.get("error"),
+        context=dict(context),
+        **strings,
+        **kwargs,
+    )
+
+
+def report_to_json(report: RunReport) -> dict[str, Any]:
+    """The inverse of `report_from_json`: a report as an observe body (HTTP clients)."""
+    return {
+        "traceId": report.trace_id,
+        "runId": report.run_id,
+        "sessionId": report.session_id,
+        "sessionKey": report.session_key,
+        "channel": report.channel,
+        "conversation": report.conversation,
+        "timestamp": report.timestamp,
+        "provider": report.provider,
+        "model": report.model,
+        "isBaseline": report.is_baseline,
+        "arms": [
+            {
+                "armId": item.arm.id,
+                "tokenCost": item.arm.token_cost,
+                "label": item.arm.label,
+                "content": item.arm.content,
+                "included": item.included,
+            }
+            for item in report.arms
+        ],
+        "assistantTexts": list(report.assistant_texts),
+        "toolCalls": [
+            {"name": c.name, "meta": dict(c.meta) if isinstance(c.meta, Mapping) else c.meta}
+            for c in report.tool_calls
+        ],
+        "usage": report.usage.to_dict(),
+        "durationMs": report.duration_ms,
+        "systemPromptChars": report.system_prompt_chars,
+        "aborted": report.aborted,
+        "error": report.error,
+        "context": dict(report.context),
+    }
+
+
+__all__ = [
+    "TRACE_COLUMNS",
+    "ArmOutcomeRecord",
+    "RunRecord",
+    "arm_from_json",
+    "arms_from_json",
+    "record_from_json",
+    "record_from_report",
+    "record_from_row",
+    "record_row",
+    "record_to_json",
+    "report_from_json",
+    "report_to_json",
+]

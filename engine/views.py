@@ -1,0 +1,167 @@
+"""What the use cases answer: arm views, the status summary, and the results of observe,
+reward, reset and phase changes. Plain data; the surfaces give it its JSON or chat shape."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from engine.config import LearningConfig, Phase
+from engine.metrics import token_savings_percent
+from engine.observation import SkipReason
+from engine.ports import ResetRecord, RunStats
+from engine.posterior import Confidence, Posterior
+
+
+@dataclass(frozen=True, slots=True)
+class ArmView:
+    """An arm's posterior with everything status and the API show about it."""
+
+    arm_id: str
+    label: str
+    token_cost: int
+    posterior: Posterior
+    is_seed: bool
+    is_underexplored: bool
+
+    @property
+    def mean(self) -> float:
+        return self.posterior.mean
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return self.posterior.credible_interval()
+
+    @property
+    def confidence(self) -> Confidence:
+        return self.posterior.confidence
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """The SPEC section 9 summary: traces since the last full reset, tokens, baseline split."""
+
+    trace_count: int
+    arm_count: int
+    min_timestamp: int | None
+    max_timestamp: int | None
+    total_tokens: int
+    baseline_runs: int
+    selected_runs: int
+    baseline_avg_tokens: float | None
+    selected_avg_tokens: float | None
+    token_savings_percent: float | None
+    baseline_avg_duration: float | None
+    selected_avg_duration: float | None
+
+
+def _avg(total: int, n: int) -> float | None:
+    return total / n if n else None
+
+
+def summarise(stats: RunStats, arm_count: int) -> Summary:
+    """The summary of a learner's run counters."""
+    b_avg = _avg(stats.baseline_tokens, stats.baseline_runs)
+    s_avg = _avg(stats.selected_tokens, stats.selected_runs)
+    savings = token_savings_percent(b_avg, s_avg)
+    if savings is not None and not math.isfinite(savings):
+        savings = None
+    return Summary(
+        trace_count=stats.trace_count,
+        arm_count=arm_count,
+        min_timestamp=stats.min_timestamp,
+        max_timestamp=stats.max_timestamp,
+        total_tokens=stats.total_tokens,
+        baseline_runs=stats.baseline_runs,
+        selected_runs=stats.selected_runs,
+        baseline_avg_tokens=b_avg,
+        selected_avg_tokens=s_avg,
+        token_savings_percent=savings,
+        baseline_avg_duration=_avg(stats.baseline_duration, stats.baseline_runs),
+        selected_avg_duration=_avg(stats.selected_duration, stats.selected_runs),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """Everything `/learning status` shows (SPEC section 8), as data."""
+
+    learner: str
+    phase: Phase
+    config: LearningConfig
+    summary: Summary
+    top: tuple[ArmView, ...]
+    bottom: tuple[ArmView, ...]
+    """The lowest means, lowest first; empty unless there are more than `top` arms. Seed
+    arms are left out: they are never excluded, so they are no candidates for exclusion."""
+    last_reset: ResetRecord | None
+    seeds_left_out: int = 0
+    """How many seed arms the bottom list passed over."""
+
+    @property
+    def empty(self) -> bool:
+        return self.summary.trace_count == 0
+
+
+@dataclass(frozen=True, slots=True)
+class ObserveResult:
+    """What observing one run did."""
+
+    trace_id: str
+    recorded: bool
+    duplicate: bool
+    skipped: SkipReason | None
+    rewards: Mapping[str, float]
+    referenced: Mapping[str, bool]
+    spooled: bool = False
+    """Storage was unavailable: the run waits in the local spool and is recorded later."""
+
+    @property
+    def message(self) -> str:
+        if self.spooled:
+            return (
+                f"storage is unavailable; trace {self.trace_id} was spooled and will be "
+                "recorded when storage is back"
+            )
+        if self.duplicate:
+            return f"trace {self.trace_id} was already recorded; nothing changed"
+        if self.skipped is not None:
+            return f"trace {self.trace_id} recorded; posteriors unchanged ({self.skipped.value})"
+        return f"trace {self.trace_id} recorded; {len(self.rewards)} posterior(s) updated"
+
+
+@dataclass(frozen=True, slots=True)
+class RewardResult:
+    arm_ids: tuple[str, ...]
+    value: float
+    actor: str
+    reason: str | None
+    trace_id: str | None
+    """The run credited when no arm was named."""
+    lagged: bool = True
+    arms: tuple[ArmView, ...] = ()
+    """The rewarded arms' posteriors after the reward."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResetResult:
+    learner: str
+    reset_id: int
+    arm_ids: tuple[str, ...]
+    all_arms: bool
+    undone: bool = False
+
+    @property
+    def reset_count(self) -> int:
+        return len(self.arm_ids)
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseChange:
+    previous: Phase
+    phase: Phase
+    changed: bool
+    warning: str | None
+    bootstrapped_traces: int = 0
+    bootstrapped_observations: int = 0

@@ -1,0 +1,144 @@
+"""Wiring: settings -> store (with spool and group commit) -> learning services -> command bus."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from bot.bus import BusSettings, CommandBus, LearnerServices
+from bot.ports import CommandBatch
+from engine.errors import Unavailable
+from engine.ports import RunWriter, Store
+from engine.service import LearningService
+from learning_bot.settings import Settings
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+T = TypeVar("T")
+
+
+def run_in_background(work: Callable[[], None]) -> None:
+    """The services' scheduler: background refreshes run on a daemon thread of their own."""
+    threading.Thread(target=work, name="posterior-refresh", daemon=True).start()
+
+
+@dataclass
+class App:
+    """Everything a surface needs, and what must be closed at the end."""
+
+    settings: Settings
+    store: Store
+    writer: RunWriter
+    services: LearnerServices
+    bus: CommandBus
+    engine: Engine | None = None
+    """The SQLAlchemy engine, when there is one (Slack's installation store shares it)."""
+
+    def service(self, learner: str | None = None) -> LearningService:
+        return self.services.get(learner or self.settings.learner)
+
+    def close(self) -> None:
+        close = getattr(self.writer, "close", None)
+        if close is not None:
+            close()
+        self.store.close()
+
+
+def bus_settings(settings: Settings, *, rate_limit: int | None = None) -> BusSettings:
+    return BusSettings(
+        admins=settings.admins,
+        reward_admins_only=settings.reward_admins_only,
+        learners=dict(settings.learners),
+        default_learner=settings.learner,
+        dashboard_url=settings.dashboard_url,
+        rate_limit=settings.rate_limit if rate_limit is None else rate_limit,
+    )
+
+
+def build_app(settings: Settings, *, spool: bool = True) -> App:
+    """Everything a surface needs. With `spool`, runs that storage cannot take are kept in a
+    local spool and replayed when it is back; concurrent writes share transactions."""
+    from storage import SqlStore
+    from storage.command_log import SqlCommandLog
+    from storage.group_commit import GroupCommitWriter
+
+    sql = SqlStore(settings.database_url)
+    writer: RunWriter = sql
+    if spool:
+        from storage.spool import Spool, SpoolingStore, default_spool_root
+
+        limit = round(settings.spool_max_mb * 1024 * 1024)
+        writer = SpoolingStore(sql, Spool(default_spool_root(sql.url), max_bytes=limit))
+    writer = GroupCommitWriter(writer)
+
+    def make(learner: str) -> LearningService:
+        return LearningService(
+            sql,
+            settings.config,
+            learner=learner,
+            cache_ttl=settings.cache_ttl,
+            writer=writer,
+            schedule=run_in_background,
+        )
+
+    services = LearnerServices(make, settings.config)
+    bus = CommandBus(services, SqlCommandLog(sql.engine), bus_settings(settings))
+    return App(settings, sql, writer, services, bus, sql.engine)
+
+
+def build_read_app(settings: Settings) -> App | None:
+    """A read-only App over a SQLite file through the standard library (no SQLAlchemy import),
+    for one-shot reads such as `learning-bot status`; None when it cannot serve them (another
+    database, a file that does not exist yet, an older schema, an unknown learner)."""
+    from engine.config import Phase
+    from storage.lite import LiteReader, NotReadable, sqlite_path
+    from storage.location import default_database_url
+
+    path = sqlite_path(settings.database_url or default_database_url())
+    if path is None:
+        return None
+    try:
+        reader = LiteReader(path)
+    except NotReadable:
+        return None
+    try:
+        reader.open_learner(settings.learner, Phase.PASSIVE)
+    except NotReadable:
+        reader.close()
+        return None
+
+    def make(learner: str) -> LearningService:
+        return LearningService(reader, settings.config, learner=learner, cache_ttl=60.0)
+
+    services = LearnerServices(make, settings.config)
+    bus = CommandBus(services, _NoCommandLog(), bus_settings(settings, rate_limit=0))
+    return App(settings, reader, reader, services, bus)
+
+
+class _NoCommandLog:
+    """The command log of the read-only App: its commands only read, so nothing is logged,
+    and anything that would need the log is refused as unavailable."""
+
+    def _refuse(self) -> Unavailable:
+        return Unavailable("this read-only view keeps no command log")
+
+    def in_transaction(self, work: Callable[[CommandBatch], T]) -> T:
+        raise self._refuse()
+
+    def release_command(self, key: str) -> None:
+        raise self._refuse()
+
+    def create_confirmation(self, confirmation: Mapping[str, Any]) -> None:
+        raise self._refuse()
+
+    def get_confirmation(self, token: str) -> Mapping[str, Any] | None:
+        return None
+
+    def use_confirmation(self, token: str, actor_id: str, at: int) -> bool:
+        raise self._refuse()
+
+    def finish_confirmation(self, token: str, outcome: str) -> None:
+        raise self._refuse()

@@ -1,0 +1,481 @@
+"""The `learning-bot` command line: the terminal surface's commands, the server, the Slack and
+Discord surfaces on their own, export, console, simulate and database maintenance."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NoReturn
+
+from adapters.terminal.commands import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
+
+if TYPE_CHECKING:
+    from learning_bot.app import App
+    from learning_bot.settings import Settings
+
+CHAT_COMMANDS = ("status", "reward", "reset", "phase", "help")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise CliError(f"{message} (see `{self.prog} --help`)", EXIT_USAGE)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="learning-bot",
+        description="The learning layer for LLM agent prompts, and its chat-ops front end.",
+    )
+    parser.add_argument(
+        "--database-url",
+        help="SQLAlchemy URL (else LEARNING_BOT_DATABASE_URL, "
+        "else a SQLite file in your data directory)",
+    )
+    parser.add_argument("--learner", help="learner name (default: default)")
+    parser.add_argument("--config", help="a JSON or TOML config file")
+    parser.add_argument(
+        "--url",
+        help="talk to a running server (e.g. http://127.0.0.1:8787) instead of the database",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    for name, help_text in (
+        ("status", "phase, settings, traces, savings, best and worst arms"),
+        ("reward", "manual feedback: reward [<arm>] [1|0|good|bad] [reason...]"),
+        ("reset", "reset [all | <arm ids...>] | reset undo"),
+        ("phase", "show or set the phase: phase [passive|active]"),
+        ("help", "the /learning commands"),
+    ):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("words", nargs="*", help="the rest of the /learning command")
+        if name in ("reset", "phase"):
+            p.add_argument("--confirm", action="store_true", help="do it without asking")
+        if name == "reward":
+            p.add_argument(
+                "--conversation",
+                default="",
+                help="without an arm, reward the latest run of this conversation",
+            )
+
+    export = sub.add_parser("export", help="traces and posteriors as JSON, JSON lines or CSV")
+    export.add_argument("--format", choices=("json", "jsonl", "csv"), default="json")
+    export.add_argument(
+        "--table", choices=("traces", "posteriors"), help="csv: the one table to write"
+    )
+    export.add_argument("--no-traces", action="store_true", help="json: leave the traces out")
+    export.add_argument(
+        "--no-posteriors", action="store_true", help="json: leave the posteriors out"
+    )
+    export.add_argument("--compact", action="store_true", help="json: one line, no indentation")
+
+    sub.add_parser("console", help="an interactive /learning prompt, as in chat")
+
+    sim = sub.add_parser("simulate", help="run a synthetic agent workload to watch it learn")
+    sim.add_argument("--traces", type=int, default=300, help="runs to simulate (default 300)")
+    sim.add_argument("--arms", type=int, default=30, help="arms in the inventory (default 30)")
+    sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    sim.add_argument("--force", action="store_true", help="even into a learner with real traces")
+
+    db = sub.add_parser("db", help="database maintenance")
+    db.add_argument("action", choices=("upgrade", "verify", "url"))
+
+    serve = sub.add_parser("serve", help="run the HTTP API, the dashboard and the chat surfaces")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", type=int, default=8787, help="port (default 8787)")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=int(os.environ.get("LEARNING_BOT_WORKERS", "1") or 1),
+        help="processes serving the API (one per core; chat surfaces run in the first)",
+    )
+
+    slack = sub.add_parser(
+        "slack", help="serve /learning in Slack on its own (Socket Mode or HTTP mode)"
+    )
+    slack.add_argument("--host", default="127.0.0.1", help="HTTP mode: address to listen on")
+    slack.add_argument("--port", type=int, default=3000, help="HTTP mode: port (default 3000)")
+
+    from adapters.discord.cli import add_arguments
+
+    discord = sub.add_parser(
+        "discord", help="the Discord surface: sync the /learning commands, or run the bot alone"
+    )
+    add_arguments(discord)
+
+    dashboard = sub.add_parser("dashboard", help="print the dashboard's URL")
+    dashboard.add_argument("--host", default="127.0.0.1")
+    dashboard.add_argument("--port", type=int, default=8787)
+
+    return parser
+
+
+def _read_only(args: argparse.Namespace) -> bool:
+    """Commands that only read: they can skip SQLAlchemy (see learning_bot.app.build_read_app)."""
+    if args.command in ("status", "help"):
+        return True
+    return args.command == "phase" and not args.words and not args.confirm
+
+
+def _text(words: Sequence[str]) -> str:
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def _chat(args: argparse.Namespace, settings: Settings) -> int:
+    from adapters.terminal.commands import local_sender, remote_sender, run_chat_command
+
+    confirm = bool(getattr(args, "confirm", False))
+    conversation = getattr(args, "conversation", "")
+    text = _text([args.command, *args.words, *(["confirm"] if confirm else [])])
+    if args.url:
+        return run_chat_command(
+            remote_sender(args.url, args.learner, conversation), text, confirm=confirm
+        )
+    if _read_only(args):
+        from learning_bot.app import build_read_app
+
+        lite = build_read_app(settings)
+        if lite is not None:
+            try:
+                return run_chat_command(local_sender(lite.bus), text)
+            finally:
+                lite.close()
+    from learning_bot.app import build_app
+
+    app = build_app(settings)
+    try:
+        return run_chat_command(local_sender(app.bus, conversation), text, confirm=confirm)
+    finally:
+        app.close()
+
+
+def _run(args: argparse.Namespace) -> int:
+    from learning_bot.settings import load_settings
+
+    settings = load_settings(
+        database_url=args.database_url, learner=args.learner, config_path=args.config
+    )
+    command = args.command
+    if command in CHAT_COMMANDS:
+        return _chat(args, settings)
+    if command == "dashboard":
+        print(f"{_server_url(args)}/__openclaw__/api/learning/dashboard")
+        return EXIT_OK
+    if command == "console" and args.url:
+        from adapters.terminal import remote_sender, run_console
+
+        return run_console(remote_sender(args.url, args.learner, "console"))
+    if args.url:
+        raise CliError(
+            f"--url does not apply to `{command}`: it works on the database directly",
+            EXIT_USAGE,
+            hint="drop --url, or give --database-url to point at the server's database",
+        )
+    if command == "db":
+        return _db(args.action, settings.database_url)
+    if command == "serve":
+        return _serve(settings, args.host, args.port, args.workers)
+    if command == "slack":
+        return _slack(settings, args.host, args.port)
+    if command == "discord":
+        return _discord(args, settings)
+    from learning_bot.app import build_app
+
+    app = build_app(settings)
+    try:
+        if command == "export":
+            return _export(app, args)
+        if command == "console":
+            from adapters.terminal import local_sender, run_console
+
+            return run_console(local_sender(app.bus, "console", surface="console"))
+        if command == "simulate":
+            return _simulate(app, args.traces, args.arms, args.seed, args.force)
+    finally:
+        app.close()
+    raise CliError(f"unknown command {command}", EXIT_USAGE)
+
+
+def _export(app: App, args: argparse.Namespace) -> int:
+    from bot.export import export_csv, export_json, export_jsonl
+
+    service = app.service()
+    if args.format == "csv":
+        if args.table is None:
+            raise CliError(
+                "--format csv writes one table", EXIT_USAGE, hint="add --table traces or posteriors"
+            )
+        chunks = export_csv(service, args.table)
+    elif args.format == "jsonl":
+        chunks = export_jsonl(service)
+    else:
+        if args.no_traces and args.no_posteriors:
+            raise CliError("nothing to export: --no-traces and --no-posteriors", EXIT_USAGE)
+        chunks = export_json(
+            service,
+            traces=not args.no_traces,
+            posteriors=not args.no_posteriors,
+            indent=not args.compact,
+        )
+    for chunk in chunks:
+        sys.stdout.write(chunk)
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+def _simulate(app: App, traces: int, arms: int, seed: int, force: bool) -> int:
+    from learning_bot.simulate import progress_bar, simulate
+
+    service = app.service()
+    result = simulate(
+        service,
+        traces=traces,
+        arms=arms,
+        seed=seed,
+        force=force,
+        progress=progress_bar(traces),
+    )
+    if result.switched_to_active:
+        print(f"Switched learner '{service.learner}' to the active phase so selection runs.")
+    savings = (
+        f"; token savings {result.token_savings_percent:.1f}%"
+        if result.token_savings_percent is not None
+        else ""
+    )
+    print(
+        f"Simulated {result.traces:,} runs of a {result.arms}-arm agent (seed {seed}) into "
+        f"learner '{service.learner}': {result.baseline_runs:,} baseline, "
+        f"{result.selected_runs:,} selected{savings}."
+    )
+    print("Next: `learning-bot status` to see the posteriors, `learning-bot console` to chat.")
+    return EXIT_OK
+
+
+def _server_url(args: argparse.Namespace) -> str:
+    if args.url:
+        return str(args.url).rstrip("/")
+    host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+    return f"http://{host}:{args.port}"
+
+
+def _serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
+    from adapters.http.server import http_settings, is_loopback, serve_workers
+
+    if not 1 <= port <= 65535:
+        raise CliError(f"--port must be from 1 to 65535, got {port}", EXIT_USAGE)
+    if not 1 <= workers <= 64:
+        raise CliError(f"--workers must be from 1 to 64, got {workers}", EXIT_USAGE)
+    http = http_settings()
+    if http.api_token is None and not is_loopback(host):
+        raise CliError(
+            f"--host: refusing to listen on {host} without LEARNING_BOT_API_TOKEN: anyone "
+            "could reset posteriors",
+            EXIT_USAGE,
+            hint="set a token, or bind to 127.0.0.1",
+        )
+    if workers == 1:
+        return _serve_one(settings, host, port, None, surfaces=True)
+
+    def worker(index: int, sock: object) -> None:
+        code = _serve_one(settings, host, port, sock, surfaces=index == 0, quiet=index > 0)
+        if code:
+            raise SystemExit(code)
+
+    return serve_workers(worker, host=host, port=port, workers=workers)
+
+
+def _serve_one(
+    settings: Settings,
+    host: str,
+    port: int,
+    sock: object,
+    *,
+    surfaces: bool,
+    quiet: bool = False,
+) -> int:
+    from adapters.http.server import SurfaceFailed, serve
+    from learning_bot.app import build_app
+    from learning_bot.surfaces import configured_surfaces
+
+    app = build_app(settings)
+    try:
+        live, notes = configured_surfaces(app) if surfaces else ([], [])
+        for note in notes:
+            print(f"learning-bot: {note}", flush=True)
+        announce = (lambda _line: None) if quiet else _say
+        run = serve(app.bus, host=host, port=port, surfaces=live, announce=announce, sock=sock)  # type: ignore[arg-type]
+        try:
+            _run_loop(run)
+        except SurfaceFailed as exc:
+            print(f"learning-bot: {exc}", file=sys.stderr, flush=True)
+            return EXIT_ERROR
+        return EXIT_OK
+    finally:
+        app.close()
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _run_loop(main: object) -> None:
+    import asyncio
+
+    try:  # uvloop's event loop when it is installed (it is on Linux and macOS)
+        import uvloop
+
+        uvloop.run(main)  # type: ignore[arg-type]
+    except ImportError:
+        asyncio.run(main)  # type: ignore[arg-type]
+
+
+def _slack(settings: Settings, host: str, port: int) -> int:
+    """Slack on its own: Socket Mode when SLACK_APP_TOKEN is set (no port is opened), else HTTP
+    on --host/--port with Slack posting to /slack/events."""
+    from adapters.http.server import SurfaceFailed, http_settings, serve
+    from adapters.slack.service import slack_service
+    from learning_bot.app import build_app
+
+    if not 1 <= port <= 65535:
+        raise CliError(f"--port must be from 1 to 65535, got {port}", EXIT_USAGE)
+    app = build_app(settings)
+    try:
+        surface = slack_service(app.bus, installation_engine=app.engine)
+        if surface.settings.socket_mode:
+            _run_loop(_socket_mode_only(surface))
+            return EXIT_OK
+        run = serve(
+            app.bus,
+            host=host,
+            port=port,
+            settings=http_settings(),
+            surfaces=[surface],
+            announce=_say,
+        )
+        try:
+            _run_loop(run)
+        except SurfaceFailed as exc:
+            print(f"learning-bot: {exc}", file=sys.stderr, flush=True)
+            return EXIT_ERROR
+        return EXIT_OK
+    finally:
+        app.close()
+
+
+async def _socket_mode_only(surface: object) -> None:
+    """Run one surface until SIGINT/SIGTERM, then stop it."""
+    import asyncio
+    import contextlib
+    import signal
+
+    from bot.surface import Surface
+
+    assert isinstance(surface, Surface)
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stopping.set)
+    _say(f"learning-bot: {surface.name} connected out; stop with Ctrl-C")
+    task = asyncio.create_task(surface.run())
+    waiter = asyncio.create_task(stopping.wait())
+    try:
+        await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        await asyncio.wait_for(surface.stop(), 10)
+        waiter.cancel()
+        if task.done() and task.exception() is not None:
+            raise CliError(f"the {surface.name} surface failed: {task.exception()}")
+        task.cancel()
+    _say("learning-bot: stopped")
+
+
+def _discord(args: argparse.Namespace, settings: Settings) -> int:
+    from adapters.discord.cli import run_command
+    from adapters.discord.settings import load_discord_settings
+    from learning_bot.app import build_app
+
+    discord_settings = load_discord_settings()
+    app = build_app(settings)
+    try:
+        return run_command(args, app.bus, discord_settings)
+    finally:
+        app.close()
+
+
+def _db(action: str, url: str | None) -> int:
+    from storage import default_database_url, make_engine, upgrade
+    from storage.database import ensure_schema
+
+    target = url or default_database_url()
+    if action == "url":
+        print(target)
+        return EXIT_OK
+    engine = make_engine(target)
+    try:
+        if action == "upgrade":
+            before, after = upgrade(engine)
+            if before == after:
+                print(f"The schema is already at revision {after}.")
+            else:
+                print(f"Upgraded the schema from {before or 'empty'} to revision {after}.")
+            return EXIT_OK
+        ensure_schema(engine, auto_create=False)
+    finally:
+        engine.dispose()
+    from engine.service import LearningService
+    from storage import SqlStore
+
+    store = SqlStore(target, auto_create=False)
+    failed = False
+    try:
+        for name in store.learner_names():
+            report = LearningService(store, learner=name).verify()
+            state = "ok" if report.ok else "FAILED"
+            print(
+                f"{name}: {state} — {report.arms_checked} arms, {report.traces_checked} traces, "
+                f"{report.observations_checked} changes in current epochs"
+            )
+            for problem in report.problems:
+                print(f"  {problem.arm_id or '-'}: {problem.message}")
+            failed |= not report.ok
+    finally:
+        store.close()
+    return EXIT_ERROR if failed else EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from bot.errors import error_kind, user_message
+    from engine.errors import LearningError
+
+    try:
+        args = _parser().parse_args(argv)
+        return _run(args)
+    except CliError as exc:
+        print(f"learning-bot: {exc}", file=sys.stderr)
+        if exc.hint:
+            print(exc.hint, file=sys.stderr)
+        return exc.code
+    except LearningError as exc:
+        print(f"learning-bot: {user_message(exc)}", file=sys.stderr)
+        return error_kind(exc).exit_code
+    except KeyboardInterrupt:
+        print("learning-bot: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:
+        if os.environ.get("LEARNING_BOT_DEBUG"):
+            raise
+        print(
+            f"learning-bot: unexpected error: {type(exc).__name__}: {exc}",
+            file=sys.stderr,
+        )
+        print("set LEARNING_BOT_DEBUG=1 for the details", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

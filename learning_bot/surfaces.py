@@ -1,0 +1,85 @@
+"""Which surfaces `learning-bot serve` runs beside the HTTP API, from the environment.
+
+Adding a surface: implement `bot.surface.Surface` in a new folder under `adapters/`, and add
+one entry to SURFACES below (a test of whether the environment asks for it, a factory, and the
+line that says how to turn it on)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from bot.surface import Surface
+from learning_bot.app import App
+
+
+@dataclass(frozen=True)
+class SurfaceEntry:
+    name: str
+    wanted: Callable[[Mapping[str, str]], bool]
+    build: Callable[[App, Mapping[str, str]], Surface]
+    describe: Callable[[Surface], str]
+    how_to_enable: str
+
+
+def _slack_wanted(env: Mapping[str, str]) -> bool:
+    from adapters.slack.service import slack_configured
+
+    return slack_configured(env)
+
+
+def _slack(app: App, env: Mapping[str, str]) -> Surface:
+    from adapters.slack.service import slack_service
+
+    return slack_service(app.bus, env, installation_engine=app.engine)
+
+
+def _slack_note(surface: Surface) -> str:
+    from adapters.slack.service import SlackService
+
+    socket = isinstance(surface, SlackService) and surface.settings.socket_mode
+    return "Socket Mode" if socket else "HTTP, events at POST /slack/events"
+
+
+def _discord(app: App, env: Mapping[str, str]) -> Surface:
+    from adapters.discord.client import DiscordService
+    from adapters.discord.settings import load_discord_settings
+
+    return DiscordService(load_discord_settings(env), app.bus)
+
+
+SURFACES = (
+    SurfaceEntry(
+        "Slack",
+        _slack_wanted,
+        _slack,
+        _slack_note,
+        "set SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET for /slack/events, "
+        "or SLACK_APP_TOKEN for Socket Mode",
+    ),
+    SurfaceEntry(
+        "Discord",
+        lambda env: bool(env.get("DISCORD_TOKEN", "").strip()),
+        _discord,
+        lambda _: "commands are registered separately: learning-bot discord sync",
+        "set DISCORD_TOKEN to enable",
+    ),
+)
+
+
+def configured_surfaces(
+    app: App, env: Mapping[str, str] | None = None
+) -> tuple[list[Surface], list[str]]:
+    """The surfaces to run, and one line per surface saying it is live or how to enable it."""
+    env = os.environ if env is None else env
+    surfaces: list[Surface] = []
+    notes: list[str] = []
+    for entry in SURFACES:
+        if entry.wanted(env):
+            surface = entry.build(app, env)
+            surfaces.append(surface)
+            notes.append(f"{entry.name}: live ({entry.describe(surface)})")
+        else:
+            notes.append(f"{entry.name}: off ({entry.how_to_enable})")
+    return surfaces, notes

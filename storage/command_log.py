@@ -1,0 +1,173 @@
+"""SqlCommandLog: the command bus's persistence (idempotency keys, rate-limit counters, the
+command audit and pending confirmations) on the same database as the learners."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, case, delete, insert, literal, select, update
+
+from engine.ports import AuditEntry
+from storage.database import reading, with_retries, write_transaction
+from storage.schema import audit_log, command_results, confirmations, learners, rate_limits
+
+T = TypeVar("T")
+_CONFIRMATION_FIELDS = (
+    "token",
+    "learner",
+    "actor_id",
+    "surface",
+    "command",
+    "summary",
+    "created_at",
+    "expires_at",
+    "used_at",
+    "used_by",
+    "outcome",
+)
+
+
+class _Batch:
+    """The command-log operations of one transaction (see bot.ports.CommandBatch)."""
+
+    def __init__(self, conn: Connection, insert_for: Any) -> None:
+        self.conn = conn
+        self._insert = insert_for
+
+    def claim(self, key: str, at: int) -> tuple[bool, str | None]:
+        c = command_results.c
+        stmt = (
+            self._insert(command_results)
+            .values(key=key, reply=None, created_at=at)
+            .on_conflict_do_nothing(index_elements=["key"])
+            .returning(c.key)
+        )
+        if self.conn.execute(stmt).first() is not None:
+            return True, None
+        return False, self.conn.execute(select(c.reply).where(c.key == key)).scalar()
+
+    def hit_rate_limit(self, key: str, window_ms: int, at: int) -> int:
+        start = at // window_ms * window_ms
+        r = rate_limits.c
+        stmt = self._insert(rate_limits).values(key=key[:300], window_start=start, count=1)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["key"],
+            set_={
+                "count": case(
+                    (r.window_start == stmt.excluded.window_start, r.count + 1),
+                    else_=1,
+                ),
+                "window_start": stmt.excluded.window_start,
+            },
+        ).returning(r.count)
+        return int(self.conn.execute(stmt).scalar_one())
+
+    def finish(self, key: str, reply: str) -> None:
+        self.conn.execute(
+            update(command_results).where(command_results.c.key == key).values(reply=reply)
+        )
+
+    def audit(self, learner: str, entry: AuditEntry) -> None:
+        chosen = select(
+            learners.c.id,
+            literal(entry.kind),
+            literal(entry.actor[:256]),
+            literal(entry.surface[:64]),
+            literal(json.dumps(dict(entry.detail), default=str)),
+            literal(entry.result),
+            literal(entry.at),
+        ).where(learners.c.name == learner)
+        self.conn.execute(
+            insert(audit_log).from_select(
+                ["learner_id", "kind", "actor", "surface", "detail", "result", "created_at"],
+                chosen,
+            )
+        )
+
+
+class SqlCommandLog:
+    """The bot's CommandStore port on a SQLAlchemy engine."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._insert: Any
+        if engine.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            self._insert = pg_insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            self._insert = sqlite_insert
+
+    def in_transaction(self, work: Callable[[_Batch], T]) -> T:
+        def run() -> T:
+            with write_transaction(self.engine) as conn:
+                return work(_Batch(conn, self._insert))
+
+        return with_retries(run)
+
+    def release_command(self, key: str) -> None:
+        def run() -> None:
+            with write_transaction(self.engine) as conn:
+                conn.execute(delete(command_results).where(command_results.c.key == key))
+
+        with_retries(run)
+
+    def purge(self, before: int) -> int:
+        """Forget idempotency keys and spent confirmations older than `before`."""
+
+        def run() -> int:
+            with write_transaction(self.engine) as conn:
+                n = conn.execute(
+                    delete(command_results).where(command_results.c.created_at < before)
+                ).rowcount
+                n += conn.execute(
+                    delete(confirmations).where(confirmations.c.expires_at < before)
+                ).rowcount
+                return int(n or 0)
+
+        return with_retries(run)
+
+    def create_confirmation(self, confirmation: Mapping[str, Any]) -> None:
+        values = {k: confirmation[k] for k in _CONFIRMATION_FIELDS[:8]}
+
+        def run() -> None:
+            with write_transaction(self.engine) as conn:
+                conn.execute(insert(confirmations).values(**values))
+
+        with_retries(run)
+
+    def get_confirmation(self, token: str) -> dict[str, Any] | None:
+        with reading(self.engine) as conn:
+            row = conn.execute(select(confirmations).where(confirmations.c.token == token)).first()
+        if row is None:
+            return None
+        return {name: getattr(row, name) for name in _CONFIRMATION_FIELDS}
+
+    def use_confirmation(self, token: str, actor_id: str, at: int) -> bool:
+        c = confirmations.c
+
+        def run() -> bool:
+            with write_transaction(self.engine) as conn:
+                done = conn.execute(
+                    update(confirmations)
+                    .where(c.token == token, c.used_at.is_(None))
+                    .values(used_at=at, used_by=actor_id)
+                ).rowcount
+                return bool(done)
+
+        return with_retries(run)
+
+    def finish_confirmation(self, token: str, outcome: str) -> None:
+        def run() -> None:
+            with write_transaction(self.engine) as conn:
+                conn.execute(
+                    update(confirmations)
+                    .where(confirmations.c.token == token)
+                    .values(outcome=outcome)
+                )
+
+        with_retries(run)
