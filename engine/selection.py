@@ -26,7 +26,7 @@ BoolArray = npt.NDArray[np.bool_]
 
 MAX_GUIDANCE_NAME = 64
 
-SMALL_INVENTORY = 200
+SMALL_INVENTORY = 128
 """Below this many arms `select_arms` ranks and packs in plain Python after the one numpy
 draw: on a few dozen elements each numpy call costs more in overhead than the work it does.
 Measured crossover (bench/select.py --crossover); both paths consume the same random draws and
