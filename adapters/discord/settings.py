@@ -6,6 +6,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import discord.gateway
+import discord.http
+import yarl
 
 from engine.errors import InvalidConfig
 
@@ -32,6 +37,12 @@ class DiscordSettings:
     defer_after: float = DEFAULT_DEFER_AFTER
     """DISCORD_DEFER_AFTER: seconds to wait for a reply before deferring it."""
     confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT
+    api_url: str | None = None
+    """DISCORD_API_URL: another REST API base than Discord's (`http://127.0.0.1:8000/api/v10`):
+    a local stand-in for tests, or a proxy. Not needed to talk to Discord itself."""
+    gateway_url: str | None = None
+    """DISCORD_GATEWAY_URL: another gateway WebSocket URL than Discord's (`ws://127.0.0.1:8001/`),
+    for the same uses."""
 
     def require_token(self) -> str:
         if not self.token:
@@ -71,11 +82,33 @@ def _seconds(name: str, raw: str, low: float, high: float, default: float) -> fl
     return value
 
 
+def _url(name: str, raw: str, schemes: tuple[str, ...]) -> str | None:
+    raw = raw.strip()
+    if not raw:
+        return None
+    parts = urlsplit(raw)
+    if parts.scheme not in schemes or not parts.netloc:
+        shown = raw if len(raw) <= 60 else raw[:57] + "..."
+        raise InvalidConfig(name, f"must be a {' or '.join(schemes)} URL, got {shown!r}")
+    return raw
+
+
+def use_endpoints(settings: DiscordSettings) -> None:
+    """Point discord.py at `settings.api_url` and `settings.gateway_url` when they are set.
+    discord.py keeps both as class attributes, so this holds for every client in the process."""
+    if settings.api_url:
+        discord.http.Route.BASE = settings.api_url.rstrip("/")
+    if settings.gateway_url:
+        discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(settings.gateway_url)
+
+
 def load_discord_settings(env: Mapping[str, str] | None = None) -> DiscordSettings:
-    """DISCORD_TOKEN, DISCORD_GUILD_IDS, DISCORD_ADMIN_ROLE_IDS, DISCORD_ADMIN_USER_IDS and
-    DISCORD_DEFER_AFTER from the environment (or `env`)."""
+    """DISCORD_TOKEN, DISCORD_GUILD_IDS, DISCORD_ADMIN_ROLE_IDS, DISCORD_ADMIN_USER_IDS,
+    DISCORD_DEFER_AFTER, DISCORD_API_URL and DISCORD_GATEWAY_URL from the environment (or
+    `env`). The two URLs, when set, take effect here (`use_endpoints`): every command that
+    talks to Discord loads these settings first."""
     env = os.environ if env is None else env
-    return DiscordSettings(
+    settings = DiscordSettings(
         token=env.get("DISCORD_TOKEN", "").strip() or None,
         guild_ids=parse_snowflakes("DISCORD_GUILD_IDS", env.get("DISCORD_GUILD_IDS", "")),
         admin_role_ids=frozenset(
@@ -87,4 +120,8 @@ def load_discord_settings(env: Mapping[str, str] | None = None) -> DiscordSettin
         defer_after=_seconds(
             "DISCORD_DEFER_AFTER", env.get("DISCORD_DEFER_AFTER", ""), 0.0, 2.5, DEFAULT_DEFER_AFTER
         ),
+        api_url=_url("DISCORD_API_URL", env.get("DISCORD_API_URL", ""), ("http", "https")),
+        gateway_url=_url("DISCORD_GATEWAY_URL", env.get("DISCORD_GATEWAY_URL", ""), ("ws", "wss")),
     )
+    use_endpoints(settings)
+    return settings

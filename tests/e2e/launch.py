@@ -1,0 +1,153 @@
+"""The documented ways of running learning-bot, one command line each, and a process started
+from one of them: its own HOME, XDG directories and SQLite file, its output captured in files,
+stopped by a signal and killed (with its process group) if it outlives the test."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+"""The project's interpreter: .venv/bin/python under `make test`."""
+
+
+def _script(name: str) -> str:
+    """A console script installed beside the interpreter (.venv/bin/learning-bot)."""
+    beside = Path(PYTHON).with_name(name)
+    if beside.exists():
+        return str(beside)
+    return shutil.which(name) or str(beside)
+
+
+LEARNING_BOT = _script("learning-bot")
+
+# One command line per documented way of running it (README); "{port}" becomes a free port.
+SERVE = (LEARNING_BOT, "serve", "--host", "127.0.0.1", "--port", "{port}")
+SLACK_HTTP = (LEARNING_BOT, "slack", "--host", "127.0.0.1", "--port", "{port}")
+SLACK_SOCKET_MODE = (LEARNING_BOT, "slack")
+DISCORD_RUN = (LEARNING_BOT, "discord", "run")
+
+OWN_PREFIXES = ("LEARNING_BOT_", "SLACK_", "DISCORD_")
+"""Variables of the caller's environment that never reach a process under test."""
+
+
+_handed_out: set[int] = set()
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on, never the same twice in one test run (processes
+    started side by side bind theirs a moment after they get it)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
+
+
+def environment(root: Path, settings: Mapping[str, str]) -> dict[str, str]:
+    """The caller's environment without any learning-bot, Slack or Discord setting, with HOME
+    and the XDG directories under `root`, a SQLite file there, and `settings` on top."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(OWN_PREFIXES)}
+    home = root / "home"
+    dirs = {
+        "HOME": home,
+        "XDG_DATA_HOME": home / ".local" / "share",
+        "XDG_STATE_HOME": home / ".local" / "state",
+        "XDG_CONFIG_HOME": home / ".config",
+        "XDG_CACHE_HOME": home / ".cache",
+    }
+    for path in dirs.values():
+        path.mkdir(parents=True, exist_ok=True)
+    env.update({name: str(path) for name, path in dirs.items()})
+    env["LEARNING_BOT_DATABASE_URL"] = f"sqlite:///{root / 'learning.sqlite'}"
+    env["PYTHONUNBUFFERED"] = "1"
+    env["NO_COLOR"] = "1"
+    env.update(settings)
+    return env
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"signal {signal.Signals(-code).name}"
+    return f"status {code}"
+
+
+@dataclass
+class Process:
+    """A process under test. Its stdout and stderr are files under its directory."""
+
+    argv: list[str]
+    proc: asyncio.subprocess.Process
+    stdout: Path
+    stderr: Path
+    started: float
+
+    @classmethod
+    async def start(cls, argv: Sequence[str], env: Mapping[str, str], root: Path) -> Process:
+        stdout, stderr = root / "stdout.txt", root / "stderr.txt"
+        with stdout.open("wb") as out, stderr.open("wb") as err:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                env=dict(env),
+                cwd=REPO,
+                start_new_session=True,  # its own process group: nothing else gets our signals
+            )
+        return cls(list(argv), proc, stdout, stderr, time.monotonic())
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    def uptime(self) -> float:
+        return time.monotonic() - self.started
+
+    def send(self, sig: signal.Signals) -> None:
+        self.proc.send_signal(sig)
+
+    async def exit_within(self, seconds: float) -> int | None:
+        """The exit status if the process ends within `seconds`, else None."""
+        try:
+            return await asyncio.wait_for(self.proc.wait(), max(seconds, 0.0))
+        except TimeoutError:
+            return None
+
+    async def kill(self) -> None:
+        """Kill the process and its group if anything of it is still running."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.proc.wait(), 10)
+
+    def output(self, limit: int = 6000) -> str:
+        """The command line and the tail of what the process wrote, for failure messages."""
+
+        def tail(path: Path) -> str:
+            text = path.read_text(errors="replace") if path.exists() else ""
+            return text if len(text) <= limit else "...\n" + text[-limit:]
+
+        state = "running" if self.returncode is None else describe_exit(self.returncode)
+        return (
+            f"$ {shlex.join(self.argv)}   [{state}, {self.uptime():.1f} s since start]\n"
+            f"--- stdout ---\n{tail(self.stdout)}\n--- stderr ---\n{tail(self.stderr)}"
+        )
+
+    def stderr_text(self) -> str:
+        return self.stderr.read_text(errors="replace") if self.stderr.exists() else ""
