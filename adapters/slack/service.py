@@ -32,8 +32,8 @@ def slack_configured(env: Mapping[str, str]) -> bool:
 @dataclass
 class SlackService:
     """What a server needs: `routes` to mount (POST /slack/events in HTTP mode, the OAuth
-    pages when the multi-workspace install is on), `run` (Socket
-    Mode: connect and serve until cancelled; HTTP mode: returns at once) and `stop`."""
+    pages when the multi-workspace install is on), `run` and `stop`. `run` lasts as long as
+    the surface is live, in both modes, so a server can treat its end as the surface stopping."""
 
     settings: SlackSettings
     app: AsyncApp
@@ -41,19 +41,30 @@ class SlackService:
     routes: list[BaseRoute] = field(default_factory=list)
     _handler: AsyncSocketModeHandler | None = None
     name: str = "slack"
+    _stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def run(self) -> None:
-        if not self.settings.socket_mode:
-            return
-        assert self.settings.app_token is not None
-        self._handler = await start_socket_mode(self.app, self.settings.app_token)
-        await asyncio.Event().wait()
+        """Socket Mode: connect (raising if that fails), then serve until `stop()`. HTTP mode:
+        the mounted routes do the work; wait until `stop()`."""
+        if self.settings.socket_mode:
+            assert self.settings.app_token is not None
+            self._handler = await start_socket_mode(self.app, self.settings.app_token)
+        try:
+            await self._stopped.wait()
+        finally:
+            await self._disconnect()
 
     async def stop(self) -> None:
-        if self._handler is not None:
-            await self._handler.close_async()  # type: ignore[no-untyped-call]  # unannotated in bolt
-            self._handler = None
+        """End `run`, close the Socket Mode connection, and let answers still on their way to
+        response_url go out (for up to STOP_SECONDS)."""
+        self._stopped.set()
+        await self._disconnect()
         await self.surface.wait_for_follow_ups(STOP_SECONDS)
+
+    async def _disconnect(self) -> None:
+        handler, self._handler = self._handler, None
+        if handler is not None:
+            await handler.close_async()  # type: ignore[no-untyped-call]  # unannotated in bolt
 
 
 def slack_service(
