@@ -285,7 +285,7 @@ def kinds(app: App, fake: FakeDiscord) -> list[Kind]:
 async def measure(app: App, calls: int, warmup: int) -> list[Kind]:
     fake = FakeDiscord()
     discord.http.Route.BASE = await fake.start()
-    client = create_client(DiscordSettings(token=BOT_TOKEN), app)
+    client = create_client(DiscordSettings(token=BOT_TOKEN), app.bus)
     await client.login(BOT_TOKEN)
     place = Place(GUILD, CHANNEL_BASE + 3)
     plan = kinds(app, fake)

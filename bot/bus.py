@@ -198,7 +198,9 @@ class CommandBus:
             kind = error_kind(exc)
             if kind.code == "internal":
                 log.exception("command failed: %r from %s", call.command, call.invocation.surface)
-            return error_reply(user_message(exc), code=kind.code)
+            message = user_message(exc)
+            detail = {"detail": str(exc)} if message != str(exc) else {}
+            return error_reply(message, code=kind.code, **detail)
 
     # -- execution -----------------------------------------------------------------------------
 

@@ -55,6 +55,7 @@ from engine.posterior import (
 # (the CLI, the chat surfaces) start fast.
 _LAZY = {
     "ArmSet": "engine.selection",
+    "align_posteriors": "engine.selection",
     "PosteriorArrays": "engine.selection",
     "Selection": "engine.selection",
     "discounted": "engine.selection",
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
         ArmSet,
         PosteriorArrays,
         Selection,
+        align_posteriors,
         discounted,
         excluded_tools_guidance,
         include_everything,
@@ -117,6 +119,7 @@ __all__ = [
     "ToolCall",
     "Unavailable",
     "Usage",
+    "align_posteriors",
     "build_arm_id",
     "check_reward",
     "confidence_for_pulls",

@@ -166,14 +166,8 @@ class PosteriorCache:
         """The cached posteriors aligned to `arm_set` (call with the lock held)."""
         aligned = self._aligned.get(arm_set)
         if aligned is None or aligned.version != self.version:
-            arrays = arm_set.align(None)
-            entries = self.arms
-            for i, arm_id in enumerate(arm_set.ids):
-                entry = entries.get(arm_id)
-                if entry is not None:
-                    arrays.alpha[i] = entry.alpha
-                    arrays.beta[i] = entry.beta
-                    arrays.pulls[i] = entry.pulls
-            aligned = _Aligned(self.version, arrays)
+            from engine.selection import align_posteriors
+
+            aligned = _Aligned(self.version, align_posteriors(arm_set, self.arms))
             self._aligned[arm_set] = aligned
         return aligned.arrays

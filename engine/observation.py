@@ -104,11 +104,13 @@ def _check_count(name: str, value: Any) -> None:
 
 
 def _check_identifier(name: str, value: Any, required: bool = False) -> None:
-    check_text(name, value, MAX_ID_CHARS)
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name} must be a string, got {type(value).__name__}")
     if required and not value.strip():
         raise InvalidInput(f"{name} is required and must not be empty")
-    if has_controls(value):
+    if has_controls(value):  # NUL and lone surrogates among them
         raise InvalidInput(f"{name} contains control characters")
+    check_text(name, value, MAX_ID_CHARS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -335,6 +335,8 @@ class LearningService:
             at=at,
         )
         self._cache.apply(dict.fromkeys(arm_ids, (r, 1.0 - r, 1.0)), at)
+        if self._cache.stale:  # arms this process had not loaded yet
+            self.refresh()
         views = tuple(self.view(a) for a in arm_ids if a in self._cache.arms)
         return RewardResult(arm_ids, r, actor_text, reason_text, trace_id, arms=views)
 

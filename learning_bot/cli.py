@@ -447,7 +447,7 @@ def _db(action: str, url: str | None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from bot.errors import error_kind, user_message
+    from bot.errors import error_kind
     from engine.errors import LearningError
 
     try:
@@ -459,7 +459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(exc.hint, file=sys.stderr)
         return exc.code
     except LearningError as exc:
-        print(f"learning-bot: {user_message(exc)}", file=sys.stderr)
+        print(f"learning-bot: {exc}", file=sys.stderr)
         return error_kind(exc).exit_code
     except KeyboardInterrupt:
         print("learning-bot: interrupted", file=sys.stderr)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -125,6 +126,9 @@ def run_command(
                 )
             )
         client = create_client(settings, bus)
+        # discord.py stops cleanly on Ctrl-C only: make SIGTERM (a service manager's stop)
+        # end the run the same way.
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
         client.run(
             settings.require_token(),
             log_handler=logging.StreamHandler(err),

@@ -83,7 +83,8 @@ SCHEMAS: dict[str, Any] = {
             "isSeed": BOOL,
             "isUnderexplored": BOOL,
             "credibleInterval": _obj({"lower": NUM, "upper": NUM}, ["lower", "upper"]),
-            "confidence": {
+            "confidence": {"type": "string", "enum": ["low", "medium", "high"]},
+            "confidenceBand": {
                 "type": "string",
                 "enum": ["none", "low", "medium", "high", "very high"],
             },
@@ -99,6 +100,7 @@ SCHEMAS: dict[str, Any] = {
             "isUnderexplored",
             "credibleInterval",
             "confidence",
+            "confidenceBand",
         ],
     ),
     "Usage": _obj(
@@ -271,10 +273,20 @@ SCHEMAS: dict[str, Any] = {
         ["arm_id"],
     ),
     "RewardResult": _obj(
-        {"ok": BOOL, "arm_id": STR, "reward": NUM, "lagged": BOOL}, ["ok", "arm_id"]
+        {
+            "ok": BOOL,
+            "arm_id": STR,
+            "alpha": NUM,
+            "beta": NUM,
+            "mean": NUM,
+            "pulls": INT,
+            "reward": NUM,
+            "lagged": BOOL,
+        },
+        ["ok", "arm_id", "alpha", "beta", "mean", "pulls"],
     ),
     "ResetRequest": _obj(
-        {"arm_ids": {"type": "array", "items": STR, "minItems": 1}, "confirm": BOOL}
+        {"arm_ids": {"type": "array", "items": STR, "minItems": 1, "maxItems": 1000}}
     ),
     "ResetResult": _obj(
         {"learner": STR, "reset_count": INT, "arm_ids": {"type": "array", "items": STR}},
@@ -331,6 +343,7 @@ def _errors(*codes: int) -> dict[str, Any]:
         404: "Unknown arm or route",
         409: "Needs confirmation, or conflicts with the current state",
         413: "Body larger than the limit",
+        429: "More changes than the rate limit allows; try again after the time it names",
         503: "Storage is unavailable",
     }
     return {str(c): {"description": text[c], "content": _json(_ref("Error"))} for c in codes}
@@ -408,6 +421,7 @@ def openapi_document() -> dict[str, Any]:
         },
         "paths": {
             f"{BASE}/summary": _get("Traces, arms, tokens and the baseline split", _ref("Summary")),
+            f"{BASE}/metrics": _get("The same as summary (the original's name)", _ref("Summary")),
             f"{BASE}/config": _get("The learner's settings", _ref("Config")),
             f"{BASE}/posteriors": _get(
                 "Every arm's posterior, highest mean first",
@@ -431,14 +445,24 @@ def openapi_document() -> dict[str, Any]:
                 _ref("RewardRequest"),
                 _ref("RewardResult"),
                 404,
+                429,
             ),
             f"{BASE}/reset": _post(
-                "Reset arms to Beta(1,1); needs confirm: true",
+                "Reset every arm ({}) or the listed ones to Beta(1,1), at once (the calling "
+                "client confirms); `reset/undo` brings them back",
                 _ref("ResetRequest"),
                 _ref("ResetResult"),
                 403,
                 404,
+                429,
+            ),
+            f"{BASE}/reset/undo": _post(
+                "Undo the last reset",
+                _obj({}),
+                _ref("ResetResult"),
+                403,
                 409,
+                429,
             ),
             f"{BASE}/phase": _post(
                 "Set the phase; needs confirm: true",
@@ -446,6 +470,7 @@ def openapi_document() -> dict[str, Any]:
                 _ref("PhaseResult"),
                 403,
                 409,
+                429,
             ),
             f"{BASE}/command": _post(
                 "Any /learning command (as typed in chat); answers with the reply",

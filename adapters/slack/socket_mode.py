@@ -13,6 +13,9 @@ async def start_socket_mode(app: AsyncApp, app_token: str) -> AsyncSocketModeHan
     """Connect (apps.connections.open, then the WebSocket) and return the running handler;
     `await handler.close_async()` stops it."""
     handler = AsyncSocketModeHandler(app, app_token)
+    # Ask for the WebSocket URL once here, so a refused app token raises at once (the
+    # client's own connect retries every error, a refused token included, forever).
+    handler.client.wss_uri = await handler.client.issue_new_wss_url()
     await handler.connect_async()  # type: ignore[no-untyped-call]  # unannotated in bolt
     return handler
 

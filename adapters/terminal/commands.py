@@ -125,7 +125,9 @@ def run_chat_command(
                 hint="add --confirm to do it without asking",
             )
     if reply.kind is ReplyKind.ERROR:
-        raise CliError(reply.summary, kind_of_code(reply.error_code).exit_code)
+        # The terminal is the operator's own: it shows the cause a chat reply keeps private.
+        message = str(reply.data.get("detail") or reply.summary)
+        raise CliError(message, kind_of_code(reply.error_code).exit_code)
     print(render_text(reply))
     return EXIT_OK
 

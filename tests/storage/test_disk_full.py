@@ -46,7 +46,7 @@ def test_a_full_disk_is_a_clear_error_and_nothing_is_corrupted(
     sql = SqlStore(db)
     spool = Spool(tmp_path / "spool", max_bytes=64 * 1024)  # the spool lives elsewhere
     store = SpoolingStore(sql, spool, retry_seconds=3600)
-    svc = LearningService(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)  # type: ignore[arg-type]
+    svc = LearningService(sql, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0, writer=store)
     arms = workload_arms(20)
     recorded = spooled = refused = 0
     errors: list[str] = []

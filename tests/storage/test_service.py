@@ -9,12 +9,18 @@ import math
 
 import pytest
 
+from bot.export import (
+    POSTERIOR_CSV_HEADER,
+    TRACE_CSV_HEADER,
+    export_csv,
+    export_json,
+)
+from bot.shapes import summary_json
 from engine import (
     Ambiguous,
     Arm,
     Conflict,
     InvalidArmId,
-    InvalidConfig,
     InvalidInput,
     LearningConfig,
     NotFound,
@@ -23,13 +29,6 @@ from engine import (
     RunReport,
 )
 from engine.observation import MAX_ARMS_PER_RUN, MAX_TEXT_CHARS
-from bot.export import (
-    POSTERIOR_CSV_HEADER,
-    TRACE_CSV_HEADER,
-    export_csv,
-    export_json,
-)
-from bot.shapes import summary_json
 from engine.service import LearningService
 from storage import SqlStore
 

@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 
 from engine import LearningConfig, Phase, Unavailable
+from engine.observation import observation_guard, rewards_for_run
+from engine.records import RunRecord, record_from_report
 from engine.service import LearningService
 from storage import SqlStore
-from storage.spool import Spool, SpoolFull, SpoolingStore, record_from_json, record_to_json
+from storage.spool import Spool, SpoolFull, SpoolingStore, read_spool_line, spool_line
 
 from .helpers import ARMS, report
 
@@ -40,6 +42,13 @@ class Outage:
         return self.inner.learner_state(learner_id)
 
 
+def record_of(svc: LearningService, run: Any) -> RunRecord:
+    """The record observing `run` would write."""
+    config = svc.config
+    guard = observation_guard(run, config, ignore_phase=True)
+    return record_from_report(run, rewards_for_run(run, config), config.phase, guard)
+
+
 def wait_until(check: Any, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
@@ -54,7 +63,7 @@ def test_outage_spools_then_replays_in_order_exactly_once(
     sql = SqlStore(database_url)
     outage = Outage(sql)
     store = SpoolingStore(outage, Spool(tmp_path / "spool"), retry_seconds=0.1)
-    svc = LearningService(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)  # type: ignore[arg-type]
+    svc = LearningService(outage, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0, writer=store)  # type: ignore[arg-type]
     svc.observe(report("before"))
     outage.down = True
     during = [svc.observe(report(f"down-{i}", timestamp=1_000 + i)) for i in range(20)]
@@ -80,7 +89,7 @@ def test_runs_wait_behind_spooled_ones(database_url: str, tmp_path: Path) -> Non
     sql = SqlStore(database_url)
     outage = Outage(sql)
     store = SpoolingStore(outage, Spool(tmp_path / "spool"), retry_seconds=60)
-    svc = LearningService(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)  # type: ignore[arg-type]
+    svc = LearningService(outage, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0, writer=store)  # type: ignore[arg-type]
     outage.down = True
     assert svc.observe(report("first")).spooled
     outage.down = False
@@ -105,8 +114,8 @@ def test_spool_survives_a_killed_process(sqlite_url: str, tmp_path: Path) -> Non
     (dead / ".lock").write_text("")
     sql = SqlStore(sqlite_url)
     svc = LearningService(sql, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)
-    records = [svc._record(report(f"k{i}"), svc.config)[0] for i in range(5)]
-    lines = "".join(record_to_json(svc.learner_id, r) + "\n" for r in records)
+    records = [record_of(svc, report(f"k{i}")) for i in range(5)]
+    lines = "".join(spool_line(svc.learner_id, r) + "\n" for r in records)
     (dead / "000000000001.jsonl").write_text(lines + '{"l": 1, "trace_id": "torn')
     store = SpoolingStore(sql, Spool(root), retry_seconds=0.1)
     wait_until(lambda: svc.traces()[1] == 5)
@@ -120,7 +129,7 @@ def test_full_spool_refuses_loudly(sqlite_url: str, tmp_path: Path, caplog: Any)
     sql = SqlStore(sqlite_url)
     outage = Outage(sql)
     store = SpoolingStore(outage, Spool(tmp_path / "spool", max_bytes=4000), retry_seconds=60)
-    svc = LearningService(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)  # type: ignore[arg-type]
+    svc = LearningService(outage, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0, writer=store)  # type: ignore[arg-type]
     outage.down = True
     svc.observe(report("fits"))
 
@@ -143,8 +152,8 @@ def test_full_spool_refuses_loudly(sqlite_url: str, tmp_path: Path, caplog: Any)
 def test_records_round_trip_through_json(sqlite_url: str) -> None:
     sql = SqlStore(sqlite_url)
     svc = LearningService(sql, LearningConfig(phase=Phase.ACTIVE))
-    record = svc._record(report("rt", text="see README.md"), svc.config)[0]
-    learner, back = record_from_json(record_to_json(7, record))
+    record = record_of(svc, report("rt", text="see README.md"))
+    learner, back = read_spool_line(spool_line(7, record))
     assert learner == 7
     assert back == record
     sql.close()
@@ -157,7 +166,7 @@ def test_spool_appends_are_fsynced(tmp_path: Path, sqlite_url: str, monkeypatch:
     sql = SqlStore(sqlite_url)
     svc = LearningService(sql, LearningConfig(phase=Phase.ACTIVE))
     spool = Spool(tmp_path / "spool")
-    spool.append(svc.learner_id, [svc._record(report("f"), svc.config)[0]])
+    spool.append(svc.learner_id, [record_of(svc, report("f"))])
     assert synced
     spool.close()
     sql.close()
@@ -179,7 +188,7 @@ def test_a_database_gone_mid_life_reads_unavailable_and_observe_spools(
 ) -> None:
     sql = SqlStore(database_url)
     store = SpoolingStore(sql, Spool(tmp_path / "spool"), retry_seconds=0.1)
-    svc = LearningService(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)  # type: ignore[arg-type]
+    svc = LearningService(sql, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0, writer=store)
     assert svc.observe(report("before")).recorded
     working = sql.engine
     sql.engine = _unreachable_engine(sql.dialect, tmp_path)

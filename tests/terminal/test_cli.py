@@ -62,7 +62,8 @@ def test_first_session(db: str) -> None:
 
     refused = run(db, "reset")
     assert refused.returncode == 2 and "--confirm" in refused.stderr
-    assert refused.stderr.count("\n") == 1
+    first, *hint = refused.stderr.splitlines()
+    assert first.startswith("learning-bot: ") and len(hint) <= 1
 
     reset = run(db, "reset", "--confirm")
     assert reset.returncode == 0 and "Reset every arm (30 arm(s)" in reset.stdout
@@ -194,9 +195,9 @@ def test_status_reads_without_sqlalchemy_and_says_the_same(db: str) -> None:
     )
     flags, _, lite_text = probe.stdout.partition("\n")
     assert flags == "False False", probe.stderr
-    from learning_bot.app import build_app
     from bot.bus import Actor, Invocation
     from bot.render_text import render_text
+    from learning_bot.app import build_app
     from learning_bot.settings import Settings
 
     app = build_app(Settings(database_url=db), spool=False)
@@ -232,16 +233,16 @@ def test_db_verify_reports_a_tampered_posterior(db: str) -> None:
 
 
 def test_spool_bound_comes_from_the_environment(tmp_path: Path) -> None:
+    from engine.errors import InvalidConfig
     from learning_bot.app import build_app
     from learning_bot.settings import load_settings
-    from engine.errors import InvalidConfig
 
     env = {"LEARNING_BOT_SPOOL_MAX_MB": "0.5", "LEARNING_BOT_SPOOL_DIR": str(tmp_path / "s")}
     settings = load_settings(env, database_url=f"sqlite:///{tmp_path}/s.sqlite")
     assert settings.spool_max_mb == 0.5
     app = build_app(settings)
     try:
-        assert app.store.spool.max_bytes == 512 * 1024  # type: ignore[attr-defined]
+        assert app.writer.inner.spool.max_bytes == 512 * 1024  # type: ignore[attr-defined]
     finally:
         app.close()
     for bad in ("0", "-1", "lots", "nan"):

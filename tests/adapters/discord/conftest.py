@@ -12,11 +12,9 @@ import discord
 import pytest
 
 from adapters.discord import DiscordSettings, LearningClient, create_client
-from learning_bot.app import App
-from bot.bus import BusSettings, CommandBus, LearnerServices
-from learning_bot.settings import Settings
 from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
-from storage import SqlStore
+from learning_bot.app import App, build_app
+from learning_bot.settings import Settings
 
 from .fake_discord import (
     BOT_TOKEN,
@@ -97,22 +95,7 @@ def make_app(database_url: str, **changes: Any) -> App:
         learners={f"discord:{OTHER_GUILD}": "other"},
         cache_ttl=0.0,
     )
-    settings = replace(settings, **changes)
-    store = SqlStore(database_url)
-    services = LearnerServices(store, settings.config, cache_ttl=settings.cache_ttl)
-    bus = CommandBus(
-        services,
-        store,
-        BusSettings(
-            admins=settings.admins,
-            reward_admins_only=settings.reward_admins_only,
-            learners=dict(settings.learners),
-            default_learner=settings.learner,
-            dashboard_url=settings.dashboard_url,
-            rate_limit=settings.rate_limit,
-        ),
-    )
-    return App(settings, store, services, bus)
+    return build_app(replace(settings, **changes), spool=False)
 
 
 @dataclass
@@ -223,7 +206,7 @@ async def fake(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
 
 
 async def logged_in(fake: FakeDiscord, app: App, settings: DiscordSettings) -> LearningClient:
-    client = create_client(settings, app)
+    client = create_client(settings, app.bus)
     await client.login(BOT_TOKEN)
     return client
 

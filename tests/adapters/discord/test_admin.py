@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from learning_bot.app import App
 from engine import Phase
+from learning_bot.app import App
 
 from .conftest import (
     ADMIN,

@@ -10,8 +10,8 @@ from dataclasses import replace
 from typing import Any
 
 from adapters.discord.views import EXPIRED_TEXT
-from learning_bot.app import App
 from engine import Phase
+from learning_bot.app import App
 
 from .conftest import (
     ADMIN,

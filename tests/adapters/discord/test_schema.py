@@ -15,8 +15,8 @@ import pytest
 
 from adapters.discord import DiscordSettings, command_schema, load_discord_settings
 from adapters.discord.cli import add_arguments, sync_from_cli, sync_targets
-from learning_bot.app import App
 from engine.errors import InvalidConfig
+from learning_bot.app import App
 
 from .conftest import GUILD, OTHER_GUILD, SETTINGS, Harness
 from .fake_discord import BOT_TOKEN, FakeDiscord

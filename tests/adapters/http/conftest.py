@@ -13,9 +13,9 @@ import pytest
 import uvicorn
 
 from adapters.http import HttpSettings, create_app
+from engine import LearningConfig, Phase
 from learning_bot.app import App, build_app
 from learning_bot.settings import Settings
-from engine import LearningConfig, Phase
 
 TOKEN = "test-token-0123456789abcdef"
 BASE = "/__openclaw__/api/learning"
@@ -51,7 +51,7 @@ def start_server(
             cache_ttl=0.0,
         )
     )
-    asgi = create_app(app, HttpSettings(api_token=token, max_body_bytes=max_body))
+    asgi = create_app(app.bus, HttpSettings(api_token=token, max_body_bytes=max_body))
     config = uvicorn.Config(asgi, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from learning_bot.simulate import simulate
 
 from engine import Arm, ReportedArm, RunReport, ToolCall
+from learning_bot.simulate import simulate
 
 from .conftest import Live, start_server, stop_server
 

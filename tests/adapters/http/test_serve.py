@@ -10,16 +10,34 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from adapters.http.server import Surface, serve
+from adapters.http.server import serve
 from learning_bot.app import build_app
 from learning_bot.settings import Settings
 from learning_bot.surfaces import configured_surfaces
 
 EXE = str(Path(sys.executable).with_name("learning-bot"))
+
+
+class ChatSurface:
+    """A surface that connects out (no routes) and runs until stopped."""
+
+    name = "chat"
+    routes = ()
+
+    def __init__(self, run: Any, stop: Any) -> None:
+        self._run = run
+        self._stop = stop
+
+    async def run(self) -> None:
+        await self._run()
+
+    async def stop(self) -> None:
+        await self._stop()
 
 
 def free_port() -> int:
@@ -90,7 +108,8 @@ def test_serve_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "without LEARNING_BOT_API_TOKEN" in result.stderr
-    assert result.stderr.count("\n") == 1
+    first, *hint = result.stderr.splitlines()
+    assert first.startswith("learning-bot: ") and len(hint) <= 1
 
 
 async def test_surfaces_run_beside_http_and_stop_with_it(tmp_path: Path) -> None:
@@ -110,9 +129,9 @@ async def test_surfaces_run_beside_http_and_stop_with_it(tmp_path: Path) -> None
     lines: list[str] = []
     task = asyncio.create_task(
         serve(
-            app,
+            app.bus,
             port=port,
-            surfaces=[Surface("chat", run=run, stop=stop_surface)],
+            surfaces=[ChatSurface(run, stop_surface)],
             announce=lines.append,
             ready=ready,
             stop=stop,

@@ -26,9 +26,9 @@ from slack_sdk.signature import SignatureVerifier
 
 from adapters.slack import SlackSettings, create_app, create_asgi_app
 from adapters.slack.app import FOLLOW_UP_TASK
+from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
 from learning_bot.app import App, build_app
 from learning_bot.settings import Settings
-from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
 
 from .fake_slack import FakeSlack
 
@@ -307,7 +307,7 @@ async def make_driver(core: App, fake_slack: FakeSlack) -> AsyncIterator[DriverF
 
     async def make(**changes: Any) -> SlackDriver:
         settings = slack_settings(fake_slack, **changes)
-        engine = getattr(core.store, "engine", None)
+        engine = core.engine
         app = create_app(settings, core.bus, engine=engine)
         http = await stack.enter_async_context(
             httpx.AsyncClient(

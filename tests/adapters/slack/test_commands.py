@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from learning_bot.app import App
 from engine import Arm, Phase, ReportedArm, RunReport, ToolCall
+from learning_bot.app import App
 
 from .conftest import (
     DASHBOARD,

@@ -31,9 +31,9 @@ async def test_http_mode_under_uvicorn(core: App, fake_slack: FakeSlack) -> None
     seed(core)
     env = {"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_SIGNING_SECRET": SECRET}
     env["SLACK_API_URL"] = fake_slack.api_url
-    service = slack_service(core, env)
+    service = slack_service(core.bus, env, installation_engine=core.engine)
     assert [r.path for r in service.routes if isinstance(r, Route)] == ["/slack/events"]
-    await service.run()  # HTTP mode: nothing to run
+    running = asyncio.create_task(service.run())  # HTTP mode: lasts until stop()
     server = uvicorn.Server(
         uvicorn.Config(Starlette(routes=service.routes), host="127.0.0.1", port=0, lifespan="off")
     )
@@ -57,14 +57,16 @@ async def test_http_mode_under_uvicorn(core: App, fake_slack: FakeSlack) -> None
     finally:
         server.should_exit = True
         await serving
+        assert not running.done()
         await service.stop()
+        await asyncio.wait_for(running, 5)
 
 
 async def test_socket_mode_service(core: App, fake_slack: FakeSlack) -> None:
     seed(core)
     env = {"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_APP_TOKEN": "xapp-1-test"}
     env["SLACK_API_URL"] = fake_slack.api_url
-    service = slack_service(core, env)
+    service = slack_service(core.bus, env, installation_engine=core.engine)
     assert service.routes == []  # nothing is posted to us, and there is no secret to check
     running = asyncio.create_task(service.run())
     try:
