@@ -53,6 +53,10 @@ def summary_json(summary: Summary) -> dict[str, Any]:
         "minTimestamp": summary.min_timestamp,
         "maxTimestamp": summary.max_timestamp,
         "totalTokens": summary.total_tokens,
+        "promptSavingsPercent": summary.prompt_savings_percent,
+        "offeredAvgTokens": summary.offered_avg_tokens,
+        "selectedPromptAvgTokens": summary.selected_prompt_avg_tokens,
+        "estimatedRecall": summary.estimated_recall,
         "baseline": {
             "baselineRuns": summary.baseline_runs,
             "selectedRuns": summary.selected_runs,

@@ -116,6 +116,10 @@ class RunStats:
     selected_tokens: int = 0
     selected_duration: int = 0
     all_time_traces: int = 0
+    offered_prompt_tokens: int = 0
+    """Selected runs: the token costs of every arm the runtime offered, summed."""
+    selected_prompt_tokens: int = 0
+    """Selected runs: the token costs of the arms that went into the prompt, summed."""
 
 
 @dataclass(frozen=True, slots=True)

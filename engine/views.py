@@ -54,6 +54,15 @@ class Summary:
     token_savings_percent: float | None
     baseline_avg_duration: float | None
     selected_avg_duration: float | None
+    offered_avg_tokens: float | None = None
+    """Per selected run: prompt tokens of every arm the runtime offered (what an agent
+    without the learning layer sends)."""
+    selected_prompt_avg_tokens: float | None = None
+    """Per selected run: prompt tokens of the arms selection kept."""
+    prompt_savings_percent: float | None = None
+    """100 x (1 - selected_prompt_avg_tokens / offered_avg_tokens) (SPEC section 8)."""
+    estimated_recall: float | None = None
+    """The estimated share of the components the model used that selection kept."""
 
 
 def _avg(total: int, n: int) -> float | None:
@@ -67,6 +76,9 @@ def summarise(stats: RunStats, arm_count: int) -> Summary:
     savings = token_savings_percent(b_avg, s_avg)
     if savings is not None and not math.isfinite(savings):
         savings = None
+    offered = _avg(stats.offered_prompt_tokens, stats.selected_runs)
+    kept = _avg(stats.selected_prompt_tokens, stats.selected_runs)
+    prompt_savings = 100.0 * (1.0 - kept / offered) if offered and kept is not None else None
     return Summary(
         trace_count=stats.trace_count,
         arm_count=arm_count,
@@ -80,6 +92,9 @@ def summarise(stats: RunStats, arm_count: int) -> Summary:
         token_savings_percent=savings,
         baseline_avg_duration=_avg(stats.baseline_duration, stats.baseline_runs),
         selected_avg_duration=_avg(stats.selected_duration, stats.selected_runs),
+        offered_avg_tokens=offered,
+        selected_prompt_avg_tokens=kept,
+        prompt_savings_percent=prompt_savings,
     )
 
 

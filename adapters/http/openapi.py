@@ -37,6 +37,10 @@ SCHEMAS: dict[str, Any] = {
             "minTimestamp": N_INT,
             "maxTimestamp": N_INT,
             "totalTokens": INT,
+            "promptSavingsPercent": N_NUM,
+            "offeredAvgTokens": N_NUM,
+            "selectedPromptAvgTokens": N_NUM,
+            "estimatedRecall": N_NUM,
             "baseline": _obj(
                 {
                     "baselineRuns": INT,
