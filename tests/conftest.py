@@ -9,10 +9,31 @@ from collections.abc import Iterator
 import pytest
 
 PG_ENV = "LEARNING_BOT_TEST_DATABASE_URL"
+LOCAL_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+_probe: list[str | None] = []
+
+
+def _local_default_answers() -> bool:
+    """Whether a PostgreSQL server answers at the local default (asked once per run)."""
+    try:
+        import psycopg
+    except ImportError:
+        return False
+    try:
+        psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", connect_timeout=2).close()
+    except Exception:
+        return False
+    return True
 
 
 def postgres_base_url() -> str | None:
-    return os.environ.get(PG_ENV) or None
+    """LEARNING_BOT_TEST_DATABASE_URL, else the local default when a server answers there."""
+    configured = os.environ.get(PG_ENV)
+    if configured:
+        return configured
+    if not _probe:
+        _probe.append(LOCAL_DEFAULT if _local_default_answers() else None)
+    return _probe[0]
 
 
 def _require_postgres() -> str:
@@ -20,7 +41,10 @@ def _require_postgres() -> str:
     if url is None:
         if os.environ.get("LEARNING_BOT_REQUIRE_TESTS"):
             pytest.fail(f"{PG_ENV} must be set when LEARNING_BOT_REQUIRE_TESTS is")
-        pytest.skip(f"PostgreSQL tests need {PG_ENV} (e.g. postgresql+psycopg://...)")
+        pytest.skip(
+            f"no PostgreSQL answers at {LOCAL_DEFAULT} and {PG_ENV} is not set "
+            "(e.g. postgresql+psycopg://user@host:5432/db)"
+        )
     return url
 
 
