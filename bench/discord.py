@@ -10,8 +10,8 @@ every trace updates posteriors. Traces are loaded with `LearningService.observe_
 batches of 5,000; the load time is printed and kept beside the file.
 
 This process runs the real Discord surface: a discord.py client from
-`adapters.discord.create_client` over `learning_bot.app.build_app`, logged in against the local fake of
-Discord's REST API that the tests use (tests/adapters/discord/fake_discord.py), in the same
+`adapters.discord.create_client` over `learning_bot.app.build_app`, logged in against the local
+fake of Discord's REST API that the tests use (tests/adapters/discord/fake_discord.py), in the same
 event loop. Each call is a gateway INTERACTION_CREATE payload handed to the client's own
 parser (`ConnectionState.parse_interaction_create`), and is timed from just before that call
 to the moment the fake receives the interaction's first callback (an answer, a defer, or
@@ -56,7 +56,6 @@ import numpy as np  # noqa: E402
 
 from adapters.discord import DiscordSettings, LearningClient, create_client  # noqa: E402
 from adapters.discord.surface import arm_suggestions  # noqa: E402
-from learning_bot.app import App, build_app  # noqa: E402
 from bot.bus import Actor, Invocation  # noqa: E402
 from bot.commands import (  # noqa: E402
     CancelCommand,
@@ -67,8 +66,9 @@ from bot.commands import (  # noqa: E402
     RewardCommand,
     StatusCommand,
 )
-from learning_bot.settings import Settings  # noqa: E402
 from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall, Usage  # noqa: E402
+from learning_bot.app import App, build_app  # noqa: E402
+from learning_bot.settings import Settings  # noqa: E402
 from storage.database import HEAD_REVISION, SchemaError  # noqa: E402
 from tests.adapters.discord.fake_discord import (  # noqa: E402
     BOT_TOKEN,

@@ -39,9 +39,9 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 
 from engine import LearningConfig, Phase  # noqa: E402
+from engine.records import report_to_json  # noqa: E402
 from engine.service import LearningService  # noqa: E402
 from engine.simulation import make_workload  # noqa: E402
-from engine.records import report_to_json  # noqa: E402
 from storage import SqlStore  # noqa: E402
 
 BASE = "/__openclaw__/api/learning"
