@@ -416,18 +416,6 @@ class Selection:
             f"fallback={self.fallback!r})"
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "selected": list(self.selected),
-            "excluded": list(self.excluded),
-            "isBaseline": self.is_baseline,
-            "tokenBudget": self.token_budget,
-            "usedTokens": self.used_tokens,
-            "overBudget": self.over_budget,
-            "fallback": self.fallback,
-            "guidance": self.guidance,
-        }
-
 
 Taken = list[IntArray | list[int]]
 """Index arrays (or lists) of the arms a packing pass took."""

@@ -753,18 +753,6 @@ def test_selection_guidance_follows_its_excluded_tools() -> None:
     assert sel.guidance is not None
     assert "Huge" in sel.guidance
     assert "Cheap" not in sel.guidance
-    assert sel.to_dict()["guidance"] == sel.guidance
-
-
-def test_selection_to_dict_uses_camel_case() -> None:
-    sel = select_arms(inventory([5, 5]), {}, config(token_budget=5, min_pulls=0), rng=0)
-    d = sel.to_dict()
-    assert d["tokenBudget"] == 5
-    assert d["usedTokens"] == 5
-    assert d["isBaseline"] is False
-    assert d["overBudget"] is False
-    assert len(d["selected"]) == 1
-    assert len(d["excluded"]) == 1
 
 
 def _greedy_reference(rank: list[float], costs: list[int], room: int) -> set[int]:
