@@ -323,3 +323,18 @@ def test_openapi_document_lists_every_route(live: Live) -> None:
         "phase",
         "command",
     }
+
+
+def test_reset_and_phase_over_http_leave_no_confirmation_rows(live: Live) -> None:
+    """An API client confirms on its own side: the server stores no pending confirmation
+    for it (and so has none to cancel)."""
+    from sqlalchemy import text
+
+    with live.client() as c:
+        c.post("/observe", json=report("nc-1", ["Read"]))
+        assert c.post("/phase", json={"phase": "passive"}).status_code == 409
+        assert c.post("/reset", json={"arm_ids": ["Read"]}).status_code == 200
+        assert c.post("/reset/undo", json={}).status_code == 200
+    assert live.app.engine is not None
+    with live.app.engine.connect() as conn:
+        assert conn.execute(text("SELECT COUNT(*) FROM confirmations")).scalar() == 0
