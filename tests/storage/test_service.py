@@ -433,3 +433,34 @@ def test_cache_sees_other_replicas_writes(store: SqlStore) -> None:
     assert snapshot(one)["tool:fs:Read"][2] == 1  # within the ttl: cached
     clock[0] += 2.0
     assert snapshot(one)["tool:fs:Read"][2] == 2  # after it: refreshed
+
+
+def test_a_trace_given_twice_is_recorded_once_and_counted_once(active: LearningService) -> None:
+    """De-duplication has one home, the store: the same trace twice in one call, or from two
+    concurrent callers sharing a transaction, is inserted once and reads as a duplicate."""
+    import threading
+
+    from storage.group_commit import GroupCommitWriter
+
+    first, second = active.observe_many([report("twice"), report("twice")])
+    assert first.recorded and not first.duplicate
+    assert second.duplicate and not second.recorded and second.rewards == {}
+    assert active.traces()[1] == 1
+    assert active.verify().ok
+    writer = GroupCommitWriter(active.store, linger=0.05)
+    active.writer = writer
+    results: list[bool] = []
+    barrier = threading.Barrier(4)
+
+    def go() -> None:
+        barrier.wait()
+        results.append(active.observe(report("concurrent")).recorded)
+
+    threads = [threading.Thread(target=go) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [False, False, False, True]
+    assert active.traces()[1] == 2
+    assert active.verify().ok
