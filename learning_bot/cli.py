@@ -98,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     slack.add_argument("--host", default="127.0.0.1", help="HTTP mode: address to listen on")
     slack.add_argument("--port", type=int, default=3000, help="HTTP mode: port (default 3000)")
 
-    from adapters.discord.cli import add_arguments
+    from adapters.discord.arguments import add_arguments
 
     discord = sub.add_parser(
         "discord", help="the Discord surface: sync the /learning commands, or run the bot alone"

@@ -3,8 +3,8 @@
     learning-bot discord sync [--guild ID]... [--global] [--clear]
     learning-bot discord run
 
-`add_arguments` declares the subcommands and `run_command` runs them; the `learning-bot`
-command line mounts both."""
+`adapters.discord.arguments.add_arguments` declares the subcommands (without importing
+discord.py) and `run_command` runs them; the `learning-bot` command line mounts both."""
 
 from __future__ import annotations
 
@@ -18,62 +18,13 @@ from typing import TextIO
 
 import discord
 
+from adapters.discord.arguments import add_arguments, sync_targets
 from adapters.discord.client import clear_commands, create_client, sync_commands
-from adapters.discord.settings import DiscordSettings, parse_snowflakes
+from adapters.discord.settings import DiscordSettings
 from bot.bus import CommandBus
 from engine.errors import InvalidConfig
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
-
-
-def _guild_id(raw: str) -> int:
-    try:
-        (value,) = parse_snowflakes("--guild", raw)
-    except (InvalidConfig, ValueError):
-        raise argparse.ArgumentTypeError(f"not a Discord guild id: {raw[:40]!r}") from None
-    return value
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add `sync` and `run` to `parser` (its `discord_command` names the one chosen)."""
-    sub = parser.add_subparsers(dest="discord_command", required=True)
-    sync = sub.add_parser(
-        "sync",
-        help="register /learning with Discord (run on deploy, not on every start)",
-        description=(
-            "Register /learning with Discord. With --guild (or DISCORD_GUILD_IDS) the commands "
-            "go to those guilds and show at once: use that while testing. Otherwise they are "
-            "registered globally. A guild that has both shows every command twice."
-        ),
-    )
-    sync.add_argument(
-        "--guild",
-        type=_guild_id,
-        action="append",
-        metavar="ID",
-        help="sync to this guild only (repeatable; default: DISCORD_GUILD_IDS, else global)",
-    )
-    sync.add_argument(
-        "--global",
-        dest="global_sync",
-        action="store_true",
-        help="sync globally even when DISCORD_GUILD_IDS is set",
-    )
-    sync.add_argument(
-        "--clear",
-        action="store_true",
-        help="remove the commands instead (from those guilds, or globally)",
-    )
-    sub.add_parser("run", help="connect to Discord and answer /learning until stopped")
-
-
-def sync_targets(args: argparse.Namespace, settings: DiscordSettings) -> list[int | None]:
-    """The guilds to sync (None: global): --guild, else --global, else DISCORD_GUILD_IDS."""
-    if args.guild:
-        return list(dict.fromkeys(args.guild))
-    if args.global_sync or not settings.guild_ids:
-        return [None]
-    return list(settings.guild_ids)
 
 
 async def sync_from_cli(
@@ -149,3 +100,6 @@ def run_command(
     except discord.HTTPException as exc:
         print(f"learning-bot discord: Discord answered {exc.status}: {exc.text[:200]}", file=err)
         return EXIT_ERROR
+
+
+__all__ = ["add_arguments", "run_command", "sync_from_cli", "sync_targets"]

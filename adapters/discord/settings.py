@@ -8,10 +8,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-import discord.gateway
-import discord.http
-import yarl
-
 from engine.errors import InvalidConfig
 
 MAX_SNOWFLAKE = 2**64 - 1
@@ -96,6 +92,10 @@ def _url(name: str, raw: str, schemes: tuple[str, ...]) -> str | None:
 def use_endpoints(settings: DiscordSettings) -> None:
     """Point discord.py at `settings.api_url` and `settings.gateway_url` when they are set.
     discord.py keeps both as class attributes, so this holds for every client in the process."""
+    import discord.gateway
+    import discord.http
+    import yarl
+
     if settings.api_url:
         discord.http.Route.BASE = settings.api_url.rstrip("/")
     if settings.gateway_url:
