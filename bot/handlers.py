@@ -35,7 +35,7 @@ from bot.replies import (
 from bot.shapes import arm_json, summary_json
 from engine.config import Phase
 from engine.service import MIN_TRACES_FOR_ACTIVE, LearningService
-from engine.views import ArmView
+from engine.views import ArmView, Summary
 
 HELP = {
     "status": (
@@ -112,6 +112,23 @@ def posterior_table(views: tuple[ArmView, ...] | list[ArmView], title: str) -> T
     return Table(POSTERIOR_COLUMNS, tuple(posterior_row(v) for v in views), title)
 
 
+def value_headline(s: Summary) -> list[str]:
+    """The status headline: prompt tokens saved against sending every component, and the
+    estimated share of the components the model used that selection kept."""
+    lines: list[str] = []
+    if s.prompt_savings_percent is not None:
+        assert s.offered_avg_tokens is not None
+        assert s.selected_prompt_avg_tokens is not None
+        lines.append(
+            f"Saved {s.prompt_savings_percent:.0f}% of prompt tokens compared with sending "
+            f"every component (avg {fmt_int(s.selected_prompt_avg_tokens)} of "
+            f"{fmt_int(s.offered_avg_tokens)} tokens per selected run)"
+        )
+    if s.estimated_recall is not None:
+        lines.append(f"Kept about {s.estimated_recall * 100:.0f}% of the components the model used")
+    return lines
+
+
 class Handlers:
     def __init__(self, settings: Any) -> None:
         self.settings = settings
@@ -165,6 +182,8 @@ class Handlers:
             ),
         ]
         data: dict[str, Any] = {"summary": summary_json(s), "phase": status.phase.value}
+        headline = value_headline(s)
+        blocks[1:1] = [Text(line) for line in headline]
         if status.empty:
             blocks.append(Text("No traces recorded yet."))
             blocks.append(
@@ -200,6 +219,14 @@ class Handlers:
                         f"{fmt_int(s.selected_avg_tokens)} tokens)"
                     )
                 )
+                blocks.append(
+                    Text(
+                        "Token savings compares baseline with selected runs; both are capped "
+                        "by the same token budget, so it stays near zero however well "
+                        "selection learns.",
+                        muted=True,
+                    )
+                )
         if status.top:
             blocks.append(posterior_table(status.top, f"Top {len(status.top)} arms by mean"))
         if status.bottom:
@@ -222,8 +249,8 @@ class Handlers:
         if self.settings.dashboard_url:
             blocks.append(Text(f"Dashboard: {self.settings.dashboard_url}", muted=True))
         summary = f"{status.phase.value} phase, {s.trace_count:,} traces, {s.arm_count:,} arms" + (
-            f", {s.token_savings_percent:.1f}% token savings"
-            if s.token_savings_percent is not None
+            f", saved {s.prompt_savings_percent:.0f}% of prompt tokens"
+            if s.prompt_savings_percent is not None
             else ""
         )
         visibility = Visibility.PUBLIC if command.public else Visibility.PRIVATE

@@ -16,10 +16,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from engine.arms import Arm
+from engine.arms import Arm, parse_arm_id
 from engine.config import Phase
+from engine.forgetting import forget
 from engine.ports import ArmRecord
-from engine.posterior import Posterior
+from engine.posterior import Posterior, prior_parameters
 
 if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
     from engine.selection import ArmSet, PosteriorArrays
@@ -54,7 +55,14 @@ class CachedArm:
 
 
 Gains = Mapping[str, Sequence[float]]
-"""arm id -> (alpha gain, beta gain, pulls gained)."""
+"""arm id -> (alpha gain, beta gain, pulls gained[, keep]): with keep (engine.forgetting, 1
+when absent) the entry becomes alpha * keep + prior_alpha * (1 - keep) + alpha gain, the
+arithmetic storage applies, so cached posteriors equal stored ones."""
+
+
+def _step(gain: Sequence[float]) -> tuple[float, float, int, float]:
+    keep = float(gain[3]) if len(gain) > 3 else 1.0
+    return float(gain[0]), float(gain[1]), int(gain[2]), keep
 
 
 @dataclass
@@ -118,26 +126,42 @@ class PosteriorCache:
         with self.lock:
             self.generation += 1
             changes = 0
-            for arm_id, (da, db, n) in gains.items():
+            steps = {arm_id: _step(gain) for arm_id, gain in gains.items()}
+            for arm_id, (da, db, n, keep) in steps.items():
                 entry = self.arms.get(arm_id)
-                changes += int(n)
+                changes += n
                 if entry is None:
                     self.invalidate(reload=True)
                     continue
-                entry.alpha += da
-                entry.beta += db
-                entry.pulls += int(n)
+                if keep != 1.0:
+                    pa, pb = prior_parameters(parse_arm_id(arm_id).type)
+                    entry.alpha = forget(entry.alpha, pa, keep, da)
+                    entry.beta = forget(entry.beta, pb, keep, db)
+                else:
+                    entry.alpha += da
+                    entry.beta += db
+                entry.pulls += n
                 entry.last = at
             aligned_sets = list(self._aligned.items())
             for arm_set, aligned in aligned_sets:
                 index = arm_set.index
                 arrays = aligned.arrays
-                for arm_id, (da, db, n) in gains.items():
+                for arm_id, (da, db, n, keep) in steps.items():
                     i = index.get(arm_id)
-                    if i is not None:
+                    if i is None:
+                        continue
+                    entry = self.arms.get(arm_id)
+                    if entry is not None:  # the entry holds the exact result; copy it
+                        arrays.alpha[i] = entry.alpha
+                        arrays.beta[i] = entry.beta
+                    elif keep != 1.0:
+                        pa, pb = prior_parameters(parse_arm_id(arm_id).type)
+                        arrays.alpha[i] = forget(float(arrays.alpha[i]), pa, keep, da)
+                        arrays.beta[i] = forget(float(arrays.beta[i]), pb, keep, db)
+                    else:
                         arrays.alpha[i] += da
                         arrays.beta[i] += db
-                        arrays.pulls[i] += int(n)
+                    arrays.pulls[i] += n
             self.version = version if version is not None else self.version + changes
             for _, aligned in aligned_sets:
                 aligned.version = self.version

@@ -46,6 +46,8 @@ _CAMEL = {
     "min_score": "minScore",
     "exploration": "exploration",
     "pooled_prior": "pooledPrior",
+    "half_life": "halfLife",
+    "policy": "policy",
 }
 # Options beyond SPEC section 7: written out by `to_dict` only when they differ from their
 # defaults, so a default configuration serialises exactly as the original learning layer's.
@@ -54,7 +56,37 @@ _OPTIONAL_DEFAULTS: dict[str, Any] = {
     "min_score": 0.0,
     "exploration": 1.0,
     "pooled_prior": False,
+    "half_life": 0.0,
+    "policy": "seed",
 }
+
+POLICIES: dict[str, dict[str, Any]] = {
+    "seed": {
+        "packing": "score",
+        "min_score": 0.0,
+        "exploration": 1.0,
+        "pooled_prior": False,
+        "half_life": 0.0,
+    },
+    "pooled-forgetting": {
+        "packing": "score",
+        "min_score": 0.0,
+        "exploration": 1.0,
+        "pooled_prior": True,
+        "half_life": 100.0,
+    },
+    "pooled-forgetting-per-token": {
+        "packing": "score_per_token",
+        "min_score": 0.0,
+        "exploration": 1.0,
+        "pooled_prior": True,
+        "half_life": 100.0,
+    },
+}
+"""Named policies: the options each sets. "seed" is exactly the seed documents' algorithm
+(SPEC sections 4-5); the others add an empirical-Bayes pooled prior and forgetting with a
+half-life of 100 observations of an arm (and, for the last, per-token packing). Options
+given next to `policy` override the preset's values."""
 _SNAKE = {camel: snake for snake, camel in _CAMEL.items()}
 
 
@@ -97,6 +129,12 @@ class LearningConfig:
     by a flat prior. `exploration` tempers that posterior. False: each arm's own posterior.
     The fit costs about 4 ms per selection at 1,000 arms (it grows with the inventory), so it
     suits inventories of up to a few thousand arms."""
+    half_life: float = 0.0
+    """Forgetting, in observations of an arm: each observation first scales the evidence the
+    arm holds beyond its prior by 0.5 ** (1 / half_life) (engine.forgetting), so what was
+    learnt half_life observations ago counts half. 0 never forgets (SPEC section 5)."""
+    policy: str = "seed"
+    """The named preset the options came from (POLICIES); "seed" is the seed algorithm."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -130,6 +168,11 @@ class LearningConfig:
         set_(self, "exploration", _fraction("exploration", self.exploration))
         if not isinstance(self.pooled_prior, bool):
             raise InvalidConfig("pooled_prior", f"must be true or false, got {self.pooled_prior!r}")
+        set_(self, "half_life", _half_life(self.half_life))
+        if self.policy not in POLICIES:
+            raise InvalidConfig(
+                "policy", f"must be one of {', '.join(POLICIES)}, got {self.policy!r}"
+            )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LearningConfig:
@@ -151,6 +194,14 @@ class LearningConfig:
                 raise InvalidConfig(str(key), f"given twice (as {given[snake]!r} and {key!r})")
             changes[snake] = value
             given[snake] = key
+        policy = changes.get("policy")
+        if isinstance(policy, str):
+            if policy not in POLICIES:
+                raise InvalidConfig(
+                    given["policy"], f"must be one of {', '.join(POLICIES)}, got {policy!r}"
+                )
+            for option, value in POLICIES[policy].items():
+                changes.setdefault(option, value)
         try:
             return replace(self, **changes)
         except InvalidConfig as exc:
@@ -159,7 +210,8 @@ class LearningConfig:
     def to_dict(self, camel: bool = True) -> dict[str, Any]:
         """Plain JSON-ready values, with the original camelCase keys by default.
 
-        `packing`, `min_score`, `exploration` and `pooled_prior` appear only when
+        `packing`, `min_score`, `exploration`, `pooled_prior`, `half_life` and `policy`
+        appear only when
         they differ from their defaults; `from_dict` reads the result back to an equal config
         either way.
         """
@@ -180,6 +232,14 @@ class LearningConfig:
     @property
     def is_active(self) -> bool:
         return self.enabled and self.phase is Phase.ACTIVE
+
+
+def _half_life(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidConfig("half_life", f"must be a number of observations >= 0, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise InvalidConfig("half_life", f"must be a number of observations >= 0, got {value!r}")
+    return float(value)
 
 
 def _fraction(name: str, value: Any) -> float:

@@ -32,6 +32,8 @@ class LearnerState:
     phase: Phase
     version: int
     """Grows with every committed posterior change, reset or phase change."""
+    half_life: float = 0.0
+    """The forgetting the store applies to this learner's posteriors (0: never)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +209,17 @@ class Store(Protocol):
     ) -> PhaseChangeRecord: ...
 
     def run_stats(self, learner_id: int) -> RunStats: ...
+
+    def set_half_life(self, learner_id: int, half_life: float, *, at: int) -> None:
+        """Make `half_life` the forgetting applied to every later change of the learner's
+        posteriors (a change rebases every posterior, so `verify` replays each from its
+        value at the change)."""
+        ...
+
+    def inclusion_counts(self, learner_id: int, last: int) -> dict[str, tuple[int, int]]:
+        """arm id -> (runs that included it, runs that offered it) over the last `last`
+        active selected runs counted by status."""
+        ...
 
     def trace_page(
         self, learner_id: int, limit: int, offset: int

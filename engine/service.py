@@ -21,10 +21,12 @@ if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
 
     from engine.selection import ArmSet, Selection
 
-from engine.arms import Arm
+from engine.arms import Arm, parse_arm_id
 from engine.cache import CachedArm, PosteriorCache
 from engine.config import LearningConfig, Phase
 from engine.errors import InvalidInput, NotFound, Unavailable
+from engine.forgetting import Fold, keep_factor
+from engine.metrics import estimated_recall, usefulness_estimate
 from engine.observation import RunReport, observation_guard, rewards_for_run
 from engine.ports import (
     ArmRecord,
@@ -36,7 +38,7 @@ from engine.ports import (
     TimeBucket,
     VerifyReport,
 )
-from engine.posterior import check_reward, now_ms
+from engine.posterior import check_reward, now_ms, prior_parameters
 from engine.records import RunRecord, record_from_report
 from engine.resolve import MAX_QUERY_CHARS, resolve_arm_query
 from engine.text import strip_controls
@@ -94,6 +96,10 @@ def clean_text(name: str, value: str | None, limit: int) -> str | None:
     return cleaned or None
 
 
+RECALL_WINDOW = 1000
+"""The estimated recall reads the inclusion rates of this many latest selected runs."""
+
+
 class LearningService:
     """One learner's use cases over a Store: select, observe, reward, reset, phase, status."""
 
@@ -123,6 +129,15 @@ class LearningService:
         state = store.open_learner(learner, self.base_config.phase)
         self.learner_id = state.id
         self._cache.phase = state.phase
+        self._keep = keep_factor(state.half_life)
+        """The forgetting storage applies (the learner's stored half-life): the cache applies
+        the same, so cached posteriors equal stored ones."""
+        if state.half_life != self.base_config.half_life:
+            # a read-only store (status) or storage that is down keeps the stored half-life
+            with contextlib.suppress(Unavailable):
+                store.set_half_life(state.id, self.base_config.half_life, at=now_ms())
+                self._keep = keep_factor(self.base_config.half_life)
+                self._cache.invalidate(reload=True)
 
     # -- cache ----------------------------------------------------------------------------------
 
@@ -142,6 +157,7 @@ class LearningService:
             return
         generation = cache.generation
         state: LearnerState = self.store.learner_state(self.learner_id)
+        self._keep = keep_factor(state.half_life)
         reload = force or cache.stale or state.version != cache.version
         # Read outside the lock, so selections keep using the old cache meanwhile; a local
         # update applied in between makes `install` refuse this read (see PosteriorCache).
@@ -229,18 +245,16 @@ class LearningService:
         ]
         result = self.writer.record_runs(self.learner_id, records)
         out: list[ObserveResult] = []
-        gains: dict[str, list[float]] = {}
+        folds: dict[str, Fold] = {}
+        keep = self._keep
         for report, outcome, status in zip(reports, outcomes, result.statuses, strict=True):
             new = status == "inserted"
             if new:
                 for arm_id, r in outcome.rewards.items():
-                    g = gains.get(arm_id)
-                    if g is None:
-                        gains[arm_id] = [r, 1.0 - r, 1.0]
-                    else:
-                        g[0] += r
-                        g[1] += 1.0 - r
-                        g[2] += 1.0
+                    f = folds.get(arm_id)
+                    if f is None:
+                        f = folds[arm_id] = Fold()
+                    f.add(r, keep)
             out.append(
                 ObserveResult(
                     trace_id=report.trace_id,
@@ -252,8 +266,8 @@ class LearningService:
                     spooled=status == "spooled",
                 )
             )
-        if gains:
-            self._cache.apply(gains, now_ms())
+        if folds:
+            self._cache.apply({a: f.as_tuple() for a, f in folds.items()}, now_ms())
         known = self._cache.arms
         if any(item.arm.id not in known for r in reports for item in r.arms):
             self._cache.invalidate(reload=True)
@@ -334,7 +348,7 @@ class LearningService:
             trace_id=trace_id,
             at=at,
         )
-        self._cache.apply(dict.fromkeys(arm_ids, (r, 1.0 - r, 1.0)), at)
+        self._cache.apply(dict.fromkeys(arm_ids, (r, 1.0 - r, 1.0, self._keep)), at)
         if self._cache.stale:  # arms this process had not loaded yet
             self.refresh()
         views = tuple(self.view(a) for a in arm_ids if a in self._cache.arms)
@@ -434,7 +448,21 @@ class LearningService:
     def summary(self) -> Summary:
         stats = self.store.run_stats(self.learner_id)
         self.refresh()
-        return summarise(stats, len(self._cache.arms))
+        recall = None
+        if stats.selected_runs:
+            counts = self.store.inclusion_counts(self.learner_id, RECALL_WINDOW)
+            recall = estimated_recall(self._usefulness(), counts)
+        return summarise(stats, len(self._cache.arms), recall)
+
+    def _usefulness(self) -> dict[str, float]:
+        """Each cached arm's estimated usage probability (engine.metrics)."""
+        with self._cache.lock:
+            entries = list(self._cache.arms.items())
+        out: dict[str, float] = {}
+        for arm_id, e in entries:
+            pa, pb = prior_parameters(parse_arm_id(arm_id).type)
+            out[arm_id] = usefulness_estimate(e.alpha, e.beta, pa, pb)
+        return out
 
     def status(self, top: int = 5) -> Status:
         """Phase, settings, traces since the last full reset, savings, best and worst arms

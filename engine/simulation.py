@@ -20,8 +20,9 @@ import numpy.typing as npt
 from engine.arms import Arm, ArmType
 from engine.config import DEFAULT_SEED_ARM_IDS, LearningConfig
 from engine.errors import InvalidInput
+from engine.forgetting import keep_factor
 from engine.observation import ReportedArm, RunReport, ToolCall, Usage
-from engine.selection import ArmSet, PosteriorArrays, discounted, select_arms
+from engine.selection import ArmSet, PosteriorArrays, select_arms
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -402,9 +403,11 @@ def run_policy(
 
     Each trace: `select_arms` on the arrays, then the SPEC section 5 update in place (included
     and used: alpha += 1; included and unused: beta += 1; pulls += 1; conversational turns:
-    nothing), then, with `half_life`, one observation of `discounted` forgetting.
+    nothing). With `half_life` (observations of an arm; None or 0: never), each observed arm
+    first forgets with the service's arithmetic (engine.forgetting: alpha * keep +
+    prior_alpha * (1 - keep) + r, toward its type's prior, as stored posteriors do).
     `prior` is where every arm starts (default: its type's prior; Beta(1, 1) arrays mimic a
-    reset learner) and what forgetting returns to.
+    reset learner).
     """
     traces, n = used.shape
     if n != len(arm_set) or conversational.shape != (traces,):
@@ -412,6 +415,9 @@ def run_policy(
     prior_alpha, prior_beta = (
         prior if prior is not None else (arm_set.prior_alpha, arm_set.prior_beta)
     )
+    keep = keep_factor(half_life)
+    target_alpha = arm_set.prior_alpha * (1.0 - keep)
+    target_beta = arm_set.prior_beta * (1.0 - keep)
     post = PosteriorArrays(
         np.array(prior_alpha, dtype=np.float64),
         np.array(prior_beta, dtype=np.float64),
@@ -429,11 +435,15 @@ def run_policy(
         baseline[t] = selection.is_baseline
         if not conversational[t]:
             hit = used[t] & mask
-            np.add(post.alpha, hit, out=post.alpha)
-            np.add(post.beta, mask ^ hit, out=post.beta)
-            np.add(post.pulls, mask, out=post.pulls)
-            if half_life is not None:
-                post = discounted(post, prior_alpha, prior_beta, 1, half_life)
+            if keep != 1.0:
+                seen = np.flatnonzero(mask)
+                post.alpha[seen] = post.alpha[seen] * keep + target_alpha[seen] + hit[seen]
+                post.beta[seen] = post.beta[seen] * keep + target_beta[seen] + (~hit[seen])
+                np.add(post.pulls, mask, out=post.pulls)
+            else:
+                np.add(post.alpha, hit, out=post.alpha)
+                np.add(post.beta, mask ^ hit, out=post.beta)
+                np.add(post.pulls, mask, out=post.pulls)
         if (t + 1) % every == 0:
             means[(t + 1) // every] = post.alpha / (post.alpha + post.beta)
     return PolicyRun(included, baseline, means, every)

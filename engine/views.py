@@ -69,8 +69,8 @@ def _avg(total: int, n: int) -> float | None:
     return total / n if n else None
 
 
-def summarise(stats: RunStats, arm_count: int) -> Summary:
-    """The summary of a learner's run counters."""
+def summarise(stats: RunStats, arm_count: int, estimated_recall: float | None = None) -> Summary:
+    """The summary of a learner's run counters (and the estimated recall, metrics)."""
     b_avg = _avg(stats.baseline_tokens, stats.baseline_runs)
     s_avg = _avg(stats.selected_tokens, stats.selected_runs)
     savings = token_savings_percent(b_avg, s_avg)
@@ -95,6 +95,7 @@ def summarise(stats: RunStats, arm_count: int) -> Summary:
         offered_avg_tokens=offered,
         selected_prompt_avg_tokens=kept,
         prompt_savings_percent=prompt_savings,
+        estimated_recall=estimated_recall,
     )
 
 

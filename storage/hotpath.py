@@ -12,6 +12,9 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from engine.arms import parse_arm_id
+from engine.forgetting import Fold, keep_factor
+from engine.posterior import prior_parameters
 from engine.records import TRACE_COLUMNS, RunRecord, record_row
 
 SHARDS = 16
@@ -22,8 +25,10 @@ TRACES_PER_STATEMENT = 200
 STATS_ADD = """
 INSERT INTO run_stats (learner_id, stats_epoch, shard, trace_count, total_tokens, min_ts, max_ts,
                        baseline_runs, baseline_tokens, baseline_duration,
-                       selected_runs, selected_tokens, selected_duration, changes)
-VALUES (?, (SELECT stats_epoch FROM learners WHERE id = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                       selected_runs, selected_tokens, selected_duration, changes,
+                       offered_prompt_tokens, selected_prompt_tokens)
+VALUES (?, (SELECT stats_epoch FROM learners WHERE id = ?),
+        ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (learner_id, stats_epoch, shard) DO UPDATE SET
     trace_count = run_stats.trace_count + excluded.trace_count,
     total_tokens = run_stats.total_tokens + excluded.total_tokens,
@@ -37,7 +42,9 @@ ON CONFLICT (learner_id, stats_epoch, shard) DO UPDATE SET
     selected_runs = run_stats.selected_runs + excluded.selected_runs,
     selected_tokens = run_stats.selected_tokens + excluded.selected_tokens,
     selected_duration = run_stats.selected_duration + excluded.selected_duration,
-    changes = run_stats.changes + excluded.changes
+    changes = run_stats.changes + excluded.changes,
+    offered_prompt_tokens = run_stats.offered_prompt_tokens + excluded.offered_prompt_tokens,
+    selected_prompt_tokens = run_stats.selected_prompt_tokens + excluded.selected_prompt_tokens
 """
 
 
@@ -49,34 +56,44 @@ class HotPath:
         mark = "%s" if self.postgres else "?"
         self.mark = mark
         self.stats_add = STATS_ADD.replace("?", mark)
-        self.epoch_of = "SELECT stats_epoch FROM learners WHERE id = ?".replace("?", mark)
+        self.epoch_of = "SELECT stats_epoch, half_life FROM learners WHERE id = ?".replace(
+            "?", mark
+        )
         if self.postgres:
             self.lock_epochs = (
-                "SELECT arm_id, epoch FROM posteriors WHERE learner_id = %s "
+                "SELECT arm_id, epoch, pulls FROM posteriors WHERE learner_id = %s "
                 'AND arm_id = ANY(%s) ORDER BY arm_id COLLATE "C" FOR UPDATE'
             )
             self.insert_arms = (
                 "INSERT INTO trace_arms (trace_pk, arm_key, included, referenced, token_cost, "
-                "reward, epoch) SELECT * FROM unnest(%s::bigint[], %s::integer[], "
-                "%s::boolean[], %s::boolean[], %s::integer[], %s::float8[], %s::integer[])"
+                "reward, epoch, seq) SELECT * FROM unnest(%s::bigint[], %s::integer[], "
+                "%s::boolean[], %s::boolean[], %s::integer[], %s::float8[], %s::integer[], "
+                "%s::integer[])"
             )
+            # engine.forgetting.forget, in the same order of operations
             self.increment = (
-                "UPDATE posteriors AS p SET alpha = p.alpha + d.da, beta = p.beta + d.db, "
+                "UPDATE posteriors AS p SET "
+                "alpha = p.alpha * d.f + d.ta * (1.0 - d.f) + d.da, "
+                "beta = p.beta * d.f + d.tb * (1.0 - d.f) + d.db, "
                 "pulls = p.pulls + d.n, last_updated = %s "
-                "FROM unnest(%s::varchar[], %s::float8[], %s::float8[], %s::integer[]) "
-                "AS d(arm_id, da, db, n) WHERE p.learner_id = %s AND p.arm_id = d.arm_id"
+                "FROM unnest(%s::varchar[], %s::float8[], %s::float8[], %s::integer[], "
+                "%s::float8[], %s::float8[], %s::float8[]) "
+                "AS d(arm_id, da, db, n, f, ta, tb) "
+                "WHERE p.learner_id = %s AND p.arm_id = d.arm_id"
             )
         else:
             self.lock_epochs = (
-                "SELECT arm_id, epoch FROM posteriors WHERE learner_id = ? "
+                "SELECT arm_id, epoch, pulls FROM posteriors WHERE learner_id = ? "
                 "AND arm_id IN (SELECT value FROM json_each(?))"
             )
             self.insert_arms = (
                 "INSERT INTO trace_arms (trace_pk, arm_key, included, referenced, token_cost, "
-                "reward, epoch) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                "reward, epoch, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
             )
+            # engine.forgetting.forget, in the same order of operations
             self.increment = (
-                "UPDATE posteriors SET alpha = alpha + ?, beta = beta + ?, pulls = pulls + ?, "
+                "UPDATE posteriors SET alpha = alpha * ? + ? * (1.0 - ?) + ?, "
+                "beta = beta * ? + ? * (1.0 - ?) + ?, pulls = pulls + ?, "
                 "last_updated = ? WHERE learner_id = ? AND arm_id = ?"
             )
         row = "(" + ", ".join([mark] * len(TRACE_COLUMNS)) + ")"
@@ -103,38 +120,42 @@ class HotPath:
         """Write the runs; returns (inserted runs, duplicate trace ids, posterior changes).
         `keys` maps every arm id of the runs to its arm key."""
         if self.postgres:
-            pks = self._insert_traces_pg(cur, learner_id, runs)
+            pks, half_life = self._insert_traces_pg(cur, learner_id, runs)
         else:
-            pks = self._insert_traces_sqlite(cur, learner_id, runs)
+            pks, half_life = self._insert_traces_sqlite(cur, learner_id, runs)
         inserted = [run for run in runs if run.trace_id in pks]
         duplicates = [run.trace_id for run in runs if run.trace_id not in pks]
         if not inserted:
             return inserted, duplicates, 0
-        gains = _gains(inserted)
-        ordered = sorted(gains)
+        keep = keep_factor(float(half_life or 0.0))
+        folds = _folds(inserted, keep)
+        ordered = sorted(folds)
         epochs: dict[str, int] = {}
+        pulls: dict[str, int] = {}
         if ordered:
             ids: Any = ordered if self.postgres else json.dumps(ordered)
-            epochs = dict(cur.execute(self.lock_epochs, (learner_id, ids)).fetchall())
-        arm_rows = [
-            (
-                pks[run.trace_id],
-                keys[o.arm_id],
-                o.included,
-                o.referenced,
-                o.token_cost,
-                o.reward,
-                epochs[o.arm_id] if o.reward is not None else None,
-            )
-            for run in inserted
-            for o in run.arms
-        ]
-        changes = int(sum(g[2] for g in gains.values()))
+            for arm_id, epoch, n in cur.execute(self.lock_epochs, (learner_id, ids)).fetchall():
+                epochs[arm_id] = epoch
+                pulls[arm_id] = int(n)
+        arm_rows: list[tuple[Any, ...]] = []
+        for run in inserted:
+            pk = pks[run.trace_id]
+            for o in run.arms:
+                epoch = seq = None
+                if o.reward is not None:
+                    epoch = epochs[o.arm_id]
+                    seq = pulls[o.arm_id] = pulls[o.arm_id] + 1
+                key = keys[o.arm_id]
+                arm_rows.append(
+                    (pk, key, o.included, o.referenced, o.token_cost, o.reward, epoch, seq)
+                )
+        priors = {a: prior_parameters(parse_arm_id(a).type) for a in ordered}
+        changes = sum(f.pulls for f in folds.values())
         stats = stats_params(learner_id, inserted, changes)
         if self.postgres:
             with cur.copy(
                 "COPY trace_arms (trace_pk, arm_key, included, referenced, token_cost, reward, "
-                "epoch) FROM STDIN"
+                "epoch, seq) FROM STDIN"
             ) as copy:
                 for row in arm_rows:
                     copy.write_row(row)
@@ -144,9 +165,12 @@ class HotPath:
                     (
                         at,
                         ordered,
-                        [gains[a][0] for a in ordered],
-                        [gains[a][1] for a in ordered],
-                        [int(gains[a][2]) for a in ordered],
+                        [folds[a].alpha_gain for a in ordered],
+                        [folds[a].beta_gain for a in ordered],
+                        [folds[a].pulls for a in ordered],
+                        [folds[a].keep for a in ordered],
+                        [priors[a][0] for a in ordered],
+                        [priors[a][1] for a in ordered],
                         learner_id,
                         *stats,
                     ),
@@ -158,15 +182,15 @@ class HotPath:
         if ordered:
             cur.executemany(
                 self.increment,
-                [(gains[a][0], gains[a][1], int(gains[a][2]), at, learner_id, a) for a in ordered],
+                [_increment_row(folds[a], priors[a], at, learner_id, a) for a in ordered],
             )
         cur.execute(self.stats_add, stats)
         return inserted, duplicates, changes
 
     def _insert_traces_sqlite(
         self, cur: Any, learner_id: int, runs: Sequence[RunRecord]
-    ) -> dict[str, int]:
-        stats_epoch = cur.execute(self.epoch_of, (learner_id,)).fetchone()[0]
+    ) -> tuple[dict[str, int], float]:
+        stats_epoch, half_life = cur.execute(self.epoch_of, (learner_id,)).fetchone()
         pks: dict[str, int] = {}
         for start in range(0, len(runs), TRACES_PER_STATEMENT):
             chunk = runs[start : start + TRACES_PER_STATEMENT]
@@ -176,18 +200,19 @@ class HotPath:
             cur.execute(self.trace_insert(len(chunk)), params)
             for pk, trace_id in cur.fetchall():
                 pks[trace_id] = int(pk)
-        return pks
+        return pks, half_life
 
     def _insert_traces_pg(
         self, cur: Any, learner_id: int, runs: Sequence[RunRecord]
-    ) -> dict[str, int]:
-        """Known trace ids, the counters' epoch and new ids in one round trip, then COPY.
+    ) -> tuple[dict[str, int], float]:
+        """Known trace ids, the counters' epoch, the half-life and new ids in one round trip,
+        then COPY.
 
         A concurrent transaction inserting the same trace id makes COPY fail with a unique
         violation; the caller reruns the transaction, which then sees the id as known."""
         trace_ids = [run.trace_id for run in runs]
-        stats_epoch, known, ids = cur.execute(
-            "SELECT l.stats_epoch, "
+        stats_epoch, half_life, known, ids = cur.execute(
+            "SELECT l.stats_epoch, l.half_life, "
             "ARRAY(SELECT trace_id FROM traces WHERE learner_id = %s AND trace_id = ANY(%s)), "
             "ARRAY(SELECT nextval('traces_id_seq') FROM generate_series(1, %s)) "
             "FROM learners l WHERE l.id = %s",
@@ -200,31 +225,49 @@ class HotPath:
             with cur.copy(f"COPY traces (id, {', '.join(TRACE_COLUMNS)}) FROM STDIN") as copy:
                 for run in fresh:
                     copy.write_row((pks[run.trace_id], *record_row(learner_id, run, stats_epoch)))
-        return pks
+        return pks, half_life
 
 
-def _gains(runs: Sequence[RunRecord]) -> dict[str, list[float]]:
-    """Per arm: [alpha gain, beta gain, pulls] over the runs' rewards."""
-    gains: dict[str, list[float]] = {}
+def _folds(runs: Sequence[RunRecord], keep: float) -> dict[str, Fold]:
+    """Per arm: the runs' rewards, in order, folded into one forgetting step."""
+    folds: dict[str, Fold] = {}
     for run in runs:
         for outcome in run.arms:
             r = outcome.reward
             if r is None:
                 continue
-            g = gains.get(outcome.arm_id)
-            if g is None:
-                gains[outcome.arm_id] = [r, 1.0 - r, 1.0]
-            else:
-                g[0] += r
-                g[1] += 1.0 - r
-                g[2] += 1.0
-    return gains
+            f = folds.get(outcome.arm_id)
+            if f is None:
+                f = folds[outcome.arm_id] = Fold()
+            f.add(r, keep)
+    return folds
+
+
+def _increment_row(
+    f: Fold, prior: tuple[float, float], at: int, learner_id: int, arm_id: str
+) -> tuple[Any, ...]:
+    k = f.keep
+    return (
+        k,
+        prior[0],
+        k,
+        f.alpha_gain,
+        k,
+        prior[1],
+        k,
+        f.beta_gain,
+        f.pulls,
+        at,
+        learner_id,
+        arm_id,
+    )
 
 
 def stats_params(learner_id: int, runs: Sequence[RunRecord], changes: int) -> tuple[Any, ...]:
     """Parameters of STATS_ADD: counters for `runs` plus `changes` posterior changes."""
     base_runs = base_tokens = base_duration = 0
     sel_runs = sel_tokens = sel_duration = 0
+    offered = kept = 0
     total = 0
     low: int | None = None
     high: int | None = None
@@ -239,6 +282,8 @@ def stats_params(learner_id: int, runs: Sequence[RunRecord], changes: int) -> tu
             sel_runs += 1
             sel_tokens += tokens
             sel_duration += r.duration_ms
+            offered += r.offered_tokens
+            kept += r.selected_tokens
         low = r.timestamp if low is None or r.timestamp < low else low
         high = r.timestamp if high is None or r.timestamp > high else high
     return (
@@ -256,4 +301,6 @@ def stats_params(learner_id: int, runs: Sequence[RunRecord], changes: int) -> tu
         sel_tokens,
         sel_duration,
         changes,
+        offered,
+        kept,
     )

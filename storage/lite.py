@@ -98,6 +98,13 @@ class LiteReader:
     def last_reset(self, learner_id: int) -> ResetRecord | None:
         return queries.reset_record(self._one(queries.LAST_RESET, learner_id))
 
+    def inclusion_counts(self, learner_id: int, last: int) -> dict[str, tuple[int, int]]:
+        try:
+            rows = self.conn.execute(queries.INCLUSION, (learner_id, learner_id, last)).fetchall()
+        except sqlite3.Error as exc:
+            raise Unavailable(f"storage is unavailable: {exc}") from None
+        return queries.inclusion_counts(rows)
+
     def close(self) -> None:
         self.conn.close()
 
@@ -107,6 +114,9 @@ class LiteReader:
         return Unavailable("this read-only view of the database serves status only")
 
     def record_runs(self, learner_id: int, runs: Sequence[RunRecord]) -> RecordResult:
+        raise self._refuse()
+
+    def set_half_life(self, learner_id: int, half_life: float, *, at: int) -> None:
         raise self._refuse()
 
     def record_rewards(

@@ -16,7 +16,8 @@ LEARNER_BY_NAME = "SELECT id FROM learners WHERE name = ?"
 
 LEARNER_STATE = """
 SELECT l.id, l.name, l.phase,
-       (SELECT COALESCE(SUM(s.changes), 0) FROM run_stats s WHERE s.learner_id = l.id)
+       (SELECT COALESCE(SUM(s.changes), 0) FROM run_stats s WHERE s.learner_id = l.id),
+       l.half_life
 FROM learners l WHERE l.id = ?
 """
 
@@ -37,9 +38,24 @@ SELECT
   COALESCE(SUM(CASE WHEN s.stats_epoch >= l.status_from_epoch THEN s.selected_runs END), 0),
   COALESCE(SUM(CASE WHEN s.stats_epoch >= l.status_from_epoch THEN s.selected_tokens END), 0),
   COALESCE(SUM(CASE WHEN s.stats_epoch >= l.status_from_epoch THEN s.selected_duration END), 0),
-  COALESCE(SUM(s.trace_count), 0)
+  COALESCE(SUM(s.trace_count), 0),
+  COALESCE(SUM(CASE WHEN s.stats_epoch >= l.status_from_epoch
+               THEN s.offered_prompt_tokens END), 0),
+  COALESCE(SUM(CASE WHEN s.stats_epoch >= l.status_from_epoch
+               THEN s.selected_prompt_tokens END), 0)
 FROM learners l LEFT JOIN run_stats s ON s.learner_id = l.id
 WHERE l.id = ?
+"""
+
+INCLUSION = """
+SELECT p.arm_id, SUM(CASE WHEN ta.included THEN 1 ELSE 0 END), COUNT(*)
+FROM trace_arms ta JOIN posteriors p ON p.learner_id = ? AND p.arm_key = ta.arm_key
+WHERE ta.trace_pk IN (
+    SELECT t.id FROM traces t JOIN learners l ON l.id = t.learner_id
+    WHERE t.learner_id = ? AND NOT t.is_baseline AND t.phase = 'active'
+      AND t.stats_epoch >= l.status_from_epoch
+    ORDER BY t.id DESC LIMIT ?)
+GROUP BY p.arm_id
 """
 
 LAST_RESET = """
@@ -56,7 +72,11 @@ def for_postgres(sql: str) -> str:
 
 
 def learner_state(row: Sequence[Any]) -> LearnerState:
-    return LearnerState(int(row[0]), row[1], Phase(row[2]), int(row[3]))
+    return LearnerState(int(row[0]), row[1], Phase(row[2]), int(row[3]), float(row[4] or 0.0))
+
+
+def inclusion_counts(rows: Sequence[Sequence[Any]]) -> dict[str, tuple[int, int]]:
+    return {r[0]: (int(r[1] or 0), int(r[2] or 0)) for r in rows}
 
 
 def arm_records(rows: Sequence[Sequence[Any]]) -> dict[str, ArmRecord]:
@@ -85,6 +105,8 @@ def run_stats(row: Sequence[Any]) -> RunStats:
         selected_tokens=v[8] or 0,
         selected_duration=v[9] or 0,
         all_time_traces=v[10] or 0,
+        offered_prompt_tokens=v[11] or 0,
+        selected_prompt_tokens=v[12] or 0,
     )
 
 

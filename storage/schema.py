@@ -42,6 +42,8 @@ learners = Table(
     # status counts traces of this epoch and later
     Column("status_from_epoch", Integer, nullable=False),
     Column("created_at", BigInteger, nullable=False),
+    # Forgetting: observations of an arm over which its evidence halves (0: never forget).
+    Column("half_life", Float, nullable=False, server_default="0"),
 )
 
 # The current posterior of one arm: prior_* (its base since the last reset) plus the changes
@@ -115,6 +117,8 @@ trace_arms = Table(
     Column("token_cost", Integer, nullable=False),
     Column("reward", Float, nullable=True),
     Column("epoch", Integer, nullable=True),
+    # The arm's pull count once this change was applied: the order `db verify` replays.
+    Column("seq", Integer, nullable=True),
     PrimaryKeyConstraint("trace_pk", "arm_key"),
     sqlite_with_rowid=False,
 )
@@ -135,6 +139,7 @@ observations = Table(
     Column("reason", Text, nullable=True),
     Column("trace_pk", Id, ForeignKey("traces.id", ondelete="SET NULL"), nullable=True),
     Column("created_at", BigInteger, nullable=False),
+    Column("seq", Integer, nullable=True),
     Index("ix_observations_arm_epoch", "learner_id", "arm_id", "epoch"),
 )
 
@@ -157,6 +162,9 @@ run_stats = Table(
     Column("selected_tokens", BigInteger, nullable=False),
     Column("selected_duration", BigInteger, nullable=False),
     Column("changes", BigInteger, nullable=False),
+    # Selected runs: token costs of every arm offered, and of the arms that went in.
+    Column("offered_prompt_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("selected_prompt_tokens", BigInteger, nullable=False, server_default="0"),
     PrimaryKeyConstraint("learner_id", "stats_epoch", "shard"),
 )
 

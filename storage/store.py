@@ -27,6 +27,7 @@ from sqlalchemy import (
 from engine.arms import parse_arm_id
 from engine.config import Phase
 from engine.errors import Conflict, InvalidInput, NotFound
+from engine.forgetting import fold, forget, keep_factor
 from engine.ports import (
     ArmRecord,
     AuditEntry,
@@ -128,6 +129,19 @@ SELECT arm_id, epoch, SUM(gained) AS gained, SUM(n) AS n FROM (
     UNION ALL
     SELECT o.arm_id, o.epoch, o.reward, 1 FROM observations o WHERE o.learner_id = :learner
 ) AS c GROUP BY arm_id, epoch
+"""
+
+_CHANGES_IN_ORDER = """
+SELECT arm_id, gained, seq FROM (
+    SELECT p.arm_id AS arm_id, ta.reward AS gained, ta.seq AS seq
+    FROM trace_arms ta JOIN traces t ON t.id = ta.trace_pk
+    JOIN posteriors p ON p.learner_id = t.learner_id AND p.arm_key = ta.arm_key
+    WHERE t.learner_id = :learner AND ta.reward IS NOT NULL AND ta.epoch = p.epoch
+    UNION ALL
+    SELECT o.arm_id, o.reward, o.seq FROM observations o
+    JOIN posteriors p ON p.learner_id = o.learner_id AND p.arm_id = o.arm_id
+    WHERE o.learner_id = :learner AND o.epoch = p.epoch
+) AS c ORDER BY arm_id, seq
 """
 
 
@@ -357,20 +371,26 @@ class SqlStore:
                         )
                     ).scalar()
                 p = posteriors.c
+                keep = self._keep(conn, learner_id)
                 for change in ordered:
-                    epoch = conn.execute(
+                    r = change.reward
+                    if keep != 1.0:
+                        pa, pb = prior_parameters(parse_arm_id(change.arm_id).type)
+                        values = {
+                            "alpha": p.alpha * keep + pa * (1.0 - keep) + r,
+                            "beta": p.beta * keep + pb * (1.0 - keep) + (1.0 - r),
+                        }
+                    else:
+                        values = {"alpha": p.alpha + r, "beta": p.beta + (1.0 - r)}
+                    found = conn.execute(
                         update(posteriors)
                         .where(p.learner_id == learner_id, p.arm_id == change.arm_id)
-                        .values(
-                            alpha=p.alpha + change.reward,
-                            beta=p.beta + (1.0 - change.reward),
-                            pulls=p.pulls + 1,
-                            last_updated=at,
-                        )
-                        .returning(p.epoch)
-                    ).scalar()
-                    if epoch is None:
+                        .values(**values, pulls=p.pulls + 1, last_updated=at)
+                        .returning(p.epoch, p.pulls)
+                    ).first()
+                    if found is None:
                         raise NotFound(f"unknown arm {change.arm_id!r}")
+                    epoch, seq = found
                     conn.execute(
                         insert(observations).values(
                             learner_id=learner_id,
@@ -383,12 +403,72 @@ class SqlStore:
                             reason=reason,
                             trace_pk=trace_pk,
                             created_at=at,
+                            seq=seq,
                         )
                     )
                 self._bump(conn, learner_id, len(ordered))
                 return len(ordered)
 
         return with_retries(run)
+
+    def _keep(self, conn: Connection, learner_id: int) -> float:
+        """The learner's forgetting factor, read (and its row locked) in this transaction."""
+        half_life = conn.execute(
+            select(learners.c.half_life).where(learners.c.id == learner_id).with_for_update()
+        ).scalar()
+        if half_life is None:
+            raise NotFound(f"no learner with id {learner_id}")
+        return keep_factor(float(half_life))
+
+    def set_half_life(self, learner_id: int, half_life: float, *, at: int) -> None:
+        """Make `half_life` the learner's forgetting. A change rebases every posterior (its
+        base becomes its current value, in a new epoch), so `verify` replays each arm's later
+        changes with the new factor from there; resets and undo work as before."""
+        keep_factor(half_life)  # validates
+
+        def run() -> None:
+            with write_transaction(self.engine) as conn:
+                current = conn.execute(
+                    select(learners.c.half_life)
+                    .where(learners.c.id == learner_id)
+                    .with_for_update()
+                ).scalar()
+                if current is None:
+                    raise NotFound(f"no learner with id {learner_id}")
+                if float(current) == float(half_life):
+                    return
+                p = posteriors.c
+                arms = conn.execute(
+                    select(p.arm_id)
+                    .where(p.learner_id == learner_id)
+                    .order_by(self._lock_order(p.arm_id))
+                    .with_for_update()
+                ).all()
+                conn.execute(
+                    update(learners)
+                    .where(learners.c.id == learner_id)
+                    .values(half_life=float(half_life))
+                )
+                conn.execute(
+                    update(posteriors)
+                    .where(p.learner_id == learner_id)
+                    .values(
+                        prior_alpha=p.alpha,
+                        prior_beta=p.beta,
+                        prior_pulls=p.pulls,
+                        epoch=p.epoch + 1,
+                    )
+                )
+                self._bump(conn, learner_id, max(1, len(arms)))
+
+        with_retries(run)
+
+    def inclusion_counts(self, learner_id: int, last: int) -> dict[str, tuple[int, int]]:
+        with reading(self.engine) as conn:
+            rows = conn.exec_driver_sql(
+                self._sql(queries.INCLUSION), (learner_id, learner_id, last)
+            ).all()
+        return queries.inclusion_counts(rows)
 
     def _bump(self, conn: Connection, learner_id: int, changes: int) -> None:
         conn.exec_driver_sql(self._hot.stats_add, stats_params(learner_id, [], changes))
@@ -619,7 +699,11 @@ class SqlStore:
             text(f"SELECT COUNT(*) FROM ({_BOOTSTRAP_TRACES}) AS b"), params
         ).scalar_one()
         n_obs = conn.execute(text(_BOOTSTRAP_REWARDS), params).rowcount or 0
-        conn.execute(text(_BOOTSTRAP_INCREMENT), params)
+        keep = self._keep(conn, learner_id)
+        if keep == 1.0:
+            conn.execute(text(_BOOTSTRAP_INCREMENT), params)
+        else:
+            self._bootstrap_forgetting(conn, learner_id, keep, at)
         t = traces.c
         conn.execute(
             update(traces)
@@ -631,6 +715,63 @@ class SqlStore:
             .values(bootstrapped=True)
         )
         return int(n_traces), int(n_obs)
+
+    def _bootstrap_forgetting(
+        self, conn: Connection, learner_id: int, keep: float, at: int
+    ) -> None:
+        """The bootstrap's rewards applied arm by arm in trace order with forgetting, each
+        change numbered (`seq`) for `verify`."""
+        params = {"learner": learner_id, "no": False}
+        rows = conn.execute(
+            text(
+                "SELECT ta.trace_pk, ta.arm_key, ta.reward FROM trace_arms ta "
+                "WHERE ta.reward IS NOT NULL AND ta.trace_pk IN ("
+                + _BOOTSTRAP_TRACES
+                + ") ORDER BY ta.arm_key, ta.trace_pk"
+            ),
+            params,
+        ).all()
+        if not rows:
+            return
+        p = posteriors.c
+        arms = {
+            int(r.arm_key): r
+            for r in conn.execute(
+                select(p.arm_key, p.arm_id, p.alpha, p.beta, p.pulls).where(
+                    p.learner_id == learner_id
+                )
+            )
+        }
+        by_arm: dict[int, list[tuple[int, float]]] = {}
+        for trace_pk, arm_key, reward in rows:
+            by_arm.setdefault(int(arm_key), []).append((int(trace_pk), float(reward)))
+        seqs: list[dict[str, Any]] = []
+        updates: list[dict[str, Any]] = []
+        for arm_key, changes in by_arm.items():
+            arm = arms[arm_key]
+            f = fold((r for _, r in changes), keep)
+            pa, pb = prior_parameters(parse_arm_id(arm.arm_id).type)
+            for k, (trace_pk, _) in enumerate(changes, start=1):
+                seqs.append({"pk": trace_pk, "key": arm_key, "seq": int(arm.pulls) + k})
+            updates.append(
+                {
+                    "key": arm_key,
+                    "a": forget(float(arm.alpha), pa, f.keep, f.alpha_gain),
+                    "b": forget(float(arm.beta), pb, f.keep, f.beta_gain),
+                    "n": int(arm.pulls) + f.pulls,
+                }
+            )
+        conn.execute(
+            text("UPDATE trace_arms SET seq = :seq WHERE trace_pk = :pk AND arm_key = :key"),
+            seqs,
+        )
+        conn.execute(
+            text(
+                "UPDATE posteriors SET alpha = :a, beta = :b, pulls = :n, last_updated = :at "
+                "WHERE learner_id = :learner AND arm_key = :key"
+            ),
+            [{**u, "at": at, "learner": learner_id} for u in updates],
+        )
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -749,12 +890,19 @@ class SqlStore:
                 for r in conn.execute(text(_CHANGES_BY_ARM), {"learner": learner_id})
             }
             rows = conn.execute(select(posteriors).where(p.learner_id == learner_id)).all()
+            half_life = conn.execute(
+                select(learners.c.half_life).where(learners.c.id == learner_id)
+            ).scalar()
+            keep = keep_factor(float(half_life or 0.0))
+            replayed = self._replay(conn, learner_id, rows, keep, problems) if keep != 1 else {}
             n_obs = 0
             for r in rows:
                 gained, n = sums.get((r.arm_id, int(r.epoch)), (0.0, 0))
                 n_obs += n
                 want_alpha = r.prior_alpha + gained
                 want_beta = r.prior_beta + (n - gained)
+                if keep != 1.0:
+                    want_alpha, want_beta = replayed.get(r.arm_id, (r.prior_alpha, r.prior_beta))
                 tol = 1e-6 * (1 + n)
                 if abs(r.alpha - want_alpha) > tol or abs(r.beta - want_beta) > tol:
                     problems.append(
@@ -807,6 +955,36 @@ class SqlStore:
                 VerifyProblem(None, f"counters say {counted} traces, the table holds {n_traces}")
             )
         return VerifyReport(len(rows), int(n_traces), n_obs, tuple(problems))
+
+    def _replay(
+        self,
+        conn: Connection,
+        learner_id: int,
+        rows: Sequence[Any],
+        keep: float,
+        problems: list[VerifyProblem],
+    ) -> dict[str, tuple[float, float]]:
+        """Each arm's base with its current epoch's changes applied in the order they were
+        (`seq`), forgetting as the writes did: the posterior every arm must hold."""
+        base = {r.arm_id: r for r in rows}
+        changes: dict[str, list[tuple[float, int | None]]] = {}
+        for arm_id, gained, seq in conn.execute(text(_CHANGES_IN_ORDER), {"learner": learner_id}):
+            changes.setdefault(arm_id, []).append((float(gained), seq))
+        out: dict[str, tuple[float, float]] = {}
+        for arm_id, items in changes.items():
+            r = base[arm_id]
+            want = list(range(int(r.prior_pulls) + 1, int(r.prior_pulls) + len(items) + 1))
+            if [s for _, s in items] != want:
+                problems.append(
+                    VerifyProblem(arm_id, "its recorded changes are not numbered in order")
+                )
+            pa, pb = prior_parameters(parse_arm_id(arm_id).type)
+            alpha, beta = float(r.prior_alpha), float(r.prior_beta)
+            for gained, _ in items:
+                alpha = forget(alpha, pa, keep, gained)
+                beta = forget(beta, pb, keep, 1.0 - gained)
+            out[arm_id] = (alpha, beta)
+        return out
 
     # -- audit --------------------------------------------------------------------------------
 

@@ -1,0 +1,70 @@
+"""Forgetting: the one arithmetic by which stored posteriors, the service's cache and the
+simulations pull an arm's evidence back toward its prior.
+
+With a half-life of h observations, each observation of an arm first scales the evidence the
+arm holds beyond its prior by keep = 0.5 ** (1 / h), then adds the new reward:
+
+    alpha' = alpha * keep + prior_alpha * (1 - keep) + r
+    beta'  = beta  * keep + prior_beta  * (1 - keep) + (1 - r)
+
+so evidence older than h observations of the arm counts half. n observations in order fold
+into one step (F, Ga, Gb): alpha' = alpha * F + prior_alpha * (1 - F) + Ga, which is what the
+storage hot path writes in one SQL statement. With no half-life keep is 1, F is 1 and the
+update is the plain alpha += r, beta += 1 - r of SPEC section 5, to the bit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from engine.errors import InvalidInput
+
+
+def keep_factor(half_life: float | None) -> float:
+    """The share of an arm's evidence kept at each of its observations (1: never forget)."""
+    if half_life is None or half_life == 0:
+        return 1.0
+    if isinstance(half_life, bool) or not isinstance(half_life, (int, float)):
+        raise InvalidInput(f"half_life must be a number >= 0, got {half_life!r}")
+    if not math.isfinite(half_life) or half_life < 0:
+        raise InvalidInput(f"half_life must be a number >= 0, got {half_life!r}")
+    return float(0.5 ** (1.0 / float(half_life)))
+
+
+@dataclass(slots=True)
+class Fold:
+    """Observations of one arm folded into one step: alpha' = alpha * keep + prior_alpha *
+    (1 - keep) + alpha_gain (beta alike)."""
+
+    keep: float = 1.0
+    alpha_gain: float = 0.0
+    beta_gain: float = 0.0
+    pulls: int = 0
+
+    def add(self, reward: float, keep: float) -> None:
+        """One more observation, after those already folded."""
+        self.keep *= keep
+        self.alpha_gain = self.alpha_gain * keep + reward
+        self.beta_gain = self.beta_gain * keep + (1.0 - reward)
+        self.pulls += 1
+
+    def as_tuple(self) -> tuple[float, float, float, float]:
+        """(alpha gain, beta gain, pulls, keep): the cache's Gains entry."""
+        return (self.alpha_gain, self.beta_gain, float(self.pulls), self.keep)
+
+
+def fold(rewards: Iterable[float], keep: float) -> Fold:
+    """The single step equal to observing `rewards` in order."""
+    out = Fold()
+    for r in rewards:
+        out.add(r, keep)
+    return out
+
+
+def forget(value: float, prior: float, keep: float, gain: float) -> float:
+    """One folded step on alpha (or beta): value * keep + prior * (1 - keep) + gain.
+
+    Storage evaluates the same expression in SQL, in the same order."""
+    return value * keep + prior * (1.0 - keep) + gain
