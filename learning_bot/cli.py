@@ -75,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
 
     sim = sub.add_parser("simulate", help="run a synthetic agent workload to watch it learn")
     sim.add_argument("--traces", type=int, default=300, help="runs to simulate (default 300)")
-    sim.add_argument("--arms", type=int, default=30, help="arms in the inventory (default 30)")
+    sim.add_argument("--arms", type=int, default=40, help="arms in the inventory (default 40)")
     sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     sim.add_argument("--force", action="store_true", help="even into a learner with real traces")
 
@@ -249,6 +249,8 @@ def _simulate(app: App, traces: int, arms: int, seed: int, force: bool) -> int:
         f"learner '{service.learner}': {result.baseline_runs:,} baseline, "
         f"{result.selected_runs:,} selected{savings}."
     )
+    for line in result.report_lines():
+        print(line)
     print("Next: `learning-bot status` to see the posteriors, `learning-bot console` to chat.")
     return EXIT_OK
 

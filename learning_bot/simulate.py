@@ -1,5 +1,9 @@
 """`learning-bot simulate`: a synthetic agent workload run through the real service, so a new
-user can watch posteriors form without an agent."""
+user can watch posteriors form without an agent.
+
+Each run is selected, drawn and observed before the next is selected, as an agent's runs are,
+and the inventory is larger than the token budget (as real agents' inventories are), so the
+figures match the study's (bench/learning.py)."""
 
 from __future__ import annotations
 
@@ -13,11 +17,8 @@ from engine.config import Phase
 from engine.errors import Conflict, InvalidInput
 from engine.posterior import now_ms
 from engine.selection import ArmSet
-from engine.service import LearningService
+from engine.service import RECALL_WINDOW, LearningService
 from engine.simulation import make_workload
-
-BATCH = 50
-
 
 @dataclass(frozen=True)
 class SimulationResult:
@@ -27,13 +28,53 @@ class SimulationResult:
     selected_runs: int
     switched_to_active: bool
     token_savings_percent: float | None
+    inventory_tokens: int = 0
+    """Token cost of every arm of the simulated inventory."""
+    token_budget: int = 0
+    prompt_savings_percent: float | None = None
+    """What status reports: selected runs' prompt tokens against every offered arm's."""
+    true_prompt_savings_percent: float | None = None
+    """The same, counted by the simulation over this run's selected runs."""
+    estimated_recall: float | None = None
+    """What status reports (engine.metrics.estimated_recall)."""
+    true_recall: float | None = None
+    """The share of the arms the simulated model used on this run's latest selected runs
+    (the window the estimate reads) that selection had included."""
+
+    def report_lines(self) -> list[str]:
+        """The closing figures, with the simulator's truth next to each estimate."""
+        lines = [
+            f"Inventory: {self.arms} arms, {self.inventory_tokens:,} tokens; token budget "
+            f"{self.token_budget:,}."
+        ]
+        if self.prompt_savings_percent is not None:
+            truth = (
+                f" (simulator: {self.true_prompt_savings_percent:.1f}%)"
+                if self.true_prompt_savings_percent is not None
+                else ""
+            )
+            lines.append(
+                f"Saved {self.prompt_savings_percent:.1f}% of prompt tokens compared with "
+                f"sending every component{truth}."
+            )
+        if self.estimated_recall is not None:
+            truth = (
+                f"; the simulator's true recall is {self.true_recall * 100:.1f}%"
+                if self.true_recall is not None
+                else ""
+            )
+            lines.append(
+                f"Kept about {self.estimated_recall * 100:.1f}% of the components the model "
+                f"used (estimated{truth})."
+            )
+        return lines
 
 
 def simulate(
     service: LearningService,
     *,
     traces: int = 300,
-    arms: int = 30,
+    arms: int = 40,
     seed: int = 0,
     force: bool = False,
     progress: Callable[[int], None] | None = None,
@@ -58,13 +99,14 @@ def simulate(
     rng = np.random.default_rng(seed)
     start = now_ms() - traces * 60_000
     nonce = now_ms()
-    batch = []
+    costs = workload.costs
     baseline = 0
+    offered = kept = 0
+    hits: list[tuple[int, int]] = []  # selected runs: (used and included, used)
     for step in range(traces):
         selection = service.select(arm_set)
-        baseline += selection.is_baseline
         conversational, used = workload.draw_usage(step, rng)
-        batch.append(
+        service.observe(
             workload.report(
                 f"sim-{nonce}-{step}",
                 selection.selected,
@@ -75,12 +117,19 @@ def simulate(
                 timestamp=start + step * 60_000,
             )
         )
-        if len(batch) >= BATCH or step == traces - 1:
-            service.observe_many(batch)
-            if progress is not None:
-                progress(len(batch))
-            batch = []
+        if selection.is_baseline:
+            baseline += 1
+        else:
+            mask = selection.mask
+            offered += int(costs.sum())
+            kept += int(costs[mask].sum())
+            if not conversational:
+                hits.append((int((used & mask).sum()), int(used.sum())))
+        if progress is not None:
+            progress(1)
     summary = service.summary()
+    window = hits[-RECALL_WINDOW:]
+    used_total = sum(u for _, u in window)
     return SimulationResult(
         traces,
         arms,
@@ -88,6 +137,12 @@ def simulate(
         traces - baseline,
         switched,
         summary.token_savings_percent,
+        inventory_tokens=int(costs.sum()),
+        token_budget=service.config.token_budget,
+        prompt_savings_percent=summary.prompt_savings_percent,
+        true_prompt_savings_percent=100.0 * (1.0 - kept / offered) if offered else None,
+        estimated_recall=summary.estimated_recall,
+        true_recall=sum(h for h, _ in window) / used_total if used_total else None,
     )
 
 
