@@ -386,6 +386,8 @@ class PolicyRun:
     means: FloatArray
     """Posterior means at traces 0, every, 2 * every, ... (row k after k * every traces)."""
     every: int
+    final: PosteriorArrays | None = None
+    """The posteriors after the last trace."""
 
 
 def run_policy(
@@ -446,7 +448,7 @@ def run_policy(
                 np.add(post.pulls, mask, out=post.pulls)
         if (t + 1) % every == 0:
             means[(t + 1) // every] = post.alpha / (post.alpha + post.beta)
-    return PolicyRun(included, baseline, means, every)
+    return PolicyRun(included, baseline, means, every, post)
 
 
 def stable_from(means: FloatArray, every: int, tolerance: float = 0.1) -> int:

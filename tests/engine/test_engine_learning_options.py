@@ -76,12 +76,52 @@ def test_invalid_options_name_their_field(data: dict[str, Any], field: str) -> N
     assert str(info.value).startswith(f"{field}:")
 
 
-def test_half_life_is_not_a_setting_of_the_stored_learner() -> None:
-    """Forgetting is an argument of the simulation (`run_policy(half_life=...)`); stored
-    posteriors are exact sums, so a config asking for it is refused by name."""
+def test_half_life_is_a_setting_and_policies_expand_to_their_options() -> None:
+    config = LearningConfig.from_dict({"halfLife": 100})
+    assert config.half_life == 100.0
+    assert config.to_dict()["halfLife"] == 100.0
+    assert "halfLife" not in LearningConfig().to_dict()
+    assert LearningConfig.from_dict(config.to_dict()) == config
+    for bad in (-1, "x", float("inf"), True):
+        with pytest.raises(InvalidConfig) as info:
+            LearningConfig.from_dict({"halfLife": bad})
+        assert info.value.field == "halfLife"
+    preset = LearningConfig.from_dict({"policy": "pooled-forgetting"})
+    assert (preset.pooled_prior, preset.half_life, preset.packing) == (True, 100.0, "score")
+    assert LearningConfig.from_dict(preset.to_dict()) == preset
+    # options named next to the policy win over the preset's
+    mixed = LearningConfig.from_dict({"policy": "pooled-forgetting", "halfLife": 50})
+    assert (mixed.pooled_prior, mixed.half_life) == (True, 50.0)
+    seed = LearningConfig.from_dict({"policy": "seed"})
+    assert seed == LearningConfig()
     with pytest.raises(InvalidConfig) as info:
-        LearningConfig.from_dict({"halfLife": 100})
-    assert info.value.field == "halfLife"
+        LearningConfig.from_dict({"policy": "best"})
+    assert info.value.field == "policy"
+
+
+def test_forgetting_folds_like_single_steps_and_keeps_exact_sums_without_it() -> None:
+    from engine.forgetting import fold, forget, keep_factor
+
+    assert keep_factor(0) == keep_factor(None) == 1.0
+    assert keep_factor(100) ** 100 == pytest.approx(0.5)
+    rewards = [1.0, 0.0, 0.5, 1.0]
+    plain = fold(rewards, 1.0)
+    assert (plain.keep, plain.alpha_gain, plain.beta_gain, plain.pulls) == (1.0, 2.5, 1.5, 4)
+    assert forget(7.25, 3.0, 1.0, 2.5) == 7.25 + 2.5
+    keep = keep_factor(10)
+    alpha = 5.0
+    for r in rewards:
+        alpha = forget(alpha, 3.0, keep, r)
+    folded = fold(rewards, keep)
+    assert forget(5.0, 3.0, folded.keep, folded.alpha_gain) == pytest.approx(alpha, rel=1e-12)
+    # evidence beyond the prior halves every half-life when nothing new is learnt
+    beta = 1.0 + 40.0
+    for _ in range(10):
+        beta = forget(beta, 1.0, keep, 0.0)
+    alpha = 3.0 + 40.0
+    for _ in range(10):
+        alpha = forget(alpha, 3.0, keep, 0.0)
+    assert alpha - 3.0 == pytest.approx(20.0)
 
 
 # --- packing modes and threshold against a per-arm reference -----------------------------------
