@@ -47,7 +47,7 @@ def test_first_session(db: str) -> None:
 
     exported = run(db, "export", "--format", "json")
     data = json.loads(exported.stdout)
-    assert len(data["traces"]) == 300 and len(data["posteriors"]) == 30
+    assert len(data["traces"]) == 300 and len(data["posteriors"]) == 40
     assert {"traceId", "arms", "usage", "isBaseline"} <= set(data["traces"][0])
     posteriors = {p["armId"]: p for p in data["posteriors"]}
     only = run(db, "export", "--no-traces")

@@ -1,0 +1,44 @@
+"""The first session shows the value: `learning-bot simulate` then `learning-bot status` on a
+fresh database report the prompt savings against sending every component (>= 40% on the
+default simulation) and the estimated recall, next to the simulator's truth."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from .test_cli import run
+
+
+@pytest.mark.parametrize("seed", [0, 1, 3, 7])
+def test_simulate_then_status_show_positive_prompt_savings(tmp_path: Path, seed: int) -> None:
+    db = f"sqlite:///{tmp_path}/value.sqlite"
+    sim = run(db, "simulate", "--seed", str(seed))
+    assert sim.returncode == 0, sim.stderr
+    saved = re.search(
+        r"Saved (\d+\.\d)% of prompt tokens compared with sending every component "
+        r"\(simulator: (\d+\.\d)%\)",
+        sim.stdout,
+    )
+    assert saved is not None, sim.stdout
+    assert float(saved.group(1)) == float(saved.group(2))
+    assert float(saved.group(1)) >= 40.0
+    kept = re.search(
+        r"Kept about (\d+\.\d)% of the components the model used \(estimated; the "
+        r"simulator's true recall is (\d+\.\d)%\)",
+        sim.stdout,
+    )
+    assert kept is not None, sim.stdout
+    assert abs(float(kept.group(1)) - float(kept.group(2))) <= 6.0
+    status = run(db, "status")
+    assert status.returncode == 0, status.stderr
+    head = status.stdout.splitlines()[:4]
+    assert any(
+        line.startswith(f"Saved {float(saved.group(1)):.0f}% of prompt tokens") for line in head
+    ), head
+    assert any(line.startswith("Kept about ") for line in head), head
+    # the original figure is still there, second, with what it compares
+    assert "Token savings:" in status.stdout
+    assert "both are capped by the same token budget" in status.stdout
