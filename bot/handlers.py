@@ -37,33 +37,53 @@ from engine.config import Phase
 from engine.service import MIN_TRACES_FOR_ACTIVE, LearningService
 from engine.views import ArmView, Summary
 
+TERMINAL_SURFACES = frozenset({"terminal", "console"})
+
+
+def command_prefix(surface: str = "") -> str:
+    """How a reply names a command on the surface it goes to: `learning-bot` in a terminal,
+    `/learning` in chat. Every command hint in a reply goes through this."""
+    return "learning-bot" if surface in TERMINAL_SURFACES else "/learning"
+
+
 HELP = {
     "status": (
-        "/learning status [top N] [public] — phase, settings, traces, token savings, the best "
+        "{cmd} status [top N] [public] — phase, settings, traces, token savings, the best "
         "arms and the candidates for exclusion. 'status arm <id-or-label>' shows one arm. "
         "Replies are private unless you add 'public'."
     ),
     "reward": (
-        "/learning reward [<arm>] [1|0|good|bad] [reason...] — manual (lagged) feedback. "
+        "{cmd} reward [<arm>] [1|0|good|bad] [reason...] — manual (lagged) feedback. "
         "Without an arm, the arms the latest run in this conversation used get the reward. "
         "An arm is its full id (tool:fs:Read) or its label (Read)."
     ),
     "reset": (
-        "/learning reset [all | <arm ids...>] — puts arms back to Beta(1,1) with 0 pulls; "
-        "nothing is deleted and /learning reset undo restores them. Admins only; asks "
+        "{cmd} reset [all | <arm ids...>] — puts arms back to Beta(1,1) with 0 pulls; "
+        "nothing is deleted and {cmd} reset undo restores them. Admins only; asks "
         "for confirmation (or add 'confirm')."
     ),
     "phase": (
-        "/learning phase [passive|active] — shows or sets the phase. passive: every arm is "
+        "{cmd} phase [passive|active] — shows or sets the phase. passive: every arm is "
         "included and nothing is learnt from; active: Thompson Sampling picks arms under "
         "the token budget. Changing it is for admins and asks for confirmation."
     ),
-    "help": "/learning help [command] — this help.",
+    "help": "{cmd} help [command] — this help.",
 }
+"""One paragraph per command; `{cmd}` is the surface's command prefix (see help_text)."""
 
 
-def usage_reply(message: str, command: str | None = None) -> Reply:
-    lines = [HELP[command]] if command in HELP else list(GRAMMAR)
+def help_text(topic: str, surface: str = "") -> str:
+    return HELP[topic].format(cmd=command_prefix(surface))
+
+
+def grammar(surface: str = "") -> list[str]:
+    """The command grammar as the surface types it."""
+    prefix = command_prefix(surface)
+    return [prefix + line.removeprefix("/learning") for line in GRAMMAR]
+
+
+def usage_reply(message: str, command: str | None = None, surface: str = "") -> Reply:
+    lines = [help_text(command, surface)] if command in HELP else grammar(surface)
     return Reply(
         ReplyKind.ERROR,
         (Text(message), Text("Usage:\n" + "\n".join(lines), muted=True)),
@@ -134,7 +154,12 @@ class Handlers:
         self.settings = settings
 
     def run(
-        self, service: LearningService, command: Command, actor: Any, conversation: str
+        self,
+        service: LearningService,
+        command: Command,
+        actor: Any,
+        conversation: str,
+        surface: str = "",
     ) -> Reply:
         if isinstance(command, StatusCommand):
             if command.arm is not None:
@@ -143,11 +168,11 @@ class Handlers:
         if isinstance(command, RewardCommand):
             return self.reward(service, command, actor, conversation)
         if isinstance(command, ResetCommand):
-            return self.reset(service, command, actor)
+            return self.reset(service, command, actor, surface)
         if isinstance(command, PhaseCommand):
-            return self.phase(service, command, actor)
+            return self.phase(service, command, actor, surface)
         if isinstance(command, HelpCommand):
-            return self.help(command)
+            return self.help(command, surface)
         if isinstance(command, ArmNamesQuery):
             names = [[v.arm_id, v.label] for v in service.posteriors()]
             return Reply(ReplyKind.INFO, (), f"{len(names)} arms", data={"arms": names})
@@ -340,7 +365,7 @@ class Handlers:
 
     # -- reset -----------------------------------------------------------------------------
 
-    def confirmation(self, service: LearningService, command: Command) -> Reply:
+    def confirmation(self, service: LearningService, command: Command, surface: str = "") -> Reply:
         if isinstance(command, ResetCommand) and command.undo:
             last = service.last_reset()
             if last is None or last.undone:
@@ -367,7 +392,7 @@ class Handlers:
             text = (
                 f"Reset {what} of learner '{service.learner}' to Beta(1,1) with 0 pulls? "
                 "Status will count traces from now on. Nothing is deleted: "
-                "/learning reset undo brings the current posteriors back."
+                f"{command_prefix(surface)} reset undo brings the current posteriors back."
             )
             return Reply(ReplyKind.CONFIRM, (Text(text),), text, data={"armCount": count})
         if isinstance(command, PhaseCommand) and command.phase is not None:
@@ -411,7 +436,9 @@ class Handlers:
             prompt, blocks=(*prompt.blocks, actions), data={**prompt.data, "token": token}
         )
 
-    def reset(self, service: LearningService, command: ResetCommand, actor: Any) -> Reply:
+    def reset(
+        self, service: LearningService, command: ResetCommand, actor: Any, surface: str = ""
+    ) -> Reply:
         if command.undo:
             result = service.undo_reset(actor=actor.id)
             text = (
@@ -428,7 +455,7 @@ class Handlers:
         what = "every arm" if result.all_arms else ", ".join(result.arm_ids)
         text = (
             f"Reset {what} ({result.reset_count} arm(s), reset #{result.reset_id}). "
-            "Undo with /learning reset undo."
+            f"Undo with {command_prefix(surface)} reset undo."
         )
         return Reply(
             ReplyKind.OK,
@@ -443,7 +470,9 @@ class Handlers:
 
     # -- phase -----------------------------------------------------------------------------
 
-    def phase(self, service: LearningService, command: PhaseCommand, actor: Any) -> Reply:
+    def phase(
+        self, service: LearningService, command: PhaseCommand, actor: Any, surface: str = ""
+    ) -> Reply:
         if command.phase is None or command.phase is service.phase():
             current = service.phase()
             explain = (
@@ -455,7 +484,10 @@ class Handlers:
             text = f"Phase: {current.value.upper()} — {explain}."
             return Reply(
                 ReplyKind.INFO,
-                (Text(text), Text(f"Switch with /learning phase {other}.", muted=True)),
+                (
+                    Text(text),
+                    Text(f"Switch with {command_prefix(surface)} phase {other}.", muted=True),
+                ),
                 text,
                 data={"phase": current.value},
             )
@@ -483,16 +515,17 @@ class Handlers:
 
     # -- help, confirmations -----------------------------------------------------------------
 
-    def help(self, command: HelpCommand) -> Reply:
+    def help(self, command: HelpCommand, surface: str = "") -> Reply:
         if command.topic:
-            text = HELP[command.topic]
+            text = help_text(command.topic, surface)
             return Reply(ReplyKind.INFO, (Text(text),), f"help {command.topic}")
+        prefix = command_prefix(surface)
         blocks = (
-            Heading("/learning — the learning layer's chat commands"),
-            Text("\n".join(GRAMMAR)),
-            Text("/learning help <command> explains one command.", muted=True),
+            Heading(f"{prefix} — the learning layer's chat commands"),
+            Text("\n".join(grammar(surface))),
+            Text(f"{prefix} help <command> explains one command.", muted=True),
         )
-        return Reply(ReplyKind.INFO, blocks, "/learning help")
+        return Reply(ReplyKind.INFO, blocks, f"{prefix} help")
 
     def outcome(self, reply: Reply, actor: Any) -> Reply:
         """The result of a confirmed command, as it replaces the confirmation prompt."""

@@ -7,7 +7,7 @@ import argparse
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from adapters.terminal.commands import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
@@ -19,49 +19,159 @@ if TYPE_CHECKING:
 CHAT_COMMANDS = ("status", "reward", "reset", "phase", "help")
 
 
+WORDS_HELP = {
+    "status": (
+        "status — phase, settings, traces, token savings, the best arms and the candidates "
+        "for exclusion",
+        "[top N] [public] | arm <id-or-label>: 'top N' lists N arms (1-25) in each table; "
+        "'arm Read' shows one arm by id or label; 'public' matters only in chat",
+    ),
+    "reward": (
+        "reward — manual (lagged) feedback for an arm, or for the arms of a conversation's "
+        "latest run",
+        "[<arm>] [1|0|good|bad] [reason...]: the arm by id (tool:fs:Read) or label (Read); "
+        "without an arm, --conversation names the run; then the value (default good) and an "
+        "optional reason",
+    ),
+    "reset": (
+        "reset — put arms back to Beta(1,1) with 0 pulls (nothing is deleted; `reset undo` "
+        "restores them)",
+        "[all | <arm ids or labels...>] | undo: which arms (default all), or undo the last reset",
+    ),
+    "phase": (
+        "phase — show the phase, or set it: passive records only, active selects arms",
+        "[passive|active]: the phase to switch to; without it, the current phase is shown",
+    ),
+    "help": (
+        "help — the commands, or one command explained",
+        "[status|reward|reset|phase|help]: the command to explain",
+    ),
+}
+
+
+def _close(word: str, choices: Sequence[str]) -> str | None:
+    import difflib
+
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise CliError(f"{message} (see `{self.prog} --help`)", EXIT_USAGE)
+        """One line saying what is wrong, and one hint: the closest command or option when
+        there is one, else where the help is."""
+        import re
+
+        hint = f"see `{self.prog} --help`"
+        choice = re.match(
+            r"argument (\S+): invalid choice: '([^']*)' \(choose from (.*)\)$", message
+        )
+        if choice:
+            argument, word, options = choice.groups()
+            names = re.findall(r"'([^']*)'", options)
+            what = "command" if argument.strip("<>") in ("command", "discord_command") else argument
+            message = f"unknown {what} {word!r}"
+            close = _close(word, names)
+            if close is None:
+                hint = f"one of: {', '.join(names)}"
+            elif argument.startswith("-"):
+                hint = f"did you mean {argument} {close}?"
+            else:
+                hint = f"did you mean `{self.prog} {close}`?"
+        unknown = re.match(r"unrecognized arguments: (.*)$", message)
+        if unknown:
+            word = unknown.group(1).split()[0]
+            if word.startswith("-"):
+                message = f"unknown option {word!r}"
+                close = _close(word, _option_strings(self))
+                if close:
+                    hint = f"did you mean {close}? (see `{self.prog} <command> --help`)"
+            else:
+                message = f"unexpected argument {word!r}"
+        raise CliError(message, EXIT_USAGE, hint=hint)
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
+    """Every option of `parser` and of its subcommands."""
+    found: list[str] = []
+    for action in parser._actions:
+        found.extend(o for o in action.option_strings if o.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                found.extend(_option_strings(child))
+    return sorted(set(found))
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("learning-bot")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+FORMATTER = argparse.RawDescriptionHelpFormatter
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="learning-bot",
         description="The learning layer for LLM agent prompts, and its chat-ops front end.",
+        epilog=(
+            "Start with `learning-bot simulate`, then `learning-bot status`. "
+            "`learning-bot <command> --help` explains a command."
+        ),
     )
+    parser.add_argument("--version", action="version", version=f"learning-bot {_version()}")
     parser.add_argument(
         "--database-url",
+        metavar="URL",
         help="SQLAlchemy URL (else LEARNING_BOT_DATABASE_URL, "
         "else a SQLite file in your data directory)",
     )
-    parser.add_argument("--learner", help="learner name (default: default)")
-    parser.add_argument("--config", help="a JSON or TOML config file")
+    parser.add_argument(
+        "--learner", metavar="NAME", help="learner name (default: LEARNING_BOT_LEARNER or default)"
+    )
+    parser.add_argument("--config", metavar="FILE", help="a JSON or TOML config file")
     parser.add_argument(
         "--url",
-        help="talk to a running server (e.g. http://127.0.0.1:8787) instead of the database",
+        help="talk to a running server (e.g. http://127.0.0.1:8787) instead of the database: "
+        "status, reward, reset, phase, help, console and dashboard",
     )
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(
+        dest="command", required=True, parser_class=_Parser, metavar="<command>"
+    )
 
-    for name, help_text in (
-        ("status", "phase, settings, traces, savings, best and worst arms"),
-        ("reward", "manual feedback: reward [<arm>] [1|0|good|bad] [reason...]"),
-        ("reset", "reset [all | <arm ids...>] | reset undo"),
-        ("phase", "show or set the phase: phase [passive|active]"),
-        ("help", "the /learning commands"),
-    ):
-        p = sub.add_parser(name, help=help_text)
-        p.add_argument("words", nargs="*", help="the rest of the /learning command")
+    for name, (summary, words) in WORDS_HELP.items():
+        p = sub.add_parser(name, help=summary.split(" — ", 1)[1], description=summary)
+        p.add_argument("words", nargs="*", metavar="WORD", help=words)
+        if name == "status":
+            p.add_argument(
+                "--json", action="store_true", help="print the status data as JSON (for scripts)"
+            )
         if name in ("reset", "phase"):
             p.add_argument("--confirm", action="store_true", help="do it without asking")
         if name == "reward":
             p.add_argument(
                 "--conversation",
                 default="",
+                metavar="ID",
                 help="without an arm, reward the latest run of this conversation",
             )
 
-    export = sub.add_parser("export", help="traces and posteriors as JSON, JSON lines or CSV")
-    export.add_argument("--format", choices=("json", "jsonl", "csv"), default="json")
+    export = sub.add_parser(
+        "export",
+        help="traces and posteriors as JSON, JSON lines or CSV (on stdout)",
+        description="Write the learner's traces and posteriors to stdout.",
+    )
+    export.add_argument(
+        "--format",
+        choices=("json", "jsonl", "csv"),
+        default="json",
+        help="json: one document (default); jsonl: one trace per line, for large learners; "
+        "csv: one table, chosen with --table",
+    )
     export.add_argument(
         "--table", choices=("traces", "posteriors"), help="csv: the one table to write"
     )
@@ -71,29 +181,80 @@ def _parser() -> argparse.ArgumentParser:
     )
     export.add_argument("--compact", action="store_true", help="json: one line, no indentation")
 
-    sub.add_parser("console", help="an interactive /learning prompt, as in chat")
+    sub.add_parser(
+        "console",
+        help="an interactive prompt for the commands, with history and Tab completion",
+        description=(
+            "An interactive prompt: type status, reward, reset, phase or help as after "
+            "`learning-bot`. Up and Down walk the history (kept in the data directory), Tab "
+            "completes commands and arm ids or labels, `quit` leaves."
+        ),
+    )
 
-    sim = sub.add_parser("simulate", help="run a synthetic agent workload to watch it learn")
-    sim.add_argument("--traces", type=int, default=300, help="runs to simulate (default 300)")
-    sim.add_argument("--arms", type=int, default=40, help="arms in the inventory (default 40)")
-    sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    sim.add_argument("--force", action="store_true", help="even into a learner with real traces")
+    sim = sub.add_parser(
+        "simulate",
+        help="run a synthetic agent workload to watch it learn",
+        description=(
+            "Record synthetic runs of an agent whose arms help with hidden probabilities, so "
+            "status and the dashboard have something to show. Refuses a learner with real "
+            "traces unless --force."
+        ),
+    )
+    sim.add_argument(
+        "--traces", type=int, default=300, metavar="N", help="runs to simulate (default 300)"
+    )
+    sim.add_argument(
+        "--arms", type=int, default=40, metavar="N", help="arms in the inventory (default 40)"
+    )
+    sim.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="random seed, for repeatable runs (default 0)",
+    )
+    sim.add_argument(
+        "--force", action="store_true", help="simulate even into a learner with real traces"
+    )
 
-    db = sub.add_parser("db", help="database maintenance")
-    db.add_argument("action", choices=("upgrade", "verify", "url"))
+    db = sub.add_parser("db", help="database maintenance", description="Database maintenance.")
+    db.add_argument(
+        "action",
+        choices=("upgrade", "verify", "url"),
+        help="upgrade: migrate the schema; verify: recompute every posterior from its "
+        "observations; url: print the database URL in use",
+    )
 
-    serve = sub.add_parser("serve", help="run the HTTP API, the dashboard and the chat surfaces")
-    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    serve.add_argument("--port", type=int, default=8787, help="port (default 8787)")
+    serve = sub.add_parser(
+        "serve",
+        help="run the HTTP API, the dashboard and the chat surfaces",
+        description=(
+            "Serve the learning API and the dashboard, plus Slack and Discord when their "
+            "settings are present. Runs until SIGINT or SIGTERM."
+        ),
+    )
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; another needs LEARNING_BOT_API_TOKEN)",
+    )
+    serve.add_argument("--port", type=int, default=8787, help="port to listen on (default 8787)")
     serve.add_argument(
         "--workers",
         type=int,
+        metavar="N",
         default=int(os.environ.get("LEARNING_BOT_WORKERS", "1") or 1),
-        help="processes serving the API (one per core; chat surfaces run in the first)",
+        help="processes serving the API, 1-64 (default LEARNING_BOT_WORKERS or 1; one per "
+        "core; chat surfaces run in the first)",
     )
 
     slack = sub.add_parser(
-        "slack", help="serve /learning in Slack on its own (Socket Mode or HTTP mode)"
+        "slack",
+        help="serve /learning in Slack on its own (Socket Mode or HTTP mode)",
+        description=(
+            "Slack on its own: Socket Mode when SLACK_APP_TOKEN is set (no port is opened), "
+            "else HTTP mode with Slack posting to /slack/events on --host:--port."
+        ),
     )
     slack.add_argument("--host", default="127.0.0.1", help="HTTP mode: address to listen on")
     slack.add_argument("--port", type=int, default=3000, help="HTTP mode: port (default 3000)")
@@ -101,13 +262,20 @@ def _parser() -> argparse.ArgumentParser:
     from adapters.discord.arguments import add_arguments
 
     discord = sub.add_parser(
-        "discord", help="the Discord surface: sync the /learning commands, or run the bot alone"
+        "discord",
+        help="the Discord surface: sync the /learning commands, or run the bot alone",
+        description="sync: register /learning with Discord; run: serve it without the API.",
     )
     add_arguments(discord)
 
-    dashboard = sub.add_parser("dashboard", help="print the dashboard's URL")
-    dashboard.add_argument("--host", default="127.0.0.1")
-    dashboard.add_argument("--port", type=int, default=8787)
+    sub.add_parser(
+        "dashboard",
+        help="print the dashboard's URL (of --url, or of LEARNING_BOT_PUBLIC_URL)",
+        description=(
+            "Print the dashboard's URL: that of the server --url names (after checking it "
+            "answers), else that of LEARNING_BOT_PUBLIC_URL."
+        ),
+    )
 
     return parser
 
@@ -128,10 +296,14 @@ def _chat(args: argparse.Namespace, settings: Settings) -> int:
 
     confirm = bool(getattr(args, "confirm", False))
     conversation = getattr(args, "conversation", "")
+    as_json = bool(getattr(args, "json", False))
     text = _text([args.command, *args.words, *(["confirm"] if confirm else [])])
     if args.url:
         return run_chat_command(
-            remote_sender(args.url, args.learner, conversation), text, confirm=confirm
+            remote_sender(args.url, args.learner, conversation),
+            text,
+            confirm=confirm,
+            as_json=as_json,
         )
     if _read_only(args):
         from learning_bot.app import build_read_app
@@ -139,16 +311,46 @@ def _chat(args: argparse.Namespace, settings: Settings) -> int:
         lite = build_read_app(settings)
         if lite is not None:
             try:
-                return run_chat_command(local_sender(lite.bus), text)
+                return run_chat_command(local_sender(lite.bus), text, as_json=as_json)
             finally:
                 lite.close()
     from learning_bot.app import build_app
 
     app = build_app(settings)
     try:
-        return run_chat_command(local_sender(app.bus, conversation), text, confirm=confirm)
+        _check_learner(app, args)
+        return run_chat_command(
+            local_sender(app.bus, conversation), text, confirm=confirm, as_json=as_json
+        )
     finally:
         app.close()
+
+
+def _check_learner(app: App, args: argparse.Namespace) -> None:
+    """A --learner that names no learner in a database that has some is a typo, not a new
+    learner: say so, with the closest name."""
+    if not args.learner:
+        return
+    names = app.store.learner_names()  # type: ignore[attr-defined]
+    if not names or args.learner in names:
+        return
+    close = _close(args.learner, names)
+    raise CliError(
+        f"unknown learner {args.learner!r}",
+        EXIT_USAGE,
+        hint=f"did you mean --learner {close}?" if close else f"learners: {', '.join(names)}",
+    )
+
+
+# Why --url cannot apply to a command (the rest take it).
+NO_URL = {
+    "export": "it reads the database directly",
+    "simulate": "it writes synthetic runs into the database directly",
+    "db": "it maintains the database directly",
+    "serve": "it is the server",
+    "slack": "it is a server",
+    "discord": "it runs or registers the Discord bot itself",
+}
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -161,7 +363,7 @@ def _run(args: argparse.Namespace) -> int:
     if command in CHAT_COMMANDS:
         return _chat(args, settings)
     if command == "dashboard":
-        print(f"{_server_url(args)}/__openclaw__/api/learning/dashboard")
+        print(_dashboard_url(args.url, settings))
         return EXIT_OK
     if command == "console" and args.url:
         from adapters.terminal import remote_sender, run_console
@@ -169,7 +371,7 @@ def _run(args: argparse.Namespace) -> int:
         return run_console(remote_sender(args.url, args.learner, "console"))
     if args.url:
         raise CliError(
-            f"--url does not apply to `{command}`: it works on the database directly",
+            f"--url does not apply to `{command}`: {NO_URL.get(command, 'it works locally')}",
             EXIT_USAGE,
             hint="drop --url, or give --database-url to point at the server's database",
         )
@@ -186,10 +388,12 @@ def _run(args: argparse.Namespace) -> int:
     app = build_app(settings)
     try:
         if command == "export":
+            _check_learner(app, args)
             return _export(app, args)
         if command == "console":
             from adapters.terminal import local_sender, run_console
 
+            _check_learner(app, args)
             return run_console(local_sender(app.bus, "console", surface="console"))
         if command == "simulate":
             return _simulate(app, args.traces, args.arms, args.seed, args.force)
@@ -255,11 +459,39 @@ def _simulate(app: App, traces: int, arms: int, seed: int, force: bool) -> int:
     return EXIT_OK
 
 
-def _server_url(args: argparse.Namespace) -> str:
-    if args.url:
-        return str(args.url).rstrip("/")
-    host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
-    return f"http://{host}:{args.port}"
+def _dashboard_url(url: str | None, settings: Settings) -> str:
+    """The dashboard of the server --url names (once it answers), else that of the public URL
+    the settings give; never a guess."""
+    from adapters.terminal.commands import api_base
+
+    if url:
+        base = api_base(url)
+        _check_server(base)
+        return f"{base}/dashboard"
+    if settings.dashboard_url:
+        return settings.dashboard_url
+    raise CliError(
+        "the dashboard's address is not known: no --url and no LEARNING_BOT_PUBLIC_URL",
+        EXIT_USAGE,
+        hint="give --url http://HOST:PORT of the running server, or set LEARNING_BOT_PUBLIC_URL",
+    )
+
+
+def _check_server(base: str) -> None:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{base}/healthz", timeout=10) as response:
+            response.read()
+    except urllib.error.HTTPError as exc:
+        if exc.code != 503:  # 503: up, but its storage is not (the dashboard still serves)
+            raise CliError(f"{base}/healthz answered {exc.code}: is this learning-bot?") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise CliError(
+            f"cannot reach {base}: {getattr(exc, 'reason', exc)}",
+            hint="start it with `learning-bot serve`, or give the --url it listens on",
+        ) from None
 
 
 def _serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
@@ -307,6 +539,7 @@ def _serve_one(
         for note in notes:
             print(f"learning-bot: {note}", flush=True)
         announce = (lambda _line: None) if quiet else _say
+        _announce_public(settings, announce)
         run = serve(app.bus, host=host, port=port, surfaces=live, announce=announce, sock=sock)  # type: ignore[arg-type]
         try:
             _run_loop(run)
@@ -316,6 +549,14 @@ def _serve_one(
         return EXIT_OK
     finally:
         app.close()
+
+
+def _announce_public(settings: Settings, announce: Callable[[str], None]) -> None:
+    if settings.public_url:
+        announce(
+            f"learning-bot: public address {settings.public_url}; status replies link the "
+            f"dashboard at {settings.dashboard_url}"
+        )
 
 
 def _say(line: str) -> None:
@@ -345,6 +586,7 @@ def _slack(settings: Settings, host: str, port: int) -> int:
     app = build_app(settings)
     try:
         surface = slack_service(app.bus, installation_engine=app.engine)
+        _announce_public(settings, _say)
         if surface.settings.socket_mode:
             _run_loop(_socket_mode_only(surface))
             return EXIT_OK
@@ -448,6 +690,20 @@ def _db(action: str, url: str | None) -> int:
     return EXIT_ERROR if failed else EXIT_OK
 
 
+def _error(message: str, hint: str | None = None) -> None:
+    """`learning-bot: <what is wrong>` on one line, then at most one hint line (a "did you
+    mean" folded into the message becomes the hint)."""
+    from adapters.terminal.style import Style
+
+    head, sep, close = message.partition("; did you mean ")
+    if sep and hint is None:
+        message, hint = head, f"did you mean {close}"
+    style = Style.for_stream(sys.stderr)
+    print(f"learning-bot: {style.error(message)}", file=sys.stderr)
+    if hint:
+        print(style.dim(hint), file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from bot.errors import error_kind
     from engine.errors import LearningError
@@ -456,12 +712,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         return _run(args)
     except CliError as exc:
-        print(f"learning-bot: {exc}", file=sys.stderr)
-        if exc.hint:
-            print(exc.hint, file=sys.stderr)
+        _error(str(exc), exc.hint)
         return exc.code
     except LearningError as exc:
-        print(f"learning-bot: {exc}", file=sys.stderr)
+        _error(str(exc))
         return error_kind(exc).exit_code
     except KeyboardInterrupt:
         print("learning-bot: interrupted", file=sys.stderr)

@@ -38,10 +38,34 @@ class Settings:
     reward_admins_only: bool = False
     learners: Mapping[str, str] = field(default_factory=dict)
     dashboard_url: str | None = None
+    """The dashboard's address for links in replies: from LEARNING_BOT_PUBLIC_URL (or the older
+    LEARNING_BOT_DASHBOARD_URL, a full dashboard address)."""
+    public_url: str | None = None
+    """Where users reach the server (LEARNING_BOT_PUBLIC_URL), e.g. https://learning.example.com."""
     cache_ttl: float = 0.5
     rate_limit: int = 20
     spool_max_mb: float = 256.0
     """Bound of the local spool (LEARNING_BOT_SPOOL_MAX_MB); beyond it observe refuses loudly."""
+
+
+DASHBOARD_PATH = "/__openclaw__/api/learning/dashboard"
+
+
+def _public_url(raw: str) -> str | None:
+    """LEARNING_BOT_PUBLIC_URL: an http(s) address with a host, without a trailing slash."""
+    from urllib.parse import urlsplit
+
+    value = raw.strip().rstrip("/")
+    if not value:
+        return None
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc or any(c in value for c in " <>|"):
+        raise InvalidConfig(
+            f"{ENV_PREFIX}PUBLIC_URL",
+            f"must be an http:// or https:// address such as https://learning.example.com, "
+            f"got {raw[:80]!r}",
+        )
+    return value
 
 
 def _env_value(key: str, raw: str) -> Any:
@@ -154,6 +178,12 @@ def load_settings(
         raise InvalidConfig(
             f"{ENV_PREFIX}SPOOL_MAX_MB", f"must be a positive number of MiB, got {spool_raw!r}"
         )
+    public_url = _public_url(env.get(f"{ENV_PREFIX}PUBLIC_URL", ""))
+    dashboard_url = (
+        f"{public_url}{DASHBOARD_PATH}"
+        if public_url
+        else env.get(f"{ENV_PREFIX}DASHBOARD_URL", "").strip() or None
+    )
     return Settings(
         database_url=database_url or env.get(f"{ENV_PREFIX}DATABASE_URL") or None,
         learner=learner or env.get(f"{ENV_PREFIX}LEARNER") or "default",
@@ -161,7 +191,8 @@ def load_settings(
         admins=admins,
         reward_admins_only=reward_admins in ("1", "true", "yes", "on"),
         learners=_pairs(f"{ENV_PREFIX}LEARNERS", env.get(f"{ENV_PREFIX}LEARNERS", "")),
-        dashboard_url=env.get(f"{ENV_PREFIX}DASHBOARD_URL") or None,
+        dashboard_url=dashboard_url,
+        public_url=public_url,
         cache_ttl=ttl,
         rate_limit=rate_limit,
         spool_max_mb=spool_max_mb,

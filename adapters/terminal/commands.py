@@ -12,12 +12,13 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 
+from adapters.terminal.render import render
+from adapters.terminal.style import Style
 from bot.bus import CommandBus
 from bot.commands import CancelCommand, Command, ConfirmCommand, UsageError, parse_command
 from bot.errors import kind_of_code
 from bot.handlers import usage_reply
 from bot.invocation import Actor, Invocation
-from bot.render_text import render_text
 from bot.replies import Reply, ReplyKind
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
@@ -99,10 +100,16 @@ def remote_sender(url: str, learner: str | None, conversation: str = "") -> Send
 
 
 def run_chat_command(
-    send: Send, text: str, *, confirm: bool = False, interactive: bool | None = None
+    send: Send,
+    text: str,
+    *,
+    confirm: bool = False,
+    interactive: bool | None = None,
+    as_json: bool = False,
 ) -> int:
-    """Run one command (the words after `learning-bot`), print the reply, return the exit
-    code. A destructive command asks on a terminal, or needs `confirm`."""
+    """Run one command (the words after `learning-bot`), print the reply (or, `as_json`, its
+    data as JSON for scripts), return the exit code. A destructive command asks on a
+    terminal, or needs `confirm`."""
     try:
         parse_command(text)
     except UsageError as exc:
@@ -114,7 +121,7 @@ def run_chat_command(
         if confirm:
             reply = send(ConfirmCommand(token))
         elif tty:
-            print(render_text(reply).rsplit("\n", 1)[0])
+            print(render(reply, Style.for_stream(sys.stdout)).rsplit("\n", 1)[0])
             answer = input("Type yes to confirm: ").strip().lower()
             reply = send(ConfirmCommand(token) if answer in ("y", "yes") else CancelCommand(token))
         else:
@@ -127,13 +134,24 @@ def run_chat_command(
     if reply.kind is ReplyKind.ERROR:
         # The terminal is the operator's own: it shows the cause a chat reply keeps private.
         message = str(reply.data.get("detail") or reply.summary)
-        raise CliError(message, kind_of_code(reply.error_code).exit_code)
-    print(render_text(reply))
+        usage = reply.data.get("usage")
+        hint = _usage_line(usage) if reply.error_code == "usage" and usage else None
+        raise CliError(message, kind_of_code(reply.error_code).exit_code, hint=hint)
+    if as_json:
+        print(json.dumps(reply.data, indent=2, ensure_ascii=False))
+    else:
+        print(render(reply, Style.for_stream(sys.stdout)))
     return EXIT_OK
 
 
 def usage_hint(exc: UsageError) -> str:
     """The one hint line of a usage error: the grammar of the command it concerns."""
-    lines = usage_reply(str(exc), exc.command).data["usage"]
-    first = str(lines[0]).replace("/learning", "learning-bot", 1)
-    return f"usage: {first}" if len(lines) == 1 else "see `learning-bot --help`"
+    return _usage_line(usage_reply(str(exc), exc.command, "terminal").data["usage"])
+
+
+def _usage_line(lines: object) -> str:
+    """`usage: <grammar>` for one command (its words, not the explanation after the dash)."""
+    if isinstance(lines, list) and len(lines) == 1:
+        grammar = str(lines[0]).split(" — ", 1)[0]
+        return f"usage: {grammar} (see `learning-bot {grammar.split()[1]} --help`)"
+    return "see `learning-bot --help`"
