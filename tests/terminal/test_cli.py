@@ -95,22 +95,113 @@ def test_reward_and_phase_from_the_terminal(db: str) -> None:
     ("args", "code", "needle"),
     [
         (("reward", "2"), 2, "'2' is not 1, 0, good or bad"),
-        (("frobnicate",), 2, "invalid choice"),
+        (("frobnicate",), 2, "unknown command 'frobnicate'\none of: status, reward"),
+        (("stauts",), 2, "unknown command 'stauts'\ndid you mean `learning-bot status`?"),
+        (("status", "--jsn"), 2, "unknown option '--jsn'\ndid you mean --json?"),
+        (("export", "--format", "jsn"), 2, "did you mean --format json?"),
+        (("db", "upgrad"), 2, "did you mean `learning-bot db upgrade`?"),
         (("status", "top", "x"), 2, "top must be a whole number"),
+        (("status", "top", "0"), 2, "top must be a whole number from 1 to 25, got '0'\nusage: "),
         (("reward", "Nope", "good"), 1, "unknown arm 'Nope'"),
+        (("reward", "Wirte", "good"), 1, "unknown arm 'Wirte'\ndid you mean tool:fs:Write?"),
+        (("--learner", "defualt", "reward", "Read"), 2, "did you mean --learner default?"),
         (("export", "--no-traces", "--no-posteriors"), 2, "nothing to export"),
         (("simulate", "--traces", "0"), 2, "--traces must be from 1"),
+        (("dashboard",), 2, "the dashboard's address is not known"),
+        (("--url", "http://127.0.0.1:1", "export"), 2, "--url does not apply to `export`"),
+        (("--url", "http://127.0.0.1:1", "simulate"), 2, "--url does not apply to `simulate`"),
+        (("--url", "http://127.0.0.1:1", "status"), 1, "cannot reach http://127.0.0.1:1"),
+        (("--url", "http://127.0.0.1:1", "dashboard"), 1, "cannot reach http://127.0.0.1:1"),
     ],
 )
 def test_errors_are_one_line_and_exit_codes(
     db: str, args: tuple[str, ...], code: int, needle: str
 ) -> None:
-    if args[0] == "reward":
+    if "reward" in args:
         run(db, "simulate", "--traces", "20", "--arms", "10")
     result = run(db, *args)
-    assert result.returncode == code
+    assert result.returncode == code, result.stderr
     assert needle in result.stderr
-    assert "Traceback" not in result.stderr
+    first, *hint = result.stderr.splitlines()
+    assert first.startswith("learning-bot: ") and len(hint) <= 1, result.stderr
+    assert "/learning " not in result.stderr and "\x1b[" not in result.stderr
+
+
+def test_version_help_and_json(db: str) -> None:
+    version = run(db, "--version")
+    assert version.returncode == 0 and version.stdout.startswith("learning-bot 0.")
+
+    def helped(*command: str) -> str:
+        return " ".join(run(db, *command, "--help").stdout.split())
+
+    for command in ("status", "reward", "reset", "phase", "help"):
+        assert "the rest of the /learning command" not in helped(command)
+    described = {
+        ("status",): ["'top N' lists N arms", "--json print the status data as JSON"],
+        ("reward",): ["the arm by id (tool:fs:Read) or label (Read)", "--conversation ID"],
+        ("reset",): ["or undo the last reset", "--confirm do it without asking"],
+        ("phase",): ["the phase to switch to"],
+        ("simulate",): ["--traces N runs to", "--arms N arms in", "--seed N random seed"],
+        ("export",): ["jsonl: one trace per line", "--table", "--compact json: one line"],
+        ("serve",): ["--host HOST address to listen", "--port PORT port", "--workers N"],
+        ("slack",): ["--host HOST HTTP mode: address", "--port PORT HTTP mode: port"],
+        ("discord", "sync"): ["--guild ID sync to this guild"],
+    }
+    for command, phrases in described.items():
+        text = helped(*command)
+        for phrase in phrases:
+            assert phrase in text, (command, phrase, text)
+
+    run(db, "simulate", "--traces", "30", "--arms", "8")
+    data = json.loads(run(db, "status", "--json").stdout)
+    assert data["summary"]["traceCount"] == 30 and data["phase"] == "active"
+    assert len(data["top"]) == 5
+    plain = run(db, "phase").stdout
+    assert "Switch with learning-bot phase passive." in plain and "\x1b[" not in plain
+
+
+def test_dashboard_asks_the_running_server_or_the_public_url(db: str) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class Healthz(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            ok = self.path == "/__openclaw__/api/learning/healthz"
+            self.send_response(200 if ok else 404)
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Healthz)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}"
+        asked = run(db, "--url", url, "dashboard")
+        assert asked.returncode == 0, asked.stderr
+        assert asked.stdout.strip() == f"{url}/__openclaw__/api/learning/dashboard"
+    finally:
+        server.shutdown()
+    env = {**os.environ, "LEARNING_BOT_DATABASE_URL": db}
+    public = subprocess.run(
+        [EXE, "dashboard"],
+        capture_output=True,
+        text=True,
+        env={**env, "LEARNING_BOT_PUBLIC_URL": "https://learning.example.com/"},
+        timeout=60,
+    )
+    assert (
+        public.stdout.strip() == "https://learning.example.com/__openclaw__/api/learning/dashboard"
+    )
+    bad = subprocess.run(
+        [EXE, "dashboard"],
+        capture_output=True,
+        text=True,
+        env={**env, "LEARNING_BOT_PUBLIC_URL": "learning.example.com"},
+        timeout=60,
+    )
+    assert bad.returncode == 2 and "LEARNING_BOT_PUBLIC_URL" in bad.stderr
 
 
 def test_bad_database_url_is_one_line(tmp_path: Path) -> None:
