@@ -35,7 +35,7 @@ from bot.replies import (
 from bot.shapes import arm_json, summary_json
 from engine.config import Phase
 from engine.service import MIN_TRACES_FOR_ACTIVE, LearningService
-from engine.views import ArmView, Summary
+from engine.views import ArmView, Status, Summary
 
 TERMINAL_SURFACES = frozenset({"terminal", "console"})
 
@@ -149,6 +149,41 @@ def value_headline(s: Summary) -> list[str]:
     return lines
 
 
+COMPACT_ITEMS = 3
+"""Arms in each list of the compact status (phones); `status top N` shows the full tables."""
+
+
+def headline(status: Status) -> list[list[str]]:
+    """The numbers a status leads with: phase, traces, prompt savings, estimated recall (the
+    savings against the baseline when the prompt savings are not known)."""
+    s = status.summary
+    out = [["Phase", status.phase.value.upper()], ["Traces", fmt_int(s.trace_count)]]
+    if s.prompt_savings_percent is not None:
+        out.append(["Prompt savings", f"{s.prompt_savings_percent:.0f}%"])
+    elif s.token_savings_percent is not None:
+        out.append(["Token savings", f"{s.token_savings_percent:.1f}%"])
+    if s.estimated_recall is not None:
+        out.append(["Estimated recall", f"{s.estimated_recall * 100:.0f}%"])
+    return out
+
+
+def compact_status(status: Status, surface: str = "") -> dict[str, Any]:
+    """The status as a phone shows it: the headline numbers, then short "label · mean" lists;
+    the full tables are one command (or the dashboard) away."""
+
+    def items(views: tuple[ArmView, ...] | list[ArmView]) -> list[list[str]]:
+        return [[v.label or v.arm_id, f"{v.mean:.2f}"] for v in views[:COMPACT_ITEMS]]
+
+    lists: list[dict[str, Any]] = [{"title": "Best arms", "items": items(status.top)}]
+    if status.bottom:
+        lists.append({"title": "Candidates for exclusion", "items": items(status.bottom)})
+    return {
+        "headline": headline(status),
+        "lists": lists,
+        "more": f"Full tables: {command_prefix(surface)} status top 10, or the dashboard.",
+    }
+
+
 class Handlers:
     def __init__(self, settings: Any) -> None:
         self.settings = settings
@@ -164,7 +199,7 @@ class Handlers:
         if isinstance(command, StatusCommand):
             if command.arm is not None:
                 return self.arm_detail(service, command)
-            return self.status(service, command)
+            return self.status(service, command, surface)
         if isinstance(command, RewardCommand):
             return self.reward(service, command, actor, conversation)
         if isinstance(command, ResetCommand):
@@ -182,7 +217,7 @@ class Handlers:
 
     # -- status ----------------------------------------------------------------------------
 
-    def status(self, service: LearningService, command: StatusCommand) -> Reply:
+    def status(self, service: LearningService, command: StatusCommand, surface: str = "") -> Reply:
         status = service.status(top=command.top)
         config = status.config
         s = status.summary
@@ -273,6 +308,9 @@ class Handlers:
         data["top"] = [arm_json(v) for v in status.top]
         if self.settings.dashboard_url:
             blocks.append(Text(f"Dashboard: {self.settings.dashboard_url}", muted=True))
+            data["dashboardUrl"] = self.settings.dashboard_url
+        if not status.empty and command.top == StatusCommand().top:
+            data["compact"] = compact_status(status, surface)
         summary = f"{status.phase.value} phase, {s.trace_count:,} traces, {s.arm_count:,} arms" + (
             f", saved {s.prompt_savings_percent:.0f}% of prompt tokens"
             if s.prompt_savings_percent is not None

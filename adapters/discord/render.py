@@ -75,6 +75,17 @@ class DiscordMessage:
     ephemeral: bool
     truncated: int = 0
     """How many table rows, fields or lines were left out to fit Discord's limits."""
+    link: tuple[str, str] | None = None
+    """A link button to show under the embed: (label, url), e.g. the dashboard."""
+
+    def link_view(self) -> discord.ui.View | None:
+        """A view holding the link button (link buttons need no interaction handling)."""
+        if self.link is None:
+            return None
+        label, url = self.link
+        view = discord.ui.View(timeout=None)
+        view.add_item(discord.ui.Button(label=label, url=url, style=discord.ButtonStyle.link))
+        return view
 
 
 @dataclass
@@ -142,15 +153,58 @@ class _Layout:
 
 
 def render_reply(reply: Reply, *, more_hint: str = DEFAULT_MORE_HINT) -> DiscordMessage:
-    """Render a reply. Errors become one short text; everything else one embed."""
+    """Render a reply. Errors become one short text; everything else one embed. A status leads
+    with its headline numbers in the description (embed fields render below it), compactly
+    when the reply carries the compact layout; a known dashboard becomes the embed's link and a
+    link button."""
     if reply.kind is ReplyKind.ERROR:
         return render_error(reply)
-    layout = _layout(reply)
+    compact = reply.data.get("compact")
+    layout = _compact_layout(reply, compact) if isinstance(compact, dict) else _layout(reply)
     embed, left_out = _embed(layout, reply.kind, more_hint)
     if not (embed.title or embed.description or embed.fields or embed.footer.text):
         embed.description = clip(escape(reply.summary.strip()), DESCRIPTION_LIMIT) or "–"
     ephemeral = reply.visibility is not Visibility.PUBLIC
-    return DiscordMessage(None, (embed,), ephemeral, left_out)
+    url = _link_url(reply.data.get("dashboardUrl"))
+    if url:
+        embed.url = url
+    link = ("Dashboard", url) if url else None
+    return DiscordMessage(None, (embed,), ephemeral, left_out, link)
+
+
+def _link_url(value: object) -> str | None:
+    """An http(s) URL Discord accepts for a link (512 characters at most), else None."""
+    if not isinstance(value, str) or len(value) > 512 or any(c.isspace() for c in value):
+        return None
+    return value if value.startswith(("https://", "http://")) else None
+
+
+def _headline_lines(pairs: object) -> list[str]:
+    """Headline numbers, two to a line: `**Phase** ACTIVE · **Traces** 1,234`."""
+    items = [
+        f"**{escape(str(k))}** {escape(str(v))}"
+        for k, v in (pairs if isinstance(pairs, list) else [])
+    ]
+    return [" · ".join(items[i : i + 2]) for i in range(0, len(items), 2)]
+
+
+def _compact_layout(reply: Reply, compact: dict[str, object]) -> _Layout:
+    """A status for a phone: the title, the headline numbers, short "label · mean" lists and
+    where the full tables are. The reply's other blocks (the full tables) are left out."""
+    layout = _Layout()
+    for block in reply.blocks:
+        if isinstance(block, Heading):
+            layout.title = block.text + (f" [{block.badge}]" if block.badge else "")
+            break
+    layout.parts.append("\n".join(_headline_lines(compact.get("headline"))))
+    lists = compact.get("lists")
+    for entry in lists if isinstance(lists, list) else []:
+        rows = [f"{escape(str(label))} · {escape(str(mean))}" for label, mean in entry["items"]]
+        layout.parts.append(f"**{escape(str(entry['title']))}**\n" + "\n".join(rows))
+    more = compact.get("more")
+    if isinstance(more, str):
+        layout.parts.append(f"-# {escape(more)}")
+    return layout
 
 
 def render_error(reply: Reply) -> DiscordMessage:
@@ -196,6 +250,7 @@ def _fit_lines(lines: Sequence[str], limit: int) -> tuple[str, int]:
 
 def _layout(reply: Reply) -> _Layout:
     layout = _Layout()
+    has_table = any(isinstance(b, Table) for b in reply.blocks)
     for block in reply.blocks:
         if isinstance(block, Heading):
             title = block.text + (f" [{block.badge}]" if block.badge else "")
@@ -206,6 +261,10 @@ def _layout(reply: Reply) -> _Layout:
         elif isinstance(block, Text):
             text = escape(block.text)
             layout.parts.append(f"*{text}*" if block.muted and text.strip() else text)
+        elif isinstance(block, Fields) and has_table:
+            # Embed fields render after the description: with tables there, the numbers go
+            # first in the description instead.
+            layout.parts.append("\n".join(_headline_lines([list(i) for i in block.items])))
         elif isinstance(block, Fields):
             layout.fields.extend(block.items)
         elif isinstance(block, Table):

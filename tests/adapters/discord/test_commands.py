@@ -54,22 +54,22 @@ def seed(h: Harness, runs: int = 6) -> None:
 # -- status ----------------------------------------------------------------------------------
 
 
-async def test_status_is_an_ephemeral_embed_with_fields_and_tables(h: Harness) -> None:
+async def test_status_is_a_compact_ephemeral_embed_for_phones(h: Harness) -> None:
     seed(h)
     response = h.reply(await h.command("status"))
     assert response["type"] == 4
     assert is_ephemeral(response)
     embed = embed_of(response)
     assert embed["title"] == "Learning status — default [ACTIVE]"
-    fields = {f["name"]: f["value"] for f in embed["fields"]}
-    assert fields["Traces"] == "6"
-    assert fields["Arms"] == str(len(ARMS))
-    assert fields["Phase"] == "active"
+    assert "fields" not in embed, "fields render below the description: nothing goes there"
     description = embed["description"]
-    assert "**Top 5 arms by mean**\n```\nArm" in description
-    assert "candidates for exclusion" in description
-    top_table = description.split("```")[1]
-    assert "tool:fs:Read" in top_table
+    first = description.splitlines()[0]
+    assert first == "**Phase** ACTIVE · **Traces** 6", "the headline numbers lead"
+    assert "```" not in description, "no code tables to wrap on a phone"
+    best = description.split("**Best arms**\n", 1)[1].split("\n\n")[0].splitlines()
+    assert 1 <= len(best) <= 3 and all(" · 0." in line or " · 1." in line for line in best)
+    assert "**Candidates for exclusion**" in description
+    assert "Full tables: /learning status top 10, or the dashboard." in description
     assert response["data"]["allowed_mentions"] == {"parse": []}
 
 
@@ -77,7 +77,12 @@ async def test_status_top_and_public(h: Harness) -> None:
     seed(h)
     response = h.reply(await h.command("status", top=2, public=True))
     assert not is_ephemeral(response), "public posts to the channel"
-    table = embed_of(response)["description"].split("```")[1].strip().splitlines()
+    embed = embed_of(response)
+    description = embed["description"]
+    assert "fields" not in embed
+    head, _, rest = description.partition("```")
+    assert "**Traces** 6" in head and f"**Arms** {len(ARMS)}" in head, "numbers above tables"
+    table = rest.split("```")[0].strip().splitlines()
     assert len(table) == 2 + 2, "header, rule and the top 2 arms"
 
 

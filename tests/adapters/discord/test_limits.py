@@ -5,6 +5,7 @@ renderer keeps any reply within every limit."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import given, settings
@@ -67,8 +68,8 @@ async def test_a_1000_arm_status_fits(h: Harness) -> None:
     embed = embed_of(response)
     description = embed["description"]
     assert len(description) <= DESCRIPTION_LIMIT and total(embed) <= EMBED_TOTAL_LIMIT
-    fields = {f["name"]: f["value"] for f in embed["fields"]}
-    assert fields["Arms"] == "1,000"
+    assert "fields" not in embed
+    assert "**Arms** 1,000" in description.split("```")[0], "the numbers come before the tables"
     tables = description.split("```")[1::2]
     assert len(tables) == 2, "both the top and the bottom table are shown"
     for table, rest in zip(tables, description.split("```")[2::2], strict=True):
@@ -107,6 +108,14 @@ def test_every_limit_at_once() -> None:
     assert message_errors(payload) == []
     embed = payload["embeds"][0]
     assert len(embed["title"]) == 256 and embed["title"].endswith("...")
+    assert "fields" not in embed, "with tables, the numbers lead the description instead"
+    assert len(embed["description"]) <= DESCRIPTION_LIMIT
+    assert total(embed) <= EMBED_TOTAL_LIMIT
+
+    without_tables = replace(reply, blocks=reply.blocks[:3])
+    payload = payload_of(without_tables)
+    assert message_errors(payload) == []
+    embed = payload["embeds"][0]
     assert len(embed["fields"]) <= 25
     assert embed["fields"][-1]["value"].startswith("...and ")
     assert total(embed) <= EMBED_TOTAL_LIMIT
@@ -181,3 +190,35 @@ blocks = st.lists(
 def test_any_reply_renders_within_discords_limits(parts: list[Any], kind: ReplyKind) -> None:
     payload = payload_of(Reply(kind, tuple(parts), "summary"))
     assert message_errors(payload) == []
+
+
+def test_status_links_the_dashboard_when_its_address_is_known() -> None:
+    from adapters.discord.render import render_reply
+    from bot.replies import Heading, Reply, ReplyKind
+
+    url = "https://learning.example.com/__openclaw__/api/learning/dashboard"
+    reply = Reply(
+        ReplyKind.INFO,
+        (Heading("Learning status — default", "ACTIVE"),),
+        "status",
+        data={
+            "dashboardUrl": url,
+            "compact": {
+                "headline": [["Phase", "ACTIVE"], ["Traces", "12"], ["Prompt savings", "41.0%"]],
+                "lists": [{"title": "Best arms", "items": [["Read*", "0.91"]]}],
+                "more": "Full tables: /learning status top 10, or the dashboard.",
+            },
+        },
+    )
+    message = render_reply(reply)
+    embed = message.embeds[0]
+    assert embed.url == url
+    assert message.link == ("Dashboard", url)
+    view = message.link_view()
+    assert view is not None and [b.url for b in view.children] == [url]  # type: ignore[attr-defined]
+    assert embed.description is not None
+    lines = embed.description.splitlines()
+    assert lines[:2] == ["**Phase** ACTIVE · **Traces** 12", "**Prompt savings** 41.0%"]
+    assert "Read\\* · 0.91" in embed.description, "labels are escaped"
+    without = render_reply(Reply(ReplyKind.INFO, (), "status", data={"dashboardUrl": "x y"}))
+    assert without.link is None and without.link_view() is None
