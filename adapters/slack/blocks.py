@@ -45,8 +45,14 @@ MAX_CONFIRM_TEXT_CHARS = 300
 MAX_FALLBACK_CHARS = 3000
 MONOSPACE_CELL_CHARS = 48
 
+MONOSPACE_WIDTH = 60
+"""Characters a code block line holds on a phone before Slack wraps it."""
+MAX_URL_CHARS = 3000
+
 CONFIRM_ACTION_ID = "learning_confirm"
 CANCEL_ACTION_ID = "learning_cancel"
+DASHBOARD_ACTION_ID = "learning_dashboard"
+"""The dashboard link button: Slack still posts its click, which the app only acknowledges."""
 ACTION_IDS = {"confirm": CONFIRM_ACTION_ID, "cancel": CANCEL_ACTION_ID}
 
 ResponseType = Literal["ephemeral", "in_channel"]
@@ -209,10 +215,28 @@ def _code(lines: Iterable[str]) -> str:
     return f"```\n{body}\n```"
 
 
+def _narrow(table: Table) -> tuple[Table, list[str]]:
+    """The table with columns dropped from the right (two stay) until its lines fit
+    MONOSPACE_WIDTH; returns it and the names of the columns left out."""
+    width = len(table.columns)
+    while width > 2:
+        lines = render_table(
+            Table(table.columns[:width], tuple(r[:width] for r in table.rows)),
+            max_cell=MONOSPACE_CELL_CHARS,
+        )
+        if max(len(line) for line in lines) <= MONOSPACE_WIDTH:
+            break
+        width -= 1
+    kept = Table(table.columns[:width], tuple(r[:width] for r in table.rows), table.title)
+    return kept, [c.name for c in table.columns[width:]]
+
+
 def monospace_table(table: Table, dashboard_url: str | None) -> list[dict[str, Any]]:
-    """A table as aligned text in a code block, as many rows as fit in one section."""
+    """A table as aligned text in a code block narrow enough for a phone (columns that do
+    not fit are named below it), as many rows as fit in one section."""
+    narrowed, dropped = _narrow(table)
     lines = render_table(
-        Table(table.columns, table.rows, None), max_cell=MONOSPACE_CELL_CHARS
+        Table(narrowed.columns, narrowed.rows, None), max_cell=MONOSPACE_CELL_CHARS
     )  # header, rule, rows
     head, rows = lines[:2], lines[2:]
     shown = len(rows)
@@ -224,6 +248,58 @@ def monospace_table(table: Table, dashboard_url: str | None) -> list[dict[str, A
     out.append({"type": "section", "text": mrkdwn(_code([*head, *rows[:shown]]))})
     if shown < len(rows):
         out.append(_more(len(rows) - shown, "rows", dashboard_url))
+    if dropped:
+        out.append(context(f"Not shown here: {', '.join(dropped)} (on the dashboard)."))
+    return out
+
+
+def _pairs(items: Sequence[Sequence[str]]) -> dict[str, Any]:
+    """Numbers two to a line, `*Phase* ACTIVE · *Traces* 1,234`: a few lines where fields
+    would stack into twice as many on a phone."""
+    shown = [(clean(str(k)), clean(str(v))) for k, v in items]
+    if all(mrkdwn_safe(k) and mrkdwn_safe(v) for k, v in shown):
+        parts = [f"*{k}* {v}" for k, v in shown]
+        lines = [" · ".join(parts[i : i + 2]) for i in range(0, len(parts), 2)]
+        return {"type": "section", "text": mrkdwn(cut("\n".join(lines), MAX_SECTION_CHARS))}
+    parts = [f"{k}: {v}" for k, v in shown]
+    return section("\n".join(" · ".join(parts[i : i + 2]) for i in range(0, len(parts), 2)))
+
+
+def dashboard_button(url: str) -> dict[str, Any] | None:
+    """A link button to the dashboard, or None for an address Slack would refuse."""
+    if len(url) > MAX_URL_CHARS or not url.startswith(("https://", "http://")):
+        return None
+    if re.search(r"\s", url):
+        return None
+    return {
+        "type": "button",
+        "action_id": DASHBOARD_ACTION_ID,
+        "text": plain("Dashboard", MAX_BUTTON_CHARS),
+        "url": url,
+    }
+
+
+def compact_status(reply: Reply, compact: dict[str, Any]) -> list[dict[str, Any]]:
+    """A status for a phone: the title, the headline numbers, short "label · mean" lists and
+    where the full tables are. The reply's other blocks (the full tables) are left out."""
+    out: list[dict[str, Any]] = []
+    for block in reply.blocks:
+        if isinstance(block, Heading):
+            badge = f"  [{block.badge}]" if block.badge else ""
+            out.append(header(f"{block.text}{badge}"))
+            break
+    pairs = compact.get("headline")
+    if isinstance(pairs, list) and pairs:
+        out.append(_pairs(pairs))
+    lists = compact.get("lists")
+    for entry in lists if isinstance(lists, list) else []:
+        rows = [f"{label} · {mean}" for label, mean in entry.get("items", [])]
+        if rows:
+            out.append(_title(str(entry.get("title", ""))))
+            out.append(section("\n".join(rows)))
+    more = compact.get("more")
+    if isinstance(more, str) and more:
+        out.append(context(more))
     return out
 
 
@@ -283,7 +359,10 @@ def render_blocks(
     blocks: Sequence[Block], dashboard_url: str | None = None, table_blocks: bool = True
 ) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    table_used = not table_blocks
+    tables = sum(1 for b in blocks if isinstance(b, Table) and b.rows)
+    # Slack allows one table block per message: with more tables, all are code blocks, so
+    # they read alike.
+    table_used = not table_blocks or tables > 1
     for block in blocks:
         if isinstance(block, Heading):
             badge = f"  [{block.badge}]" if block.badge else ""
@@ -291,6 +370,8 @@ def render_blocks(
         elif isinstance(block, Text):
             if block.text.strip():
                 out.append(context(block.text) if block.muted else section(block.text))
+        elif isinstance(block, Fields) and tables:
+            out.append(_pairs(block.items))  # numbers above the tables, in a few lines
         elif isinstance(block, Fields):
             out.extend(_fields(block.items))
         elif isinstance(block, Table):
@@ -326,7 +407,15 @@ def render_reply(
     if reply.kind is ReplyKind.ERROR:
         line, blocks = _error_blocks(reply)
         return SlackMessage(cut(fallback_text(line), MAX_FALLBACK_CHARS), tuple(blocks))
-    rendered = render_blocks(reply.blocks, dashboard_url, table_blocks)
+    compact = reply.data.get("compact")
+    if isinstance(compact, dict):
+        rendered = compact_status(reply, compact)
+    else:
+        rendered = render_blocks(reply.blocks, dashboard_url, table_blocks)
+    link = reply.data.get("dashboardUrl")
+    link_button = dashboard_button(link) if isinstance(link, str) else None
+    if link_button is not None:
+        rendered = [*rendered[: MAX_BLOCKS - 1], {"type": "actions", "elements": [link_button]}]
     if not rendered:
         rendered = [section(reply.summary or "Done.")]
     text = cut(fallback_text(_plain_fallback(reply)), MAX_FALLBACK_CHARS)

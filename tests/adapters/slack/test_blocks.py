@@ -132,10 +132,87 @@ def test_monospace_tables_fit_a_section() -> None:
     assert f"...and {500 - shown} more rows." in texts(msg)
 
 
-def test_only_one_table_block_per_message() -> None:
-    msg = message(Reply(ReplyKind.INFO, (table(3, "Top"), table(3, "Bottom")), "two"))
-    assert [b["type"] for b in msg["blocks"]].count("table") == 1
-    assert any(t.startswith("```") for t in mrkdwn_texts(msg))
+def test_two_tables_read_alike_and_fit_a_phone() -> None:
+    wide = (
+        Column("Arm"),
+        Column("Mean", "right"),
+        Column("95% interval", "right"),
+        Column("Pulls", "right"),
+        Column("Confidence"),
+        Column("Last updated"),
+    )
+    row = ("tool:fs:Read", "0.812", "0.700-0.900", "40", "high", "2026-11-23 10:00 UTC")
+    reply = Reply(
+        ReplyKind.INFO,
+        (Table(wide, (row,) * 3, "Top"), Table(wide, (row,) * 3, "Bottom")),
+        "two",
+    )
+    msg = message(reply)
+    assert [b["type"] for b in msg["blocks"]].count("table") == 0, "one style for both"
+    codes = [t for t in mrkdwn_texts(msg) if t.startswith("```")]
+    assert len(codes) == 2
+    for code in codes:
+        assert all(len(line) <= 60 for line in code.splitlines())
+        assert "Mean" in code and "Pulls" in code
+    assert "Not shown here: Last updated (on the dashboard)." in texts(msg)
+    one = message(Reply(ReplyKind.INFO, (table(3, "Top"),), "one"))
+    assert [b["type"] for b in one["blocks"]].count("table") == 1, "a lone table stays a table"
+
+
+def _status(**data: Any) -> Reply:
+    return Reply(
+        ReplyKind.INFO,
+        (
+            Heading("Learning status — default", "ACTIVE"),
+            Fields(tuple((f"F{i}", str(i)) for i in range(10))),
+            table(5, "Top 5 arms by mean"),
+            table(5, "Bottom 5 arms"),
+        ),
+        "status",
+        data=data,
+    )
+
+
+def test_compact_status_leads_with_the_numbers_and_links_the_dashboard() -> None:
+    compact = {
+        "headline": [
+            ["Phase", "ACTIVE"],
+            ["Traces", "1,234"],
+            ["Prompt savings", "41.0%"],
+            ["Estimated recall", "93%"],
+        ],
+        "lists": [
+            {"title": "Best arms", "items": [["Read", "0.91"], ["<!here>*x*", "0.88"]]},
+            {"title": "Candidates for exclusion", "items": [["Write", "0.12"]]},
+        ],
+        "more": "Full tables: /learning status top 10, or the dashboard.",
+    }
+    msg = message(_status(compact=compact, dashboardUrl=DASHBOARD))
+    kinds = [b["type"] for b in msg["blocks"]]
+    assert kinds[0] == "header" and "table" not in kinds
+    assert msg["blocks"][1]["text"]["text"] == (
+        "*Phase* ACTIVE · *Traces* 1,234\n*Prompt savings* 41.0% · *Estimated recall* 93%"
+    )
+    shown = texts(msg)
+    assert "Read · 0.91" in shown and "Write · 0.12" in shown
+    assert not any("<!here>" in t for t in mrkdwn_texts(msg)), "labels stay plain text"
+    assert "Full tables: /learning status top 10, or the dashboard." in shown
+    assert "F3" not in shown, "the full layout's fields are left out"
+    last = msg["blocks"][-1]
+    assert last["type"] == "actions"
+    assert last["elements"][0]["url"] == DASHBOARD
+    assert last["elements"][0]["text"]["text"] == "Dashboard"
+
+
+def test_full_status_numbers_in_a_few_lines_and_no_link_without_an_address() -> None:
+    msg = message(_status())
+    kinds = [b["type"] for b in msg["blocks"]]
+    assert "actions" not in kinds
+    numbers = msg["blocks"][1]
+    assert "fields" not in numbers
+    assert numbers["text"]["text"].count("\n") == 4, "ten numbers in five lines"
+    refused = message(_status(dashboardUrl="javascript:alert(1)"))
+    assert "actions" not in [b["type"] for b in refused["blocks"]]
 
 
 def test_at_most_50_blocks_and_the_buttons_survive() -> None:

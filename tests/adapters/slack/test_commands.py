@@ -38,14 +38,11 @@ async def test_status_is_answered_in_the_acknowledgement(
     assert blocks[0]["type"] == "header"
     assert blocks[0]["text"]["text"] == "Learning status — default  [ACTIVE]"
     shown = texts(message)
-    for label in ("Token budget", "Baseline rate", "Traces", "Date range", "Baseline runs"):
-        assert label in shown
-    table = next(b for b in blocks if b["type"] == "table")
-    header, *rows = table["rows"]
-    assert [c["text"] for c in header][:2] == ["Arm", "Mean"]
-    assert len(rows) == 5
-    assert rows[0][0]["text"] == "tool:web:WebSearch"  # used in every run: the best mean
-    assert "Bottom 5 arms" in shown  # the second table, as monospace text
+    assert blocks[1]["text"]["text"].startswith("*Phase* ACTIVE · *Traces* 12")  # numbers first
+    best = shown.split("*Best arms*\n", 1)[1].splitlines()
+    assert best[0].startswith("WebSearch · 0.")  # used in every run: the best mean
+    assert "Candidates for exclusion" in shown
+    assert "table" not in [b["type"] for b in blocks], "the full tables are for status top N"
     assert "12" in message["text"]  # the fallback carries the content too
     await_nothing = fake_slack.posts(key)
     assert await_nothing == []  # nothing deferred
@@ -57,8 +54,14 @@ async def test_status_public_goes_to_the_channel(core: App, slack: SlackDriver) 
     response, _ = await slack.command("status top 3 public")
     message = response.json()
     assert message["response_type"] == "in_channel"
-    table = next(b for b in message["blocks"] if b["type"] == "table")
-    assert len(table["rows"]) == 1 + 3
+    shown = texts(message)
+    for label in ("Token budget", "Baseline rate", "Traces", "Date range", "Baseline runs"):
+        assert label in shown
+    codes = shown.split("```")[1::2]
+    assert len(codes) == 2, "both tables in one style"
+    header, _rule, *rows = codes[0].strip().splitlines()
+    assert header.split()[:2] == ["Arm", "Mean"] and len(rows) == 3
+    assert rows[0].startswith("tool:web:WebSearch")
 
 
 async def test_empty_status_says_so(slack: SlackDriver) -> None:
@@ -412,9 +415,14 @@ async def test_arm_text_never_becomes_markup(
     core.service().observe(
         RunReport("n1", (ReportedArm(nasty),), tool_calls=(ToolCall(name),), channel="C1")
     )
-    response, _ = await slack.command("status")
+    response, _ = await slack.command("status top 6")
     message = response.json()
     assert f"tool:x:{name}" in texts(message)  # shown exactly as written...
+    compact = (await slack.command("status"))[0].json()
+    assert f"{name} · 0.80" in texts(compact)  # the label, in plain text
+    assert "<!channel>" not in "".join(
+        o["text"] for b in compact["blocks"] for o in _text_objects(b) if o["type"] == "mrkdwn"
+    )
     for block in message["blocks"]:
         for obj in _text_objects(block):
             if obj["type"] == "mrkdwn":  # ...but never inside mrkdwn
