@@ -1,0 +1,204 @@
+"""Every shell command block of the README, run as written: in a fresh home with a fresh
+database, with the installed `learning-bot` first on PATH and `.venv` where the README says.
+
+A block that cannot run here is marked in the README by the comment line right above it,
+`<!-- needs: <what> (<the test that covers it instead>) -->`:
+
+- `needs: a running server` blocks run against a `learning-bot serve` this test starts (their
+  `127.0.0.1:8787` is pointed at it);
+- `needs: slack credentials`, `discord credentials` and `a terminal to stop it` blocks are not
+  run; the comment must name the existing test that covers the same commands against fakes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+BIN = Path(sys.executable).parent
+SHELLS = ("sh", "bash", "shell")
+NEEDS = re.compile(r"<!--\s*needs:\s*(?P<what>[^(]*?)\s*(?:\((?P<why>.*)\))?\s*-->")
+COVERED_ELSEWHERE = ("slack credentials", "discord credentials", "a terminal to stop it")
+SERVER = "a running server"
+
+
+@dataclass(frozen=True)
+class Block:
+    line: int
+    code: str
+    needs: str | None
+    why: str
+
+    @property
+    def id(self) -> str:
+        return f"README.md:{self.line}"
+
+
+def shell_blocks(text: str) -> list[Block]:
+    blocks: list[Block] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        fence = re.match(r"^```(\w*)\s*$", lines[i])
+        if not fence:
+            i += 1
+            continue
+        start = i
+        i += 1
+        body: list[str] = []
+        while i < len(lines) and not lines[i].startswith("```"):
+            body.append(lines[i])
+            i += 1
+        i += 1
+        if fence.group(1) not in SHELLS:
+            continue
+        above = next((ln for ln in reversed(lines[:start]) if ln.strip()), "")
+        marker = NEEDS.search(above)
+        blocks.append(
+            Block(
+                start + 1,
+                "\n".join(body),
+                marker.group("what").strip() if marker else None,
+                (marker.group("why") or "") if marker else "",
+            )
+        )
+    return blocks
+
+
+BLOCKS = shell_blocks(README.read_text())
+PYTHON_BLOCKS = [
+    (README.read_text()[: m.start()].count("\n") + 1, m.group(1))
+    for m in re.finditer(r"^```python\n(.*?)^```", README.read_text(), re.S | re.M)
+]
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("LEARNING_BOT_", "SLACK_", "DISCORD_", "XDG_"))
+    }
+    env.update(
+        HOME=str(home),
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        LEARNING_BOT_DATABASE_URL=f"sqlite:///{tmp_path}/readme.sqlite",
+        NO_COLOR="1",
+    )
+    (tmp_path / ".venv").symlink_to(Path(sys.prefix))
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _run(code: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", code],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=600,
+    )
+
+
+def test_the_readme_has_shell_blocks_and_no_retired_commands() -> None:
+    assert len(BLOCKS) >= 6
+    text = README.read_text()
+    for retired in ("python -m adapters.slack", "python -m adapters.discord", "from bot.app"):
+        assert retired not in text
+    for block in BLOCKS:
+        assert block.needs in (None, SERVER, *COVERED_ELSEWHERE), (block.id, block.needs)
+
+
+@pytest.mark.parametrize("block", [b for b in BLOCKS if b.needs is None], ids=lambda b: b.id)
+def test_block_runs_as_written(block: Block, tmp_path: Path) -> None:
+    result = _run(block.code, _env(tmp_path), tmp_path)
+    assert result.returncode == 0, f"{block.id}\n{block.code}\n{result.stdout}\n{result.stderr}"
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("block", [b for b in BLOCKS if b.needs == SERVER], ids=lambda b: b.id)
+def test_block_runs_against_a_server(block: Block, tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    port = _free_port()
+    server = subprocess.Popen(
+        [str(BIN / "learning-bot"), "serve", "--port", str(port)],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}/__openclaw__/api/learning"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/healthz", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise AssertionError("learning-bot serve did not come up") from None
+                time.sleep(0.2)
+        code = block.code.replace("127.0.0.1:8787", f"127.0.0.1:{port}")
+        result = _run(code, env, tmp_path)
+        assert result.returncode == 0, f"{block.id}\n{result.stdout}\n{result.stderr}"
+        assert result.stdout.strip() and '"error"' not in result.stdout, result.stdout
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@pytest.mark.parametrize(
+    "block", [b for b in BLOCKS if b.needs in COVERED_ELSEWHERE], ids=lambda b: b.id
+)
+def test_block_not_run_here_names_the_test_that_covers_it(block: Block) -> None:
+    named = re.findall(r"tests/[\w/]+\.py", block.why)
+    assert named, f"{block.id}: say which test covers it instead"
+    for path in named:
+        assert (ROOT / path).is_file(), f"{block.id}: {path} does not exist"
+    commands = {
+        line.split()[1]
+        for line in block.code.splitlines()
+        if line.startswith("learning-bot ") and len(line.split()) > 1
+    }
+    covering = " ".join((ROOT / p).read_text() for p in named)
+    for command in commands:  # the commands it documents are the ones the test runs
+        assert command in covering, (block.id, command, named)
+
+
+@pytest.mark.parametrize(
+    ("line", "code"), PYTHON_BLOCKS, ids=[f"README.md:{n}" for n, _ in PYTHON_BLOCKS]
+)
+def test_python_block_runs_as_written(line: int, code: str, tmp_path: Path) -> None:
+    """The embedding snippets, with made-up Slack settings (nothing is sent to Slack)."""
+    env = _env(tmp_path) | {"SLACK_SIGNING_SECRET": "s" * 32, "SLACK_BOT_TOKEN": "xoxb-1"}
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, f"README.md:{line}\n{result.stderr}"
