@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/select.py
 
 screenshots: $(STAMP)
+	$(BIN)/python docs/console_screenshot.py
 	$(BIN)/python docs/screenshots.py
 
 clean:

@@ -16,9 +16,8 @@ from bot.commands import ArmNamesQuery, CancelCommand, Command, ConfirmCommand
 from bot.replies import Reply, ReplyKind
 
 BANNER = (
-    "learning-bot console — type the commands as after `learning-bot` (status, reward, reset, "
-    "phase; `help` lists them); Tab completes, Up recalls; `confirm`/`cancel` answer a "
-    "confirmation; `quit` leaves."
+    "learning-bot console — type the commands as after `learning-bot`; `help` lists them.\n"
+    "Tab completes, Up recalls, `quit` leaves; `confirm` or `cancel` answers a confirmation."
 )
 PROMPT = "learning> "
 HISTORY_ENV = "LEARNING_BOT_CONSOLE_HISTORY"

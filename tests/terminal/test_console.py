@@ -161,3 +161,25 @@ def _fake_send(command: Command | str) -> Reply:
 )
 def test_completion_candidates(line: str, text: str, expected: list[str]) -> None:
     assert Completer(_fake_send).candidates(line.split(), text) == expected
+
+
+def test_the_console_screenshot_is_regenerated_by_its_script(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "console.png"
+    done = subprocess.run(
+        [sys.executable, str(root / "docs" / "console_screenshot.py"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    from PIL import Image
+
+    with Image.open(out) as image:
+        width, height = image.size
+        colours = image.convert("RGB").getcolors(maxcolors=1 << 20) or []
+    assert width > 600 and height > 400
+    green_badge = (110, 210, 120)  # the ACTIVE badge's background
+    assert any(rgb == green_badge for _, rgb in colours)
+    assert "docs/screenshots/console.png" in (root / "README.md").read_text()
+    assert "docs/console_screenshot.py" in (root / "Makefile").read_text()
