@@ -56,17 +56,22 @@ class Completer:
     def __init__(self, send: Send) -> None:
         self.send = send
         self._arms: list[tuple[str, str]] | None = None
+        self._unanswered = False
 
     def forget_arms(self) -> None:
         self._arms = None
 
     def arms(self) -> list[tuple[str, str]]:
+        if self._arms is None and self._unanswered:
+            self._arms = []
         if self._arms is None:
             try:
                 reply = self.send(ArmNamesQuery())
             except Exception:  # a server that cannot answer: complete without arm names
                 reply = None
             names = reply.data.get("arms") if reply is not None and reply.ok else None
+            # A server that does not know the query is not asked again this session.
+            self._unanswered = not isinstance(names, list)
             self._arms = [(str(a), str(b)) for a, b in names] if isinstance(names, list) else []
         return self._arms
 

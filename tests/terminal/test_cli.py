@@ -339,3 +339,41 @@ def test_spool_bound_comes_from_the_environment(tmp_path: Path) -> None:
     for bad in ("0", "-1", "lots", "nan"):
         with pytest.raises(InvalidConfig, match="LEARNING_BOT_SPOOL_MAX_MB"):
             load_settings({"LEARNING_BOT_SPOOL_MAX_MB": bad})
+
+
+def test_serve_announces_the_public_url_and_status_links_its_dashboard(db: str) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    run(db, "simulate", "--traces", "20", "--arms", "6")
+    public = "https://learning.example.com"
+    env = {**os.environ, "LEARNING_BOT_DATABASE_URL": db, "LEARNING_BOT_PUBLIC_URL": public}
+    server = subprocess.Popen(
+        [EXE, "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        lines = []
+        while not any("live surfaces" in line for line in lines):
+            line = server.stdout.readline()
+            assert line, "".join(lines)
+            lines.append(line)
+        dashboard = f"{public}/__openclaw__/api/learning/dashboard"
+        assert any(f"public address {public}" in line and dashboard in line for line in lines)
+        url = f"http://127.0.0.1:{port}"
+        status = run(db, "--url", url, "status", "--json")
+        assert status.returncode == 0, status.stderr
+        data = json.loads(status.stdout)
+        assert data["dashboardUrl"] == dashboard
+        assert data["compact"]["headline"][:2] == [["Phase", "ACTIVE"], ["Traces", "20"]]
+        asked = run(db, "--url", url, "dashboard")
+        assert asked.stdout.strip() == f"{url}/__openclaw__/api/learning/dashboard"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -183,3 +183,17 @@ def test_the_console_screenshot_is_regenerated_by_its_script(tmp_path: Path) -> 
     assert any(rgb == green_badge for _, rgb in colours)
     assert "docs/screenshots/console.png" in (root / "README.md").read_text()
     assert "docs/console_screenshot.py" in (root / "Makefile").read_text()
+
+
+def test_completion_without_arm_names_asks_once() -> None:
+    asked: list[object] = []
+
+    def refuses(command: Command | str) -> Reply:
+        asked.append(command)
+        return Reply(ReplyKind.ERROR, (), "unknown command")
+
+    completer = Completer(refuses)
+    assert completer.candidates(["reward"], "g") == ["good"]
+    completer.forget_arms()
+    assert completer.candidates(["reset"], "a") == ["all"]
+    assert len(asked) == 1
