@@ -111,9 +111,6 @@ def _version() -> str:
         return "unknown"
 
 
-FORMATTER = argparse.RawDescriptionHelpFormatter
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="learning-bot",
