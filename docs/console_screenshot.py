@@ -25,7 +25,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "screenshots" / "console.png"
-COLUMNS, ROWS = 92, 60
+COLUMNS, ROWS = 100, 60
 PROMPT = b"learning> "
 # What is typed, one command at a time (each waits for the next prompt)
 SESSION: list[bytes] = [

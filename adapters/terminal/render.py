@@ -11,6 +11,7 @@ from bot.render_text import plain, render_table, render_text
 from bot.replies import Fields, Heading, Reply, Table, Text
 
 _PERCENT = re.compile(r"-?\d+(?:\.\d+)?%")
+_ABOUT_SAVINGS = re.compile(r"\bsav(?:ed|ings?)\b", re.IGNORECASE)
 
 
 def _savings(text: str, style: Style) -> str:
@@ -32,14 +33,14 @@ def render(reply: Reply, style: Style) -> str:
             out.append(style.bold(plain(block.text)) + badge)
         elif isinstance(block, Text):
             text = plain(block.text)
-            if "savings" in text.lower():
+            if _ABOUT_SAVINGS.search(text):
                 text = _savings(text, style)
             out.append(style.dim(text) if block.muted else text)
         elif isinstance(block, Fields):
             width = max((len(k) for k, _ in block.items), default=0)
             for key, value in block.items:
                 shown = plain(value)
-                if "savings" in key.lower():
+                if _ABOUT_SAVINGS.search(key):
                     shown = _savings(shown, style)
                 out.append(f"{style.dim(f'{plain(key):<{width}}')}  {shown}")
         elif isinstance(block, Table):
