@@ -47,7 +47,9 @@ class UsageError(InvalidInput):
 
 @dataclass(frozen=True, slots=True)
 class StatusCommand:
-    top: int = 5
+    top: int | None = None
+    """How many arms each list shows; None: the compact status (headline numbers, short
+    lists), as a plain `/learning` or `status` asks."""
     public: bool = False
     arm: str | None = None
 
@@ -177,7 +179,8 @@ def parse_command(text: str | None) -> Command:
 
 
 def _parse_status(rest: list[str]) -> StatusCommand:
-    top, public, arm = 5, False, None
+    top: int | None = None
+    public, arm = False, None
     i = 0
     while i < len(rest):
         word = rest[i].lower()

@@ -46,6 +46,9 @@ def command_prefix(surface: str = "") -> str:
     return "learning-bot" if surface in TERMINAL_SURFACES else "/learning"
 
 
+DEFAULT_TOP = 5
+"""Arms per list in a status that asks for no number."""
+
 HELP = {
     "status": (
         "{cmd} status [top N] [public] — phase, settings, traces, token savings, the best "
@@ -218,7 +221,7 @@ class Handlers:
     # -- status ----------------------------------------------------------------------------
 
     def status(self, service: LearningService, command: StatusCommand, surface: str = "") -> Reply:
-        status = service.status(top=command.top)
+        status = service.status(top=command.top or DEFAULT_TOP)
         config = status.config
         s = status.summary
         blocks: list[Any] = [
@@ -309,7 +312,7 @@ class Handlers:
         if self.settings.dashboard_url:
             blocks.append(Text(f"Dashboard: {self.settings.dashboard_url}", muted=True))
             data["dashboardUrl"] = self.settings.dashboard_url
-        if not status.empty and command.top == StatusCommand().top:
+        if not status.empty and command.top is None:
             data["compact"] = compact_status(status, surface)
         summary = f"{status.phase.value} phase, {s.trace_count:,} traces, {s.arm_count:,} arms" + (
             f", saved {s.prompt_savings_percent:.0f}% of prompt tokens"

@@ -57,19 +57,19 @@ class LearningCommands(app_commands.Group):
         name="status", description="Phase, traces, token savings, the best and worst arms"
     )
     @app_commands.describe(
-        top="How many arms to list at the top and at the bottom (1-25, default 5)",
+        top="Arms per list, 1-25 (leave out for the short status)",
         arm="Show one arm instead: its id or label",
         public="Post the answer to the channel (default: only you see it)",
     )
     async def status(
         self,
         interaction: Interaction,
-        top: app_commands.Range[int, 1, MAX_TOP] = 5,
+        top: app_commands.Range[int, 1, MAX_TOP] | None = None,
         arm: str | None = None,
         public: bool = False,
     ) -> None:
         command = StatusCommand(
-            top=option_int("top", top, 1, MAX_TOP),
+            top=None if top is None else option_int("top", top, 1, MAX_TOP),
             public=option_bool("public", public),
             arm=option_text("arm", arm, MAX_ARM_CHARS),
         )

@@ -272,6 +272,7 @@ class DiscordSurface:
             raise Refused(f"{reply.summary} {ADMIN_HINT}")
         message = render_reply(reply, more_hint=self.more_hint)
         view = self._confirm_view(interaction, reply, command)
+        shown = view if view is not None else message.link_view()  # the Dashboard button
         try:
             if not deferred:
                 await interaction.response.send_message(
@@ -279,12 +280,12 @@ class DiscordSurface:
                     embeds=list(message.embeds),
                     ephemeral=message.ephemeral,
                     allowed_mentions=NO_MENTIONS,
-                    view=view if view is not None else discord.utils.MISSING,
+                    view=shown if shown is not None else discord.utils.MISSING,
                 )
                 if view is not None:
                     view.attach(interaction.edit_original_response)
                 return
-            sent = await self._follow_up(interaction, message, view, public_thinking=public)
+            sent = await self._follow_up(interaction, message, shown, public_thinking=public)
             if view is not None and sent is not None:
                 view.attach(sent.edit)
         except discord.HTTPException as exc:
@@ -314,7 +315,7 @@ class DiscordSurface:
         self,
         interaction: Interaction,
         message: DiscordMessage,
-        view: ConfirmView | None,
+        view: discord.ui.View | None,
         *,
         public_thinking: bool,
     ) -> discord.WebhookMessage | None:

@@ -27,6 +27,7 @@ from sqlalchemy import Engine
 from adapters.slack.blocks import (
     CANCEL_ACTION_ID,
     CONFIRM_ACTION_ID,
+    DASHBOARD_ACTION_ID,
     SlackMessage,
     context,
     fallback_text,
@@ -106,8 +107,14 @@ class SlackSurface:
         app.command(self.settings.command)(self.on_command)
         app.action(CONFIRM_ACTION_ID)(self.on_button)
         app.action(CANCEL_ACTION_ID)(self.on_button)
+        app.action(DASHBOARD_ACTION_ID)(self.on_link)
 
     # -- listeners -----------------------------------------------------------------------------
+
+    async def on_link(self, ack: AsyncAck) -> None:
+        """The Dashboard link button: Slack opens the URL itself and still posts the click,
+        which only needs acknowledging."""
+        await ack()
 
     async def on_command(
         self,

@@ -24,7 +24,7 @@ from .conftest import (
     observe,
     posteriors,
 )
-from .fake_discord import EPHEMERAL, command_interaction
+from .fake_discord import EPHEMERAL, FakeDiscord, command_interaction
 
 
 def embed_of(response: dict[str, Any]) -> dict[str, Any]:
@@ -325,3 +325,25 @@ async def test_non_admin_refusal_mentions_discord_admins(h: Harness) -> None:
     assert ADMIN_HINT.split(",")[0] in text
     assert ADMIN.name not in text
     assert str(CHANNEL) not in text
+
+
+async def test_status_carries_a_dashboard_link_button_when_the_address_is_known(
+    fake: FakeDiscord, sqlite_url: str
+) -> None:
+    from .conftest import _harness, make_app
+
+    url = "https://learning.example.com/__openclaw__/api/learning/dashboard"
+    app = make_app(sqlite_url, dashboard_url=url)
+    try:
+        async for h in _harness(fake, app):
+            seed(h)
+            response = h.reply(await h.command("status"))
+            links = [
+                c
+                for row in response["data"].get("components", [])
+                for c in row["components"]
+                if c.get("url")
+            ]
+            assert [(c["label"], c["url"], c["style"]) for c in links] == [("Dashboard", url, 5)]
+    finally:
+        app.close()

@@ -447,3 +447,16 @@ def _text_objects(value: object) -> list[dict[str, str]]:
     if isinstance(value, list):
         return [o for v in value for o in _text_objects(v)]
     return []
+
+
+async def test_the_dashboard_button_is_acknowledged(core: App, slack: SlackDriver) -> None:
+    """Slack opens a link button's URL itself but still posts the click: it is acknowledged
+    (no warning sign beside the button) and changes nothing."""
+    seed(core)
+    before = pulls(core)
+    response, _ = await slack.command("status")
+    link = buttons(response.json())["learning_dashboard"]
+    assert link["url"].startswith(DASHBOARD.split("?")[0])
+    clicked, _ = await slack.click({**link, "value": ""})
+    assert clicked.status_code == 200
+    assert pulls(core) == before
