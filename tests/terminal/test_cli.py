@@ -66,7 +66,7 @@ def test_first_session(db: str) -> None:
     assert first.startswith("learning-bot: ") and len(hint) <= 1
 
     reset = run(db, "reset", "--confirm")
-    assert reset.returncode == 0 and "Reset every arm (30 arm(s)" in reset.stdout
+    assert reset.returncode == 0 and "Reset every arm (40 arm(s)" in reset.stdout
     after = run(db, "status")
     assert "Traces         0" in after.stdout and "0.500" in after.stdout
 
