@@ -20,6 +20,7 @@ from engine.selection import ArmSet
 from engine.service import RECALL_WINDOW, LearningService
 from engine.simulation import make_workload
 
+
 @dataclass(frozen=True)
 class SimulationResult:
     traces: int
