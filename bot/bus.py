@@ -20,6 +20,7 @@ from bot.commands import (
     UsageError,
     command_from_json,
     command_to_json,
+    is_mutating,
     parse_command,
 )
 from bot.errors import FORBIDDEN, NOT_FOUND, UNAVAILABLE, error_kind, user_message
@@ -32,8 +33,9 @@ from bot.middleware.idempotency import IN_FLIGHT, Idempotency
 from bot.middleware.rate_limit import RateLimit
 from bot.ports import CommandBatch, CommandStore, PendingConfirmation
 from bot.replies import Reply, error_reply
+from engine.bounds import check_learner_name, unknown_learner_message
 from engine.config import LearningConfig
-from engine.errors import Unavailable
+from engine.errors import NotFound, Unavailable
 from engine.posterior import now_ms
 from engine.service import LearningService
 
@@ -68,18 +70,36 @@ class BusSettings:
 
 
 class LearnerServices:
-    """One LearningService per learner name, created on first use by `factory` and shared."""
+    """One LearningService per learner name, created on first use by `factory` and shared.
 
-    def __init__(self, factory: Callable[[str], LearningService], config: LearningConfig) -> None:
+    With `names` (the stored learners' names), a read (`create=False`) of a learner that does
+    not exist yet raises NotFound and creates nothing, unless the name is one of `implicit`
+    (the default learner, which every surface shows before anything is written)."""
+
+    def __init__(
+        self,
+        factory: Callable[[str], LearningService],
+        config: LearningConfig,
+        *,
+        names: Callable[[], Sequence[str]] | None = None,
+        implicit: frozenset[str] = frozenset({DEFAULT_LEARNER}),
+    ) -> None:
         self.config = config
         self._factory = factory
+        self._names = names
+        self._implicit = implicit
         self._services: dict[str, LearningService] = {}
         self._lock = threading.Lock()
 
-    def get(self, learner: str) -> LearningService:
+    def get(self, learner: str, *, create: bool = True) -> LearningService:
+        check_learner_name(learner)
         with self._lock:
             service = self._services.get(learner)
             if service is None:
+                if not create and self._names is not None and learner not in self._implicit:
+                    known = list(self._names())
+                    if learner not in known:
+                        raise NotFound(unknown_learner_message(learner, known))
                 service = self._factory(learner)
                 self._services[learner] = service
             return service
@@ -210,7 +230,7 @@ class CommandBus:
             return self._confirm(invocation, command.token)
         if isinstance(command, CancelCommand):
             return self._cancel(invocation, command.token)
-        service = self.services.get(call.learner)
+        service = self.services.get(call.learner, create=is_mutating(command))
         if isinstance(command, ResetCommand) and not command.confirm:
             return self._ask_confirmation(call, service)
         if isinstance(command, PhaseCommand) and command.phase is not None and not command.confirm:

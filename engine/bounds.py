@@ -15,7 +15,10 @@ integers, JSON without Infinity), with room to add up many runs without overflow
 
 from __future__ import annotations
 
+import difflib
 import math
+import re
+from collections.abc import Sequence
 from typing import Any
 
 from engine.errors import InvalidInput
@@ -107,3 +110,29 @@ def check_json(name: str, value: Any, depth: int = 0) -> Any:
             check_json(name, item, depth + 1)
         return value
     raise InvalidInput(f"{name} holds a {type(value).__name__}, which is not JSON")
+
+
+MAX_LEARNER_NAME = 64
+LEARNER_NAME = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+"""A learner name: 1-64 ASCII letters, digits, `.`, `_`, `:` or `-` (no spaces, no controls)."""
+
+
+def check_learner_name(value: Any) -> str:
+    """A learner name in the documented character set, or InvalidInput naming the rule."""
+    if not isinstance(value, str) or not LEARNER_NAME.fullmatch(value):
+        shown = repr(value[:80]) if isinstance(value, str) else type(value).__name__
+        raise InvalidInput(
+            f"learner name {shown} is not valid: use 1-{MAX_LEARNER_NAME} letters, digits, "
+            "'.', '_', ':' or '-'"
+        )
+    return value
+
+
+def unknown_learner_message(name: str, known: Sequence[str]) -> str:
+    """`unknown learner 'typo' (known: a, b); did you mean 'type'?`"""
+    shown = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
+    message = f"unknown learner {name!r} (known: {shown or 'none yet'})"
+    close = difflib.get_close_matches(name, known, n=1)
+    if close:
+        message += f"; did you mean {close[0]!r}?"
+    return message

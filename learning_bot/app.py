@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bot.bus import BusSettings, CommandBus, LearnerServices
+from bot.bus import DEFAULT_LEARNER, BusSettings, CommandBus, LearnerServices
 from bot.ports import CommandBatch
 from engine.errors import Unavailable
 from engine.ports import RunWriter, Store
@@ -37,8 +37,9 @@ class App:
     engine: Engine | None = None
     """The SQLAlchemy engine, when there is one (Slack's installation store shares it)."""
 
-    def service(self, learner: str | None = None) -> LearningService:
-        return self.services.get(learner or self.settings.learner)
+    def service(self, learner: str | None = None, *, create: bool = False) -> LearningService:
+        """A learner's service; an unknown learner is NotFound unless `create` (a write)."""
+        return self.services.get(learner or self.settings.learner, create=create)
 
     def close(self) -> None:
         close = getattr(self.writer, "close", None)
@@ -84,7 +85,8 @@ def build_app(settings: Settings, *, spool: bool = True) -> App:
             schedule=run_in_background,
         )
 
-    services = LearnerServices(make, settings.config)
+    implicit = frozenset({DEFAULT_LEARNER, *settings.learners.values()})
+    services = LearnerServices(make, settings.config, names=sql.learner_names, implicit=implicit)
     bus = CommandBus(services, SqlCommandLog(sql.engine), bus_settings(settings))
     return App(settings, sql, writer, services, bus, sql.engine)
 

@@ -214,6 +214,14 @@ def _parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="simulate even into a learner with real traces"
     )
 
+    learner = sub.add_parser(
+        "learner",
+        help="create a learner before anything is written to it",
+        description="Create a learner (reads never create one).",
+    )
+    learner.add_argument("action", choices=("create",), help="create: make the learner now")
+    learner.add_argument("name", help="1-64 letters, digits, '.', '_', ':' or '-'")
+
     db = sub.add_parser("db", help="database maintenance", description="Database maintenance.")
     db.add_argument(
         "action",
@@ -384,6 +392,8 @@ def _run(args: argparse.Namespace) -> int:
 
     app = build_app(settings)
     try:
+        if command == "learner":
+            return _learner_create(app, args.name)
         if command == "export":
             _check_learner(app, args)
             return _export(app, args)
@@ -397,6 +407,22 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         app.close()
     raise CliError(f"unknown command {command}", EXIT_USAGE)
+
+
+def _learner_create(app: App, name: str) -> int:
+    from engine.errors import NotFound
+
+    try:
+        service = app.service(name)
+        existed = True
+    except NotFound:
+        service = app.service(name, create=True)
+        existed = False
+    if existed:
+        print(f"Learner '{service.learner}' already exists.")
+    else:
+        print(f"Created learner '{service.learner}' (phase {service.phase().value}).")
+    return EXIT_OK
 
 
 def _export(app: App, args: argparse.Namespace) -> int:
@@ -429,7 +455,7 @@ def _export(app: App, args: argparse.Namespace) -> int:
 def _simulate(app: App, traces: int, arms: int, seed: int, force: bool) -> int:
     from learning_bot.simulate import progress_bar, simulate
 
-    service = app.service()
+    service = app.service(create=True)
     result = simulate(
         service,
         traces=traces,

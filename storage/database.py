@@ -6,6 +6,7 @@ import fcntl
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -164,6 +165,7 @@ def reading(engine: Engine) -> Iterator[Connection]:
     """A connection for reads; connection and disk failures (on connecting or mid-query)
     become Unavailable, like the write path's, so callers can answer "try again shortly"."""
     try:
+        check_identity(engine)
         with engine.connect() as conn:
             yield conn
     except Exception as exc:
@@ -183,6 +185,47 @@ _WRITE_LOCKS: dict[int, Path] = {}
 _lock_files = threading.local()
 
 
+_IDENTITIES: weakref.WeakKeyDictionary[Engine, tuple[int, int]] = weakref.WeakKeyDictionary()
+"""Engine -> (device, inode) of its SQLite file when the schema was checked."""
+
+
+def remember_identity(engine: Engine) -> None:
+    """Note which file a SQLite engine serves, so a file removed or replaced later is seen."""
+    path = sqlite_file(str(engine.url))
+    if path is None:
+        return
+    try:
+        info = path.stat()
+    except OSError:
+        return
+    _IDENTITIES[engine] = (info.st_dev, info.st_ino)
+
+
+def check_identity(engine: Engine) -> None:
+    """Raise Unavailable when the SQLite file this engine opened is gone or is another file:
+    its connections would go on writing into an unlinked file, acknowledging runs that no one
+    can read back. One stat call."""
+    known = _IDENTITIES.get(engine)
+    if known is None:
+        return
+    path = sqlite_file(str(engine.url))
+    if path is None:
+        return
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise Unavailable(
+            f"storage is unavailable: the database file {path} was removed while serving"
+        ) from None
+    except OSError as exc:
+        raise Unavailable(f"storage is unavailable: {exc}") from None
+    if (info.st_dev, info.st_ino) != known:
+        raise Unavailable(
+            f"storage is unavailable: the database file {path} was replaced while serving "
+            "(restart to use the new file)"
+        )
+
+
 @contextmanager
 def _sqlite_writer_turn(engine: Engine) -> Iterator[None]:
     """Queue for SQLite's single write lock on a file lock instead of SQLite's busy handler.
@@ -194,6 +237,7 @@ def _sqlite_writer_turn(engine: Engine) -> Iterator[None]:
     if path is None:
         yield
         return
+    check_identity(engine)
     handles: dict[Path, Any] = getattr(_lock_files, "handles", None) or {}
     _lock_files.handles = handles
     handle = handles.get(path)
@@ -284,9 +328,11 @@ def ensure_schema(engine: Engine, *, auto_create: bool = True) -> None:
             raise Unavailable(f"storage is unavailable: {_first_line(exc)}") from exc
         raise
     if revision == HEAD_REVISION:
+        remember_identity(engine)
         return
     if empty and auto_create:
         upgrade(engine)
+        remember_identity(engine)
         return
     if revision is None:
         raise SchemaError(

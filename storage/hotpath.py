@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -48,6 +49,28 @@ ON CONFLICT (learner_id, stats_epoch, shard) DO UPDATE SET
 """
 
 
+COUNTER_CAP = (2**63 - 1) // 1024
+"""Each counter row saturates here: 16 shards in 64 epochs still sum inside a signed 64-bit
+integer (the reads add the rows up), and at most 10^12 per run it takes 9,000 runs of the
+largest size to reach it in one row."""
+
+_SUM = re.compile(r"(\w+) = run_stats\.(\w+) \+ excluded\.(\w+)")
+
+
+def saturating(sql: str) -> str:
+    """`x = run_stats.x + excluded.x` becomes a sum that stops at COUNTER_CAP instead of
+    overflowing (a `bigint out of range` on PostgreSQL, an integer overflow on SQLite)."""
+
+    def cap(match: re.Match[str]) -> str:
+        column, left, right = match.groups()
+        return (
+            f"{column} = CASE WHEN run_stats.{left} > {COUNTER_CAP} - excluded.{right} "
+            f"THEN {COUNTER_CAP} ELSE run_stats.{left} + excluded.{right} END"
+        )
+
+    return _SUM.sub(cap, sql)
+
+
 class HotPath:
     """Dialect-specific SQL for recording runs through a raw DBAPI cursor."""
 
@@ -55,7 +78,7 @@ class HotPath:
         self.postgres = dialect == "postgresql"
         mark = "%s" if self.postgres else "?"
         self.mark = mark
-        self.stats_add = STATS_ADD.replace("?", mark)
+        self.stats_add = saturating(STATS_ADD).replace("?", mark)
         self.epoch_of = "SELECT stats_epoch, half_life FROM learners WHERE id = ?".replace(
             "?", mark
         )

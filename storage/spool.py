@@ -14,17 +14,22 @@ import secrets
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, NoReturn
 
 from engine.errors import Unavailable
 from engine.ports import RecordResult, RunStatus, RunWriter
+from engine.posterior import now_ms
 from engine.records import RunRecord, record_from_json, record_to_json
 
 log = logging.getLogger("learning_bot.spool")
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
-SEGMENT_RECORDS = 5_000
+SEGMENT_BYTES = 4 * 1024 * 1024
+"""The open segment is closed and a new one started once it holds this many bytes."""
 REPLAY_BATCH = 500
+DEAD_LETTER = "dead-letter.jsonl"
+"""Runs the database refused on replay for a reason other than being unavailable, one JSON
+line each (`{"reason": ..., "at": ..., "run": <spool line>}`), beside the process folders."""
 
 
 class SpoolFull(Unavailable):
@@ -45,25 +50,64 @@ def read_spool_line(line: str) -> tuple[int, RunRecord]:
     return int(data["l"]), record_from_json(data)
 
 
-class Spool:
-    """The spool root; this process appends to its own locked directory."""
+def dead_letters(root: Path | str) -> list[dict[str, Any]]:
+    """The entries of a spool root's dead-letter file (empty when there is none)."""
+    path = Path(root) / DEAD_LETTER
+    entries: list[dict[str, Any]] = []
+    with contextlib.suppress(FileNotFoundError), open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.endswith("\n"):
+                with contextlib.suppress(ValueError):
+                    entries.append(json.loads(line))
+    return entries
 
-    def __init__(self, root: Path | str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+
+class Spool:
+    """The spool root; this process appends to its own locked directory.
+
+    Appends go to one open segment, kept open and rotated by size, and the spool's size is
+    kept in memory: an append lists no directory, whatever the number of runs waiting."""
+
+    def __init__(
+        self,
+        root: Path | str,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        segment_bytes: int = SEGMENT_BYTES,
+    ) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.max_bytes = max_bytes
+        self.segment_bytes = segment_bytes
         self._lock = threading.Lock()
         self._replaying = threading.Lock()
         self.dir = self.root / f"p{os.getpid()}-{secrets.token_hex(3)}"
         self.dir.mkdir(exist_ok=True)
         self._dir_lock = open(self.dir / ".lock", "w")  # noqa: SIM115 - held for the process
         fcntl.flock(self._dir_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        self._active: TextIO | None = None
+        self._active: BinaryIO | None = None
         self._has_segments = False
         self._active_path: Path | None = None
-        self._active_count = 0
+        self._active_bytes = 0
+        self._next_number = 1
+        self._bytes = self._measure()
+        self.full = False
+        """Whether the last append was refused (the state a log line is written for)."""
+        self.dead_path = self.root / DEAD_LETTER
+        self._dead_seen: set[tuple[int, str]] | None = None
+        self.dead_count = len(dead_letters(self.root))
+        self.dead_added = 0
+        """Runs this process moved to the dead-letter file."""
 
     # -- state ------------------------------------------------------------------------------
+
+    def _measure(self) -> int:
+        """The bytes every process's segments hold (listed at start and on each replay)."""
+        total = 0
+        for path in self.root.glob("p*/*.jsonl"):
+            with contextlib.suppress(FileNotFoundError):  # replayed meanwhile
+                total += path.stat().st_size
+        return total
 
     def _segments(self) -> list[Path]:
         """Every segment this process may replay: its own, and those of dead processes."""
@@ -93,46 +137,61 @@ class Spool:
         return self._active is not None or self._has_segments
 
     def size_bytes(self) -> int:
-        total = 0
-        for path in self.root.glob("p*/*.jsonl"):
-            with contextlib.suppress(FileNotFoundError):  # replayed meanwhile
-                total += path.stat().st_size
-        return total
+        """The bytes waiting in the spool (this process's count, measured again on replay)."""
+        return self._bytes
 
     # -- writing -----------------------------------------------------------------------------
 
     def append(self, learner_id: int, records: Sequence[RunRecord]) -> None:
-        """Durably append; raises SpoolFull (and writes nothing) when over the limit."""
-        lines = "".join(spool_line(learner_id, r) + "\n" for r in records)
-        data = lines.encode("utf-8")
+        """Durably append; raises SpoolFull (and writes nothing) when over the limit or when
+        the disk refuses the write."""
+        data = "".join(spool_line(learner_id, r) + "\n" for r in records).encode("utf-8")
         with self._lock:
-            if self.size_bytes() + len(data) > self.max_bytes:
-                log.error(
-                    "storage is unavailable and the spool at %s is full (%d bytes); "
-                    "refusing %d run(s)",
-                    self.root,
-                    self.max_bytes,
+            if self._bytes + len(data) > self.max_bytes:
+                self._refuse(
+                    f"storage is unavailable and the local spool is full ({self.max_bytes} bytes)",
                     len(records),
                 )
-                raise SpoolFull(
-                    f"storage is unavailable and the local spool is full ({self.max_bytes} bytes)"
-                )
-            handle = self._segment_for_append()
+            try:
+                handle = self._segment_for_append()
+            except OSError as exc:
+                self._refuse(_cannot_write(exc), len(records))
+            start = self._active_bytes
+            try:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            except OSError as exc:
+                # Take the partial write back so that no torn line is left behind it.
+                with contextlib.suppress(OSError):
+                    os.ftruncate(handle.fileno(), start)
+                self._close_active()
+                self._refuse(_cannot_write(exc), len(records))
             self._has_segments = True
-            handle.write(lines)
-            handle.flush()
-            os.fsync(handle.fileno())
-            self._active_count += len(records)
-            if self._active_count >= SEGMENT_RECORDS:
+            self._active_bytes += len(data)
+            self._bytes += len(data)
+            if self.full:
+                self.full = False
+                log.warning("the spool at %s takes runs again", self.root)
+            if self._active_bytes >= self.segment_bytes:
                 self._close_active()
 
-    def _segment_for_append(self) -> TextIO:
+    def _refuse(self, reason: str, count: int) -> NoReturn:
+        if not self.full:
+            self.full = True
+            log.error("%s; refusing runs until it has room (first refused: %d)", reason, count)
+        raise SpoolFull(reason)
+
+    def _segment_for_append(self) -> BinaryIO:
         if self._active is None:
-            existing = sorted(self.dir.glob("*.jsonl"))
-            number = int(existing[-1].stem.split("-")[0]) + 1 if existing else 1
-            self._active_path = self.dir / f"{number:012d}.jsonl"
-            self._active = open(self._active_path, "a", encoding="utf-8")  # noqa: SIM115
-            self._active_count = 0
+            if self._next_number == 1:
+                existing = sorted(self.dir.glob("*.jsonl"))  # once: the folder is this process's
+                if existing:
+                    self._next_number = int(existing[-1].stem.split("-")[0]) + 1
+            self._active_path = self.dir / f"{self._next_number:012d}.jsonl"
+            self._next_number += 1
+            self._active = open(self._active_path, "ab")  # noqa: SIM115
+            self._active_bytes = 0
             fd = os.open(self.dir, os.O_RDONLY)
             try:
                 os.fsync(fd)
@@ -142,15 +201,18 @@ class Spool:
 
     def _close_active(self) -> None:
         if self._active is not None:
-            self._active.close()
+            with contextlib.suppress(OSError):
+                self._active.close()
         self._active = None
         self._active_path = None
+        self._active_bytes = 0
 
     # -- replay ------------------------------------------------------------------------------
 
     def replay(self, write: Callable[[int, list[RunRecord]], RecordResult]) -> int:
-        """Write spooled runs oldest first; a segment is deleted once all of it is stored.
-        Stops (keeping what is left) when storage is still unavailable."""
+        """Write spooled runs oldest first; a segment is deleted once all of it is stored or
+        dead-lettered. Stops (keeping what is left) when storage is still unavailable; a run
+        storage refuses for any other reason goes to the dead-letter file and replay goes on."""
         with self._replaying:
             with self._lock:
                 self._close_active()  # new runs go to a fresh segment while we replay
@@ -158,14 +220,71 @@ class Spool:
                 self._has_segments = self._has_segments or bool(segments)
             done = 0
             for segment in segments:
-                for learner_id, batch in _batches(_read(segment)):
-                    write(learner_id, batch)  # raises Unavailable: stop, keep the segment
-                    done += len(batch)
+                for learner_id, batch in _batches(self._read(segment)):
+                    done += self._write_batch(write, learner_id, batch)
                 segment.unlink()
                 log.info("replayed spool segment %s", segment.name)
             with self._lock:
                 self._has_segments = self._active is not None or any(self.dir.glob("*.jsonl"))
+                self._bytes = self._measure()
             return done
+
+    def _write_batch(
+        self,
+        write: Callable[[int, list[RunRecord]], RecordResult],
+        learner_id: int,
+        batch: list[RunRecord],
+    ) -> int:
+        """Write a batch; when storage refuses it (not as unavailable), write its runs one by
+        one and dead-letter those refused alone. Raises Unavailable to stop the replay."""
+        try:
+            write(learner_id, batch)
+            return len(batch)
+        except Unavailable:
+            raise
+        except Exception as exc:
+            if len(batch) == 1:
+                self._dead_letter(spool_line(learner_id, batch[0]), _reason(exc))
+                return 0
+        done = 0
+        for record in batch:
+            done += self._write_batch(write, learner_id, [record])
+        return done
+
+    def _read(self, segment: Path) -> Iterator[tuple[int, RunRecord]]:
+        with open(segment, encoding="utf-8", errors="surrogateescape") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.endswith("\n"):
+                    # A torn last line: its append never returned, so nobody was told.
+                    log.warning("ignoring an unfinished line %d in %s", number, segment.name)
+                    break
+                try:
+                    yield read_spool_line(line)
+                except Exception as exc:  # a line no codec of this version reads
+                    self._dead_letter(line.rstrip("\n"), _reason(exc))
+
+    def _dead_letter(self, line: str, reason: str) -> None:
+        """Keep a refused run (once, even if its segment is replayed again) and log it."""
+        key = _dead_key(line)
+        if self._dead_seen is None:
+            self._dead_seen = {_dead_key(e.get("run", "")) for e in dead_letters(self.root)}
+        if key in self._dead_seen:
+            return
+        entry = {"reason": reason, "at": now_ms(), "run": line}
+        data = (json.dumps(entry, ensure_ascii=True) + "\n").encode("ascii")
+        with open(self.dead_path, "ab") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        self._dead_seen.add(key)
+        self.dead_count += 1
+        self.dead_added += 1
+        log.error(
+            "storage refused spooled run %s (%s); kept in %s and replay goes on",
+            key[1][:80],
+            reason,
+            self.dead_path,
+        )
 
     def close(self) -> None:
         """Release this process's directory; an empty one is removed."""
@@ -176,6 +295,23 @@ class Spool:
                 with contextlib.suppress(OSError):
                     self.dir.rmdir()
         self._dir_lock.close()
+
+
+def _cannot_write(exc: OSError) -> str:
+    return f"storage is unavailable and the local spool cannot be written ({exc.strerror or exc})"
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
+
+
+def _dead_key(line: str) -> tuple[int, str]:
+    try:
+        data = json.loads(line)
+        return int(data.get("l", 0)), str(data.get("traceId", data.get("trace_id", line)))
+    except (ValueError, TypeError, AttributeError):
+        return 0, line
 
 
 def default_spool_root(database_url: str) -> Path:
@@ -194,16 +330,6 @@ def default_spool_root(database_url: str) -> Path:
 
     digest = hashlib.sha256(database_url.encode()).hexdigest()[:16]
     return Path(user_data_dir("learning-bot", appauthor=False)) / "spool" / digest
-
-
-def _read(segment: Path) -> Iterator[tuple[int, RunRecord]]:
-    with open(segment, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.endswith("\n"):
-                # A torn last line: its append never returned, so nobody was told it was kept.
-                log.warning("ignoring an unfinished line %d in %s", number, segment.name)
-                break
-            yield read_spool_line(line)
 
 
 def _batches(rows: Iterator[tuple[int, RunRecord]]) -> Iterator[tuple[int, list[RunRecord]]]:
@@ -247,6 +373,17 @@ class SpoolingStore:
         self._kick()
         spooled: RunStatus = "spooled"
         return RecordResult(tuple(r.trace_id for r in runs), (spooled,) * len(runs))
+
+    def health(self) -> dict[str, Any]:
+        """What healthz and status say about the spool."""
+        spool = self.spool
+        return {
+            "pending": spool.pending(),
+            "bytes": spool.size_bytes(),
+            "full": spool.full,
+            "deadLetters": spool.dead_count,
+            "deadLetterFile": str(spool.dead_path) if spool.dead_count else None,
+        }
 
     def replay_now(self) -> int:
         """Replay synchronously (tests and shutdown); returns the runs written."""

@@ -194,6 +194,12 @@ class SqlStore:
                 row = conn.execute(select(learners.c.id).where(learners.c.name == name)).one()
         return self.learner_state(int(row.id))
 
+    def find_learner(self, name: str) -> LearnerState | None:
+        """An existing learner's state, or None; creates nothing."""
+        with reading(self.engine) as conn:
+            row = conn.execute(select(learners.c.id).where(learners.c.name == name)).first()
+        return None if row is None else self.learner_state(int(row.id))
+
     def learner_names(self) -> list[str]:
         """Every learner's name, sorted."""
         with reading(self.engine) as conn:

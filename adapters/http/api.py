@@ -3,6 +3,7 @@ plus select/observe for agent runtimes and phase changes."""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
@@ -10,6 +11,7 @@ import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -29,8 +31,9 @@ from bot.shapes import (
     summary_json,
     trace_json,
 )
+from engine.bounds import check_json
 from engine.config import Phase
-from engine.errors import Ambiguous, InvalidInput
+from engine.errors import Ambiguous, InvalidInput, Unavailable
 from engine.records import arms_from_json, report_from_json
 from engine.service import LearningService
 
@@ -49,6 +52,8 @@ class HttpSettings:
     max_body_bytes: int = 4 * 1024 * 1024
     cors_origins: tuple[str, ...] = ()
     refresh_seconds: int = 30
+    body_timeout_seconds: float = 30.0
+    """A request body not fully received within this time is answered 408."""
 
 
 class ApiError(Exception):
@@ -72,11 +77,41 @@ class Api:
 
     # -- plumbing ------------------------------------------------------------------------------
 
-    def service(self, request: Request) -> LearningService:
+    def service(self, request: Request, *, create: bool = False) -> LearningService:
+        """The learner the request names (`?learner=`), else the default one. A read of a
+        learner that does not exist is NotFound (404) and creates nothing."""
         learner = request.query_params.get("learner") or self.bus.settings.default_learner
-        if len(learner) > 128:
-            raise ApiError(400, "learner must be at most 128 characters")
-        return self.bus.services.get(learner)
+        return self.bus.services.get(learner, create=create)
+
+    def same_site(self, request: Request) -> None:
+        """Refuse a mutating request a browser sent from another site: its Origin (or, without
+        one, its Referer) must be this server's own or a configured CORS origin, and its body
+        must be declared as JSON (a cross-site form or no-cors fetch cannot declare it)."""
+        origin = request.headers.get("origin")
+        source = origin
+        if source is None:
+            referer = request.headers.get("referer")
+            if referer:
+                parts = urlsplit(referer)
+                source = f"{parts.scheme}://{parts.netloc}" if parts.netloc else "null"
+        if source is not None and not self._allowed_origin(request, source):
+            raise ApiError(
+                403,
+                f"cross-site request refused: origin {source[:100]!r} is not this server "
+                "(set LEARNING_BOT_CORS_ORIGINS to allow it)",
+            )
+        declared = request.headers.get("content-type")
+        if declared is not None:
+            media = declared.split(";", 1)[0].strip().lower()
+            if media != "application/json" and not media.endswith("+json"):
+                raise ApiError(415, "the body must be sent as Content-Type: application/json")
+
+    def _allowed_origin(self, request: Request, origin: str) -> bool:
+        if origin.rstrip("/") in self.settings.cors_origins or "*" in self.settings.cors_origins:
+            return True
+        host = request.headers.get("host", "")
+        parts = urlsplit(origin)
+        return bool(host) and parts.scheme in ("http", "https") and parts.netloc == host
 
     def authorise(self, request: Request) -> None:
         token = self.settings.api_token
@@ -99,11 +134,16 @@ class Api:
                 raise ApiError(413, f"request body is larger than {limit} bytes")
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise ApiError(413, f"request body is larger than {limit} bytes")
-            chunks.append(chunk)
+        seconds = self.settings.body_timeout_seconds
+        try:
+            async with asyncio.timeout(seconds):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > limit:
+                        raise ApiError(413, f"request body is larger than {limit} bytes")
+                    chunks.append(chunk)
+        except TimeoutError:
+            raise ApiError(408, f"the request body did not arrive within {seconds:g} s") from None
         raw = b"".join(chunks)
         if not raw.strip():
             return {}
@@ -118,6 +158,7 @@ class Api:
         async def endpoint(request: Request) -> Response:
             try:
                 if mutating:
+                    self.same_site(request)
                     self.authorise(request)
                 result = await fn(request)
             except ApiError as exc:
@@ -173,14 +214,25 @@ class Api:
 
     async def healthz(self, request: Request) -> Any:
         service = self.service(request)
-        await self.call(service.refresh, True)
-        return {"ok": True, "database": "reachable", "learner": service.learner}
+        spool = spool_health(service)
+        try:
+            await self.call(service.refresh, True)
+        except Unavailable as exc:
+            raise ApiError(
+                503, "storage is unavailable", ok=False, database=str(exc)[:200], spool=spool
+            ) from None
+        if spool is not None and spool["full"]:
+            raise ApiError(503, "the spool is full", ok=False, database="reachable", spool=spool)
+        out = {"ok": True, "database": "reachable", "learner": service.learner}
+        if spool is not None:
+            out["spool"] = spool
+        return out
 
     # -- agent runtimes ------------------------------------------------------------------------
 
     async def select(self, request: Request) -> Any:
         data = await self.body(request)
-        service = self.service(request)
+        service = self.service(request, create=True)
         # Parsing and selecting both run in the worker thread: the event loop stays free.
         return await self.call(self._select, service, data)
 
@@ -194,11 +246,13 @@ class Api:
         context = data.get("context")
         if context is not None and not isinstance(context, dict):
             raise ApiError(400, "context must be an object")
+        if context is not None:
+            check_json("context", context)
         return selection_json(service.select(arms, context))
 
     async def observe(self, request: Request) -> Any:
         data = await self.body(request)
-        service = self.service(request)
+        service = self.service(request, create=True)
         return await self.call(self._observe, service, data)
 
     @staticmethod
@@ -364,6 +418,20 @@ class Api:
             interactive=True,
         )
         return reply.to_dict()
+
+
+def spool_health(service: LearningService) -> dict[str, Any] | None:
+    """The spool's state, from the first writer in the service's chain that reports one."""
+    writer: Any = service.writer
+    for _ in range(8):
+        health = getattr(writer, "health", None)
+        if callable(health):
+            result: dict[str, Any] = health()
+            return result
+        writer = getattr(writer, "inner", None)
+        if writer is None:
+            return None
+    return None
 
 
 def _refuse_constant(name: str) -> Any:

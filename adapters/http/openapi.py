@@ -165,7 +165,24 @@ SCHEMAS: dict[str, Any] = {
         },
         ["buckets"],
     ),
-    "Health": _obj({"ok": BOOL, "database": STR, "learner": STR}, ["ok", "database"]),
+    "Health": _obj(
+        {
+            "ok": BOOL,
+            "database": STR,
+            "learner": STR,
+            "error": STR,
+            "spool": _obj(
+                {
+                    "pending": BOOL,
+                    "bytes": INT,
+                    "full": BOOL,
+                    "deadLetters": INT,
+                    "deadLetterFile": {"type": "string", "nullable": True},
+                }
+            ),
+        },
+        ["ok", "database"],
+    ),
     "ArmInput": _obj(
         {
             "armId": {"type": "string", "maxLength": 512},
@@ -344,9 +361,11 @@ def _errors(*codes: int) -> dict[str, Any]:
         400: "Bad input; the message names the field",
         401: "Missing or wrong bearer token",
         403: "Not allowed",
-        404: "Unknown arm or route",
+        404: "Unknown arm, learner or route",
+        408: "The body did not arrive in time",
         409: "Needs confirmation, or conflicts with the current state",
         413: "Body larger than the limit",
+        415: "The body was not sent as application/json",
         429: "More changes than the rate limit allows; try again after the time it names",
         503: "Storage is unavailable",
     }
@@ -357,7 +376,7 @@ LEARNER = {
     "name": "learner",
     "in": "query",
     "required": False,
-    "schema": {"type": "string", "minLength": 1, "maxLength": 128},
+    "schema": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,64}$"},
     "description": "The learner (namespace) to use; default from configuration.",
 }
 
@@ -369,7 +388,7 @@ def _get(summary: str, schema: dict[str, Any], params: list[Any] | None = None) 
             "parameters": [LEARNER, *(params or [])],
             "responses": {
                 "200": {"description": "OK", "content": _json(schema)},
-                **_errors(400, 503),
+                **_errors(400, 404, 503),
             },
         }
     }
@@ -384,7 +403,7 @@ def _post(summary: str, body: dict[str, Any], result: dict[str, Any], *codes: in
             "requestBody": {"required": True, "content": _json(body)},
             "responses": {
                 "200": {"description": "OK", "content": _json(result)},
-                **_errors(400, 401, 413, 503, *codes),
+                **_errors(400, 401, 403, 408, 413, 415, 503, *codes),
             },
         }
     }
