@@ -710,6 +710,15 @@ def _db(action: str, url: str | None) -> int:
             failed |= not report.ok
     finally:
         store.close()
+    from storage.spool import dead_letters, default_spool_root
+
+    root = default_spool_root(target)
+    dead = dead_letters(root)
+    if dead:
+        print(
+            f"spool: {len(dead)} run(s) the database refused on replay are kept in "
+            f"{root / 'dead-letter.jsonl'} (latest reason: {dead[-1].get('reason', '?')})"
+        )
     return EXIT_ERROR if failed else EXIT_OK
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import (
     Connection,
     Engine,
+    bindparam,
     delete,
     func,
     insert,
@@ -631,6 +632,7 @@ class SqlStore:
                 select(posteriors).where(p.learner_id == learner_id, p.arm_id.in_(arm_ids))
             )
         }
+        changes = []
         for snap in snaps:
             # Since the reset (and any later, undone ones) the arm is Beta(1, 1) plus what it
             # learnt; keep that learning on top of the state the reset replaced.
@@ -638,20 +640,32 @@ class SqlStore:
             alpha = snap.alpha + (now.alpha - 1.0)
             beta = snap.beta + (now.beta - 1.0)
             pulls = snap.pulls + now.pulls
+            changes.append(
+                {
+                    "b_arm": snap.arm_id,
+                    "b_alpha": alpha,
+                    "b_beta": beta,
+                    "b_pulls": pulls,
+                    "b_updated": now.last_updated or snap.last_updated,
+                    "b_trace": snap.reset_trace_pk,
+                }
+            )
+        if changes:  # one statement for every arm (executemany), not one round trip each
             conn.execute(
                 update(posteriors)
-                .where(p.learner_id == learner_id, p.arm_id == snap.arm_id)
+                .where(p.learner_id == learner_id, p.arm_id == bindparam("b_arm"))
                 .values(
-                    alpha=alpha,
-                    beta=beta,
-                    pulls=pulls,
-                    last_updated=now.last_updated or snap.last_updated,
-                    prior_alpha=alpha,
-                    prior_beta=beta,
-                    prior_pulls=pulls,
+                    alpha=bindparam("b_alpha"),
+                    beta=bindparam("b_beta"),
+                    pulls=bindparam("b_pulls"),
+                    last_updated=bindparam("b_updated"),
+                    prior_alpha=bindparam("b_alpha"),
+                    prior_beta=bindparam("b_beta"),
+                    prior_pulls=bindparam("b_pulls"),
                     epoch=p.epoch + 1,
-                    reset_trace_pk=snap.reset_trace_pk,
-                )
+                    reset_trace_pk=bindparam("b_trace"),
+                ),
+                changes,
             )
         conn.execute(
             update(resets).where(resets.c.id == row.id).values(undone_at=at, undone_by=actor)

@@ -44,6 +44,54 @@ def http_settings(env: Mapping[str, str] | None = None) -> HttpSettings:
     return HttpSettings(api_token=token, max_body_bytes=max_body, cors_origins=origins)
 
 
+HEADER_SECONDS = 10.0
+"""A connection that has not sent a whole request head within this time is closed."""
+KEEP_ALIVE_SECONDS = 5
+
+
+def header_timeout_protocol(seconds: float = HEADER_SECONDS) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol with a deadline for the request head: uvicorn times out idle
+    keep-alive connections but not a client that sends its headers a byte at a time, which
+    would hold a connection (and its memory) for as long as it likes."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderTimeoutProtocol(H11Protocol):
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm_head_timer()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self._arm_head_timer()  # a request head is still arriving
+            else:
+                self._disarm_head_timer()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm_head_timer()
+            super().connection_lost(exc)
+
+        def _arm_head_timer(self) -> None:
+            if self._head_timer is None:
+                self._head_timer = self.loop.call_later(seconds, self._head_timed_out)
+
+        def _disarm_head_timer(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_timed_out(self) -> None:
+            self._head_timer = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                log.info("closing a connection whose request head took over %g s", seconds)
+                self.transport.close()
+
+    return HeaderTimeoutProtocol
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -95,6 +143,8 @@ async def serve(
         log_level=os.environ.get("LEARNING_BOT_LOG_LEVEL", "warning").lower(),
         access_log=False,
         timeout_graceful_shutdown=int(SHUTDOWN_SECONDS),
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        http=header_timeout_protocol(),
         lifespan="off",
     )
     server = uvicorn.Server(config)
