@@ -148,7 +148,7 @@ class Api:
         if not raw.strip():
             return {}
         try:
-            return json.loads(raw, parse_constant=_refuse_constant)
+            return json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
         except (ValueError, RecursionError) as exc:
             raise ApiError(400, f"the body is not valid JSON: {str(exc)[:120]}") from None
 
@@ -432,6 +432,13 @@ def spool_health(service: LearningService) -> dict[str, Any] | None:
         if writer is None:
             return None
     return None
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is out of the range of a finite number")
+    return value
 
 
 def _refuse_constant(name: str) -> Any:
