@@ -31,6 +31,7 @@ from engine.observation import RunReport, observation_guard, rewards_for_run
 from engine.ports import (
     ArmRecord,
     LearnerState,
+    RecordResult,
     ResetRecord,
     RewardChange,
     RunWriter,
@@ -66,6 +67,8 @@ _REWARD_WORDS = {"good": 1.0, "bad": 0.0, "accepted": 1.0, "rejected": 0.0}
 
 Schedule = Callable[[Callable[[], None]], None]
 """Runs a callable soon, somewhere that does not make the caller wait."""
+SpoolByName = Callable[[str, Sequence[RunRecord]], RecordResult]
+"""Keeps runs for a learner not opened yet (storage down since start), by its name."""
 
 
 def reward_value(value: str | float | int) -> float:
@@ -114,6 +117,7 @@ class LearningService:
         clock: Callable[[], float] = time.monotonic,
         writer: RunWriter | None = None,
         schedule: Schedule | None = None,
+        spool_by_name: SpoolByName | None = None,
     ) -> None:
         self.store = store
         self.writer: RunWriter = writer if writer is not None else store
@@ -126,8 +130,20 @@ class LearningService:
         self._rng_made: np.random.Generator | None = None
         self._cache = PosteriorCache()
         self._refreshing = False
-        state = store.open_learner(learner, self.base_config.phase)
-        self.learner_id = state.id
+        self._spool_by_name = spool_by_name
+        self._learner_id: int | None = None
+        self._keep = keep_factor(self.base_config.half_life)
+        try:
+            self._open()
+        except Unavailable:
+            if spool_by_name is None:
+                raise
+            # Storage is down: select falls back to every arm and observe spools under the
+            # learner's name until the learner can be opened (or created).
+
+    def _open(self) -> int:
+        state = self.store.open_learner(self.learner, self.base_config.phase)
+        self._learner_id = state.id
         self._cache.phase = state.phase
         self._keep = keep_factor(state.half_life)
         """The forgetting storage applies (the learner's stored half-life): the cache applies
@@ -135,9 +151,17 @@ class LearningService:
         if state.half_life != self.base_config.half_life:
             # a read-only store (status) or storage that is down keeps the stored half-life
             with contextlib.suppress(Unavailable):
-                store.set_half_life(state.id, self.base_config.half_life, at=now_ms())
+                self.store.set_half_life(state.id, self.base_config.half_life, at=now_ms())
                 self._keep = keep_factor(self.base_config.half_life)
                 self._cache.invalidate(reload=True)
+        return state.id
+
+    @property
+    def learner_id(self) -> int:
+        """The learner's id in storage (opened on first use after an outage at start)."""
+        if self._learner_id is None:
+            return self._open()
+        return self._learner_id
 
     # -- cache ----------------------------------------------------------------------------------
 
@@ -243,7 +267,14 @@ class LearningService:
             record_from_report(r, o, config.phase, observation_guard(r, config, ignore_phase=True))
             for r, o in zip(reports, outcomes, strict=True)
         ]
-        result = self.writer.record_runs(self.learner_id, records)
+        spool = self._spool_by_name
+        if self._learner_id is None and spool is not None:
+            try:
+                self._open()
+            except Unavailable:  # storage down since start: keep the runs by learner name
+                result = spool(self.learner, records)
+        if self._learner_id is not None or spool is None:
+            result = self.writer.record_runs(self.learner_id, records)
         out: list[ObserveResult] = []
         folds: dict[str, Fold] = {}
         keep = self._keep

@@ -11,7 +11,7 @@ from bot.bus import DEFAULT_LEARNER, BusSettings, CommandBus, LearnerServices
 from bot.ports import CommandBatch
 from engine.errors import Unavailable
 from engine.ports import RunWriter, Store
-from engine.service import LearningService
+from engine.service import LearningService, SpoolByName
 from learning_bot.settings import Settings
 
 if TYPE_CHECKING:
@@ -68,11 +68,13 @@ def build_app(settings: Settings, *, spool: bool = True) -> App:
 
     sql = SqlStore(settings.database_url)
     writer: RunWriter = sql
+    by_name: SpoolByName | None = None
     if spool:
         from storage.spool import Spool, SpoolingStore, default_spool_root
 
         limit = round(settings.spool_max_mb * 1024 * 1024)
-        writer = SpoolingStore(sql, Spool(default_spool_root(sql.url), max_bytes=limit))
+        spooling = SpoolingStore(sql, Spool(default_spool_root(sql.url), max_bytes=limit))
+        writer, by_name = spooling, spooling.record_runs_by_name
     writer = GroupCommitWriter(writer)
 
     def make(learner: str) -> LearningService:
@@ -83,6 +85,7 @@ def build_app(settings: Settings, *, spool: bool = True) -> App:
             cache_ttl=settings.cache_ttl,
             writer=writer,
             schedule=run_in_background,
+            spool_by_name=by_name,
         )
 
     implicit = frozenset({DEFAULT_LEARNER, *settings.learners.values()})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import logging
 import random
 import threading
 import time
@@ -18,6 +19,8 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, Operati
 
 from engine.errors import InvalidInput, LearningError, Unavailable
 from storage.revision import HEAD_REVISION
+
+log = logging.getLogger("learning_bot.storage")
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 _PG_LOCK_KEY = 727_011_001  # advisory lock serialising schema creation across processes
@@ -165,6 +168,7 @@ def reading(engine: Engine) -> Iterator[Connection]:
     """A connection for reads; connection and disk failures (on connecting or mid-query)
     become Unavailable, like the write path's, so callers can answer "try again shortly"."""
     try:
+        _ready(engine)
         check_identity(engine)
         with engine.connect() as conn:
             yield conn
@@ -233,6 +237,7 @@ def _sqlite_writer_turn(engine: Engine) -> Iterator[None]:
     The busy handler sleeps in steps of up to 100 ms while another process writes, which makes
     several writer processes (`serve --workers`) slow and jittery; a blocking flock is handed
     over by the kernel the moment the holder lets go."""
+    _ready(engine)
     path = _WRITE_LOCKS.get(id(engine))
     if path is None:
         yield
@@ -315,6 +320,38 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
         if before != HEAD_REVISION:
             command.upgrade(_alembic_config(conn), "head")
     return before, HEAD_REVISION
+
+
+_DEFERRED: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
+"""Engines whose schema check waits for storage to answer (value: auto_create)."""
+_deferred_lock = threading.RLock()
+
+
+def ensure_schema_later(engine: Engine, *, auto_create: bool = True) -> None:
+    """`ensure_schema` now, or, when storage is unavailable, before the engine's first use:
+    a server starts while its database is down (reads say unavailable, runs are spooled)."""
+    try:
+        ensure_schema(engine, auto_create=auto_create)
+    except Unavailable as exc:
+        log.warning("%s; starting anyway, the schema is checked when it answers", exc)
+        with _deferred_lock:
+            _DEFERRED[engine] = auto_create
+
+
+def _ready(engine: Engine) -> None:
+    """Run a deferred schema check (once, other threads waiting for it)."""
+    if not _DEFERRED:
+        return
+    with _deferred_lock:
+        auto_create = _DEFERRED.pop(engine, None)
+        if auto_create is None:
+            return
+        try:
+            ensure_schema(engine, auto_create=auto_create)
+        except BaseException:
+            _DEFERRED[engine] = auto_create
+            raise
+        log.warning("storage answers again; the schema is in place")
 
 
 def ensure_schema(engine: Engine, *, auto_create: bool = True) -> None:

@@ -36,18 +36,27 @@ class SpoolFull(Unavailable):
     """Storage is unavailable and the spool has no room left: the run was not kept."""
 
 
-def spool_line(learner_id: int, record: RunRecord) -> str:
-    """One spool line: the learner id and the record's JSON (engine.records' codec)."""
-    return json.dumps(
-        {"l": learner_id, **record_to_json(record)}, separators=(",", ":"), allow_nan=False
-    )
+def spool_line(learner_id: int, record: RunRecord, name: str | None = None) -> str:
+    """One spool line: the learner id (or, for a learner storage has not opened yet, 0 and
+    its name) and the record's JSON (engine.records' codec)."""
+    head: dict[str, Any] = {"l": learner_id} if name is None else {"l": 0, "n": name}
+    return json.dumps({**head, **record_to_json(record)}, separators=(",", ":"), allow_nan=False)
 
 
 def read_spool_line(line: str) -> tuple[int, RunRecord]:
     """The learner id and record of a spool line, validated by the codec (lines written by
     earlier versions, with snake_case keys and arms as lists, read the same)."""
+    learner_id, _name, record = read_named_line(line)
+    return learner_id, record
+
+
+def read_named_line(line: str) -> tuple[int, str | None, RunRecord]:
+    """The learner id, learner name (None when the id is known) and record of a spool line."""
     data: dict[str, Any] = json.loads(line)
-    return int(data["l"]), record_from_json(data)
+    name = data.get("n")
+    if name is not None and not isinstance(name, str):
+        raise ValueError("the learner name of a spool line must be a string")
+    return int(data["l"]), name, record_from_json(data)
 
 
 def dead_letters(root: Path | str) -> list[dict[str, Any]]:
@@ -142,10 +151,13 @@ class Spool:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def append(self, learner_id: int, records: Sequence[RunRecord]) -> None:
-        """Durably append; raises SpoolFull (and writes nothing) when over the limit or when
-        the disk refuses the write."""
-        data = "".join(spool_line(learner_id, r) + "\n" for r in records).encode("utf-8")
+    def append(
+        self, learner_id: int, records: Sequence[RunRecord], *, name: str | None = None
+    ) -> None:
+        """Durably append (under the learner's `name` when its id is not known yet); raises
+        SpoolFull (and writes nothing) when over the limit or when the disk refuses."""
+        lines = "".join(spool_line(learner_id, r, name) + "\n" for r in records)
+        data = lines.encode("utf-8")
         with self._lock:
             if self._bytes + len(data) > self.max_bytes:
                 self._refuse(
@@ -209,7 +221,11 @@ class Spool:
 
     # -- replay ------------------------------------------------------------------------------
 
-    def replay(self, write: Callable[[int, list[RunRecord]], RecordResult]) -> int:
+    def replay(
+        self,
+        write: Callable[[int, list[RunRecord]], RecordResult],
+        resolve: Callable[[str, RunRecord], int] | None = None,
+    ) -> int:
         """Write spooled runs oldest first; a segment is deleted once all of it is stored or
         dead-lettered. Stops (keeping what is left) when storage is still unavailable; a run
         storage refuses for any other reason goes to the dead-letter file and replay goes on."""
@@ -220,7 +236,14 @@ class Spool:
                 self._has_segments = self._has_segments or bool(segments)
             done = 0
             for segment in segments:
-                for learner_id, batch in _batches(self._read(segment)):
+                for (learner_id, name), batch in _batches(self._read(segment)):
+                    if name is not None:
+                        if resolve is None:
+                            for record in batch:
+                                line = spool_line(0, record, name)
+                                self._dead_letter(line, "no learner could be opened by name")
+                            continue
+                        learner_id = resolve(name, batch[0])  # Unavailable: stop, keep it
                     done += self._write_batch(write, learner_id, batch)
                 segment.unlink()
                 log.info("replayed spool segment %s", segment.name)
@@ -251,7 +274,7 @@ class Spool:
             done += self._write_batch(write, learner_id, [record])
         return done
 
-    def _read(self, segment: Path) -> Iterator[tuple[int, RunRecord]]:
+    def _read(self, segment: Path) -> Iterator[tuple[tuple[int, str | None], RunRecord]]:
         with open(segment, encoding="utf-8", errors="surrogateescape") as handle:
             for number, line in enumerate(handle, 1):
                 if not line.endswith("\n"):
@@ -259,9 +282,11 @@ class Spool:
                     log.warning("ignoring an unfinished line %d in %s", number, segment.name)
                     break
                 try:
-                    yield read_spool_line(line)
+                    learner_id, name, record = read_named_line(line)
                 except Exception as exc:  # a line no codec of this version reads
                     self._dead_letter(line.rstrip("\n"), _reason(exc))
+                    continue
+                yield (learner_id, name), record
 
     def _dead_letter(self, line: str, reason: str) -> None:
         """Keep a refused run (once, even if its segment is replayed again) and log it."""
@@ -332,14 +357,16 @@ def default_spool_root(database_url: str) -> Path:
     return Path(user_data_dir("learning-bot", appauthor=False)) / "spool" / digest
 
 
-def _batches(rows: Iterator[tuple[int, RunRecord]]) -> Iterator[tuple[int, list[RunRecord]]]:
-    learner: int | None = None
+def _batches(
+    rows: Iterator[tuple[tuple[int, str | None], RunRecord]],
+) -> Iterator[tuple[tuple[int, str | None], list[RunRecord]]]:
+    learner: tuple[int, str | None] | None = None
     batch: list[RunRecord] = []
-    for learner_id, record in rows:
-        if learner is not None and (learner_id != learner or len(batch) >= REPLAY_BATCH):
+    for key, record in rows:
+        if learner is not None and (key != learner or len(batch) >= REPLAY_BATCH):
             yield learner, batch
             batch = []
-        learner = learner_id
+        learner = key
         batch.append(record)
     if batch and learner is not None:
         yield learner, batch
@@ -374,6 +401,20 @@ class SpoolingStore:
         spooled: RunStatus = "spooled"
         return RecordResult(tuple(r.trace_id for r in runs), (spooled,) * len(runs))
 
+    def record_runs_by_name(self, learner: str, runs: Sequence[RunRecord]) -> RecordResult:
+        """Spool runs of a learner storage has not opened yet (down since start); replay opens
+        (or creates) it by name first."""
+        self.spool.append(0, runs, name=learner)
+        self._kick()
+        spooled: RunStatus = "spooled"
+        return RecordResult(tuple(r.trace_id for r in runs), (spooled,) * len(runs))
+
+    def _resolve(self, name: str, record: RunRecord) -> int:
+        open_learner = getattr(self.inner, "open_learner", None)
+        if open_learner is None:
+            raise Unavailable("this writer cannot open learners by name")
+        return int(open_learner(name, record.phase).id)
+
     def health(self) -> dict[str, Any]:
         """What healthz and status say about the spool."""
         spool = self.spool
@@ -387,7 +428,7 @@ class SpoolingStore:
 
     def replay_now(self) -> int:
         """Replay synchronously (tests and shutdown); returns the runs written."""
-        return self.spool.replay(self.inner.record_runs)
+        return self.spool.replay(self.inner.record_runs, self._resolve)
 
     def _kick(self) -> None:
         with self._thread_lock:
@@ -403,7 +444,7 @@ class SpoolingStore:
             if self._stop.is_set():
                 return
             try:
-                replayed = self.spool.replay(self.inner.record_runs)
+                replayed = self.spool.replay(self.inner.record_runs, self._resolve)
                 if replayed:
                     log.info("storage is back: replayed %d spooled run(s)", replayed)
             except Unavailable:

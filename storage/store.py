@@ -47,7 +47,7 @@ from engine.posterior import now_ms, prior_parameters
 from engine.records import ArmOutcomeRecord, RunRecord, record_from_row
 from storage import queries
 from storage.database import (
-    ensure_schema,
+    ensure_schema_later,
     make_engine,
     reading,
     sqlite_write_cursor,
@@ -155,7 +155,7 @@ class SqlStore:
         self.url = url or default_database_url()
         self.engine: Engine = make_engine(self.url, pool_size=pool_size)
         self.dialect = self.engine.dialect.name
-        ensure_schema(self.engine, auto_create=auto_create)
+        ensure_schema_later(self.engine, auto_create=auto_create)
         self._insert: Any
         if self.dialect == "postgresql":
             from sqlalchemy.dialects.postgresql import insert as pg_insert
