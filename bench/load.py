@@ -10,10 +10,18 @@ every run sent exactly once.
     .venv/bin/python bench/load.py --db postgresql --duration 300 --rate 300
     .venv/bin/python bench/load.py --db postgresql --duration 120 --fault pg-stop
     .venv/bin/python bench/load.py --db sqlite --duration 120 --fault kill-server
+    .venv/bin/python bench/load.py --db postgresql --duration 120 --fault proxy-stop --poison 0.01
 
 Faults: `pg-stop` stops the local PostgreSQL for 30 s in the middle of the run (the server
 spools runs and replays them); `kill-server` SIGKILLs the server in the middle and starts it
-again (clients retry what failed; runs are idempotent by trace id).
+again (clients retry what failed; runs are idempotent by trace id); `proxy-stop` runs the
+server's database connections through a local TCP proxy and cuts it for 30 s (the same outage
+as far as the server can tell, without stopping a PostgreSQL other work shares).
+
+`--poison F` makes a fraction F of the runs hostile (integers past 2^63, lone surrogates, NUL,
+numbers past a float): each must be refused with 400 while good runs are all stored. During
+a `proxy-stop` outage the harness also plants spool lines that the current codec refuses, as
+a spool left by an older version: each must end in the dead-letter file, and replay go on.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ sys.path[:] = [p for p in sys.path if not p.rstrip("/").endswith("bench")]
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
+import json  # noqa: E402
 import os  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
@@ -61,6 +70,8 @@ class Stats:
     reads: int = 0
     read_errors: int = 0
     rss_kib: list[tuple[float, int]] = field(default_factory=list)
+    poison_refused: int = 0
+    poison_accepted: int = 0
 
 
 class Server:
@@ -143,8 +154,18 @@ async def run_load(
                 for _ in range(600):
                     tries += 1
                     try:
-                        async with session.post(url + BASE + "/observe", json=bodies[i]) as r:
+                        async with session.post(
+                            url + BASE + "/observe",
+                            data=json.dumps(bodies[i]),
+                            headers={"Content-Type": "application/json"},
+                        ) as r:
                             data = await r.json()
+                            if bodies[i].get("traceId", "").startswith("poison-"):
+                                if r.status == 400:
+                                    stats.poison_refused += 1
+                                else:
+                                    stats.poison_accepted += 1
+                                break
                             if r.status == 200:
                                 stats.ok += 1
                                 stats.spooled += bool(data.get("spooled"))
@@ -176,6 +197,85 @@ async def readers(url: str, stats: Stats, stop: asyncio.Event) -> None:
                 await asyncio.sleep(0.5)
 
         await asyncio.gather(poll("/summary"), poll("/posteriors"))
+
+
+POISONS: list[dict[str, Any]] = [
+    {"usage": {"total": 2**63}},
+    {"usage": {"input": 5 * 10**18}},
+    {"durationMs": 2**64},
+    {"timestamp": 2**63},
+    {"context": {"x": 2**70}},
+    {"error": "nul\x00inside"},
+    {"error": "lone \ud800 surrogate"},
+    {"arms": [{"armId": "tool:fs:R\ud800", "tokenCost": 1}]},
+    {"arms": [{"armId": "tool:fs:Read", "tokenCost": 10**30}]},
+]
+
+
+def poisoned(body: dict[str, Any], k: int) -> dict[str, Any]:
+    return {**body, "traceId": f"poison-{k}", **POISONS[k % len(POISONS)]}
+
+
+def plant_old_spool(spool: Path, count: int) -> int:
+    """Spool lines the codec refuses, left by a dead process of an older version."""
+    folder = spool / "p999999-planted"
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for k in range(count):
+        bad: dict[str, Any] = {"l": 1, "traceId": f"planted-{k}", "timestamp": 1}
+        bad.update(POISONS[k % len(POISONS)])
+        lines.append(json.dumps(bad) + "\n")
+    (folder / "000000000001.jsonl").write_text("".join(lines))
+    return count
+
+
+class TcpProxy:
+    """Forwards 127.0.0.1:<port> to PostgreSQL; `cut()` drops every connection and refuses new
+    ones until `restore()`."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.up = True
+        self.writers: set[asyncio.StreamWriter] = set()
+        self.server: asyncio.Server | None = None
+        self.port = 0
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not self.up:
+            writer.close()
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.target)
+        except OSError:
+            writer.close()
+            return
+        self.writers |= {writer, up_writer}
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (OSError, ConnectionError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        self.writers -= {writer, up_writer}
+
+    def cut(self) -> None:
+        self.up = False
+        for writer in list(self.writers):
+            writer.transport.abort()
+        self.writers.clear()
+
+    def restore(self) -> None:
+        self.up = True
 
 
 def pg_ctl(action: str) -> None:
@@ -217,10 +317,13 @@ async def main() -> int:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--arms", type=int, default=20)
     parser.add_argument("--port", type=int, default=8795)
-    parser.add_argument("--fault", choices=("none", "pg-stop", "kill-server"), default="none")
+    parser.add_argument(
+        "--fault", choices=("none", "pg-stop", "proxy-stop", "kill-server"), default="none"
+    )
+    parser.add_argument("--poison", type=float, default=0.0, help="fraction of hostile runs")
     args = parser.parse_args()
-    if args.fault == "pg-stop" and args.db != "postgresql":
-        parser.error("--fault pg-stop needs --db postgresql")
+    if args.fault in ("pg-stop", "proxy-stop") and args.db != "postgresql":
+        parser.error(f"--fault {args.fault} needs --db postgresql")
 
     total = int(args.duration * args.rate)
     workload = make_workload(args.arms, seed=3)
@@ -231,9 +334,27 @@ async def main() -> int:
         report_to_json(workload.report(f"{nonce}-{i}", ids, workload.draw_usage(i, rng)[1], False))
         for i in range(total)
     ]
+    poison_every = round(1 / args.poison) if args.poison > 0 else 0
+    n_poison = 0
+    if poison_every:
+        for i in range(poison_every // 2, total, poison_every):
+            bodies[i] = poisoned(bodies[i], n_poison)
+            n_poison += 1
+    good = total - n_poison
+    planted = 0
     tmp = Path(tempfile.mkdtemp(prefix="learning-load-"))
     db, cleanup = fresh_database(args.db, tmp)
-    server = Server(db, args.port, tmp / "spool")
+    served_db = db
+    proxy: TcpProxy | None = None
+    if args.fault == "proxy-stop":
+        from urllib.parse import urlsplit, urlunsplit
+
+        parts = urlsplit(db)
+        proxy = TcpProxy((parts.hostname or "127.0.0.1", parts.port or 5432))
+        await proxy.start()
+        user = f"{parts.username}@" if parts.username else ""
+        served_db = urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{proxy.port}"))
+    server = Server(served_db, args.port, tmp / "spool")
     server.start()
     url = f"http://127.0.0.1:{args.port}"
     stats = Stats()
@@ -249,9 +370,20 @@ async def main() -> int:
 
         async def fault() -> None:
             await asyncio.sleep(
-                args.duration / 2 - 15 if args.fault == "pg-stop" else args.duration / 2
+                args.duration / 2 - 15
+                if args.fault in ("pg-stop", "proxy-stop")
+                else args.duration / 2
             )
-            if args.fault == "pg-stop":
+            nonlocal planted
+            if args.fault == "proxy-stop" and proxy is not None:
+                print("fault: cutting the database connection for 30 s", flush=True)
+                proxy.cut()
+                if poison_every:
+                    planted = plant_old_spool(tmp / "spool", max(1, n_poison // 4))
+                await asyncio.sleep(30)
+                proxy.restore()
+                print("fault: the database connection is back", flush=True)
+            elif args.fault == "pg-stop":
                 print("fault: stopping PostgreSQL for 30 s", flush=True)
                 await asyncio.to_thread(pg_ctl, "stop")
                 await asyncio.sleep(30)
@@ -276,13 +408,15 @@ async def main() -> int:
         await asyncio.gather(*tasks)
         # let the spool drain (after a database outage or a restart)
         deadline = time.monotonic() + 120
-        while count_traces(db) < total and time.monotonic() < deadline:
+        while count_traces(db) < good and time.monotonic() < deadline:
             await asyncio.sleep(1)
         shutdown = server.stop()
     finally:
         if server.proc is not None and server.proc.poll() is None:
             server.kill()
     stored = count_traces(db)
+    dead_file = tmp / "spool" / "dead-letter.jsonl"
+    dead = len(dead_file.read_text().splitlines()) if dead_file.exists() else 0
     verify = subprocess.run(
         [EXE, "db", "verify"],
         env={**os.environ, "LEARNING_BOT_DATABASE_URL": db},
@@ -304,6 +438,12 @@ async def main() -> int:
     print("|---|---|---|---|")
     print(f"| target rate | {args.rate:.0f} runs/s | held | {stats.ok / elapsed:,.0f} runs/s |")
     print(f"| runs sent | {total:,} | stored once | {stored:,} |")
+    if poison_every:
+        print(
+            f"| hostile runs | {n_poison} | refused 400 | {stats.poison_refused} "
+            f"(accepted {stats.poison_accepted}) |"
+        )
+        print(f"| old spool lines planted | {planted} | in dead-letter file | {dead} |")
     print(f"| observe p50 | {p50:.1f} ms | p99 | {p99:.1f} ms |")
     print(f"| failed calls | {stats.failed} | retried | {stats.retried} |")
     print(f"| spooled | {stats.spooled} | reads (errors) | {stats.reads} ({stats.read_errors}) |")
@@ -321,7 +461,13 @@ async def main() -> int:
         marks = ", ".join(f"{m} min {kib / 1024:.0f}" for m, kib in sorted(minutes.items()))
         print(f"server RSS by minute (MiB): {marks}, end {rss[-1] / 1024:.0f}")
     print(verify.stdout.strip())
-    ok = stored == total and verify.returncode == 0 and stats.failed == 0
+    ok = (
+        stored == good
+        and verify.returncode == 0
+        and stats.failed == 0
+        and stats.poison_refused == n_poison
+        and dead == planted
+    )
     print("result:", "PASS" if ok else "FAIL")
     if cleanup is not None:
         admin, schema = cleanup

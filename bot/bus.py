@@ -104,6 +104,12 @@ class LearnerServices:
                 self._services[learner] = service
             return service
 
+    def names(self) -> list[str]:
+        """The learners that exist: those stored, and those loaded in this process."""
+        stored = list(self._names()) if self._names is not None else []
+        with self._lock:
+            return sorted({*stored, *self._services})
+
     def loaded(self) -> list[LearningService]:
         with self._lock:
             return list(self._services.values())

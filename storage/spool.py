@@ -231,8 +231,13 @@ class Spool:
         storage refuses for any other reason goes to the dead-letter file and replay goes on."""
         with self._replaying:
             with self._lock:
-                self._close_active()  # new runs go to a fresh segment while we replay
-                segments = self._segments()
+                segments = [s for s in self._segments() if s != self._active_path]
+                if not segments and self._active is not None:
+                    # Only the open segment is left: new runs go to a fresh one meanwhile.
+                    # (While older segments wait, a failed attempt leaves the open one as it
+                    # is, so an outage does not start a new file per retry.)
+                    self._close_active()
+                    segments = self._segments()
                 self._has_segments = self._has_segments or bool(segments)
             done = 0
             for segment in segments:

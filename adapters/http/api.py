@@ -212,6 +212,11 @@ class Api:
         buckets = await self.call(service.timeseries, metric, window)
         return {"buckets": [bucket_json(b) for b in buckets]}
 
+    async def learners(self, request: Request) -> Any:
+        """The names of the learners that exist (reads of others answer 404)."""
+        names = await self.call(self.bus.services.names)
+        return {"learners": names}
+
     async def healthz(self, request: Request) -> Any:
         service = self.service(request)
         spool = spool_health(service)

@@ -64,6 +64,7 @@ def create_app(
         Route(f"{BASE}/traces", api.handler(api.traces), methods=READ),
         Route(f"{BASE}/timeseries", api.handler(api.timeseries), methods=READ),
         Route(f"{BASE}/healthz", api.handler(api.healthz), methods=READ),
+        Route(f"{BASE}/learners", api.handler(api.learners), methods=READ),
         Route(f"{BASE}/select", api.handler(api.select, mutating=True), methods=WRITE),
         Route(f"{BASE}/observe", api.handler(api.observe, mutating=True), methods=WRITE),
         Route(f"{BASE}/reward", api.handler(api.reward, mutating=True), methods=WRITE),

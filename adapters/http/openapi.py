@@ -455,6 +455,20 @@ def openapi_document() -> dict[str, Any]:
                 "Tokens or posterior means over time", _ref("Timeseries"), [metric, window]
             ),
             f"{BASE}/healthz": health,
+            f"{BASE}/learners": {
+                "get": {
+                    "summary": "The learners that exist",
+                    "responses": {
+                        "200": {
+                            "description": "OK",
+                            "content": _json(
+                                _obj({"learners": {"type": "array", "items": STR}}, ["learners"])
+                            ),
+                        },
+                        **_errors(503),
+                    },
+                }
+            },
             f"{BASE}/select": _post(
                 "Choose the arms of the next prompt", _ref("SelectRequest"), _ref("Selection")
             ),

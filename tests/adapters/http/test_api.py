@@ -316,6 +316,7 @@ def test_openapi_document_lists_every_route(live: Live) -> None:
         "traces",
         "timeseries",
         "healthz",
+        "learners",
         "select",
         "observe",
         "reward",
