@@ -277,6 +277,13 @@ class TcpProxy:
     def restore(self) -> None:
         self.up = True
 
+    async def close(self) -> None:
+        self.cut()
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+        await asyncio.sleep(0.1)  # the pipes see their connections end
+
 
 def pg_ctl(action: str) -> None:
     version = sorted(os.listdir("/etc/postgresql"))[-1]
@@ -414,6 +421,8 @@ async def main() -> int:
     finally:
         if server.proc is not None and server.proc.poll() is None:
             server.kill()
+        if proxy is not None:
+            await proxy.close()
     stored = count_traces(db)
     dead_file = tmp / "spool" / "dead-letter.jsonl"
     dead = len(dead_file.read_text().splitlines()) if dead_file.exists() else 0

@@ -167,7 +167,11 @@ class Api:
                 kind = error_kind(exc)
                 if kind.code == "internal":
                     log.exception("%s %s failed", request.method, request.url.path)
-                extra = {"candidates": list(exc.candidates)} if isinstance(exc, Ambiguous) else {}
+                extra: dict[str, Any] = {}
+                if isinstance(exc, Ambiguous):
+                    extra["candidates"] = list(exc.candidates)
+                if isinstance(exc, Unavailable):  # why, in one line (a full spool, a lost file)
+                    extra["reason"] = (str(exc).strip().splitlines() or [""])[0][:300]
                 return error(kind.http_status, user_message(exc), **extra)
             if isinstance(result, Response):
                 return result

@@ -157,3 +157,48 @@ def test_a_new_learner_while_the_sqlite_file_is_gone_is_spooled_by_name(
         stop_server(live)
     capsys.readouterr()
     assert main(["--database-url", url, "db", "verify"]) == 0, capsys.readouterr().out
+
+
+def test_a_full_spool_is_503_with_a_one_line_reason_logged_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    import uvicorn
+
+    from adapters.http import HttpSettings, create_app
+    from learning_bot.app import build_app
+    from learning_bot.settings import Settings
+
+    monkeypatch.setenv("LEARNING_BOT_SPOOL_DIR", str(tmp_path / "spool"))
+    path = tmp_path / "served.sqlite"
+    app = build_app(Settings(database_url=f"sqlite:///{path}", spool_max_mb=0.004))
+    config = uvicorn.Config(
+        create_app(app.bus, HttpSettings()), port=0, log_level="warning", lifespan="off"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    caplog.set_level(logging.WARNING, "learning_bot.spool")
+    try:
+        import httpx
+
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}/__openclaw__/api/learning") as c:
+            assert c.post("/observe", json=obs("before")).json()["recorded"]
+            path.rename(tmp_path / "aside.sqlite")
+            answers = [c.post("/observe", json=obs(f"r{i}")) for i in range(40)]
+            refused = [r for r in answers if r.status_code == 503]
+            assert refused and all(r.status_code in (200, 503) for r in answers)
+            reason = refused[-1].json()["reason"]
+            assert "spool is full" in reason and "\n" not in reason
+            health = c.get("/healthz")
+            assert health.status_code == 503
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        app.close()
+    full = [r for r in caplog.records if "spool is full" in r.getMessage()]
+    assert len(full) == 1, [r.getMessage() for r in full]
