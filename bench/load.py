@@ -11,6 +11,11 @@ every run sent exactly once.
     .venv/bin/python bench/load.py --db postgresql --duration 120 --fault pg-stop
     .venv/bin/python bench/load.py --db sqlite --duration 120 --fault kill-server
     .venv/bin/python bench/load.py --db postgresql --duration 120 --fault proxy-stop --poison 0.01
+    .venv/bin/python bench/load.py --spool-appends 4000
+
+`--spool-appends N` measures the spool alone: 5 batches of N runs (20 arms each) appended
+through the spooling writer while storage is unavailable (its replay thread retrying every
+second, as in an outage), printing the cost per run of each batch.
 
 Faults: `pg-stop` stops the local PostgreSQL for 30 s in the middle of the run (the server
 spools runs and replays them); `kill-server` SIGKILLs the server in the middle and starts it
@@ -285,6 +290,48 @@ class TcpProxy:
         await asyncio.sleep(0.1)  # the pipes see their connections end
 
 
+def spool_appends(per_batch: int, batches: int = 5) -> int:
+    """Per-run cost of spooling, batch by batch, while storage is down: flat when an append
+    does not depend on how much the spool already holds."""
+    from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall, Unavailable
+    from engine.observation import observation_guard, rewards_for_run
+    from engine.records import record_from_report
+    from storage.spool import Spool, SpoolingStore
+
+    config = LearningConfig(phase=Phase.ACTIVE)
+    arms = tuple(ReportedArm(Arm(f"tool:bench:T{k}", 100), True) for k in range(20))
+
+    class Down:
+        def record_runs(self, learner_id: int, runs: Any) -> Any:
+            raise Unavailable("storage is unavailable: connection refused")
+
+    tmp = Path(tempfile.mkdtemp(prefix="learning-spool-"))
+    store = SpoolingStore(Down(), Spool(tmp / "spool"), retry_seconds=1.0)  # type: ignore[arg-type]
+    costs = []
+    for batch in range(batches):
+        records = []
+        for i in range(per_batch):
+            run = RunReport(f"s{batch}-{i}", arms, tool_calls=(ToolCall("T1"),))
+            guard = observation_guard(run, config, ignore_phase=True)
+            records.append(
+                record_from_report(run, rewards_for_run(run, config), config.phase, guard)
+            )
+        t0 = time.perf_counter()
+        for record in records:
+            store.record_runs(1, [record])
+        elapsed = time.perf_counter() - t0
+        costs.append(elapsed / per_batch * 1000)
+        print(f"batch {batch + 1}: {costs[-1]:.2f} ms/run, {per_batch / elapsed:,.0f} runs/s")
+    segments = len(list((tmp / "spool").glob("p*/*.jsonl")))
+    print(
+        f"{per_batch * batches:,} runs spooled in {segments} segment(s); "
+        f"last/first batch cost {costs[-1] / costs[0]:.2f}"
+    )
+    store.close()
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
 def pg_ctl(action: str) -> None:
     version = sorted(os.listdir("/etc/postgresql"))[-1]
     subprocess.run(
@@ -328,7 +375,10 @@ async def main() -> int:
         "--fault", choices=("none", "pg-stop", "proxy-stop", "kill-server"), default="none"
     )
     parser.add_argument("--poison", type=float, default=0.0, help="fraction of hostile runs")
+    parser.add_argument("--spool-appends", type=int, default=0, help="spool alone: N per batch")
     args = parser.parse_args()
+    if args.spool_appends:
+        return spool_appends(args.spool_appends)
     if args.fault in ("pg-stop", "proxy-stop") and args.db != "postgresql":
         parser.error(f"--fault {args.fault} needs --db postgresql")
 
