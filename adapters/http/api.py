@@ -54,6 +54,9 @@ class HttpSettings:
     refresh_seconds: int = 30
     body_timeout_seconds: float = 30.0
     """A request body not fully received within this time is answered 408."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Host names mutating requests may be addressed to (empty: any). Without a token on
+    loopback, `serve` sets the loopback names, so a DNS-rebound name cannot write."""
 
 
 class ApiError(Exception):
@@ -87,6 +90,10 @@ class Api:
         """Refuse a mutating request a browser sent from another site: its Origin (or, without
         one, its Referer) must be this server's own or a configured CORS origin, and its body
         must be declared as JSON (a cross-site form or no-cors fetch cannot declare it)."""
+        if self.settings.allowed_hosts:
+            name = urlsplit("//" + request.headers.get("host", "")).hostname or ""
+            if name not in self.settings.allowed_hosts:
+                raise ApiError(403, f"requests addressed to host {name[:100]!r} are refused")
         origin = request.headers.get("origin")
         source = origin
         if source is None:

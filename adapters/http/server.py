@@ -12,6 +12,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from adapters.http.api import BASE, HttpSettings
@@ -44,6 +45,7 @@ def http_settings(env: Mapping[str, str] | None = None) -> HttpSettings:
     return HttpSettings(api_token=token, max_body_bytes=max_body, cors_origins=origins)
 
 
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 HEADER_SECONDS = 10.0
 """A connection that has not sent a whole request head within this time is closed."""
 KEEP_ALIVE_SECONDS = 5
@@ -134,6 +136,8 @@ async def serve(
             f"refusing to listen on {host} without LEARNING_BOT_API_TOKEN: anyone could "
             "reset posteriors; set a token or bind to 127.0.0.1",
         )
+    if settings.api_token is None and not settings.allowed_hosts:
+        settings = replace(settings, allowed_hosts=LOOPBACK_NAMES)
     routes = [route for s in surfaces for route in s.routes]
     asgi = create_app(bus, settings, extra_routes=routes)
     config = uvicorn.Config(

@@ -323,3 +323,30 @@ def test_arbitrary_bodies_never_break_the_learner(fuzzed: Live, route: str, payl
             assert c.get(read).status_code == 200, read
         status = c.post("/command", json={"text": "status"})
         assert status.status_code == 200 and status.json()["kind"] != "error"
+
+
+def test_without_a_token_writes_must_be_addressed_to_loopback(sqlite_url: str) -> None:
+    """A DNS-rebound name (Origin and Host both the attacker's) cannot write either."""
+    from starlette.testclient import TestClient
+
+    from adapters.http.server import LOOPBACK_NAMES
+    from learning_bot.app import build_app
+    from learning_bot.settings import Settings
+
+    app = build_app(Settings(database_url=sqlite_url))
+    asgi = create_app(app.bus, HttpSettings(allowed_hosts=LOOPBACK_NAMES))
+    try:
+        with TestClient(asgi, base_url="http://rebound.example:8787") as c:
+            r = c.post(
+                BASE + "/observe", json=obs("x"), headers={"origin": "http://rebound.example:8787"}
+            )
+            assert r.status_code == 403 and "rebound.example" in r.json()["error"]
+        with TestClient(asgi, base_url="http://127.0.0.1:8787") as c:
+            r = c.post(
+                BASE + "/observe", json=obs("x"), headers={"origin": "http://127.0.0.1:8787"}
+            )
+            assert r.status_code == 200 and r.json()["recorded"]
+            r = c.post(BASE + "/observe", json=obs("y"), headers={"host": "[::1]:8787"})
+            assert r.status_code == 200
+    finally:
+        app.close()
