@@ -167,7 +167,7 @@ class CommandBus:
                 else parse_command(invocation.command)
             )
         except UsageError as exc:
-            return usage_reply(str(exc), exc.command, invocation.surface)
+            return usage_reply(str(exc), exc.command, invocation.speaks_as)
         call = Call(invocation, command, self.learner_for(invocation))
         return self._answer(lambda: self._through_chain(call), call)
 
@@ -241,14 +241,14 @@ class CommandBus:
             return self._ask_confirmation(call, service)
         if isinstance(command, PhaseCommand) and command.phase is not None and not command.confirm:
             if command.phase is service.phase():
-                return self.handlers.phase(service, command, invocation.actor, invocation.surface)
+                return self.handlers.phase(service, command, invocation.actor, invocation.speaks_as)
             return self._ask_confirmation(call, service)
         return self.handlers.run(
-            service, command, invocation.actor, invocation.conversation, invocation.surface
+            service, command, invocation.actor, invocation.conversation, invocation.speaks_as
         )
 
     def _ask_confirmation(self, call: Call, service: LearningService) -> Reply:
-        prompt = self.handlers.confirmation(service, call.command, call.invocation.surface)
+        prompt = self.handlers.confirmation(service, call.command, call.invocation.speaks_as)
         if not call.invocation.interactive:
             return prompt  # the caller confirms on its own side: nothing to store
         token = secrets.token_urlsafe(18)
@@ -296,7 +296,7 @@ class CommandBus:
         service = self.services.get(pending.learner)
         confirmed = _confirmed(command)
         reply = self.handlers.run(
-            service, confirmed, invocation.actor, invocation.conversation, invocation.surface
+            service, confirmed, invocation.actor, invocation.conversation, invocation.speaks_as
         )
         reply = self.handlers.outcome(reply, invocation.actor)
         self.commands.finish_confirmation(token, json.dumps(reply.to_dict()))

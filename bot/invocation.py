@@ -37,7 +37,15 @@ class Invocation:
     """The same key twice runs once and returns the first reply (trigger or interaction id)."""
     learner: str | None = None
     """Names the learner directly (the HTTP API's ?learner=), bypassing the scope mapping."""
+    wording: str = ""
+    """The surface whose idiom the reply's command hints use (`learning-bot ...` for a
+    terminal, `/learning ...` in chat); empty: the invoking surface's own."""
     interactive: bool = True
     """False for surfaces that cannot show confirm buttons (an API client confirms on its own
     side): a destructive command without `confirm` then gets the confirmation text back,
     and nothing is stored for it."""
+
+    @property
+    def speaks_as(self) -> str:
+        """The surface whose wording replies take."""
+        return self.wording or self.surface

@@ -426,12 +426,18 @@ class Api:
         conversation = data.get("conversation", "")
         if not isinstance(conversation, str) or len(conversation) > 256:
             raise ApiError(400, "conversation must be a string of at most 256 characters")
+        # A terminal talking to the server (`learning-bot --url ...`) asks for replies worded
+        # for a terminal; the command still counts as the API's.
+        wording = data.get("wording", "api")
+        if wording not in ("api", "terminal"):
+            raise ApiError(400, "wording must be api or terminal")
         reply = await self._dispatch(
             request,
             command,
             actor=Actor(f"api:{actor_name}", actor_name, is_admin=True),
             conversation=conversation,
             interactive=True,
+            wording=wording,
         )
         return reply.to_dict()
 

@@ -327,6 +327,7 @@ SCHEMAS: dict[str, Any] = {
             "conversation": {"type": "string", "maxLength": 256},
             "confirm": {"type": "string", "minLength": 1, "maxLength": 64},
             "cancel": {"type": "string", "minLength": 1, "maxLength": 64},
+            "wording": {"type": "string", "enum": ["api", "terminal"]},
         }
     ),
     "Reply": _obj(

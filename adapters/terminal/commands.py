@@ -70,7 +70,7 @@ def remote_sender(url: str, learner: str | None, conversation: str = "") -> Send
     user = local_actor().name
 
     def send(command: Command | str) -> Reply:
-        body: dict[str, str] = {"actor": user, "conversation": conversation}
+        body: dict[str, str] = {"actor": user, "conversation": conversation, "wording": "terminal"}
         if isinstance(command, ConfirmCommand):
             body["confirm"] = command.token
         elif isinstance(command, CancelCommand):

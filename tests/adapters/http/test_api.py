@@ -339,3 +339,14 @@ def test_reset_and_phase_over_http_leave_no_confirmation_rows(live: Live) -> Non
     assert live.app.engine is not None
     with live.app.engine.connect() as conn:
         assert conn.execute(text("SELECT COUNT(*) FROM confirmations")).scalar() == 0
+
+
+def test_a_terminal_talking_to_the_server_gets_terminal_wording(live: Live) -> None:
+    with live.client() as c:
+        chat = c.post("/command", json={"text": "phase"}).json()
+        terminal = c.post("/command", json={"text": "phase", "wording": "terminal"}).json()
+        bad = c.post("/command", json={"text": "phase", "wording": "fancy"})
+    assert "/learning phase" in str(chat["blocks"])
+    assert "learning-bot phase" in str(terminal["blocks"])
+    assert "/learning" not in str(terminal["blocks"])
+    assert bad.status_code == 400 and "wording" in bad.json()["error"]
