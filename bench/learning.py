@@ -38,8 +38,10 @@ Metrics, per policy, means over environments:
 - regret:    sum over runs of (expected used arms of the oracle's set - of the policy's set),
              baseline runs and conversational turns left out (± standard error over envs);
 - est. recall / true recall: the estimate status shows (`engine.metrics.estimated_recall`:
-             the final posteriors' usefulness estimates weighting the inclusion rates of the
-             last 1,000 selected runs) and the simulator's recall over the same runs;
+             the uses of included arms observed in the working runs among the last 1,000
+             selected runs, over those plus each left-out arm's usefulness estimate from the
+             final posteriors times the runs that left it out) and the simulator's recall
+             over the same runs;
 - good from: the first trace from which the policy's regret per trace, over a rolling
              window of 50 scored traces, stays within 10% of the oracle's expected used arms
              (median over envs; ">=" when only at the run's end): how long choosing well takes;
@@ -302,18 +304,18 @@ def run_env(scenario: Scenario, env: int, seed: int) -> EnvResult:
             run.recall_curve = recall_per
         return run
 
-    start_alpha = np.ones(len(costs)) if scenario.flat_prior else arm_set.prior_alpha
-    start_beta = np.ones(len(costs)) if scenario.flat_prior else arm_set.prior_beta
+    # status reads evidence beyond each arm's type prior, whatever the arm started from
+    start_alpha, start_beta = arm_set.prior_alpha, arm_set.prior_beta
 
     def recall_check(
         masks: BoolArray, baseline: BoolArray, final: PosteriorArrays
     ) -> tuple[float, float]:
         """(estimated recall as status computes it, the simulator's recall), both over the
-        last RECALL_WINDOW selected runs."""
+        working runs among the last RECALL_WINDOW selected runs."""
         window = np.flatnonzero(~baseline)[-RECALL_WINDOW:]
+        window = window[working[window]]
         if window.size == 0:
             return math.nan, math.nan
-        rates = masks[window].mean(axis=0)
         p = np.array(
             [
                 usefulness_estimate(float(a), float(b), float(pa), float(pb))
@@ -322,8 +324,10 @@ def run_env(scenario: Scenario, env: int, seed: int) -> EnvResult:
                 )
             ]
         )
-        est = float((p * rates).sum() / p.sum()) if p.sum() > 0 else math.nan
-        hits = (masks[window] & used[window]).sum()
+        hits = float((masks[window] & used[window]).sum())
+        left_out = (~masks[window]).sum(axis=0)
+        missed = float((p * left_out).sum())
+        est = hits / (hits + missed) if hits + missed > 0 else math.nan
         wanted = used[window].sum()
         return est, float(hits / wanted) if wanted else math.nan
 

@@ -41,23 +41,24 @@ def usefulness_estimate(alpha: float, beta: float, prior_alpha: float, prior_bet
 
 
 def estimated_recall(
-    usefulness: Mapping[str, float], inclusion: Mapping[str, tuple[int, int]]
+    usefulness: Mapping[str, float], inclusion: Mapping[str, tuple[int, int, int]]
 ) -> float | None:
     """The estimated share of the components the model used that selection kept.
 
-    Over the arms offered in recent selected runs, the usefulness-weighted share of them
-    included: sum(p_i * included_i / offered_i) / sum(p_i), with p_i each arm's estimated
-    usage probability. It is the expected recall of those runs when an arm's use does not
-    depend on whether the others were included. None before any selected run."""
-    num = den = 0.0
-    for arm_id, (included, offered) in inclusion.items():
-        if offered <= 0:
-            continue
-        p = usefulness.get(arm_id)
-        if p is None:
-            continue
-        num += p * included / offered
-        den += p
-    if den <= 0.0:
+    Over recent selected working runs: the uses of included arms are observed (hits); the
+    uses of the arms left out are not, and are estimated as each arm's usage probability
+    times the runs that left it out. Recall = hits / (hits + estimated misses). Only the
+    left-out side is estimated, so the figure is exact when selection leaves nothing out.
+    None before any selected working run."""
+    hits = 0.0
+    missed = 0.0
+    runs = 0
+    for arm_id, (included, offered, used) in inclusion.items():
+        hits += used
+        runs = max(runs, offered)
+        left_out = offered - included
+        if left_out > 0:
+            missed += usefulness.get(arm_id, 0.0) * left_out
+    if runs == 0 or hits + missed <= 0.0:
         return None
-    return num / den
+    return hits / (hits + missed)

@@ -216,9 +216,10 @@ class Store(Protocol):
         value at the change)."""
         ...
 
-    def inclusion_counts(self, learner_id: int, last: int) -> dict[str, tuple[int, int]]:
-        """arm id -> (runs that included it, runs that offered it) over the last `last`
-        active selected runs counted by status."""
+    def inclusion_counts(self, learner_id: int, last: int) -> dict[str, tuple[int, int, int]]:
+        """arm id -> (runs that included it, runs that offered it, runs that included it
+        and used it) over the working runs (no guard) among the last `last` active selected
+        runs counted by status."""
         ...
 
     def trace_page(

@@ -98,7 +98,7 @@ class LiteReader:
     def last_reset(self, learner_id: int) -> ResetRecord | None:
         return queries.reset_record(self._one(queries.LAST_RESET, learner_id))
 
-    def inclusion_counts(self, learner_id: int, last: int) -> dict[str, tuple[int, int]]:
+    def inclusion_counts(self, learner_id: int, last: int) -> dict[str, tuple[int, int, int]]:
         try:
             rows = self.conn.execute(queries.INCLUSION, (learner_id, learner_id, last)).fetchall()
         except sqlite3.Error as exc:

@@ -48,8 +48,10 @@ WHERE l.id = ?
 """
 
 INCLUSION = """
-SELECT p.arm_id, SUM(CASE WHEN ta.included THEN 1 ELSE 0 END), COUNT(*)
+SELECT p.arm_id, SUM(CASE WHEN ta.included THEN 1 ELSE 0 END), COUNT(*),
+       SUM(CASE WHEN ta.included AND ta.referenced THEN 1 ELSE 0 END)
 FROM trace_arms ta JOIN posteriors p ON p.learner_id = ? AND p.arm_key = ta.arm_key
+JOIN traces w ON w.id = ta.trace_pk AND w.guard IS NULL
 WHERE ta.trace_pk IN (
     SELECT t.id FROM traces t JOIN learners l ON l.id = t.learner_id
     WHERE t.learner_id = ? AND NOT t.is_baseline AND t.phase = 'active'
@@ -75,8 +77,8 @@ def learner_state(row: Sequence[Any]) -> LearnerState:
     return LearnerState(int(row[0]), row[1], Phase(row[2]), int(row[3]), float(row[4] or 0.0))
 
 
-def inclusion_counts(rows: Sequence[Sequence[Any]]) -> dict[str, tuple[int, int]]:
-    return {r[0]: (int(r[1] or 0), int(r[2] or 0)) for r in rows}
+def inclusion_counts(rows: Sequence[Sequence[Any]]) -> dict[str, tuple[int, int, int]]:
+    return {r[0]: (int(r[1] or 0), int(r[2] or 0), int(r[3] or 0)) for r in rows}
 
 
 def arm_records(rows: Sequence[Sequence[Any]]) -> dict[str, ArmRecord]:

@@ -470,7 +470,7 @@ class SqlStore:
 
         with_retries(run)
 
-    def inclusion_counts(self, learner_id: int, last: int) -> dict[str, tuple[int, int]]:
+    def inclusion_counts(self, learner_id: int, last: int) -> dict[str, tuple[int, int, int]]:
         with reading(self.engine) as conn:
             rows = conn.exec_driver_sql(
                 self._sql(queries.INCLUSION), (learner_id, learner_id, last)

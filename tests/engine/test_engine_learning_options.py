@@ -606,3 +606,17 @@ def test_pooled_prior_does_not_lose_to_sharpened_on_regret() -> None:
         {"packing": "score_per_token", "exploration": 0.7, "pooled_prior": True}, envs=10
     )
     assert pooled < sharpened + 3.0
+
+
+def test_estimated_recall_observes_hits_and_estimates_only_what_was_left_out() -> None:
+    from engine.metrics import estimated_recall, usefulness_estimate
+
+    # nothing left out: the observed hits are the whole answer
+    assert estimated_recall({"a": 0.9, "b": 0.1}, {"a": (10, 10, 9), "b": (10, 10, 1)}) == 1.0
+    # b left out in 8 of 10 runs at an estimated 0.5: 4 estimated misses against 10 hits
+    got = estimated_recall({"a": 0.9, "b": 0.5}, {"a": (10, 10, 9), "b": (2, 10, 1)})
+    assert got == pytest.approx(10 / 14)
+    assert estimated_recall({}, {}) is None
+    # usefulness from the evidence beyond the prior (Jeffreys half-counts)
+    assert usefulness_estimate(3.0 + 9, 1.0 + 1, 3.0, 1.0) == pytest.approx(9.5 / 11)
+    assert usefulness_estimate(1.0, 1.0, 3.0, 1.0) == 0.5
