@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from engine.config import Phase
 from engine.posterior import Posterior
@@ -239,3 +239,39 @@ class Store(Protocol):
     def audit_log(self, learner_id: int, limit: int = 50) -> list[AuditEntry]: ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ArmOutcome:
+    """What `record_arm_outcome` did to one arm: its posterior afterwards, and the run the
+    outcome was attached to (None when no recorded run of that conversation offered the arm,
+    or the run already held an outcome for it)."""
+
+    arm_id: str
+    posterior: Posterior
+    trace_id: str | None
+    updated: bool
+    """The posterior changed (the active phase); False in the passive phase."""
+
+
+@runtime_checkable
+class RunSessions(Protocol):
+    """Runs recorded at selection time and completed arm by arm afterwards, as agent gateways
+    that report one outcome per arm do (OpenClaw's learning backend calls). SqlStore
+    implements it; read-only stores do not."""
+
+    def record_arm_outcome(
+        self,
+        learner_id: int,
+        arm_id: str,
+        reward: float,
+        *,
+        referenced: bool,
+        conversation: str | None,
+        apply_reward: bool,
+        at: int,
+    ) -> ArmOutcome: ...
+
+    def conversation_runs(
+        self, learner_id: int, conversation: str, since: int
+    ) -> list[RunRecord]: ...

@@ -12,7 +12,8 @@ from __future__ import annotations
 import contextlib
 import heapq
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -22,25 +23,35 @@ if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
     from engine.selection import ArmSet, Selection
 
 from engine.arms import Arm, parse_arm_id
+from engine.bounds import check_json, check_text
 from engine.cache import CachedArm, PosteriorCache
 from engine.config import LearningConfig, Phase
-from engine.errors import InvalidInput, NotFound, Unavailable
+from engine.errors import InvalidConfig, InvalidInput, NotFound, Unavailable
 from engine.forgetting import Fold, keep_factor
 from engine.metrics import estimated_recall, usefulness_estimate
-from engine.observation import RunReport, observation_guard, rewards_for_run
+from engine.observation import (
+    MAX_ID_CHARS,
+    RunReport,
+    SkipReason,
+    Usage,
+    observation_guard,
+    rewards_for_run,
+)
 from engine.ports import (
+    ArmOutcome,
     ArmRecord,
     LearnerState,
     RecordResult,
     ResetRecord,
     RewardChange,
+    RunSessions,
     RunWriter,
     Store,
     TimeBucket,
     VerifyReport,
 )
 from engine.posterior import check_reward, now_ms, prior_parameters
-from engine.records import RunRecord, record_from_report
+from engine.records import ArmOutcomeRecord, RunRecord, record_from_report
 from engine.resolve import MAX_QUERY_CHARS, resolve_arm_query
 from engine.text import strip_controls
 from engine.views import (
@@ -303,6 +314,168 @@ class LearningService:
         if any(item.arm.id not in known for r in reports for item in r.arms):
             self._cache.invalidate(reload=True)
         return out
+
+    # -- runs completed arm by arm (agent gateways that report one outcome per arm) ------------
+
+    def select_run(
+        self,
+        arms: Sequence[Arm],
+        context: Mapping[str, Any] | None = None,
+        *,
+        k: int = 0,
+        token_budget: int | None = None,
+        min_pulls: int | None = None,
+        seed_arm_ids: Sequence[str] | None = None,
+        session_key: str = "",
+        channel: str = "",
+        provider: str = "",
+        model: str = "",
+    ) -> tuple[Selection, str]:
+        """Select, and record the selection as a run at once; the per-arm outcomes that
+        follow (`observe_arm` with the same `session_key`) complete that run.
+
+        `token_budget`, `min_pulls` and `seed_arm_ids` replace the configured ones for this
+        call; `k` > 0 keeps at most k arms on top of the budget (seed and under-explored arms
+        first, then the highest posterior means; seeds are never dropped). The learner's
+        phase governs: passive includes every arm. Returns the selection and the run's trace
+        id. The run's usage is the token cost of the selected arms (what the caller is known
+        to send); it reads as conversational until its first outcome arrives."""
+        from engine.selection import ArmSet, select_arms
+
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise InvalidInput(f"k must be a whole number >= 0, got {k!r}")
+        context_map = dict(context or {})
+        check_json("context", context_map)
+        keys = {"session_key": session_key, "channel": channel}
+        keys.update(provider=provider, model=model)
+        for name, value in keys.items():
+            check_text(name, value, MAX_ID_CHARS)
+        changes: dict[str, Any] = {}
+        if token_budget is not None:
+            changes["token_budget"] = token_budget
+        if min_pulls is not None:
+            changes["min_pulls"] = min_pulls
+        if seed_arm_ids is not None:
+            changes["seed_arm_ids"] = tuple(seed_arm_ids)
+        with contextlib.suppress(Unavailable):  # the cached phase; the writer spools
+            self.refresh()
+        try:
+            config = self.config.merged(changes)
+        except InvalidConfig as exc:
+            raise InvalidInput(f"{exc.field}: {exc.detail}") from None
+        cache = self._cache
+        arm_set = ArmSet(arms)
+        if not config.is_active:
+            selection = select_arms(arm_set, None, config)
+        else:
+            with cache.lock:
+                selection = select_arms(arm_set, cache.arrays(arm_set), config, self._rng)
+        if config.is_active and 0 < k < len(selection.selected):
+            selection = self._cap(arm_set, selection, k, config)
+        chosen = set(selection.selected)
+        trace_id = f"sel-{uuid.uuid4().hex}"
+        outcomes = tuple(
+            ArmOutcomeRecord(a.id, a.label, a.id in chosen, False, a.token_cost, None)
+            for a in arm_set.arms
+        )
+        record = RunRecord(
+            trace_id=trace_id,
+            run_id=trace_id,
+            session_id=session_key,
+            session_key=session_key,
+            channel=channel,
+            conversation=session_key,
+            timestamp=now_ms(),
+            provider=provider,
+            model=model,
+            is_baseline=selection.is_baseline,
+            phase=config.phase,
+            guard=SkipReason.CONVERSATIONAL,
+            usage=Usage(input=selection.used_tokens),
+            duration_ms=0,
+            system_prompt_chars=0,
+            aborted=False,
+            error=None,
+            context=context_map,
+            arms=outcomes,
+        )
+        self.writer.record_runs(self.learner_id, [record])
+        known = cache.arms
+        if any(a.id not in known for a in arm_set.arms):
+            cache.invalidate(reload=True)
+        return selection, trace_id
+
+    def _cap(
+        self, arm_set: ArmSet, selection: Selection, k: int, config: LearningConfig
+    ) -> Selection:
+        """At most k of the selected arms: forced ones (seeds, under-explored) first, then by
+        posterior mean; seeds stay even past k."""
+        from engine.selection import Selection
+
+        seeds = set(config.seed_arm_ids)
+        known = self._cache.arms
+        costs = {a.id: a.token_cost for a in arm_set.arms}
+
+        def rank(arm_id: str) -> tuple[int, float]:
+            entry = known.get(arm_id)
+            pulls = entry.pulls if entry is not None else 0
+            forced = arm_id in seeds or pulls < config.min_pulls
+            mean = entry.mean if entry is not None else 0.0
+            return (0 if forced else 1, -mean)
+
+        ordered = sorted(selection.selected, key=rank)
+        keep = set(ordered[:k]) | (seeds & set(ordered))
+        selected = [a for a in selection.selected if a in keep]
+        excluded = [a for a in arm_set.ids if a not in keep]
+        used = sum(costs[a] for a in selected)
+        return Selection(
+            selected,
+            excluded,
+            selection.is_baseline,
+            selection.token_budget,
+            used,
+            used > selection.token_budget,
+        )
+
+    def observe_arm(
+        self, arm_id: str, reward: float, *, referenced: bool, session_key: str = ""
+    ) -> ArmOutcome:
+        """One arm's outcome for the latest run selected with `session_key` (see
+        `select_run`). Active phase: the posterior changes at once and the result holds it;
+        passive: the run records the outcome and the posterior stays (a switch to active
+        can bootstrap from it)."""
+        parse_arm_id(arm_id)
+        r = check_reward(reward)
+        check_text("session_key", session_key, MAX_ID_CHARS)
+        store = self.store
+        if not isinstance(store, RunSessions):
+            raise Unavailable("this store cannot record per-arm outcomes")
+        with contextlib.suppress(Unavailable):
+            self.refresh()
+        update = self.config.is_active
+        at = now_ms()
+        outcome = store.record_arm_outcome(
+            self.learner_id,
+            arm_id,
+            r,
+            referenced=referenced,
+            conversation=session_key or None,
+            apply_reward=update,
+            at=at,
+        )
+        if update:
+            self._cache.apply({arm_id: (r, 1.0 - r, 1.0)}, at)
+        elif arm_id not in self._cache.arms:
+            self._cache.invalidate(reload=True)
+        return outcome
+
+    def session_runs(self, session_key: str, since: int) -> list[RunRecord]:
+        """The runs `select_run` recorded for `session_key` from `since` (ms) on."""
+        check_text("session_key", session_key, MAX_ID_CHARS)
+        store = self.store
+        if not isinstance(store, RunSessions):
+            raise Unavailable("this store cannot list a session's runs")
+        return store.conversation_runs(self.learner_id, session_key, since)
 
     # -- reward ---------------------------------------------------------------------------------
 

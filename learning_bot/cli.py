@@ -273,6 +273,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_arguments(discord)
 
+    mcp = sub.add_parser(
+        "mcp",
+        help="serve the MCP tools over stdio (OpenClaw's learning backend; "
+        "also: python -m learning_bot mcp --database-url=...)",
+    )
+    # Accepted after the subcommand too: OpenClaw's gateway spawns `<python> -m learning_bot mcp
+    # --database-url=...` and passes the child no LEARNING_BOT_* variables.
+    mcp.add_argument("--database-url", default=argparse.SUPPRESS, help="SQLAlchemy URL")
+    mcp.add_argument("--config", default=argparse.SUPPRESS, help="a JSON or TOML config file")
+    mcp.add_argument("--learner", default=argparse.SUPPRESS, help="the default learner")
+
     sub.add_parser(
         "dashboard",
         help="print the dashboard's URL (of --url, or of LEARNING_BOT_PUBLIC_URL)",
@@ -382,6 +393,8 @@ def _run(args: argparse.Namespace) -> int:
         )
     if command == "db":
         return _db(args.action, settings.database_url)
+    if command == "mcp":
+        return _mcp_stdio(settings)
     if command == "serve":
         return _serve(settings, args.host, args.port, args.workers)
     if command == "slack":
@@ -572,6 +585,23 @@ def _serve_one(
         return EXIT_OK
     finally:
         app.close()
+
+
+def _mcp_stdio(settings: Settings) -> int:
+    """MCP over stdin/stdout until stdin closes or SIGTERM; stdout carries only JSON-RPC."""
+    import anyio
+
+    from adapters.mcp.server import build_server
+    from adapters.mcp.surface import serve_stdio
+    from learning_bot.app import build_app
+    from learning_bot.surfaces import mcp_tools
+
+    app = build_app(settings)
+    try:
+        anyio.run(serve_stdio, build_server(mcp_tools(app)))
+    finally:
+        app.close()
+    return EXIT_OK
 
 
 def _announce_public(settings: Settings, announce: Callable[[str], None]) -> None:

@@ -9,9 +9,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bot.surface import Surface
 from learning_bot.app import App
+
+if TYPE_CHECKING:
+    from adapters.mcp.tools import LearningTools
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,41 @@ def _discord(app: App, env: Mapping[str, str]) -> Surface:
     return DiscordService(load_discord_settings(env), app.bus)
 
 
+def _mcp(app: App, env: Mapping[str, str]) -> Surface:
+    from adapters.http.server import http_settings
+    from adapters.mcp.surface import McpSurface
+
+    http = http_settings(env)
+    return McpSurface(
+        mcp_tools(app),
+        api_token=http.api_token,
+        allowed_origins=http.cors_origins,
+        max_body_bytes=http.max_body_bytes,
+        version=_version(),
+    )
+
+
+def mcp_tools(app: App) -> LearningTools:
+    """The MCP tools over the app's bus; reads of a learner that does not exist create none."""
+    from adapters.mcp.tools import LearningTools
+
+    names = getattr(app.store, "learner_names", None)
+
+    def exists(learner: str) -> bool:
+        return names is None or learner in names()
+
+    return LearningTools(app.bus, exists)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("learning-bot")
+    except PackageNotFoundError:
+        return ""
+
+
 SURFACES = (
     SurfaceEntry(
         "Slack",
@@ -64,6 +103,13 @@ SURFACES = (
         _discord,
         lambda _: "commands are registered separately: learning-bot discord sync",
         "set DISCORD_TOKEN to enable",
+    ),
+    SurfaceEntry(
+        "MCP",
+        lambda env: True,
+        _mcp,
+        lambda _: "Streamable HTTP at /mcp, OpenClaw's REST backend at /v1",
+        "always on",
     ),
 )
 

@@ -30,6 +30,7 @@ from engine.config import Phase
 from engine.errors import Conflict, InvalidInput, NotFound
 from engine.forgetting import fold, forget, keep_factor
 from engine.ports import (
+    ArmOutcome,
     ArmRecord,
     AuditEntry,
     LearnerState,
@@ -43,7 +44,7 @@ from engine.ports import (
     VerifyProblem,
     VerifyReport,
 )
-from engine.posterior import now_ms, prior_parameters
+from engine.posterior import Posterior, now_ms, prior_parameters
 from engine.records import ArmOutcomeRecord, RunRecord, record_from_row
 from storage import queries
 from storage.database import (
@@ -492,6 +493,136 @@ class SqlStore:
             if row is None:
                 return None
             return self._traces_with_arms(conn, [row])[0]
+
+    # -- runs completed arm by arm (engine.ports.RunSessions) ----------------------------------
+
+    def record_arm_outcome(
+        self,
+        learner_id: int,
+        arm_id: str,
+        reward: float,
+        *,
+        referenced: bool,
+        conversation: str | None,
+        apply_reward: bool,
+        at: int,
+    ) -> ArmOutcome:
+        """One arm's outcome, in one transaction: marked on the latest run of `conversation`
+        that offered the arm and holds no outcome for it yet (referenced, and the reward when
+        `apply_reward`), and, with `apply_reward`, added to the posterior at once. Without such a run the
+        change is kept as an automatic observation of its own. An arm never seen before gets
+        its posterior row (at its type's prior) first."""
+        parsed = parse_arm_id(arm_id)
+        p = posteriors.c
+        t = traces.c
+        a = trace_arms.c
+
+        def run() -> tuple[ArmOutcome, dict[str, tuple[str, int]], dict[str, int]]:
+            with write_transaction(self.engine) as conn:
+                remembered: dict[str, tuple[str, int]] = {}
+                keys: dict[str, int] = {}
+                row = conn.execute(
+                    select(p.arm_key, p.epoch).where(p.learner_id == learner_id, p.arm_id == arm_id)
+                ).first()
+                if row is None:
+                    remembered, keys = self._ensure_arms(
+                        conn, learner_id, {arm_id: (parsed.name, 0)}
+                    )
+                    row = conn.execute(
+                        select(p.arm_key, p.epoch).where(
+                            p.learner_id == learner_id, p.arm_id == arm_id
+                        )
+                    ).one()
+                arm_key, epoch = int(row.arm_key), int(row.epoch)
+                trace_pk: int | None = None
+                trace_id: str | None = None
+                if conversation:
+                    found = conn.execute(
+                        select(t.id, t.trace_id)
+                        .select_from(traces.join(trace_arms, a.trace_pk == t.id))
+                        .where(
+                            t.learner_id == learner_id,
+                            t.conversation == conversation,
+                            a.arm_key == arm_key,
+                            a.included == True,  # noqa: E712
+                            a.reward.is_(None),
+                            a.referenced == False,  # noqa: E712
+                        )
+                        .order_by(t.timestamp.desc(), t.id.desc())
+                        .limit(1)
+                    ).first()
+                    if found is not None:
+                        trace_pk, trace_id = int(found.id), str(found.trace_id)
+                if trace_pk is not None:
+                    conn.execute(
+                        update(trace_arms)
+                        .where(a.trace_pk == trace_pk, a.arm_key == arm_key)
+                        .values(
+                            referenced=referenced,
+                            reward=reward if apply_reward else None,
+                            epoch=epoch if apply_reward else None,
+                        )
+                    )
+                    conn.execute(update(traces).where(t.id == trace_pk).values(guard=None))
+                elif apply_reward:
+                    conn.execute(
+                        insert(observations).values(
+                            learner_id=learner_id,
+                            arm_id=arm_id,
+                            epoch=epoch,
+                            reward=reward,
+                            source="auto",
+                            lagged=False,
+                            actor=None,
+                            reason=None,
+                            trace_pk=None,
+                            created_at=at,
+                        )
+                    )
+                values: dict[str, Any] = {}
+                if apply_reward:
+                    values = {
+                        "alpha": p.alpha + reward,
+                        "beta": p.beta + (1.0 - reward),
+                        "pulls": p.pulls + 1,
+                        "last_updated": at,
+                    }
+                    self._bump(conn, learner_id, 1)
+                stmt = (
+                    update(posteriors).values(**values)
+                    if values
+                    else update(posteriors).values(arm_key=p.arm_key)
+                )
+                state = conn.execute(
+                    stmt.where(p.learner_id == learner_id, p.arm_id == arm_id).returning(
+                        p.alpha, p.beta, p.pulls, p.last_updated
+                    )
+                ).one()
+                posterior = Posterior.trusted(
+                    float(state.alpha), float(state.beta), int(state.pulls), state.last_updated
+                )
+                outcome = ArmOutcome(arm_id, posterior, trace_id, apply_reward)
+                return outcome, remembered, keys
+
+        outcome, remembered, keys = with_retries(run)
+        self._remember(learner_id, remembered, keys)
+        return outcome
+
+    def conversation_runs(self, learner_id: int, conversation: str, since: int) -> list[RunRecord]:
+        """The runs recorded in `conversation` from `since` (ms) on, oldest first."""
+        t = traces.c
+        with reading(self.engine) as conn:
+            rows = conn.execute(
+                select(traces)
+                .where(
+                    t.learner_id == learner_id,
+                    t.conversation == conversation,
+                    t.timestamp >= since,
+                )
+                .order_by(t.timestamp, t.id)
+                .limit(1000)
+            ).all()
+            return self._traces_with_arms(conn, rows)
 
     # -- resets -------------------------------------------------------------------------------
 

@@ -1,0 +1,143 @@
+"""The `/v1` REST routes OpenClaw's gateway calls when its learning backend is reached over
+HTTP (`learning.qortex.transport: "http"`): each POST body is the tool's arguments as JSON,
+each answer the tool's result as JSON, a failure a non-2xx `{error}`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio.to_thread
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from adapters.mcp.tools import LearningTools, ToolFailed
+from bot.errors import error_kind, user_message
+
+Guard = Callable[[Request], Response | None]
+"""Refuses a request (a JSON error response) or lets it through (None)."""
+
+
+class BodyError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a valid JSON number")
+
+
+async def _json_body(request: Request, limit: int) -> dict[str, Any]:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyError(413, f"request body is larger than {limit} bytes")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):
+        raise BodyError(400, "Invalid JSON body") from None
+    if not isinstance(data, dict):
+        raise BodyError(400, "the body must be a JSON object of the tool's arguments")
+    return data
+
+
+def rest_routes(tools: LearningTools, guard: Guard, max_body_bytes: int) -> list[BaseRoute]:
+    """GET /v1/health and the learning routes; the POSTs (they write) go through `guard`
+    (bearer token, origin), the reads are open like the learning API's other reads."""
+
+    def endpoint(
+        work: Callable[[Request, dict[str, Any]], Any], *, body: bool = True, guarded: bool = True
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def handle(request: Request) -> Response:
+            if guarded:
+                refused = guard(request)
+                if refused is not None:
+                    return refused
+            try:
+                data = await _json_body(request, max_body_bytes) if body else {}
+                result = await anyio.to_thread.run_sync(work, request, data)
+            except BodyError as exc:
+                return JSONResponse({"error": str(exc)}, status_code=exc.status)
+            except ToolFailed as exc:
+                return JSONResponse({"error": str(exc)}, status_code=exc.status)
+            except Exception as exc:
+                kind = error_kind(exc)
+                if kind.code == "internal":
+                    raise
+                return JSONResponse({"error": user_message(exc)}, status_code=kind.http_status)
+            return JSONResponse(result)
+
+        return handle
+
+    def health(_: Request, __: dict[str, Any]) -> Any:
+        return {"status": "ok"}
+
+    def select(_: Request, d: dict[str, Any]) -> Any:
+        return tools.select(
+            d.get("learner"),
+            d.get("candidates"),
+            d.get("context"),
+            d.get("k", 0),
+            d.get("token_budget", 0),
+            d.get("min_pulls", 0),
+            d.get("seed_arms"),
+            d.get("seed_boost"),
+        )
+
+    def observe(_: Request, d: dict[str, Any]) -> Any:
+        outcome = d.get("outcome", "")
+        return tools.observe(
+            d.get("learner"), d.get("arm_id"), outcome, d.get("reward"), d.get("context")
+        )
+
+    def posteriors(request: Request, _: dict[str, Any]) -> Any:
+        ids = request.query_params.getlist("arm_ids") or None
+        return tools.posteriors(request.path_params["learner"], None, ids)
+
+    def metrics(request: Request, _: dict[str, Any]) -> Any:
+        raw = request.query_params.get("window")
+        window: Any = None
+        if raw not in (None, "", "null"):
+            try:
+                window = int(str(raw))
+            except ValueError:
+                window = raw
+        return tools.metrics(request.path_params["learner"], window)
+
+    def reset(_: Request, d: dict[str, Any]) -> Any:
+        return tools.reset(d.get("learner"), d.get("arm_ids"), d.get("context"))
+
+    def start(_: Request, d: dict[str, Any]) -> Any:
+        return tools.session_start(d.get("learner"), d.get("session_name"))
+
+    def end(_: Request, d: dict[str, Any]) -> Any:
+        return tools.session_end(d.get("session_id"))
+
+    get, post = ("GET",), ("POST",)
+    return [
+        Route("/v1/health", endpoint(health, body=False, guarded=False), methods=get),
+        Route("/v1/learning/select", endpoint(select), methods=post),
+        Route("/v1/learning/observe", endpoint(observe), methods=post),
+        Route("/v1/learning/reset", endpoint(reset), methods=post),
+        Route("/v1/learning/sessions/start", endpoint(start), methods=post),
+        Route("/v1/learning/sessions/end", endpoint(end), methods=post),
+        Route(
+            "/v1/learning/{learner}/posteriors",
+            endpoint(posteriors, body=False, guarded=False),
+            methods=get,
+        ),
+        Route(
+            "/v1/learning/{learner}/metrics",
+            endpoint(metrics, body=False, guarded=False),
+            methods=get,
+        ),
+    ]

@@ -1,0 +1,148 @@
+"""The MCP surface in `learning-bot serve`: MCP over Streamable HTTP at `/mcp` (stateless, so
+an idle client or a server restart never strands a session) and the `/v1` REST routes, both
+behind the bearer token when one is configured; and `serve_stdio` for `learning-bot mcp`.
+
+`run()` holds the SDK's session manager open for as long as the server runs (a route inside
+another Starlette app never gets its own lifespan), and `/mcp` requests wait until it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import signal
+from collections.abc import Sequence
+from urllib.parse import urlsplit
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import Receive, Scope, Send
+
+from adapters.mcp.rest import rest_routes
+from adapters.mcp.server import build_server
+from adapters.mcp.tools import LearningTools
+
+MCP_PATH = "/mcp"
+READY_SECONDS = 10.0
+
+
+class RequestGuard:
+    """The rules of the learning API's mutating routes: a bearer token when one is configured,
+    and no cross-site browser requests (an Origin other than this host or an allowed one)."""
+
+    def __init__(self, api_token: str | None, allowed_origins: Sequence[str] = ()) -> None:
+        self.api_token = api_token
+        self.allowed_origins = frozenset(o.rstrip("/") for o in allowed_origins)
+
+    def __call__(self, request: Request) -> Response | None:
+        origin = request.headers.get("origin")
+        if origin and origin.rstrip("/") not in self.allowed_origins:
+            host = request.headers.get("host", "")
+            if urlsplit(origin).netloc != host:
+                return JSONResponse(
+                    {"error": "cross-site requests are refused (Origin is not this server)"},
+                    status_code=403,
+                )
+        token = self.api_token
+        if token is None:
+            return None
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            given.strip().encode(), token.encode()
+        ):
+            return JSONResponse(
+                {"error": "a valid bearer token is required (Authorization: Bearer ...)"},
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        return None
+
+
+class _McpEndpoint:
+    """The `/mcp` ASGI endpoint: the guard, then the SDK's Streamable HTTP app once `run()`
+    has started its session manager."""
+
+    def __init__(self, surface: McpSurface) -> None:
+        self.surface = surface
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        surface = self.surface
+        refused = surface.guard(Request(scope, receive))
+        if refused is not None:
+            await refused(scope, receive, send)
+            return
+        try:
+            await asyncio.wait_for(surface.ready.wait(), READY_SECONDS)
+        except TimeoutError:
+            await JSONResponse({"error": "the MCP endpoint is not running"}, status_code=503)(
+                scope, receive, send
+            )
+            return
+        await surface.mcp_app(scope, receive, send)
+
+
+class McpSurface:
+    """`/mcp` and `/v1/...` in `learning-bot serve` (a `bot.surface.Surface`)."""
+
+    name = "mcp"
+
+    def __init__(
+        self,
+        tools: LearningTools,
+        *,
+        api_token: str | None = None,
+        allowed_origins: Sequence[str] = (),
+        max_body_bytes: int = 4 * 1024 * 1024,
+        version: str = "",
+    ) -> None:
+        self.server: MCPServer = build_server(tools, version=version)
+        self.mcp_app = self.server.streamable_http_app(
+            streamable_http_path=MCP_PATH,
+            stateless_http=True,
+            json_response=True,
+            max_request_body_size=max_body_bytes,
+            # Host and Origin are checked by RequestGuard with the rest of the API's rules.
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        self.guard = RequestGuard(api_token, allowed_origins)
+        self.ready = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._routes: list[BaseRoute] = [
+            Route(MCP_PATH, _McpEndpoint(self), methods=["GET", "POST", "DELETE"]),
+            *rest_routes(tools, self.guard, max_body_bytes),
+        ]
+
+    @property
+    def routes(self) -> Sequence[object]:
+        return self._routes
+
+    async def run(self) -> None:
+        async with self.server.session_manager.run():
+            self.ready.set()
+            try:
+                await self._stop.wait()
+            finally:
+                self.ready.clear()
+
+    async def stop(self) -> None:
+        self._stop.set()
+
+
+async def serve_stdio(server: MCPServer) -> None:
+    """Serve MCP over stdin/stdout until stdin closes, SIGTERM or SIGINT; the caller closes
+    storage afterwards (every answered call has already committed)."""
+    async with anyio.create_task_group() as group:
+
+        async def on_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for _ in signals:
+                    group.cancel_scope.cancel()
+                    return
+
+        group.start_soon(on_signal)
+        await server.run_stdio_async()
+        group.cancel_scope.cancel()

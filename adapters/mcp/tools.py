@@ -1,0 +1,476 @@
+"""The tools the MCP surface serves, as plain synchronous functions over the command bus and
+its learning services; MCP over stdio, MCP over Streamable HTTP and the `/v1` REST routes all
+call these same functions.
+
+Two sets:
+- OpenClaw's learning-backend tools, with qortex's names, parameters and result shapes
+  (`qortex_learning_*`): a select is recorded as a run with its context, and the per-arm
+  observes that follow for the same `context.session_key` complete that run;
+- our own `/learning` commands (`learning_status`, ...), run through the command bus with the
+  MCP client as the actor, answered with the reply's text.
+
+Bad arguments raise `engine.errors.InvalidInput` whose message starts with the field's name.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.bus import CommandBus
+from bot.commands import (
+    Command,
+    HelpCommand,
+    PhaseCommand,
+    ResetCommand,
+    RewardCommand,
+    StatusCommand,
+)
+from bot.errors import kind_of_code
+from bot.invocation import Actor, Invocation
+from bot.render_text import render_text
+from bot.replies import ReplyKind
+from engine.arms import Arm
+from engine.config import Phase
+from engine.errors import InvalidInput, LearningError, NotFound
+from engine.posterior import now_ms
+from engine.service import LearningService
+from engine.views import ArmView
+
+SURFACE = "mcp"
+MAX_LEARNER_CHARS = 128
+MAX_CANDIDATES = 10_000
+MAX_SESSION_ID_CHARS = 1024
+OUTCOME_REWARDS = {"accepted": 1.0, "partial": 0.5, "rejected": 0.0}
+"""qortex's outcome words and the reward each stands for when no reward is given."""
+SESSION_PREFIX = "lb1."
+
+
+class ToolFailed(LearningError):
+    """A command the bus answered with an error reply; `status` is its HTTP status."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat()
+
+
+def _round(value: float) -> float:
+    return round(float(value), 4)
+
+
+def _text(field: str, value: Any, *, limit: int, required: bool = True) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field}: must be a string, got {type(value).__name__}")
+    text: str = value.strip()
+    if required and not text:
+        raise InvalidInput(f"{field}: is required (a non-empty string)")
+    if len(text) > limit:
+        raise InvalidInput(f"{field}: at most {limit} characters")
+    return text
+
+
+def _whole(field: str, value: Any, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10**12:
+        raise InvalidInput(f"{field}: must be a whole number >= 0, got {value!r}")
+    return value
+
+
+def _context(field: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInput(f"{field}: must be an object or null")
+    return dict(value)
+
+
+def _context_text(context: Mapping[str, Any], key: str) -> str:
+    value = context.get(key)
+    return value[:256] if isinstance(value, str) else ""
+
+
+def _string_list(field: str, value: Any, limit: int = 1000) -> list[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise InvalidInput(f"{field}: must be a list of non-empty strings or null")
+    if len(value) > limit:
+        raise InvalidInput(f"{field}: at most {limit} items")
+    return list(value)
+
+
+@dataclass(frozen=True)
+class Session:
+    """A gateway session: which learner, which session key, since when. Its id carries all
+    three, so a session opened by one process can be ended by another (the gateway spawns one
+    process per call when it has no shared connection)."""
+
+    learner: str
+    name: str
+    started_at: int
+
+    @property
+    def session_id(self) -> str:
+        raw = json.dumps([self.learner, self.name, self.started_at, uuid.uuid4().hex[:8]])
+        return SESSION_PREFIX + base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+    @classmethod
+    def parse(cls, session_id: Any) -> Session:
+        text = _text("session_id", session_id, limit=MAX_SESSION_ID_CHARS)
+        if not text.startswith(SESSION_PREFIX):
+            raise NotFound(f"session_id: unknown session {text[:80]!r}")
+        body = text[len(SESSION_PREFIX) :]
+        try:
+            data = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+            learner, name, started, _ = data
+        except (ValueError, TypeError, binascii.Error):
+            raise NotFound(f"session_id: unknown session {text[:80]!r}") from None
+        if not isinstance(learner, str) or not isinstance(name, str):
+            raise NotFound(f"session_id: unknown session {text[:80]!r}")
+        if isinstance(started, bool) or not isinstance(started, int):
+            raise NotFound(f"session_id: unknown session {text[:80]!r}")
+        return cls(learner, name, started)
+
+
+class LearningTools:
+    """The tool implementations, bound to a command bus. `learner_exists` lets reads answer
+    an unknown learner without creating it."""
+
+    def __init__(
+        self,
+        bus: CommandBus,
+        learner_exists: Callable[[str], bool],
+        *,
+        actor: Actor | None = None,
+    ) -> None:
+        self.bus = bus
+        self.learner_exists = learner_exists
+        self.actor = actor or Actor("mcp", "mcp client", is_admin=True)
+
+    def _service(self, learner: Any) -> LearningService:
+        name = _text("learner", learner, limit=MAX_LEARNER_CHARS)
+        return self.bus.services.get(name)
+
+    def _existing(self, learner: Any) -> LearningService | None:
+        name = _text("learner", learner, limit=MAX_LEARNER_CHARS)
+        if not self.learner_exists(name):
+            return None
+        return self.bus.services.get(name)
+
+    # -- OpenClaw's learning backend (qortex's tool names and shapes) ---------------------------
+
+    def select(
+        self,
+        learner: Any,
+        candidates: Any,
+        context: Any = None,
+        k: Any = 0,
+        token_budget: Any = 0,
+        min_pulls: Any = 0,
+        seed_arms: Any = None,
+        seed_boost: Any = None,
+    ) -> dict[str, Any]:
+        if not isinstance(candidates, list) or not candidates:
+            raise InvalidInput("candidates: a non-empty list of {id, metadata, token_cost}")
+        if len(candidates) > MAX_CANDIDATES:
+            raise InvalidInput(f"candidates: at most {MAX_CANDIDATES}")
+        arms: list[Arm] = []
+        shown: dict[str, dict[str, Any]] = {}
+        for i, raw in enumerate(candidates):
+            where = f"candidates[{i}]"
+            if not isinstance(raw, Mapping):
+                raise InvalidInput(f"{where}: must be an object with an id")
+            arm_id = _text(f"{where}.id", raw.get("id"), limit=512)
+            metadata = raw.get("metadata") or {}
+            if not isinstance(metadata, Mapping):
+                raise InvalidInput(f"{where}.metadata: must be an object")
+            cost = _whole(f"{where}.token_cost", raw.get("token_cost"), 0)
+            label = metadata.get("label")
+            label = label if isinstance(label, str) and label.isprintable() else ""
+            try:
+                arms.append(Arm(arm_id, cost, label[:512]))
+            except InvalidInput as exc:
+                raise InvalidInput(f"{where}.id: {exc}") from None
+            if arm_id in shown:
+                raise InvalidInput(f"{where}.id: {arm_id!r} is listed twice")
+            shown[arm_id] = {"id": arm_id, "metadata": dict(metadata), "token_cost": cost}
+        ctx = _context("context", context)
+        cap = _whole("k", k, 0)
+        budget = _whole("token_budget", token_budget, 0)
+        pulls = _whole("min_pulls", min_pulls, 0)
+        seeds = _string_list("seed_arms", seed_arms)
+        if seed_boost is not None:
+            raise InvalidInput(
+                "seed_boost: not supported here; seed arms start at their type's prior"
+            )
+        service = self._service(learner)
+        effective = budget if budget > 0 else sum(a.token_cost for a in arms)
+        selection, _ = service.select_run(
+            arms,
+            ctx,
+            k=cap,
+            token_budget=effective,
+            min_pulls=pulls,
+            seed_arm_ids=seeds,
+            session_key=_context_text(ctx, "session_key"),
+            channel=_context_text(ctx, "channel"),
+            provider=_context_text(ctx, "provider"),
+            model=_context_text(ctx, "model"),
+        )
+        means = {v.arm_id: v.mean for v in service.posteriors()}
+        return {
+            "selected_arms": [shown[a] for a in selection.selected],
+            "excluded_arms": [shown[a] for a in selection.excluded],
+            "is_baseline": bool(selection.is_baseline),
+            "scores": {a.id: _round(means.get(a.id, 0.5)) for a in arms},
+            "token_budget": budget,
+            "used_tokens": int(selection.used_tokens),
+        }
+
+    def observe(
+        self,
+        learner: Any,
+        arm_id: Any,
+        outcome: Any = "",
+        reward: Any = None,
+        context: Any = None,
+    ) -> dict[str, Any]:
+        arm = _text("arm_id", arm_id, limit=512)
+        word = "" if outcome is None else outcome
+        if word not in ("", *OUTCOME_REWARDS):
+            raise InvalidInput(
+                f"outcome: must be accepted, rejected or partial, got {str(outcome)[:40]!r}"
+            )
+        if reward is None:
+            if not word:
+                raise InvalidInput("reward: give a reward in [0, 1] or an outcome")
+            value = OUTCOME_REWARDS[word]
+        else:
+            if isinstance(reward, bool) or not isinstance(reward, (int, float)):
+                raise InvalidInput(f"reward: must be a number in [0, 1], got {reward!r}")
+            value = float(reward)
+            if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+                raise InvalidInput(f"reward: must be a number in [0, 1], got {reward!r}")
+        ctx = _context("context", context)
+        referenced = value > 0 if not word else word != "rejected"
+        service = self._service(learner)
+        try:
+            result = service.observe_arm(
+                arm, value, referenced=referenced, session_key=_context_text(ctx, "session_key")
+            )
+        except InvalidInput as exc:
+            raise InvalidInput(f"arm_id: {exc}") from None
+        post = result.posterior
+        return {
+            "arm_id": arm,
+            "alpha": _round(post.alpha),
+            "beta": _round(post.beta),
+            "mean": _round(post.mean),
+            "pulls": int(post.pulls),
+        }
+
+    def posteriors(self, learner: Any, context: Any = None, arm_ids: Any = None) -> dict[str, Any]:
+        name = _text("learner", learner, limit=MAX_LEARNER_CHARS)
+        _context("context", context)  # recorded with runs only: it does not split posteriors
+        wanted = _string_list("arm_ids", arm_ids, limit=MAX_CANDIDATES)
+        service = self._existing(name)
+        views = service.posteriors() if service is not None else []
+        if wanted is not None:
+            keep = set(wanted)
+            views = [v for v in views if v.arm_id in keep]
+        return {"learner": name, "posteriors": {v.arm_id: _posterior(v) for v in views}}
+
+    def metrics(self, learner: Any, window: Any = None) -> dict[str, Any]:
+        """Totals over the learner's arms; `window` is accepted and, as in qortex, ignored."""
+        name = _text("learner", learner, limit=MAX_LEARNER_CHARS)
+        _whole("window", window, 0)
+        service = self._existing(name)
+        views = service.posteriors() if service is not None else []
+        pulls = sum(v.posterior.pulls for v in views)
+        reward = sum(_total_reward(v) for v in views)
+        explore = 0.0
+        if service is not None:
+            summary = service.summary()
+            runs = summary.baseline_runs + summary.selected_runs
+            explore = summary.baseline_runs / runs if runs else service.config.baseline_rate
+        return {
+            "learner": name,
+            "total_pulls": pulls,
+            "total_reward": _round(reward),
+            "accuracy": _round(reward / max(pulls, 1)),
+            "arm_count": len(views),
+            "explore_ratio": _round(explore),
+        }
+
+    def session_start(self, learner: Any, session_name: Any) -> dict[str, Any]:
+        name = _text("learner", learner, limit=MAX_LEARNER_CHARS)
+        key = _text("session_name", session_name, limit=256)
+        self._service(name)  # a learner comes into being with its first session
+        return {"session_id": Session(name, key, now_ms()).session_id, "learner": name}
+
+    def session_end(self, session_id: Any) -> dict[str, Any]:
+        session = Session.parse(session_id)
+        service = self._existing(session.learner)
+        if service is None:
+            raise NotFound(f"session_id: unknown learner {session.learner!r}")
+        runs = service.session_runs(session.name, session.started_at)
+        selected: list[str] = []
+        outcomes: dict[str, str] = {}
+        for run in runs:
+            for arm in run.arms:
+                if not arm.included:
+                    continue
+                if arm.arm_id not in selected:
+                    selected.append(arm.arm_id)
+                if arm.reward is not None:
+                    outcomes[arm.arm_id] = (
+                        "accepted"
+                        if arm.reward >= 1.0
+                        else "rejected"
+                        if arm.reward <= 0.0
+                        else "partial"
+                    )
+                elif arm.referenced:
+                    outcomes[arm.arm_id] = "accepted"
+        return {
+            "session_id": str(session_id).strip(),
+            "learner": session.learner,
+            "selected_arms": selected,
+            "outcomes": outcomes,
+            "started_at": _iso(session.started_at),
+            "ended_at": _iso(now_ms()),
+        }
+
+    def reset(self, learner: Any, arm_ids: Any = None, context: Any = None) -> dict[str, Any]:
+        name = _text("learner", learner, limit=MAX_LEARNER_CHARS)
+        ids = _string_list("arm_ids", arm_ids)
+        _context("context", context)
+        if ids == []:
+            raise InvalidInput("arm_ids: name at least one arm, or null for every arm")
+        reply = self._dispatch(
+            ResetCommand(arms=tuple(ids) if ids else None, confirm=True), learner=name
+        )
+        return {
+            "learner": reply["learner"],
+            "reset_count": reply["reset_count"],
+            "arm_ids": list(reply["arm_ids"]),
+        }
+
+    # -- our own /learning commands --------------------------------------------------------------
+
+    def _dispatch(
+        self, command: Command, *, learner: str | None = None, text: bool = False
+    ) -> dict[str, Any]:
+        invocation = Invocation(
+            SURFACE, self.actor, command, learner=learner, conversation="", interactive=False
+        )
+        reply = self.bus.dispatch(invocation)
+        if reply.kind is ReplyKind.ERROR:
+            raise ToolFailed(render_text(reply), kind_of_code(reply.error_code).http_status)
+        data = dict(reply.data)
+        data["text"] = render_text(reply)
+        return data
+
+    def _reply_text(self, command: Command, learner: Any) -> str:
+        name = None if learner is None else _text("learner", learner, limit=MAX_LEARNER_CHARS)
+        return str(self._dispatch(command, learner=name)["text"])
+
+    def learning_status(self, arm: Any = None, learner: Any = None) -> str:
+        query = None if arm is None else _text("arm", arm, limit=512)
+        return self._reply_text(StatusCommand(arm=query), learner)
+
+    def learning_reward(
+        self, arm: Any = None, value: Any = 1.0, reason: Any = None, learner: Any = None
+    ) -> str:
+        if arm is None:
+            raise InvalidInput("arm: name the arm (full id or label) to reward")
+        query = _text("arm", arm, limit=512)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidInput(f"value: must be a number in [0, 1], got {value!r}")
+        number = float(value)
+        if not math.isfinite(number) or not 0.0 <= number <= 1.0:
+            raise InvalidInput(f"value: must be a number in [0, 1], got {value!r}")
+        why = None if reason is None else _text("reason", reason, limit=500, required=False)
+        return self._reply_text(RewardCommand(arm=query, value=number, reason=why), learner)
+
+    def learning_reset(
+        self,
+        arms: Any = None,
+        undo: Any = False,
+        confirm: Any = False,
+        learner: Any = None,
+    ) -> str:
+        ids = _string_list("arms", arms)
+        if ids == []:
+            raise InvalidInput("arms: name at least one arm, or leave it out for every arm")
+        for name, flag in (("undo", undo), ("confirm", confirm)):
+            if not isinstance(flag, bool):
+                raise InvalidInput(f"{name}: must be true or false")
+        command = ResetCommand(arms=tuple(ids) if ids else None, undo=undo, confirm=confirm)
+        return self._reply_text(command, learner)
+
+    def learning_phase(self, phase: Any = None, confirm: Any = False, learner: Any = None) -> str:
+        target: Phase | None = None
+        if phase is not None:
+            if phase not in ("passive", "active"):
+                raise InvalidInput(f"phase: must be passive or active, got {str(phase)[:40]!r}")
+            target = Phase(phase)
+        if not isinstance(confirm, bool):
+            raise InvalidInput("confirm: must be true or false")
+        return self._reply_text(PhaseCommand(target, confirm=confirm), learner)
+
+    def learning_help(self, topic: Any = None) -> str:
+        subject = None if topic is None else _text("topic", topic, limit=64)
+        return self._reply_text(HelpCommand(subject), None)
+
+
+def _total_reward(view: ArmView) -> float:
+    """The rewards an arm has received since its last reset. Every prior has beta 1
+    (Beta(3, 1) or Beta(1, 1)) and each update adds 1 - r to beta, so the sum of rewards is
+    pulls - (beta - 1)."""
+    post = view.posterior
+    return max(0.0, post.pulls - (post.beta - 1.0))
+
+
+def _posterior(view: ArmView) -> dict[str, Any]:
+    post = view.posterior
+    return {
+        "alpha": _round(post.alpha),
+        "beta": _round(post.beta),
+        "pulls": int(post.pulls),
+        "total_reward": _round(_total_reward(view)),
+        "last_updated": _iso(post.last_updated or 0),
+        "mean": _round(post.mean),
+    }
+
+
+QORTEX_TOOLS = (
+    "qortex_learning_select",
+    "qortex_learning_observe",
+    "qortex_learning_posteriors",
+    "qortex_learning_metrics",
+    "qortex_learning_session_start",
+    "qortex_learning_session_end",
+    "qortex_learning_reset",
+)
+OWN_TOOLS = (
+    "learning_status",
+    "learning_reward",
+    "learning_reset",
+    "learning_phase",
+    "learning_help",
+)
