@@ -57,6 +57,9 @@ def summary_json(summary: Summary) -> dict[str, Any]:
         "offeredAvgTokens": summary.offered_avg_tokens,
         "selectedPromptAvgTokens": summary.selected_prompt_avg_tokens,
         "estimatedRecall": summary.estimated_recall,
+        "accuracy": summary.accuracy,
+        "exploreRatio": summary.explore_ratio,
+        "totalReward": summary.total_reward,
         "baseline": {
             "baselineRuns": summary.baseline_runs,
             "selectedRuns": summary.selected_runs,

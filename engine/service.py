@@ -656,7 +656,11 @@ class LearningService:
         if stats.selected_runs:
             counts = self.store.inclusion_counts(self.learner_id, RECALL_WINDOW)
             recall = estimated_recall(self._usefulness(), counts)
-        return summarise(stats, len(self._cache.arms), recall)
+        arms = list(self._cache.arms.values())
+        pulls = sum(e.pulls for e in arms)
+        # Every prior has beta 1 and each update adds 1 - r to beta: rewards = pulls - (beta - 1).
+        reward = sum(max(0.0, e.pulls - (e.beta - 1.0)) for e in arms)
+        return summarise(stats, len(arms), recall, pulls, reward)
 
     def _usefulness(self) -> dict[str, float]:
         """Each cached arm's estimated usage probability (engine.metrics)."""
@@ -719,16 +723,21 @@ class LearningService:
     def timeseries(
         self, metric: str = "tokens", window: str = "1h", buckets: int = 48
     ) -> list[TimeBucket]:
-        """Tokens per window, or each arm's posterior mean at the end of each window."""
+        """Average tokens per run in each window (`tokens`), their sum (`totalTokens`), or each
+        arm's posterior mean at the end of each window (`convergence`)."""
         if window not in WINDOWS:
             raise InvalidInput(f"window must be one of {', '.join(WINDOWS)}, got {window!r}")
-        if metric not in ("tokens", "convergence"):
-            raise InvalidInput(f"metric must be tokens or convergence, got {metric!r}")
+        if metric not in ("tokens", "totalTokens", "convergence"):
+            raise InvalidInput(f"metric must be tokens, totalTokens or convergence, got {metric!r}")
         width = WINDOWS[window]
         since = (now_ms() // width - buckets + 1) * width
-        rows = self.store.timeseries(self.learner_id, metric, width, since)
-        if metric == "tokens":
+        rows = self.store.timeseries(
+            self.learner_id, "tokens" if metric == "totalTokens" else metric, width, since
+        )
+        if metric == "totalTokens":
             return rows
+        if metric == "tokens":  # the average per run, as the original's "Avg Tokens/Run" chart
+            return [replace(r, value=r.value / r.count if r.count else 0.0) for r in rows]
         # Walk back from each arm's current posterior to its mean at the end of each window.
         self.refresh()
         by_arm: dict[str, list[TimeBucket]] = {}

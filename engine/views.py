@@ -63,14 +63,28 @@ class Summary:
     """100 x (1 - selected_prompt_avg_tokens / offered_avg_tokens) (SPEC section 8)."""
     estimated_recall: float | None = None
     """The estimated share of the components the model used that selection kept."""
+    total_reward: float = 0.0
+    """The rewards every arm has received since its last reset (automatic and manual)."""
+    accuracy: float | None = None
+    """total_reward / the observations behind it: the share of observations that were
+    rewarded (None before the first)."""
+    explore_ratio: float | None = None
+    """The share of baseline runs among the runs counted (None without runs)."""
 
 
 def _avg(total: int, n: int) -> float | None:
     return total / n if n else None
 
 
-def summarise(stats: RunStats, arm_count: int, estimated_recall: float | None = None) -> Summary:
-    """The summary of a learner's run counters (and the estimated recall, metrics)."""
+def summarise(
+    stats: RunStats,
+    arm_count: int,
+    estimated_recall: float | None = None,
+    total_pulls: int = 0,
+    total_reward: float = 0.0,
+) -> Summary:
+    """The summary of a learner's run counters (and the estimated recall, metrics), and of
+    its arms' evidence (`total_pulls` observations that brought `total_reward`)."""
     b_avg = _avg(stats.baseline_tokens, stats.baseline_runs)
     s_avg = _avg(stats.selected_tokens, stats.selected_runs)
     savings = token_savings_percent(b_avg, s_avg)
@@ -96,6 +110,9 @@ def summarise(stats: RunStats, arm_count: int, estimated_recall: float | None = 
         selected_prompt_avg_tokens=kept,
         prompt_savings_percent=prompt_savings,
         estimated_recall=estimated_recall,
+        total_reward=total_reward,
+        accuracy=total_reward / total_pulls if total_pulls else None,
+        explore_ratio=_avg(stats.baseline_runs, stats.baseline_runs + stats.selected_runs),
     )
 
 

@@ -22,7 +22,7 @@ FROM learners l WHERE l.id = ?
 """
 
 ARMS = """
-SELECT arm_id, label, token_cost, alpha, beta, pulls, last_updated, arm_key
+SELECT arm_id, label, token_cost, alpha, beta, pulls, COALESCE(last_updated, created_at), arm_key
 FROM posteriors WHERE learner_id = ?
 """
 

@@ -67,6 +67,8 @@ posteriors = Table(
     Column("epoch", Integer, nullable=False),
     # traces up to this id predate the arm's last reset; bootstrapping leaves them out
     Column("reset_trace_pk", BigInteger, nullable=False),
+    # When the row was made: what lastUpdated shows until the first update (migration 0006).
+    Column("created_at", BigInteger, nullable=True),
     PrimaryKeyConstraint("learner_id", "arm_id"),
     UniqueConstraint("learner_id", "arm_key", name="uq_posteriors_learner_arm_key"),
 )

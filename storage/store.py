@@ -261,6 +261,7 @@ class SqlStore:
             select(func.coalesce(func.max(p.arm_key), 0)).where(p.learner_id == learner_id)
         ).scalar_one()
         rows = []
+        created = now_ms()
         for arm_id in sorted(missing):
             label, cost = missing[arm_id]
             a, b = prior_parameters(parse_arm_id(arm_id).type)
@@ -281,6 +282,7 @@ class SqlStore:
                     "prior_pulls": 0,
                     "epoch": 0,
                     "reset_trace_pk": 0,
+                    "created_at": created,
                 }
             )
         stmt = self._insert(posteriors)

@@ -216,8 +216,8 @@ class Api:
         service = self.service(request)
         metric = request.query_params.get("metric", "tokens")
         window = request.query_params.get("window", "1h")
-        if metric not in ("tokens", "convergence"):
-            raise ApiError(400, "metric must be tokens or convergence")
+        if metric not in ("tokens", "totalTokens", "convergence"):
+            raise ApiError(400, "metric must be tokens, totalTokens or convergence")
         if window not in ("1h", "1d"):
             raise ApiError(400, "window must be 1h or 1d")
         buckets = await self.call(service.timeseries, metric, window)

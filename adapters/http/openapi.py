@@ -41,6 +41,9 @@ SCHEMAS: dict[str, Any] = {
             "offeredAvgTokens": N_NUM,
             "selectedPromptAvgTokens": N_NUM,
             "estimatedRecall": N_NUM,
+            "accuracy": N_NUM,
+            "exploreRatio": N_NUM,
+            "totalReward": NUM,
             "baseline": _obj(
                 {
                     "baselineRuns": INT,
@@ -420,7 +423,11 @@ def openapi_document() -> dict[str, Any]:
     metric = {
         "name": "metric",
         "in": "query",
-        "schema": {"type": "string", "enum": ["tokens", "convergence"], "default": "tokens"},
+        "schema": {
+            "type": "string",
+            "enum": ["tokens", "totalTokens", "convergence"],
+            "default": "tokens",
+        },
     }
     window = {
         "name": "window",
