@@ -48,6 +48,7 @@ _CAMEL = {
     "pooled_prior": "pooledPrior",
     "half_life": "halfLife",
     "policy": "policy",
+    "seed_boost": "seedBoost",
 }
 # Options beyond SPEC section 7: written out by `to_dict` only when they differ from their
 # defaults, so a default configuration serialises exactly as the original learning layer's.
@@ -58,6 +59,7 @@ _OPTIONAL_DEFAULTS: dict[str, Any] = {
     "pooled_prior": False,
     "half_life": 0.0,
     "policy": "seed",
+    "seed_boost": None,
 }
 
 POLICIES: dict[str, dict[str, Any]] = {
@@ -135,6 +137,10 @@ class LearningConfig:
     learnt half_life observations ago counts half. 0 never forgets (SPEC section 5)."""
     policy: str = "seed"
     """The named preset the options came from (POLICIES); "seed" is the seed algorithm."""
+    seed_boost: float | None = None
+    """None (default): seed arms start at their type's prior. A number b > 0: a seed arm
+    seen for the first time starts at Beta(b, 1) instead (a reset still returns it to
+    Beta(1, 1))."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -173,6 +179,13 @@ class LearningConfig:
             raise InvalidConfig(
                 "policy", f"must be one of {', '.join(POLICIES)}, got {self.policy!r}"
             )
+        boost = self.seed_boost
+        if boost is not None:
+            if isinstance(boost, bool) or not isinstance(boost, (int, float)):
+                raise InvalidConfig("seed_boost", f"must be a number > 0 or null, got {boost!r}")
+            if not math.isfinite(boost) or not 0 < boost <= 1e6:
+                raise InvalidConfig("seed_boost", f"must be above 0 and at most 1e6, got {boost!r}")
+            set_(self, "seed_boost", float(boost))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LearningConfig:

@@ -311,9 +311,22 @@ class LearningService:
         if folds:
             self._cache.apply({a: f.as_tuple() for a, f in folds.items()}, now_ms())
         known = self._cache.arms
-        if any(item.arm.id not in known for r in reports for item in r.arms):
+        new_ids = {item.arm.id for r in reports for item in r.arms if item.arm.id not in known}
+        if new_ids:
+            self._boost_seeds(new_ids, config)
             self._cache.invalidate(reload=True)
         return out
+
+    def _boost_seeds(self, new_ids: Iterable[str], config: LearningConfig) -> None:
+        """With `seed_boost`, seed arms this learner sees for the first time start at
+        Beta(seed_boost, 1)."""
+        boost = config.seed_boost
+        if boost is None:
+            return
+        seeds = sorted(set(new_ids) & set(config.seed_arm_ids))
+        store = self.store
+        if seeds and isinstance(store, RunSessions):
+            store.boost_priors(self.learner_id, seeds, boost)
 
     # -- runs completed arm by arm (agent gateways that report one outcome per arm) ------------
 
@@ -326,6 +339,7 @@ class LearningService:
         token_budget: int | None = None,
         min_pulls: int | None = None,
         seed_arm_ids: Sequence[str] | None = None,
+        seed_boost: float | None = None,
         session_key: str = "",
         channel: str = "",
         provider: str = "",
@@ -334,12 +348,13 @@ class LearningService:
         """Select, and record the selection as a run at once; the per-arm outcomes that
         follow (`observe_arm` with the same `session_key`) complete that run.
 
-        `token_budget`, `min_pulls` and `seed_arm_ids` replace the configured ones for this
-        call; `k` > 0 keeps at most k arms on top of the budget (seed and under-explored arms
-        first, then the highest posterior means; seeds are never dropped). The learner's
-        phase governs: passive includes every arm. Returns the selection and the run's trace
-        id. The run's usage is the token cost of the selected arms (what the caller is known
-        to send); it reads as conversational until its first outcome arrives."""
+        `token_budget`, `min_pulls`, `seed_arm_ids` and `seed_boost` replace the configured
+        ones for this call; `k` > 0 keeps at most k arms on top of the budget (seed and
+        under-explored arms first, then the highest posterior means; seeds are never
+        dropped). The learner's phase governs: passive includes every arm. Returns the
+        selection and the run's trace id. The run's usage is the token cost of the selected
+        arms (what the caller is known to send); it reads as conversational until its first
+        outcome arrives."""
         from engine.selection import ArmSet, select_arms
 
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
@@ -357,6 +372,8 @@ class LearningService:
             changes["min_pulls"] = min_pulls
         if seed_arm_ids is not None:
             changes["seed_arm_ids"] = tuple(seed_arm_ids)
+        if seed_boost is not None:
+            changes["seed_boost"] = seed_boost
         with contextlib.suppress(Unavailable):  # the cached phase; the writer spools
             self.refresh()
         try:
@@ -401,7 +418,9 @@ class LearningService:
         )
         self.writer.record_runs(self.learner_id, [record])
         known = cache.arms
-        if any(a.id not in known for a in arm_set.arms):
+        new_ids = [a.id for a in arm_set.arms if a.id not in known]
+        if new_ids:
+            self._boost_seeds(new_ids, config)
             cache.invalidate(reload=True)
         return selection, trace_id
 

@@ -510,10 +510,10 @@ class SqlStore:
         at: int,
     ) -> ArmOutcome:
         """One arm's outcome, in one transaction: marked on the latest run of `conversation`
-        that offered the arm and holds no outcome for it yet (referenced, and the reward when
-        `apply_reward`), and, with `apply_reward`, added to the posterior at once. Without such a run the
-        change is kept as an automatic observation of its own. An arm never seen before gets
-        its posterior row (at its type's prior) first."""
+        that offered the arm and holds no outcome for it yet (referenced, and the reward with
+        `apply_reward`), and, with `apply_reward`, added to the posterior at once. Without such
+        a run the change is kept as an automatic observation of its own. An arm never seen
+        before gets its posterior row (at its type's prior) first."""
         parsed = parse_arm_id(arm_id)
         p = posteriors.c
         t = traces.c
@@ -609,6 +609,34 @@ class SqlStore:
         outcome, remembered, keys = with_retries(run)
         self._remember(learner_id, remembered, keys)
         return outcome
+
+    def boost_priors(self, learner_id: int, arm_ids: Sequence[str], alpha: float) -> int:
+        """Start these arms at Beta(alpha, 1) (the seedBoost option): their prior becomes it and
+        their posterior moves by the same amount, so whatever they have learnt is kept and
+        `verify` still holds. Only arms never reset are touched; a second call with the same
+        alpha changes nothing. Returns how many rows were changed."""
+        if not arm_ids:
+            return 0
+        p = posteriors.c
+
+        def run() -> int:
+            with write_transaction(self.engine) as conn:
+                result = conn.execute(
+                    update(posteriors)
+                    .where(
+                        p.learner_id == learner_id,
+                        p.arm_id.in_(sorted(set(arm_ids))),
+                        p.epoch == 0,
+                        p.prior_alpha != alpha,
+                    )
+                    .values(alpha=p.alpha + (alpha - p.prior_alpha), prior_alpha=alpha)
+                )
+                changed = int(result.rowcount or 0)
+                if changed:
+                    self._bump(conn, learner_id, changed)
+                return changed
+
+        return with_retries(run)
 
     def conversation_runs(self, learner_id: int, conversation: str, since: int) -> list[RunRecord]:
         """The runs recorded in `conversation` from `since` (ms) on, oldest first."""

@@ -99,7 +99,10 @@ def build_server(tools: LearningTools, *, version: str = "") -> MCPServer:
             list[str] | None,
             Field(description="Arm ids never excluded; null: the learner's configured seeds."),
         ] = None,
-        seed_boost: Annotated[float | None, Field(description="Not supported: leave null.")] = None,
+        seed_boost: Annotated[
+            float | None,
+            Field(description="Seed arms seen for the first time start at Beta(seed_boost, 1)."),
+        ] = None,
     ) -> dict[str, Any]:
         return await _call(
             tools.select,

@@ -213,10 +213,11 @@ class LearningTools:
         budget = _whole("token_budget", token_budget, 0)
         pulls = _whole("min_pulls", min_pulls, 0)
         seeds = _string_list("seed_arms", seed_arms)
+        boost: float | None = None
         if seed_boost is not None:
-            raise InvalidInput(
-                "seed_boost: not supported here; seed arms start at their type's prior"
-            )
+            if isinstance(seed_boost, bool) or not isinstance(seed_boost, (int, float)):
+                raise InvalidInput(f"seed_boost: must be a number > 0 or null, got {seed_boost!r}")
+            boost = float(seed_boost)
         service = self._service(learner)
         effective = budget if budget > 0 else sum(a.token_cost for a in arms)
         selection, _ = service.select_run(
@@ -226,6 +227,7 @@ class LearningTools:
             token_budget=effective,
             min_pulls=pulls,
             seed_arm_ids=seeds,
+            seed_boost=boost,
             session_key=_context_text(ctx, "session_key"),
             channel=_context_text(ctx, "channel"),
             provider=_context_text(ctx, "provider"),
