@@ -1,0 +1,90 @@
+"""The tool implementations in process, on SQLite and PostgreSQL: k on top of the budget,
+per-call seed options, the passive phase recording outcomes that a switch to active folds in,
+and reads that create no learner."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from adapters.mcp.tools import LearningTools
+from engine import LearningConfig
+from learning_bot.app import App, build_app
+from learning_bot.settings import Settings
+from learning_bot.surfaces import mcp_tools
+
+from . import openclaw_calls as oc
+
+
+@pytest.fixture
+def app(database_url: str) -> Iterator[App]:
+    made = build_app(Settings(database_url=database_url, config=LearningConfig(), cache_ttl=0.0))
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def tools(app: App) -> LearningTools:
+    return mcp_tools(app)
+
+
+def _select(tools: LearningTools, **options: object) -> dict[str, object]:
+    args = {**oc.select().arguments, **options}
+    return tools.select(**args)
+
+
+def test_k_caps_the_selection_and_keeps_seeds(tools: LearningTools) -> None:
+    tools.learning_phase("active", True, oc.LEARNER)
+    capped = _select(tools, k=2, seed_arms=[])
+    assert len(capped["selected_arms"]) == 2 and len(capped["excluded_arms"]) == 3
+    kept = oc.arm_ids(capped["selected_arms"])
+    assert capped["used_tokens"] == sum(c["token_cost"] for c in oc.CANDIDATES if c["id"] in kept)
+    seeded = _select(tools, k=1, seed_arms=["tool:exec:Bash", "tool:fs:Read"])
+    assert sorted(oc.arm_ids(seeded["selected_arms"])) == ["tool:exec:Bash", "tool:fs:Read"]
+    # 0 is no cap, and token_budget 0 is unlimited.
+    everything = _select(tools, k=0, token_budget=0, seed_arms=[])
+    assert len(everything["selected_arms"]) == 5 and everything["token_budget"] == 0
+
+
+def test_seed_boost_applies_to_the_call(tools: LearningTools) -> None:
+    tools.learning_phase("active", True, oc.LEARNER)
+    _select(tools, seed_arms=["tool:fs:Read"], seed_boost=8.0)
+    posteriors = tools.posteriors(oc.LEARNER)["posteriors"]
+    assert posteriors["tool:fs:Read"]["alpha"] == 8.0  # a seed seen for the first time
+    assert posteriors["tool:exec:Bash"]["alpha"] == 3.0  # no seed: its type's prior
+
+
+def test_passive_records_outcomes_that_active_bootstraps(tools: LearningTools, app: App) -> None:
+    chosen = _select(tools)
+    assert len(chosen["selected_arms"]) == 5  # passive: every candidate
+    for arm in oc.CANDIDATE_IDS:
+        observed = tools.observe(**oc.observe(arm, arm == "tool:fs:Read").arguments)
+        assert observed["pulls"] == 0  # passive: posteriors stay
+    (run,) = app.service(oc.LEARNER).traces()[0]
+    assert {a.arm_id for a in run.arms if a.referenced} == {"tool:fs:Read"}
+    text = tools.learning_phase("active", True, oc.LEARNER)
+    assert "active" in text.lower()
+    posteriors = tools.posteriors(oc.LEARNER)["posteriors"]
+    assert posteriors["tool:fs:Read"]["alpha"] == 4.0 and posteriors["tool:fs:Read"]["pulls"] == 1
+    assert posteriors["tool:exec:Bash"]["beta"] == 2.0
+    assert app.service(oc.LEARNER).verify().ok
+
+
+def test_an_observe_without_a_run_is_an_observation_of_its_own(tools: LearningTools) -> None:
+    tools.learning_phase("active", True, oc.LEARNER)
+    result = tools.observe(oc.LEARNER, "tool:web:WebFetch", "partial", None, None)
+    assert result == {
+        "arm_id": "tool:web:WebFetch",
+        "alpha": 3.5,
+        "beta": 1.5,
+        "mean": 0.7,
+        "pulls": 1,
+    }
+
+
+def test_reads_of_an_unknown_learner_create_nothing(tools: LearningTools, app: App) -> None:
+    assert tools.posteriors("nobody") == {"learner": "nobody", "posteriors": {}}
+    assert tools.metrics("nobody")["arm_count"] == 0
+    names = getattr(app.store, "learner_names")()  # noqa: B009
+    assert "nobody" not in names
