@@ -598,7 +598,7 @@ def _mcp_stdio(settings: Settings) -> int:
 
     app = build_app(settings)
     try:
-        anyio.run(serve_stdio, build_server(mcp_tools(app)))
+        anyio.run(serve_stdio, build_server(mcp_tools(app)), app.close)
     finally:
         app.close()
     return EXIT_OK

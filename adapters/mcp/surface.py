@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
 import anyio
@@ -132,16 +133,22 @@ class McpSurface:
         self._stop.set()
 
 
-async def serve_stdio(server: MCPServer) -> None:
-    """Serve MCP over stdin/stdout until stdin closes, SIGTERM or SIGINT; the caller closes
-    storage afterwards (every answered call has already committed)."""
+async def serve_stdio(server: MCPServer, shutdown: Callable[[], None]) -> None:
+    """Serve MCP over stdin/stdout until stdin closes, SIGTERM or SIGINT. Every answered call
+    has committed already; `shutdown` closes storage (flushing any batched write).
+
+    On a signal the process ends right after `shutdown`: the SDK reads stdin in a worker
+    thread that no cancellation can interrupt, so waiting for it would wait for the client to
+    close stdin, which a client sending SIGTERM does not do."""
     async with anyio.create_task_group() as group:
 
         async def on_signal() -> None:
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async for _ in signals:
-                    group.cancel_scope.cancel()
-                    return
+                    try:
+                        shutdown()
+                    finally:
+                        os._exit(0)
 
         group.start_soon(on_signal)
         await server.run_stdio_async()

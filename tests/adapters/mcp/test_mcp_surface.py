@@ -391,3 +391,77 @@ async def test_same_shapes_as_qortex_081(tmp_path: Path) -> None:
             assert set(theirs.result) == oc.QORTEX_081_RESET_KEYS
             continue
         _same_shape(mine.result, theirs.result, mine.name)
+
+
+async def test_stdio_server_stops_on_sigterm_with_its_calls_committed(tmp_path: Path) -> None:
+    """The gateway closes its client with SIGTERM: the server exits 0 and what it answered is
+    in the database. Raw newline-delimited JSON-RPC, so the test owns the process."""
+    import asyncio
+    import json
+    import signal
+
+    url = f"sqlite:///{tmp_path / 'learning.sqlite'}"
+    params = stdio_params(url, tmp_path / "home")
+    proc = await asyncio.create_subprocess_exec(
+        params.command,
+        *params.args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        env={"HOME": str(tmp_path / "home"), "PATH": os.environ.get("PATH", "")},
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+
+    async def send(message: dict[str, Any]) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(message).encode() + b"\n")
+        await proc.stdin.drain()
+
+    async def answer(request_id: int) -> dict[str, Any]:
+        assert proc.stdout is not None
+        while True:
+            line = await asyncio.wait_for(proc.stdout.readline(), 60)
+            assert line, "the server closed stdout"
+            message = json.loads(line)  # stdout carries JSON-RPC only
+            if message.get("id") == request_id:
+                return dict(message)
+
+    try:
+        await send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "openclaw", "version": "1.0.0"},
+                },
+            }
+        )
+        assert "result" in await answer(1)
+        await send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        for i, call in enumerate((ACTIVE, oc.select(), oc.observe(REFERENCED, True)), start=2):
+            await send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": i,
+                    "method": "tools/call",
+                    "params": {"name": call.name, "arguments": call.arguments},
+                }
+            )
+            reply = await answer(i)
+            assert not reply["result"].get("isError"), reply
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 15) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    app = build_app(load_settings(database_url=url, learner=oc.LEARNER), spool=False)
+    try:
+        read = app.service(oc.LEARNER).arms()[REFERENCED].posterior
+        assert (read.alpha, read.pulls) == (4.0, 1)
+        assert app.service(oc.LEARNER).traces()[1] == 1
+    finally:
+        app.close()
