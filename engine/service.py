@@ -483,7 +483,7 @@ class LearningService:
             at=at,
         )
         if update:
-            self._cache.apply({arm_id: (r, 1.0 - r, 1.0)}, at)
+            self._cache.apply({arm_id: (r, 1.0 - r, 1.0, self._keep)}, at)
         elif arm_id not in self._cache.arms:
             self._cache.invalidate(reload=True)
         return outcome

@@ -555,6 +555,28 @@ class SqlStore:
                     ).first()
                     if found is not None:
                         trace_pk, trace_id = int(found.id), str(found.trace_id)
+                # The posterior first (forgetting as the learner's other writes do): its pull
+                # count after the change orders the change for `verify`'s replay (seq).
+                values: dict[str, Any] = {"arm_key": p.arm_key}
+                if apply_reward:
+                    keep = self._keep(conn, learner_id)
+                    if keep != 1.0:
+                        pa, pb = prior_parameters(parsed.type)
+                        values = {
+                            "alpha": p.alpha * keep + pa * (1.0 - keep) + reward,
+                            "beta": p.beta * keep + pb * (1.0 - keep) + (1.0 - reward),
+                        }
+                    else:
+                        values = {"alpha": p.alpha + reward, "beta": p.beta + (1.0 - reward)}
+                    values.update(pulls=p.pulls + 1, last_updated=at)
+                    self._bump(conn, learner_id, 1)
+                state = conn.execute(
+                    update(posteriors)
+                    .where(p.learner_id == learner_id, p.arm_id == arm_id)
+                    .values(**values)
+                    .returning(p.alpha, p.beta, p.pulls, p.last_updated)
+                ).one()
+                seq = int(state.pulls) if apply_reward else None
                 if trace_pk is not None:
                     conn.execute(
                         update(trace_arms)
@@ -563,6 +585,7 @@ class SqlStore:
                             referenced=referenced,
                             reward=reward if apply_reward else None,
                             epoch=epoch if apply_reward else None,
+                            seq=seq,
                         )
                     )
                     conn.execute(update(traces).where(t.id == trace_pk).values(guard=None))
@@ -579,27 +602,9 @@ class SqlStore:
                             reason=None,
                             trace_pk=None,
                             created_at=at,
+                            seq=seq,
                         )
                     )
-                values: dict[str, Any] = {}
-                if apply_reward:
-                    values = {
-                        "alpha": p.alpha + reward,
-                        "beta": p.beta + (1.0 - reward),
-                        "pulls": p.pulls + 1,
-                        "last_updated": at,
-                    }
-                    self._bump(conn, learner_id, 1)
-                stmt = (
-                    update(posteriors).values(**values)
-                    if values
-                    else update(posteriors).values(arm_key=p.arm_key)
-                )
-                state = conn.execute(
-                    stmt.where(p.learner_id == learner_id, p.arm_id == arm_id).returning(
-                        p.alpha, p.beta, p.pulls, p.last_updated
-                    )
-                ).one()
                 posterior = Posterior.trusted(
                     float(state.alpha), float(state.beta), int(state.pulls), state.last_updated
                 )

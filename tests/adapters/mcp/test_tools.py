@@ -88,3 +88,22 @@ def test_reads_of_an_unknown_learner_create_nothing(tools: LearningTools, app: A
     assert tools.metrics("nobody")["arm_count"] == 0
     names = getattr(app.store, "learner_names")()  # noqa: B009
     assert "nobody" not in names
+
+
+def test_outcomes_forget_like_every_other_write(database_url: str) -> None:
+    config = LearningConfig.from_dict({"halfLife": 3, "phase": "active"})
+    made = build_app(Settings(database_url=database_url, config=config, cache_ttl=0.0))
+    try:
+        tools = mcp_tools(made)
+        for _ in range(4):
+            _select(tools)
+            for arm in oc.CANDIDATE_IDS:
+                tools.observe(**oc.observe(arm, arm == "tool:fs:Read").arguments)
+        tools.observe(oc.LEARNER, "tool:web:WebFetch", "accepted", None, None)  # no run
+        service = made.service(oc.LEARNER)
+        report = service.verify()
+        assert report.ok, report.problems
+        read = tools.posteriors(oc.LEARNER)["posteriors"]["tool:fs:Read"]
+        assert read["pulls"] == 4 and read["alpha"] < 3.0 + 4  # older evidence counts less
+    finally:
+        made.close()
