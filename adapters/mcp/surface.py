@@ -13,19 +13,20 @@ import hmac
 import os
 import signal
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import anyio
-from mcp.server.mcpserver import MCPServer
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from adapters.mcp.rest import rest_routes
-from adapters.mcp.server import build_server
 from adapters.mcp.tools import LearningTools
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 MCP_PATH = "/mcp"
 READY_SECONDS = 10.0
@@ -100,15 +101,12 @@ class McpSurface:
         max_body_bytes: int = 4 * 1024 * 1024,
         version: str = "",
     ) -> None:
-        self.server: MCPServer = build_server(tools, version=version)
-        self.mcp_app = self.server.streamable_http_app(
-            streamable_http_path=MCP_PATH,
-            stateless_http=True,
-            json_response=True,
-            max_request_body_size=max_body_bytes,
-            # Host and Origin are checked by RequestGuard with the rest of the API's rules.
-            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        )
+        # The SDK (about half a second of imports) is loaded in run(), after the server has
+        # installed its signal handlers; /mcp requests wait until it is ready.
+        self._tools = tools
+        self._version = version
+        self._max_body_bytes = max_body_bytes
+        self.mcp_app: Any = None
         self.guard = RequestGuard(api_token, allowed_origins)
         self.ready = asyncio.Event()
         self._stop = asyncio.Event()
@@ -121,8 +119,25 @@ class McpSurface:
     def routes(self) -> Sequence[object]:
         return self._routes
 
+    def _build(self) -> MCPServer:
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        from adapters.mcp.server import build_server
+
+        server = build_server(self._tools, version=self._version)
+        self.mcp_app = server.streamable_http_app(
+            streamable_http_path=MCP_PATH,
+            stateless_http=True,
+            json_response=True,
+            max_request_body_size=self._max_body_bytes,
+            # Host and Origin are checked by RequestGuard with the rest of the API's rules.
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        return server
+
     async def run(self) -> None:
-        async with self.server.session_manager.run():
+        server = await anyio.to_thread.run_sync(self._build)  # imports off the event loop
+        async with server.session_manager.run():
             self.ready.set()
             try:
                 await self._stop.wait()
