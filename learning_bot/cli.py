@@ -571,8 +571,8 @@ def _serve_one(
 
     app = build_app(settings)
     try:
-        live, notes = configured_surfaces(app) if surfaces else ([], [])
-        for note in notes:
+        live, notes = configured_surfaces(app, first_worker=surfaces)
+        for note in notes if not quiet else ():
             print(f"learning-bot: {note}", flush=True)
         announce = (lambda _line: None) if quiet else _say
         _announce_public(settings, announce)

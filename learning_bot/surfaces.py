@@ -25,6 +25,9 @@ class SurfaceEntry:
     build: Callable[[App, Mapping[str, str]], Surface]
     describe: Callable[[Surface], str]
     how_to_enable: str
+    every_worker: bool = False
+    """Serves only HTTP routes that hold no state of their own, so every worker process of
+    `serve --workers N` runs it (a chat connection runs in the first worker only)."""
 
 
 def _slack_wanted(env: Mapping[str, str]) -> bool:
@@ -110,18 +113,22 @@ SURFACES = (
         _mcp,
         lambda _: "Streamable HTTP at /mcp, OpenClaw's REST backend at /v1",
         "always on",
+        every_worker=True,
     ),
 )
 
 
 def configured_surfaces(
-    app: App, env: Mapping[str, str] | None = None
+    app: App, env: Mapping[str, str] | None = None, *, first_worker: bool = True
 ) -> tuple[list[Surface], list[str]]:
-    """The surfaces to run, and one line per surface saying it is live or how to enable it."""
+    """The surfaces to run, and one line per surface saying it is live or how to enable it.
+    A worker other than the first runs only the surfaces marked `every_worker`."""
     env = os.environ if env is None else env
     surfaces: list[Surface] = []
     notes: list[str] = []
     for entry in SURFACES:
+        if not first_worker and not entry.every_worker:
+            continue
         if entry.wanted(env):
             surface = entry.build(app, env)
             surfaces.append(surface)

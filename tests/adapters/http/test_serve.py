@@ -204,6 +204,9 @@ def test_several_workers_share_the_port_and_stop_together(tmp_path: Path) -> Non
                 r = httpx.post(base + "/observe", json={**report, "traceId": f"w{i}"})
                 assert r.status_code == 200
             assert client.get("/summary").json()["traceCount"] == 40
+        health = f"http://127.0.0.1:{port}/v1/health"
+        # every worker serves OpenClaw's REST backend (and /mcp), not only the first
+        assert {httpx.get(health).status_code for _ in range(30)} == {200}
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=20)
