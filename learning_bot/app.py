@@ -59,14 +59,16 @@ def bus_settings(settings: Settings, *, rate_limit: int | None = None) -> BusSet
     )
 
 
-def build_app(settings: Settings, *, spool: bool = True) -> App:
+def build_app(settings: Settings, *, spool: bool = True, serving: bool = False) -> App:
     """Everything a surface needs. With `spool`, runs that storage cannot take are kept in a
-    local spool and replayed when it is back; concurrent writes share transactions."""
+    local spool and replayed when it is back; concurrent writes share transactions. A
+    `serving` app (serve, slack, discord run, mcp) backs up and upgrades an outdated SQLite
+    file instead of refusing it."""
     from storage import SqlStore
     from storage.command_log import SqlCommandLog
     from storage.group_commit import GroupCommitWriter
 
-    sql = SqlStore(settings.database_url)
+    sql = SqlStore(settings.database_url, upgrade_sqlite=serving)
     writer: RunWriter = sql
     by_name: SpoolByName | None = None
     if spool:

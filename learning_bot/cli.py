@@ -569,7 +569,7 @@ def _serve_one(
     from learning_bot.app import build_app
     from learning_bot.surfaces import configured_surfaces
 
-    app = build_app(settings)
+    app = build_app(settings, serving=True)
     try:
         live, notes = configured_surfaces(app, first_worker=surfaces)
         for note in notes if not quiet else ():
@@ -596,7 +596,7 @@ def _mcp_stdio(settings: Settings) -> int:
     from learning_bot.app import build_app
     from learning_bot.surfaces import mcp_tools
 
-    app = build_app(settings)
+    app = build_app(settings, serving=True)
     try:
         anyio.run(serve_stdio, build_server(mcp_tools(app)), app.close)
     finally:
@@ -636,7 +636,7 @@ def _slack(settings: Settings, host: str, port: int) -> int:
 
     if not 1 <= port <= 65535:
         raise CliError(f"--port must be from 1 to 65535, got {port}", EXIT_USAGE)
-    app = build_app(settings)
+    app = build_app(settings, serving=True)
     try:
         surface = slack_service(app.bus, installation_engine=app.engine)
         _announce_public(settings, _say)
@@ -695,7 +695,7 @@ def _discord(args: argparse.Namespace, settings: Settings) -> int:
     from learning_bot.app import build_app
 
     discord_settings = load_discord_settings()
-    app = build_app(settings)
+    app = build_app(settings, serving=True)
     try:
         return run_command(args, app.bus, discord_settings)
     finally:

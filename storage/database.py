@@ -327,11 +327,13 @@ _DEFERRED: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
 _deferred_lock = threading.RLock()
 
 
-def ensure_schema_later(engine: Engine, *, auto_create: bool = True) -> None:
+def ensure_schema_later(
+    engine: Engine, *, auto_create: bool = True, upgrade_sqlite: bool = False
+) -> None:
     """`ensure_schema` now, or, when storage is unavailable, before the engine's first use:
     a server starts while its database is down (reads say unavailable, runs are spooled)."""
     try:
-        ensure_schema(engine, auto_create=auto_create)
+        ensure_schema(engine, auto_create=auto_create, upgrade_sqlite=upgrade_sqlite)
     except Unavailable as exc:
         log.warning("%s; starting anyway, the schema is checked when it answers", exc)
         with _deferred_lock:
@@ -354,8 +356,26 @@ def _ready(engine: Engine) -> None:
         log.warning("storage answers again; the schema is in place")
 
 
-def ensure_schema(engine: Engine, *, auto_create: bool = True) -> None:
-    """Create the schema in an empty database; refuse to run on an outdated or newer one."""
+def backup_sqlite(engine: Engine, revision: str) -> Path | None:
+    """Copy a SQLite database file beside itself (`<name>.rev<revision>.bak`), consistently
+    (SQLite's online backup), before a migration changes it. None when it is no file."""
+    import sqlite3
+
+    path = sqlite_file(str(engine.url))
+    if path is None:
+        return None
+    target = path.with_name(f"{path.name}.rev{revision}.bak")
+    with sqlite3.connect(path) as source, sqlite3.connect(target) as copy:
+        source.backup(copy)
+    return target
+
+
+def ensure_schema(
+    engine: Engine, *, auto_create: bool = True, upgrade_sqlite: bool = False
+) -> None:
+    """Create the schema in an empty database; refuse to run on an outdated or newer one.
+    With `upgrade_sqlite` (the serving commands), an outdated SQLite file is first copied
+    beside itself, then upgraded: `make run` keeps working after an update, the data kept."""
     try:
         with engine.connect() as conn:
             revision = current_revision(conn)
@@ -376,6 +396,19 @@ def ensure_schema(engine: Engine, *, auto_create: bool = True) -> None:
             "the database holds tables but no schema revision; it was not created by learning-bot"
         )
     known = {p.name.split("_", 1)[0] for p in (MIGRATIONS / "versions").glob("[0-9]*.py")}
+    if revision in known and upgrade_sqlite and engine.dialect.name == "sqlite":
+        backup = backup_sqlite(engine, revision)
+        if backup is not None:
+            before, after = upgrade(engine)
+            log.warning(
+                "upgraded the database schema from revision %s to %s; the database as it was "
+                "is kept in %s",
+                before,
+                after,
+                backup,
+            )
+            remember_identity(engine)
+            return
     if revision in known:
         raise SchemaError(
             f"the database schema is at revision {revision}, this version needs "

@@ -151,12 +151,19 @@ class SqlStore:
     """The Store port on a SQLAlchemy engine (SQLite file by default, PostgreSQL at scale)."""
 
     def __init__(
-        self, url: str | None = None, *, auto_create: bool = True, pool_size: int = 8
+        self,
+        url: str | None = None,
+        *,
+        auto_create: bool = True,
+        pool_size: int = 8,
+        upgrade_sqlite: bool = False,
     ) -> None:
+        """`upgrade_sqlite`: an outdated SQLite file is backed up and upgraded rather than
+        refused (the serving commands; one-shot commands ask for `learning-bot db upgrade`)."""
         self.url = url or default_database_url()
         self.engine: Engine = make_engine(self.url, pool_size=pool_size)
         self.dialect = self.engine.dialect.name
-        ensure_schema_later(self.engine, auto_create=auto_create)
+        ensure_schema_later(self.engine, auto_create=auto_create, upgrade_sqlite=upgrade_sqlite)
         self._insert: Any
         if self.dialect == "postgresql":
             from sqlalchemy.dialects.postgresql import insert as pg_insert

@@ -219,3 +219,55 @@ def test_several_workers_share_the_port_and_stop_together(tmp_path: Path) -> Non
     assert "2 worker processes serve port" in out
     assert out.count("live surfaces: http") == 1
     assert "Traceback" not in out
+
+
+def test_serve_backs_up_and_upgrades_an_older_sqlite_file(tmp_path: Path) -> None:
+    """After an update, `make run` keeps working on the user's database: the file as it was
+    is copied beside it, then migrated; one-shot reads still only ask for `db upgrade`."""
+    import sqlite3
+
+    from alembic import command
+    from sqlalchemy import create_engine
+
+    from storage.database import _alembic_config
+
+    path = tmp_path / "old.sqlite"
+    engine = create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        command.upgrade(_alembic_config(conn), "0004")
+        conn.exec_driver_sql(
+            "INSERT INTO learners (name, phase, stats_epoch, status_from_epoch, created_at) "
+            "VALUES ('default', 'passive', 0, 0, 1)"
+        )
+    engine.dispose()
+    env = {**os.environ, "LEARNING_BOT_DATABASE_URL": f"sqlite:///{path}"}
+    env["LEARNING_BOT_SPOOL_DIR"] = str(tmp_path / "spool")
+    status = subprocess.run([EXE, "status"], env=env, capture_output=True, text=True, timeout=60)
+    assert status.returncode == 1 and "learning-bot db upgrade" in status.stderr
+    port = free_port()
+    proc = subprocess.Popen(
+        [EXE, "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_for(f"http://127.0.0.1:{port}/__openclaw__/api/learning/healthz")
+        summary = httpx.get(f"http://127.0.0.1:{port}/__openclaw__/api/learning/summary")
+        assert summary.status_code == 200 and summary.json()["traceCount"] == 0
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    backup = tmp_path / "old.sqlite.rev0004.bak"
+    with sqlite3.connect(backup) as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0004",)
+        assert conn.execute("SELECT name FROM learners").fetchall() == [("default",)]
+    with sqlite3.connect(path) as conn:
+        head = conn.execute("SELECT version_num FROM alembic_version").fetchone()[0]
+    from storage.revision import HEAD_REVISION
+
+    assert head == HEAD_REVISION
