@@ -38,10 +38,11 @@ Metrics, per policy, means over environments:
 - regret:    sum over runs of (expected used arms of the oracle's set - of the policy's set),
              baseline runs and conversational turns left out (± standard error over envs);
 - est. recall / true recall: the estimate status shows (`engine.metrics.estimated_recall`:
-             the uses of included arms observed in the working runs among the last 1,000
+             the uses of included arms observed in the working runs among the last 300
              selected runs, over those plus each left-out arm's usefulness estimate from the
-             final posteriors times the runs that left it out) and the simulator's recall
-             over the same runs;
+             final posteriors (empirical Bayes over every arm's evidence,
+             `engine.metrics.usefulness_estimates`) times the runs that left it out) and
+             the simulator's recall over the same runs;
 - good from: the first trace from which the policy's regret per trace, over a rolling
              window of 50 scored traces, stays within 10% of the oracle's expected used arms
              (median over envs; ">=" when only at the run's end): how long choosing well takes;
@@ -86,7 +87,7 @@ import numpy as np  # noqa: E402
 import numpy.typing as npt  # noqa: E402
 
 from engine import ArmSet, LearningConfig, Phase  # noqa: E402
-from engine.metrics import recommended_baseline_rate, usefulness_estimate  # noqa: E402
+from engine.metrics import recommended_baseline_rate, usefulness_estimates  # noqa: E402
 from engine.selection import PosteriorArrays  # noqa: E402
 from engine.service import RECALL_WINDOW  # noqa: E402
 from engine.simulation import make_workload, oracle_mask, run_policy, stable_from  # noqa: E402
@@ -316,14 +317,15 @@ def run_env(scenario: Scenario, env: int, seed: int) -> EnvResult:
         window = window[working[window]]
         if window.size == 0:
             return math.nan, math.nan
-        p = np.array(
-            [
-                usefulness_estimate(float(a), float(b), float(pa), float(pb))
-                for a, b, pa, pb in zip(
-                    final.alpha, final.beta, start_alpha, start_beta, strict=True
+        estimates = usefulness_estimates(
+            {
+                str(i): (float(a - pa), float(b - pb))
+                for i, (a, b, pa, pb) in enumerate(
+                    zip(final.alpha, final.beta, start_alpha, start_beta, strict=True)
                 )
-            ]
+            }
         )
+        p = np.array([estimates[str(i)] for i in range(len(final.alpha))])
         hits = float((masks[window] & used[window]).sum())
         left_out = (~masks[window]).sum(axis=0)
         missed = float((p * left_out).sum())

@@ -28,7 +28,7 @@ from engine.cache import CachedArm, PosteriorCache
 from engine.config import LearningConfig, Phase
 from engine.errors import InvalidConfig, InvalidInput, NotFound, Unavailable
 from engine.forgetting import Fold, keep_factor
-from engine.metrics import estimated_recall, usefulness_estimate
+from engine.metrics import estimated_recall, usefulness_estimates
 from engine.observation import (
     MAX_ID_CHARS,
     RunReport,
@@ -110,8 +110,10 @@ def clean_text(name: str, value: str | None, limit: int) -> str | None:
     return cleaned or None
 
 
-RECALL_WINDOW = 1000
-"""The estimated recall reads the inclusion rates of this many latest selected runs."""
+RECALL_WINDOW = 300
+"""The estimated recall reads the inclusion rates of this many latest selected runs: recent
+enough that the posteriors describe the same usage (after a change in usage, a longer window
+mixes runs from before it with posteriors that have moved on)."""
 
 
 class LearningService:
@@ -685,11 +687,11 @@ class LearningService:
         """Each cached arm's estimated usage probability (engine.metrics)."""
         with self._cache.lock:
             entries = list(self._cache.arms.items())
-        out: dict[str, float] = {}
+        evidence: dict[str, tuple[float, float]] = {}
         for arm_id, e in entries:
             pa, pb = prior_parameters(parse_arm_id(arm_id).type)
-            out[arm_id] = usefulness_estimate(e.alpha, e.beta, pa, pb)
-        return out
+            evidence[arm_id] = (e.alpha - pa, e.beta - pb)
+        return usefulness_estimates(evidence)
 
     def status(self, top: int = 5) -> Status:
         """Phase, settings, traces since the last full reset, savings, best and worst arms

@@ -609,7 +609,7 @@ def test_pooled_prior_does_not_lose_to_sharpened_on_regret() -> None:
 
 
 def test_estimated_recall_observes_hits_and_estimates_only_what_was_left_out() -> None:
-    from engine.metrics import estimated_recall, usefulness_estimate
+    from engine.metrics import estimated_recall
 
     # nothing left out: the observed hits are the whole answer
     assert estimated_recall({"a": 0.9, "b": 0.1}, {"a": (10, 10, 9), "b": (10, 10, 1)}) == 1.0
@@ -617,6 +617,45 @@ def test_estimated_recall_observes_hits_and_estimates_only_what_was_left_out() -
     got = estimated_recall({"a": 0.9, "b": 0.5}, {"a": (10, 10, 9), "b": (2, 10, 1)})
     assert got == pytest.approx(10 / 14)
     assert estimated_recall({}, {}) is None
-    # usefulness from the evidence beyond the prior (Jeffreys half-counts)
-    assert usefulness_estimate(3.0 + 9, 1.0 + 1, 3.0, 1.0) == pytest.approx(9.5 / 11)
-    assert usefulness_estimate(1.0, 1.0, 3.0, 1.0) == 0.5
+
+
+def test_usefulness_estimates_read_few_observations_against_the_other_arms() -> None:
+    from engine.metrics import usefulness_estimates
+
+    assert usefulness_estimates({}) == {}
+    rare = {f"rare{i}": (2.0, 400.0) for i in range(20)}
+    got = usefulness_estimates({**rare, "busy": (900.0, 100.0), "new": (0.0, 5.0)})
+    # plenty of evidence: the observed rate
+    assert got["busy"] == pytest.approx(0.9, abs=0.01)
+    assert got["rare0"] == pytest.approx(2 / 402, abs=0.003)
+    # 0 uses in 5 among arms that are rarely used: rarely used, not the 1/12 a flat prior gives
+    assert got["new"] < 0.02
+    # the same five observations among busy arms read as a busier arm
+    busy = {f"busy{i}": (700.0, 300.0) for i in range(20)}
+    assert usefulness_estimates({**busy, "new": (0.0, 5.0)})["new"] > got["new"]
+    # identical evidence, identical estimates; fractional evidence (forgetting) is fine
+    assert got["rare3"] == got["rare7"]
+    assert 0.0 < usefulness_estimates({"a": (0.4, 2.7)})["a"] < 1.0
+
+
+def test_usefulness_estimates_add_up_to_the_true_usage_of_rarely_seen_arms() -> None:
+    """Summed over many arms seen a few times each (what status multiplies by the runs that
+    left them out), the estimates match the true usage probabilities; the flat Jeffreys
+    reading overestimates it several times over."""
+    from engine.metrics import usefulness_estimates
+
+    rng = np.random.default_rng(7)
+    n = 400
+    p = np.where(rng.random(n) < 0.2, rng.uniform(0.4, 0.9, n), rng.uniform(0.0, 0.08, n))
+    seen = rng.integers(3, 8, n)
+    seen[: n // 2] = rng.integers(200, 600, n // 2)  # half of them well observed
+    uses = rng.binomial(seen, p)
+    got = usefulness_estimates(
+        {str(i): (float(u), float(k - u)) for i, (u, k) in enumerate(zip(uses, seen, strict=True))}
+    )
+    few = np.flatnonzero(seen < 10)
+    estimated = sum(got[str(i)] for i in few)
+    flat = float(((uses[few] + 0.5) / (seen[few] + 1.0)).sum())
+    truth = float(p[few].sum())
+    assert abs(estimated - truth) < 0.12 * truth
+    assert abs(flat - truth) > abs(estimated - truth)
