@@ -305,8 +305,17 @@ def run_env(scenario: Scenario, env: int, seed: int) -> EnvResult:
             run.recall_curve = recall_per
         return run
 
-    # status reads evidence beyond each arm's type prior, whatever the arm started from
-    start_alpha, start_beta = arm_set.prior_alpha, arm_set.prior_beta
+    # status reads the evidence beyond the prior each arm started from (Beta(1, 1) after a
+    # reset, engine.forgetting.forgetting_prior)
+    flat_start = (np.ones(len(costs)), np.ones(len(costs)))
+    start_alpha, start_beta = (
+        flat_start
+        if scenario.flat_prior
+        else (
+            arm_set.prior_alpha,
+            arm_set.prior_beta,
+        )
+    )
 
     def recall_check(
         masks: BoolArray, baseline: BoolArray, final: PosteriorArrays

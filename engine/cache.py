@@ -32,7 +32,7 @@ MAX_ARM_SETS = 16
 class CachedArm:
     """A cached arm: mutable, so this process's own updates cost a few float additions."""
 
-    __slots__ = ("alpha", "beta", "cost", "label", "last", "pulls")
+    __slots__ = ("alpha", "beta", "cost", "label", "last", "prior", "pulls")
 
     def __init__(self, record: ArmRecord) -> None:
         p = record.posterior
@@ -42,6 +42,8 @@ class CachedArm:
         self.beta = p.beta
         self.pulls = p.pulls
         self.last = p.last_updated
+        self.prior = record.forgets_toward or prior_parameters(parse_arm_id(record.arm_id).type)
+        """What forgetting pulls the arm toward (engine.forgetting.forgetting_prior)."""
 
     @property
     def mean(self) -> float:
@@ -134,7 +136,7 @@ class PosteriorCache:
                     self.invalidate(reload=True)
                     continue
                 if keep != 1.0:
-                    pa, pb = prior_parameters(parse_arm_id(arm_id).type)
+                    pa, pb = entry.prior
                     entry.alpha = forget(entry.alpha, pa, keep, da)
                     entry.beta = forget(entry.beta, pb, keep, db)
                 else:
@@ -155,9 +157,9 @@ class PosteriorCache:
                         arrays.alpha[i] = entry.alpha
                         arrays.beta[i] = entry.beta
                     elif keep != 1.0:
-                        pa, pb = prior_parameters(parse_arm_id(arm_id).type)
-                        arrays.alpha[i] = forget(float(arrays.alpha[i]), pa, keep, da)
-                        arrays.beta[i] = forget(float(arrays.beta[i]), pb, keep, db)
+                        # not cached, so its prior is not known here: the reload the missing
+                        # entry asked for (above) rebuilds these arrays before the next use
+                        continue
                     else:
                         arrays.alpha[i] += da
                         arrays.beta[i] += db

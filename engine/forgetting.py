@@ -22,6 +22,31 @@ from dataclasses import dataclass
 from engine.errors import InvalidInput
 
 
+def forgetting_prior(
+    type_prior: tuple[float, float],
+    base_alpha: float,
+    base_beta: float,
+    base_pulls: int,
+    reset_at: int,
+) -> tuple[float, float]:
+    """The prior an arm's evidence decays toward, from its stored row.
+
+    - The row's base, when the base holds no evidence: a new arm at its type's prior, a seed
+      arm at seedBoost's Beta(b, 1), an arm just reset at Beta(1, 1).
+    - Beta(1, 1) for an arm reset at some point since (`reset_at`, the last trace before its
+      reset, is set): a reset returns an arm to Beta(1, 1) (SPEC section 6), so that is what
+      it forgets toward, not its type's optimistic prior.
+    - Otherwise its type's prior.
+
+    Storage evaluates the same rule in SQL (storage.hotpath) on the same row, so stored
+    posteriors, the cache and `db verify` agree."""
+    if base_pulls == 0:
+        return float(base_alpha), float(base_beta)
+    if reset_at > 0:
+        return 1.0, 1.0
+    return type_prior
+
+
 def keep_factor(half_life: float | None) -> float:
     """The share of an arm's evidence kept at each of its observations (1: never forget)."""
     if half_life is None or half_life == 0:

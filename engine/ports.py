@@ -44,6 +44,9 @@ class ArmRecord:
     label: str
     token_cost: int
     posterior: Posterior
+    forgets_toward: tuple[float, float] | None = None
+    """The prior forgetting pulls this arm toward (engine.forgetting.forgetting_prior); None:
+    its type's prior."""
 
 
 RunStatus = Literal["inserted", "duplicate", "spooled"]

@@ -50,7 +50,7 @@ from engine.ports import (
     TimeBucket,
     VerifyReport,
 )
-from engine.posterior import check_reward, now_ms, prior_parameters
+from engine.posterior import check_reward, now_ms
 from engine.records import ArmOutcomeRecord, RunRecord, record_from_report
 from engine.resolve import MAX_QUERY_CHARS, resolve_arm_query
 from engine.text import strip_controls
@@ -689,7 +689,7 @@ class LearningService:
             entries = list(self._cache.arms.items())
         evidence: dict[str, tuple[float, float]] = {}
         for arm_id, e in entries:
-            pa, pb = prior_parameters(parse_arm_id(arm_id).type)
+            pa, pb = e.prior
             evidence[arm_id] = (e.alpha - pa, e.beta - pb)
         return usefulness_estimates(evidence)
 

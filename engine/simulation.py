@@ -407,7 +407,8 @@ def run_policy(
     and used: alpha += 1; included and unused: beta += 1; pulls += 1; conversational turns:
     nothing). With `half_life` (observations of an arm; None or 0: never), each observed arm
     first forgets with the service's arithmetic (engine.forgetting: alpha * keep +
-    prior_alpha * (1 - keep) + r, toward its type's prior, as stored posteriors do).
+    prior_alpha * (1 - keep) + r, toward the prior it started from, as stored posteriors
+    do).
     `prior` is where every arm starts (default: its type's prior; Beta(1, 1) arrays mimic a
     reset learner).
     """
@@ -418,8 +419,11 @@ def run_policy(
         prior if prior is not None else (arm_set.prior_alpha, arm_set.prior_beta)
     )
     keep = keep_factor(half_life)
-    target_alpha = arm_set.prior_alpha * (1.0 - keep)
-    target_beta = arm_set.prior_beta * (1.0 - keep)
+    # forgetting pulls toward where the arms started (engine.forgetting.forgetting_prior: a
+    # row whose base holds no evidence forgets toward it, as a reset arm forgets toward
+    # Beta(1, 1))
+    target_alpha = np.asarray(prior_alpha, dtype=np.float64) * (1.0 - keep)
+    target_beta = np.asarray(prior_beta, dtype=np.float64) * (1.0 - keep)
     post = PosteriorArrays(
         np.array(prior_alpha, dtype=np.float64),
         np.array(prior_beta, dtype=np.float64),

@@ -96,8 +96,8 @@ class HotPath:
             # engine.forgetting.forget, in the same order of operations
             self.increment = (
                 "UPDATE posteriors AS p SET "
-                "alpha = p.alpha * d.f + d.ta * (1.0 - d.f) + d.da, "
-                "beta = p.beta * d.f + d.tb * (1.0 - d.f) + d.db, "
+                f"alpha = p.alpha * d.f + {target('p.', 'alpha', 'd.ta')} * (1.0 - d.f) + d.da, "
+                f"beta = p.beta * d.f + {target('p.', 'beta', 'd.tb')} * (1.0 - d.f) + d.db, "
                 "pulls = p.pulls + d.n, last_updated = %s "
                 "FROM unnest(%s::varchar[], %s::float8[], %s::float8[], %s::integer[], "
                 "%s::float8[], %s::float8[], %s::float8[]) "
@@ -115,8 +115,9 @@ class HotPath:
             )
             # engine.forgetting.forget, in the same order of operations
             self.increment = (
-                "UPDATE posteriors SET alpha = alpha * ? + ? * (1.0 - ?) + ?, "
-                "beta = beta * ? + ? * (1.0 - ?) + ?, pulls = pulls + ?, "
+                f"UPDATE posteriors SET alpha = alpha * ? + {target('', 'alpha', '?')} "
+                f"* (1.0 - ?) + ?, beta = beta * ? + {target('', 'beta', '?')} * (1.0 - ?) + ?, "
+                "pulls = pulls + ?, "
                 "last_updated = ? WHERE learner_id = ? AND arm_id = ?"
             )
         row = "(" + ", ".join([mark] * len(TRACE_COLUMNS)) + ")"
@@ -249,6 +250,15 @@ class HotPath:
                 for run in fresh:
                     copy.write_row((pks[run.trace_id], *record_row(learner_id, run, stats_epoch)))
         return pks, half_life
+
+
+def target(row: str, side: str, type_prior: str) -> str:
+    """engine.forgetting.forgetting_prior in SQL, on the row being updated (`row`: its alias
+    and a dot, or nothing); `type_prior` is the bound value of the arm type's prior."""
+    return (
+        f"(CASE WHEN {row}prior_pulls = 0 THEN {row}prior_{side} "
+        f"WHEN {row}reset_trace_pk > 0 THEN 1.0 ELSE {type_prior} END)"
+    )
 
 
 def _folds(runs: Sequence[RunRecord], keep: float) -> dict[str, Fold]:

@@ -8,9 +8,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from engine.arms import parse_arm_id
 from engine.config import Phase
+from engine.forgetting import forgetting_prior
 from engine.ports import ArmRecord, LearnerState, ResetRecord, RunStats
-from engine.posterior import Posterior
+from engine.posterior import Posterior, prior_parameters
 
 LEARNER_BY_NAME = "SELECT id FROM learners WHERE name = ?"
 
@@ -22,7 +24,8 @@ FROM learners l WHERE l.id = ?
 """
 
 ARMS = """
-SELECT arm_id, label, token_cost, alpha, beta, pulls, COALESCE(last_updated, created_at), arm_key
+SELECT arm_id, label, token_cost, alpha, beta, pulls, COALESCE(last_updated, created_at), arm_key,
+  prior_alpha, prior_beta, prior_pulls, reset_trace_pk
 FROM posteriors WHERE learner_id = ?
 """
 
@@ -88,6 +91,13 @@ def arm_records(rows: Sequence[Sequence[Any]]) -> dict[str, ArmRecord]:
             r[1],
             int(r[2]),
             Posterior.trusted(r[3], r[4], int(r[5]), None if r[6] is None else int(r[6])),
+            forgetting_prior(
+                prior_parameters(parse_arm_id(r[0]).type),
+                float(r[8]),
+                float(r[9]),
+                int(r[10]),
+                int(r[11]),
+            ),
         )
         for r in rows
     }

@@ -17,9 +17,11 @@ from sqlalchemy import (
     Connection,
     Engine,
     bindparam,
+    case,
     delete,
     func,
     insert,
+    literal,
     select,
     text,
     update,
@@ -28,7 +30,7 @@ from sqlalchemy import (
 from engine.arms import parse_arm_id
 from engine.config import Phase
 from engine.errors import Conflict, InvalidInput, NotFound
-from engine.forgetting import fold, forget, keep_factor
+from engine.forgetting import fold, forget, forgetting_prior, keep_factor
 from engine.ports import (
     ArmOutcome,
     ArmRecord,
@@ -145,6 +147,17 @@ SELECT arm_id, gained, seq FROM (
     WHERE o.learner_id = :learner AND o.epoch = p.epoch
 ) AS c ORDER BY arm_id, seq
 """
+
+
+def _forget_target(side: str, type_prior: float) -> Any:
+    """engine.forgetting.forgetting_prior as a SQL expression on the posterior row being
+    updated (storage.hotpath writes the same rule in its statements)."""
+    p = posteriors.c
+    return case(
+        (p.prior_pulls == 0, p.prior_alpha if side == "alpha" else p.prior_beta),
+        (p.reset_trace_pk > 0, literal(1.0)),
+        else_=literal(type_prior),
+    )
 
 
 class SqlStore:
@@ -394,8 +407,12 @@ class SqlStore:
                     if keep != 1.0:
                         pa, pb = prior_parameters(parse_arm_id(change.arm_id).type)
                         values = {
-                            "alpha": p.alpha * keep + pa * (1.0 - keep) + r,
-                            "beta": p.beta * keep + pb * (1.0 - keep) + (1.0 - r),
+                            "alpha": p.alpha * keep
+                            + _forget_target("alpha", pa) * (1.0 - keep)
+                            + r,
+                            "beta": p.beta * keep
+                            + _forget_target("beta", pb) * (1.0 - keep)
+                            + (1.0 - r),
                         }
                     else:
                         values = {"alpha": p.alpha + r, "beta": p.beta + (1.0 - r)}
@@ -570,8 +587,12 @@ class SqlStore:
                     if keep != 1.0:
                         pa, pb = prior_parameters(parsed.type)
                         values = {
-                            "alpha": p.alpha * keep + pa * (1.0 - keep) + reward,
-                            "beta": p.beta * keep + pb * (1.0 - keep) + (1.0 - reward),
+                            "alpha": p.alpha * keep
+                            + _forget_target("alpha", pa) * (1.0 - keep)
+                            + reward,
+                            "beta": p.beta * keep
+                            + _forget_target("beta", pb) * (1.0 - keep)
+                            + (1.0 - reward),
                         }
                     else:
                         values = {"alpha": p.alpha + reward, "beta": p.beta + (1.0 - reward)}
@@ -930,9 +951,17 @@ class SqlStore:
         arms = {
             int(r.arm_key): r
             for r in conn.execute(
-                select(p.arm_key, p.arm_id, p.alpha, p.beta, p.pulls).where(
-                    p.learner_id == learner_id
-                )
+                select(
+                    p.arm_key,
+                    p.arm_id,
+                    p.alpha,
+                    p.beta,
+                    p.pulls,
+                    p.prior_alpha,
+                    p.prior_beta,
+                    p.prior_pulls,
+                    p.reset_trace_pk,
+                ).where(p.learner_id == learner_id)
             )
         }
         by_arm: dict[int, list[tuple[int, float]]] = {}
@@ -943,7 +972,13 @@ class SqlStore:
         for arm_key, changes in by_arm.items():
             arm = arms[arm_key]
             f = fold((r for _, r in changes), keep)
-            pa, pb = prior_parameters(parse_arm_id(arm.arm_id).type)
+            pa, pb = forgetting_prior(
+                prior_parameters(parse_arm_id(arm.arm_id).type),
+                float(arm.prior_alpha),
+                float(arm.prior_beta),
+                int(arm.prior_pulls),
+                int(arm.reset_trace_pk),
+            )
             for k, (trace_pk, _) in enumerate(changes, start=1):
                 seqs.append({"pk": trace_pk, "key": arm_key, "seq": int(arm.pulls) + k})
             updates.append(
@@ -1171,7 +1206,13 @@ class SqlStore:
                 problems.append(
                     VerifyProblem(arm_id, "its recorded changes are not numbered in order")
                 )
-            pa, pb = prior_parameters(parse_arm_id(arm_id).type)
+            pa, pb = forgetting_prior(
+                prior_parameters(parse_arm_id(arm_id).type),
+                float(r.prior_alpha),
+                float(r.prior_beta),
+                int(r.prior_pulls),
+                int(r.reset_trace_pk),
+            )
             alpha, beta = float(r.prior_alpha), float(r.prior_beta)
             for gained, _ in items:
                 alpha = forget(alpha, pa, keep, gained)

@@ -37,7 +37,7 @@ def drive(service: LearningService, seed: int, half_life: float) -> tuple[np.nda
     return included, arm_set
 
 
-@pytest.mark.parametrize("policy", ["seed", "pooled-forgetting"])
+@pytest.mark.parametrize("policy", ["seed", "pooled-forgetting", "pooled-forgetting-per-token"])
 def test_service_matches_the_study_selection_for_selection(store: SqlStore, policy: str) -> None:
     config = LearningConfig.from_dict({"policy": policy, "phase": "active", "tokenBudget": 3000})
     service = LearningService(store, config, rng=5, cache_ttl=0)
@@ -59,6 +59,52 @@ def test_service_matches_the_study_selection_for_selection(store: SqlStore, poli
     for arm_id, rec in store.load_arms(service.learner_id).items():
         assert cached[arm_id].alpha == pytest.approx(rec.posterior.alpha, abs=1e-12)
         assert cached[arm_id].beta == pytest.approx(rec.posterior.beta, abs=1e-12)
+
+
+@pytest.mark.parametrize("policy", ["pooled-forgetting", "pooled-forgetting-per-token"])
+def test_after_a_reset_arms_forget_toward_beta_1_1_as_the_study_does(
+    store: SqlStore, policy: str
+) -> None:
+    """A reset returns every arm to Beta(1, 1), which is then what its evidence decays
+    toward: the service after a reset holds the study's posteriors for a learner that starts
+    from Beta(1, 1) (the research scenarios), not a pull toward the type's Beta(3, 1)."""
+    config = LearningConfig.from_dict({"policy": policy, "phase": "active", "tokenBudget": 3000})
+    first = LearningService(store, config, rng=1, cache_ttl=0)
+    drive_more(first)
+    first.reset(actor="tester")
+    service = LearningService(store, config, rng=5, cache_ttl=0)
+    included, arm_set = drive(service, 3, config.half_life)
+    workload = make_workload(14, seed=3)
+    conversational, used = workload.draw_run(RUNS, np.random.default_rng(103))
+    flat = (np.ones(len(arm_set)), np.ones(len(arm_set)))
+    study = run_policy(
+        arm_set, config, conversational, used, np.random.default_rng(5),
+        prior=flat, half_life=config.half_life,
+    )  # fmt: skip
+    assert (study.included == included).all()
+    stored = store.load_arms(service.learner_id)
+    for i, arm_id in enumerate(arm_set.ids):
+        assert stored[arm_id].posterior.alpha == pytest.approx(study.final.alpha[i], abs=1e-9)
+        assert stored[arm_id].posterior.beta == pytest.approx(study.final.beta[i], abs=1e-9)
+        assert stored[arm_id].forgets_toward == (1.0, 1.0)
+    report = store.verify(service.learner_id)
+    assert report.ok, report.problems
+    cached = service.arms()
+    for arm_id, rec in stored.items():
+        assert cached[arm_id].posterior.alpha == pytest.approx(rec.posterior.alpha, abs=1e-12)
+    # a manual reward after the reset forgets toward Beta(1, 1) too, and verify replays it
+    arm = arm_set.ids[3]
+    before = store.load_arms(service.learner_id)[arm].posterior
+    service.reward(arm, 1.0, actor="tester")
+    after = store.load_arms(service.learner_id)[arm].posterior
+    keep = keep_factor(config.half_life)
+    assert after.alpha == pytest.approx(forget(before.alpha, 1.0, keep, 1.0), abs=1e-12)
+    assert after.beta == pytest.approx(forget(before.beta, 1.0, keep, 0.0), abs=1e-12)
+    assert store.verify(service.learner_id).ok
+    # undo brings back the arms' earlier life, and its prior: verify still holds
+    service.undo_reset(actor="tester")
+    drive_more(service)
+    assert store.verify(service.learner_id).ok
 
 
 def test_decayed_posteriors_are_verified_and_tampering_is_caught(store: SqlStore) -> None:
