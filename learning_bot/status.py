@@ -21,7 +21,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -151,7 +151,17 @@ def read_settings(
 class Request:
     """`learning-bot [options] status [words] [--json]`, parsed."""
 
-    __slots__ = ("as_json", "config", "database_url", "learner", "public", "top", "url", "words")
+    __slots__ = (
+        "arm",
+        "as_json",
+        "config",
+        "database_url",
+        "learner",
+        "public",
+        "top",
+        "url",
+        "words",
+    )
 
     def __init__(self) -> None:
         self.database_url: str | None = None
@@ -160,6 +170,7 @@ class Request:
         self.url: str | None = None
         self.words: list[str] = []
         self.top: int | None = None
+        self.arm: str | None = None
         self.public = False
         self.as_json = False
 
@@ -172,9 +183,13 @@ class Request:
 _OPTIONS = {"--database-url": "database_url", "--learner": "learner", "--config": "config"}
 
 
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-")
+
+
 def _plain_word(word: str) -> bool:
-    """A word that shlex and bot.commands take as it is (ASCII letters and digits)."""
-    return 0 < len(word) <= 40 and word.isascii() and word.isalnum()
+    """A word that argparse takes as a word and shlex (quoting it, then splitting it again
+    for bot.commands) leaves as it is."""
+    return 0 < len(word) <= 200 and not word.startswith("-") and _SAFE.issuperset(word)
 
 
 def parse(argv: Sequence[str]) -> Request | None:
@@ -204,14 +219,16 @@ def parse(argv: Sequence[str]) -> Request | None:
     if len(rest) > 8 or not all(_plain_word(word) for word in rest):
         return None
     request.words = rest
-    # bot.commands' grammar for status, but `arm` (its answer needs the arm resolver)
-    words = [word.lower() for word in rest]
+    # bot.commands' grammar for status, where it finds no mistake
+    words = list(rest)
     while words:
-        word = words.pop(0)
+        word = words.pop(0).lower()
         if word == "top" and words and words[0].isdigit() and 1 <= int(words[0]) <= MAX_TOP:
             request.top = int(words.pop(0))
         elif word == "public":
             request.public = True
+        elif word == "arm" and words and request.arm is None:
+            request.arm = words.pop(0)
         else:
             return None
     return request
@@ -234,7 +251,10 @@ def quick_status(argv: Sequence[str], env: Mapping[str, str] | None = None) -> i
     else:
         if "terminal:" in settings.learners:
             return None
-        reply = read_status(settings, request.top, public=request.public)
+        if request.arm is not None:
+            reply = read_arm(settings, request.arm, public=request.public)
+        else:
+            reply = read_status(settings, request.top, public=request.public)
         if reply is None:
             return None
     if request.as_json:
@@ -308,6 +328,17 @@ def _general(reply: Reply, request: Request) -> int:
 def read_status(settings: Settings, top: int | None, *, public: bool = False) -> Reply | None:
     """The status reply of the settings' learner in a SQLite file, as the bus answers
     `status` on the terminal; None when the file cannot answer it read-only."""
+    return _read(settings, lambda reader: _status(reader, settings, top, public))
+
+
+def read_arm(settings: Settings, query: str, *, public: bool = False) -> Reply | None:
+    """The reply to `status arm <query>`, as the bus answers it on the terminal; None when
+    the file cannot answer it read-only, or the query names no single arm (the general path
+    then says why)."""
+    return _read(settings, lambda reader: _arm(reader, settings, query, public))
+
+
+def _read(settings: Settings, work: Callable[[LiteReader], Reply | None]) -> Reply | None:
     import sqlite3
 
     from storage.lite import LiteReader, NotReadable, sqlite_path
@@ -321,7 +352,7 @@ def read_status(settings: Settings, top: int | None, *, public: bool = False) ->
     except NotReadable:
         return None
     try:
-        return _status(reader, settings, top, public)
+        return work(reader)
     except sqlite3.Error:
         return None
     finally:
@@ -344,6 +375,73 @@ def _status(reader: LiteReader, settings: Settings, top: int | None, public: boo
         recall = _recall(arms, reader.inclusion_rows(learner_id, RECALL_WINDOW))
     summary = _summary(stats, arms, recall)
     return _reply(settings, str(state[2]), summary, arms, top, public)
+
+
+def _arm(reader: LiteReader, settings: Settings, query: str, public: bool) -> Reply | None:
+    """bot.handlers.Handlers.arm_detail on engine.service.LearningService.resolve_arm."""
+    learner_id = reader.learner_id(settings.learner)
+    if learner_id is None:
+        return None
+    arms = reader.arm_rows(learner_id)
+    arm_id = resolve(query, {row[0]: row[1] for row in arms})
+    if arm_id is None:
+        return None
+    view = next(
+        ArmView(row, frozenset(settings.seed_arm_ids), settings.min_pulls)
+        for row in arms
+        if row[0] == arm_id
+    )
+    low, high = view.interval
+    fields = [
+        ["Label", view.label],
+        ["Mean", f"{view.mean:.3f}"],
+        ["95% interval", f"{low:.3f}-{high:.3f}"],
+        ["Beta", f"alpha {view.alpha:.2f}, beta {view.beta:.2f}"],
+        ["Pulls", str(view.pulls)],
+        ["Confidence", view.confidence],
+        ["Last updated", fmt_time(view.last)],
+        ["Token cost", fmt_int(view.token_cost)],
+        ["Seed arm", "yes (never excluded)" if view.is_seed else "no"],
+        [
+            "Under-explored",
+            "yes (always included until min pulls)" if view.is_underexplored else "no",
+        ],
+    ]
+    return {
+        "kind": "info",
+        "summary": f"{view.arm_id}: mean {view.mean:.3f} over {view.pulls} pulls",
+        "visibility": "public" if public else "private",
+        "blocks": [
+            {"type": "heading", "text": view.arm_id, "badge": None},
+            {"type": "fields", "items": fields},
+        ],
+        "data": {"arm": view.to_json()},
+    }
+
+
+def resolve(query: str, labels: Mapping[str, str]) -> str | None:
+    """engine.resolve.resolve_arm_query where it finds one arm: the exact id, then an exact
+    last segment or label (case-sensitive, then not), then a unique case-insensitive
+    substring; None where it raises (several arms, none, or a substring of what looks like
+    an arm id)."""
+    if query in labels:
+        return query
+    exact = sorted(
+        aid for aid, label in labels.items() if label == query or aid.rsplit(":", 1)[-1] == query
+    )
+    q = query.casefold()
+    if not exact:
+        exact = sorted(
+            aid
+            for aid, label in labels.items()
+            if label.casefold() == q or aid.rsplit(":", 1)[-1].casefold() == q
+        )
+    if exact:
+        return exact[0] if len(exact) == 1 else None
+    if ":" in query:  # it may parse as an arm id, which only matches exactly
+        return None
+    partial = [aid for aid, label in labels.items() if q in aid.casefold() or q in label.casefold()]
+    return partial[0] if len(partial) == 1 else None
 
 
 def _recall(arms: list[Row], inclusion: list[Row]) -> float | None:
@@ -427,11 +525,22 @@ def _summary(stats: list[int | None], arms: list[Row], recall: float | None) -> 
 class ArmView:
     """An arm's posterior as status shows it (engine.views.ArmView)."""
 
-    __slots__ = ("alpha", "arm_id", "beta", "is_seed", "is_underexplored", "label", "last", "pulls")
+    __slots__ = (
+        "alpha",
+        "arm_id",
+        "beta",
+        "is_seed",
+        "is_underexplored",
+        "label",
+        "last",
+        "pulls",
+        "token_cost",
+    )
 
     def __init__(self, row: Row, seeds: frozenset[str], min_pulls: int) -> None:
         self.arm_id: str = row[0]
         self.label: str = row[1]
+        self.token_cost = int(row[2])
         self.alpha = float(row[3])
         self.beta = float(row[4])
         self.pulls = int(row[5])

@@ -127,6 +127,8 @@ def quick_reply(env: dict[str, str], text: str) -> dict[str, Any] | None:
     request = quick.parse(text.split())
     assert request is not None
     settings = quick.read_settings(None, None, None, env)
+    if request.arm is not None:
+        return quick.read_arm(settings, request.arm, public=request.public)
     return quick.read_status(settings, request.top, public=request.public)
 
 
@@ -140,7 +142,20 @@ ENVS: dict[str, dict[str, str]] = {
         "LEARNING_BOT_PUBLIC_URL": "https://learning.example.com",
     },
 }
-TEXTS = ("status", "status top 3", "status top 25", "status TOP 1 Public")
+TEXTS = (
+    "status",
+    "status top 3",
+    "status top 25",
+    "status TOP 1 Public",
+    "status arm Read",
+    "status public arm read",
+    "status arm tool:fs:Read top 2",
+    "status arm tool:fs:Rea",
+    "status arm CALENDAR",
+    "status arm docs/very-long",
+    "status arm e",
+    "status arm Nope",
+)
 
 
 @pytest.mark.parametrize("env_name", list(ENVS))
@@ -149,7 +164,9 @@ def test_the_reply_is_the_buses(db: str, env_name: str, text: str) -> None:
     env = {"LEARNING_BOT_DATABASE_URL": db, **ENVS[env_name]}
     expected = general_reply(env, text)
     got = quick_reply(env, text)
-    assert got is not None
+    if got is None:  # the general path says why
+        assert expected["kind"] == "error", expected
+        return
     assert json.dumps(got, indent=1) == json.dumps(expected, indent=1)
     for colour in (False, True):
         assert quick.render(got, colour) == render(Reply.from_dict(expected), Style(colour))
@@ -191,6 +208,8 @@ ARGVS = (
     ["--database-url=URL", "status", "public", "--json"],
     ["status", "--json", "top", "2"],
     ["status", "arm", "Read"],
+    ["status", "arm", "tool:fs:Read", "--json"],
+    ["status", "arm", "nope"],
     ["status", "top", "0"],
     ["status", "top", "26"],
     ["status", "--jsn"],
@@ -404,6 +423,9 @@ def test_an_unreachable_server_is_worded_as_before(simulated: str, server: _Serv
         ["--database-url", "sqlite:///x", "--learner=a", "--config", "c.toml", "status"],
         ["--url=http://h:1", "--url", "http://h:2", "status", "TOP", "09"],
         ["--learner=", "--url=", "status"],
+        ["status", "arm", "Read"],
+        ["status", "Arm", "tool:fs:Read", "public", "--json"],
+        ["status", "arm", "arm"],
     ],
 )
 def test_it_reads_the_command_line_as_argparse_does(argv: list[str]) -> None:
@@ -431,12 +453,18 @@ def test_it_reads_the_command_line_as_argparse_does(argv: list[str]) -> None:
         ["--learn", "x", "status"],
         ["--learner", "-x", "status"],
         ["status", "top", "--json", "5"],
-        ["status", "arm", "Read"],
+        ["status", "arm"],
+        ["status", "arm", "a", "arm", "b"],
+        ["status", "arm", "-x"],
+        ["status", "arm", "a b"],
+        ["status", "arm", "Read's"],
+        ["status", "arm", "翻訳"],
         ["status", "top", "0"],
         ["status", "top", "26"],
         ["status", "top"],
         ["status", "nonsense"],
         ["status", "tool:fs:Read"],
+        ["status", "top", "5", "top"],
         ["status", "--", "top", "1"],
         ["status", "public"] * 5,
     ],
