@@ -12,7 +12,7 @@ selected by the service, its usage drawn from `engine.simulation`, and the runs 
 
 Targets: `status` at most 3x `python -c pass`; `status --url` no slower than `status`.
 
-    .venv/bin/python bench/cli.py [--runs 21] [--traces 100000] [--keep DIR]
+    .venv/bin/python bench/cli.py [--runs 31] [--traces 100000] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def wall(cmd: list[str], env: dict[str, str]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=21, help="runs of each command (default 21)")
+    parser.add_argument("--runs", type=int, default=31, help="runs of each command (default 31)")
     parser.add_argument("--traces", type=int, default=100_000)
     parser.add_argument(
         "--keep", metavar="DIR", help="build the database in DIR and reuse it when it is there"

@@ -1,18 +1,19 @@
 """`learning-bot status` answered without the command bus, so that the command starts at once.
 
-A plain SQLite file is read through storage.lite and its status reply built here as the bus
-builds it (engine.service's status, bot.handlers' reply); with --url, a running server's
-/command route answers. Either reply is printed as the terminal surface prints replies
-(adapters.terminal.commands and .render). This module and storage.lite import only the
-standard library: the engine, the bus and SQLAlchemy take about 100 ms to import, several
-times the interpreter's own start-up.
+A plain SQLite file is read through storage.lite and the reply built here as the bus builds it
+(engine.service's status and resolve_arm, bot.handlers' replies); with --url, a running
+server's /command route answers. Either reply is printed as the terminal surface prints
+replies (adapters.terminal.commands and .render). This module and storage.lite import only the
+standard library: the engine, the bus and SQLAlchemy take about 100 ms to import, five times
+the interpreter's own start-up.
 
-What this path does not serve as it stands, `quick_status` leaves to the general command line
-(learning_bot.command_line) by returning None: other commands and options, `status arm`,
-another database, a file that does not exist yet or is at another schema revision, an unknown
-learner, a server that answers with anything but a reply. Settings beyond the database and the
-learner are read by learning_bot.settings, as the general path reads them.
-tests/terminal/test_quick_status.py holds the two paths to the same replies and text."""
+What this path does not answer as it stands, `quick_status` leaves to the general command line
+(learning_bot.command_line) by returning None: other commands and options, another database, a
+file that does not exist yet or is at another schema revision, an unknown learner, an arm
+query that names no single arm, a server that answers with anything but a reply. Settings
+beyond the database and the learner are read by learning_bot.settings, as the general path
+reads them. tests/terminal/test_quick_status.py holds the two paths to the same replies, text
+and exit codes."""
 
 from __future__ import annotations
 
@@ -241,6 +242,7 @@ def quick_status(argv: Sequence[str], env: Mapping[str, str] | None = None) -> i
     if request is None:
         return None
     env = os.environ if env is None else env
+    # read (and refused) first, with --url too, as the general path does
     settings = read_settings(request.database_url, request.learner, request.config, env)
     if request.url:
         reply = fetch(request.url, request.learner, request.text, env)
@@ -832,7 +834,8 @@ def api_base(url: str) -> str:
 def fetch(url: str, learner: str | None, text: str, env: Mapping[str, str]) -> Reply | None:
     """The server's reply to the command, sent as adapters.terminal.commands.remote_sender
     sends it; None when it is left to remote_sender (https, a proxy, an answer that is not a
-    reply, or an error status, which remote_sender words)."""
+    reply, or an error status, which remote_sender words: status only reads, so asking again
+    changes nothing)."""
     from urllib.parse import urlencode, urlsplit
 
     base = api_base(url)
@@ -917,8 +920,8 @@ def _exchange(host: str, port: int, request: bytes) -> bytes | None:
     """POST over HTTP/1.1 and return the body of a 2xx answer; None for any other answer,
     or one this reader does not take (chunked, compressed, cut short).
 
-    http.client would do it, but it imports the email package and ssl, which take longer
-    than the whole local status."""
+    http.client would do, but it imports the email package and ssl: about 13 ms, as long as
+    the rest of the command takes beyond the interpreter's start-up."""
     import socket
 
     with _connect(host, port) as sock:
