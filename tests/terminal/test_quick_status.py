@@ -26,11 +26,11 @@ from engine.arms import Arm, ArmType
 from engine.config import Phase
 from engine.observation import ReportedArm, RunReport, ToolCall, Usage
 from engine.service import LearningService
-from learning_bot import status as quick
 from learning_bot.app import build_app, build_read_app
 from learning_bot.command_line import _parser
 from learning_bot.settings import Settings, load_settings
 from learning_bot.simulate import simulate
+from learning_bot.status import command, remote, reply, terminal
 
 EXE = str(Path(sys.executable).with_name("learning-bot"))
 GENERAL = "import sys\nfrom learning_bot.command_line import main\nsys.exit(main(sys.argv[1:]))\n"
@@ -124,12 +124,12 @@ def general_reply(env: dict[str, str], text: str) -> dict[str, Any]:
 
 
 def quick_reply(env: dict[str, str], text: str) -> dict[str, Any] | None:
-    request = quick.parse(text.split())
+    request = command.parse(text.split())
     assert request is not None
-    settings = quick.read_settings(None, None, None, env)
+    settings = command.read_settings(None, None, None, env)
     if request.arm is not None:
-        return quick.read_arm(settings, request.arm, public=request.public)
-    return quick.read_status(settings, request.top, public=request.public)
+        return reply.read_arm(settings, request.arm, public=request.public)
+    return reply.read_status(settings, request.top, public=request.public)
 
 
 ENVS: dict[str, dict[str, str]] = {
@@ -169,27 +169,27 @@ def test_the_reply_is_the_buses(db: str, env_name: str, text: str) -> None:
         return
     assert json.dumps(got, indent=1) == json.dumps(expected, indent=1)
     for colour in (False, True):
-        assert quick.render(got, colour) == render(Reply.from_dict(expected), Style(colour))
+        assert terminal.render(got, colour) == render(Reply.from_dict(expected), Style(colour))
 
 
 def test_what_it_does_not_read_is_left_to_the_general_path(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/s.sqlite"
-    settings = quick.read_settings(url, None, None, {})
-    assert quick.read_status(settings, None) is None  # no file yet
+    settings = command.read_settings(url, None, None, {})
+    assert reply.read_status(settings, None) is None  # no file yet
     app = build_app(Settings(database_url=url), spool=False)
     try:
         simulate(app.service(create=True), traces=5, arms=3)
     finally:
         app.close()
-    assert quick.read_status(settings, None) is not None
-    assert quick.read_status(quick.read_settings(url, "nobody", None, {}), None) is None
-    memory = quick.read_settings("sqlite://", None, None, {})
-    assert quick.read_status(memory, None) is None
+    assert reply.read_status(settings, None) is not None
+    assert reply.read_status(command.read_settings(url, "nobody", None, {}), None) is None
+    memory = command.read_settings("sqlite://", None, None, {})
+    assert reply.read_status(memory, None) is None
     import sqlite3
 
     with sqlite3.connect(tmp_path / "s.sqlite") as conn:
         conn.execute("UPDATE alembic_version SET version_num = '0002'")
-    assert quick.read_status(settings, None) is None
+    assert reply.read_status(settings, None) is None
 
 
 # -- the command line, in processes ---------------------------------------------------------------
@@ -429,7 +429,7 @@ def test_an_unreachable_server_is_worded_as_before(simulated: str, server: _Serv
     ],
 )
 def test_it_reads_the_command_line_as_argparse_does(argv: list[str]) -> None:
-    request = quick.parse(argv)
+    request = command.parse(argv)
     assert request is not None
     args = _parser().parse_args(argv)
     assert (args.command, args.words, args.json) == ("status", request.words, request.as_json)
@@ -470,15 +470,15 @@ def test_it_reads_the_command_line_as_argparse_does(argv: list[str]) -> None:
     ],
 )
 def test_what_it_cannot_read_alike_goes_to_argparse(argv: list[str]) -> None:
-    assert quick.parse(argv) is None
+    assert command.parse(argv) is None
 
 
 def test_the_variables_it_does_not_read_are_not_settings(tmp_path: Path) -> None:
     plain = load_settings({})
-    for name in quick.UNREAD_ENV:
+    for name in command.UNREAD_ENV:
         assert load_settings({f"LEARNING_BOT_{name}": "x\x00 9 nonsense"}) == plain, name
     env = {"LEARNING_BOT_DATABASE_URL": "sqlite:///a.db", "LEARNING_BOT_LEARNER": "b"}
-    loaded, read = load_settings(env), quick.read_settings(None, None, None, env)
+    loaded, read = load_settings(env), command.read_settings(None, None, None, env)
     assert (read.database_url, read.learner) == (loaded.database_url, loaded.learner)
     config = loaded.config
     assert (read.token_budget, read.baseline_rate, read.min_pulls, read.seed_arm_ids) == (
@@ -487,7 +487,7 @@ def test_the_variables_it_does_not_read_are_not_settings(tmp_path: Path) -> None
         config.min_pulls,
         config.seed_arm_ids,
     )
-    read = quick.read_settings("sqlite:///c.db", "d", None, env)
+    read = command.read_settings("sqlite:///c.db", "d", None, env)
     assert (read.database_url, read.learner) == ("sqlite:///c.db", "d")
 
 
@@ -499,17 +499,17 @@ def test_its_figures_are_the_engines_and_the_buses() -> None:
     from engine.posterior import CURATED_PRIOR, LEARNED_PRIOR
     from engine.service import RECALL_WINDOW
 
-    assert (quick.RECALL_WINDOW, quick.DEFAULT_TOP, quick.MAX_TOP) == (
+    assert (reply.RECALL_WINDOW, reply.DEFAULT_TOP, command.MAX_TOP) == (
         RECALL_WINDOW,
         DEFAULT_TOP,
         MAX_TOP,
     )
-    assert (quick.COMPACT_ITEMS, quick.CURATED_PRIOR, quick.LEARNED_PRIOR) == (
+    assert (reply.COMPACT_ITEMS, reply.CURATED_PRIOR, reply.LEARNED_PRIOR) == (
         COMPACT_ITEMS,
         CURATED_PRIOR,
         LEARNED_PRIOR,
     )
-    assert (quick.API_BASE, quick.CODES) == (API_BASE, CODES)
+    assert (remote.API_BASE, terminal.CODES) == (API_BASE, CODES)
 
 
 _texts = st.text(st.characters(codec="utf-8"), max_size=60)
@@ -556,4 +556,4 @@ def test_it_renders_any_reply_as_the_terminal_does(
     blocks: list[dict[str, Any]], colour: bool
 ) -> None:
     data = {"kind": "info", "summary": "s", "visibility": "private", "blocks": blocks, "data": {}}
-    assert quick.render(data, colour) == render(Reply.from_dict(data), Style(colour))
+    assert terminal.render(data, colour) == render(Reply.from_dict(data), Style(colour))
