@@ -1,7 +1,7 @@
 """The `learning-bot` entry point.
 
 `status` on a SQLite file or a running server is answered by learning_bot.status, which
-imports only the standard library, so that the command people type most starts at once;
+imports little beyond the standard library, so that the command people type most starts at once;
 every other command, and whatever that path leaves, goes to learning_bot.command_line."""
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 A plain SQLite file is read through storage.lite and the reply built as the bus builds it
 (engine.service's status and resolve_arm, bot.handlers' replies: .reply); with --url, a running
 server's /command route answers (.remote). Either reply is printed as the terminal surface
-prints replies (adapters.terminal.commands and .render: .terminal). These modules and
-storage.lite import only the standard library: the engine, the bus and SQLAlchemy take about
-100 ms to import, five times the interpreter's own start-up.
+prints replies (adapters.terminal.commands and .render: .terminal). These modules import the
+standard library, storage.lite (which imports no more) and engine.metrics for the estimated
+recall's arithmetic (which imports only the engine's errors): the rest of the engine, the bus
+and SQLAlchemy take about 100 ms to import, five times the interpreter's own start-up.
 
 What this path does not answer as it stands, `quick_status` (.command) leaves to the general
 command line (learning_bot.command_line) by returning None: other commands and options, another

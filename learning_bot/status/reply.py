@@ -28,7 +28,7 @@ SEED_ARM_IDS = (
     "tool:fs:Glob",
     "tool:fs:Grep",
 )
-RECALL_WINDOW = 1000
+RECALL_WINDOW = 300
 DEFAULT_TOP = 5
 COMPACT_ITEMS = 3
 Z95 = 1.96
@@ -192,40 +192,21 @@ def resolve(query: str, labels: Mapping[str, str]) -> str | None:
 
 
 def _recall(arms: list[Row], inclusion: list[Row]) -> float | None:
-    """engine.metrics.estimated_recall of the arms' usefulness estimates."""
-    usefulness = {}
+    """LearningService.summary's estimated recall (engine.metrics, which imports no more than
+    the engine's errors)."""
+    from engine.metrics import estimated_recall, usefulness_estimates
+
+    evidence = {}
     for arm in arms:
         arm_id, alpha, beta = arm[0], float(arm[3]), float(arm[4])
         prior_alpha, prior_beta = LEARNED_PRIOR if arm_id.startswith("file:") else CURATED_PRIOR
-        used = max(alpha - prior_alpha, 0.0)
-        unused = max(beta - prior_beta, 0.0)
-        usefulness[arm_id] = (used + 0.5) / (used + unused + 1.0)
-    hits = 0.0
-    missed = 0.0
-    runs = 0
-    for row in inclusion:
-        included, offered, used_count = (int(row[1] or 0), int(row[2] or 0), int(row[3] or 0))
-        hits += used_count
-        runs = max(runs, offered)
-        left_out = offered - included
-        if left_out > 0:
-            missed += usefulness.get(row[0], 0.0) * left_out
-    if runs == 0 or hits + missed <= 0.0:
-        return None
-    return hits / (hits + missed)
+        evidence[arm_id] = (alpha - prior_alpha, beta - prior_beta)
+    counts = {row[0]: (int(row[1] or 0), int(row[2] or 0), int(row[3] or 0)) for row in inclusion}
+    return estimated_recall(usefulness_estimates(evidence), counts)
 
 
 def _avg(total: int, n: int) -> float | None:
     return total / n if n else None
-
-
-def _token_savings(baseline_avg: float | None, selected_avg: float | None) -> float | None:
-    """engine.metrics.token_savings_percent."""
-    if baseline_avg is None or selected_avg is None:
-        return None
-    if not (math.isfinite(baseline_avg) and math.isfinite(selected_avg)) or baseline_avg <= 0:
-        return None
-    return (baseline_avg - selected_avg) / baseline_avg * 100.0
 
 
 def _summary(stats: list[int | None], arms: list[Row], recall: float | None) -> dict[str, Any]:
@@ -236,9 +217,11 @@ def _summary(stats: list[int | None], arms: list[Row], recall: float | None) -> 
     offered_tokens, kept_tokens = stats[11] or 0, stats[12] or 0
     pulls = sum(int(a[5]) for a in arms)
     reward = sum(max(0.0, int(a[5]) - (float(a[4]) - 1.0)) for a in arms)
+    from engine.metrics import token_savings_percent
+
     b_avg = _avg(baseline_tokens, baseline_runs)
     s_avg = _avg(selected_tokens, selected_runs)
-    savings = _token_savings(b_avg, s_avg)
+    savings = token_savings_percent(b_avg, s_avg)
     if savings is not None and not math.isfinite(savings):
         savings = None
     offered = _avg(offered_tokens, selected_runs)
