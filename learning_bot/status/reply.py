@@ -191,6 +191,18 @@ def resolve(query: str, labels: Mapping[str, str]) -> str | None:
     return partial[0] if len(partial) == 1 else None
 
 
+def forgets_toward(row: Row) -> tuple[float, float]:
+    """The prior an arm's evidence is read against, from its row (storage.queries.ARMS): what
+    engine.forgetting.forgetting_prior gives the service's cache. Its base when that holds no
+    evidence, Beta(1, 1) once it was reset, else its type's prior."""
+    base_alpha, base_beta, base_pulls, reset_at = row[8], row[9], int(row[10]), int(row[11])
+    if base_pulls == 0:
+        return float(base_alpha), float(base_beta)
+    if reset_at > 0:
+        return 1.0, 1.0
+    return LEARNED_PRIOR if row[0].startswith("file:") else CURATED_PRIOR
+
+
 def _recall(arms: list[Row], inclusion: list[Row]) -> float | None:
     """LearningService.summary's estimated recall (engine.metrics, which imports no more than
     the engine's errors)."""
@@ -198,9 +210,8 @@ def _recall(arms: list[Row], inclusion: list[Row]) -> float | None:
 
     evidence = {}
     for arm in arms:
-        arm_id, alpha, beta = arm[0], float(arm[3]), float(arm[4])
-        prior_alpha, prior_beta = LEARNED_PRIOR if arm_id.startswith("file:") else CURATED_PRIOR
-        evidence[arm_id] = (alpha - prior_alpha, beta - prior_beta)
+        prior_alpha, prior_beta = forgets_toward(arm)
+        evidence[arm[0]] = (float(arm[3]) - prior_alpha, float(arm[4]) - prior_beta)
     counts = {row[0]: (int(row[1] or 0), int(row[2] or 0), int(row[3] or 0)) for row in inclusion}
     return estimated_recall(usefulness_estimates(evidence), counts)
 

@@ -23,7 +23,7 @@ from adapters.terminal.style import Style
 from bot.bus import Actor, Invocation
 from bot.replies import Reply
 from engine.arms import Arm, ArmType
-from engine.config import Phase
+from engine.config import LearningConfig, Phase
 from engine.observation import ReportedArm, RunReport, ToolCall, Usage
 from engine.service import LearningService
 from learning_bot.app import build_app, build_read_app
@@ -91,11 +91,26 @@ def _reset(service: LearningService) -> None:
     service.reset(actor="test")
 
 
+def _reset_then_runs(service: LearningService) -> None:
+    """Arms reset, then learning again: their evidence counts from Beta(1, 1)."""
+    simulate(service, traces=80, arms=9, seed=6)
+    service.reset([view.arm_id for view in service.posteriors()[:3]], actor="test")
+    simulate(service, traces=120, arms=11, seed=9)
+
+
+def _boosted(service: LearningService) -> None:
+    """Seed arms started at seedBoost's Beta(4, 1), posteriors that forget (half-life 40)."""
+    config = LearningConfig(seed_boost=4.0, half_life=40.0)
+    simulate(LearningService(service.store, config), traces=150, arms=10, seed=8)
+
+
 STATES: dict[str, Callable[[LearningService], None]] = {
     "empty": lambda service: None,
     "simulated": lambda service: simulate(service, traces=150, arms=12, seed=5) and None,
     "few arms": lambda service: simulate(service, traces=30, arms=4, seed=2) and None,
     "after a reset": _reset,
+    "reset, then runs": _reset_then_runs,
+    "seed boost, forgetting": _boosted,
     "passive, wide names": _wide,
 }
 
@@ -491,6 +506,23 @@ def test_the_variables_it_does_not_read_are_not_settings(tmp_path: Path) -> None
     )
     read = command.read_settings("sqlite:///c.db", "d", None, env)
     assert (read.database_url, read.learner) == ("sqlite:///c.db", "d")
+
+
+@pytest.mark.parametrize("arm_id", ["tool:fs:Read", "file:workspace:a.md", "memory:p:n"])
+@pytest.mark.parametrize(
+    "base",
+    [(3.0, 1.0, 0, 0), (4.0, 1.0, 0, 0), (1.0, 1.0, 0, 17), (3.5, 2.0, 12, 0), (2, 9, 3, 40)],
+)
+def test_it_reads_evidence_against_the_prior_forgetting_uses(
+    arm_id: str, base: tuple[float, float, int, int]
+) -> None:
+    from engine.arms import parse_arm_id
+    from engine.forgetting import forgetting_prior
+    from engine.posterior import prior_parameters
+
+    row = (arm_id, "", 10, 5.0, 5.0, 7, None, 1, *base)
+    expected = forgetting_prior(prior_parameters(parse_arm_id(arm_id).type), *base)
+    assert reply.forgets_toward(row) == expected
 
 
 def test_its_figures_are_the_engines_and_the_buses() -> None:
