@@ -5,66 +5,114 @@ Pure Python and numpy; no I/O and no import of any other package of this project
 
 from typing import TYPE_CHECKING, Any
 
-from engine.arms import (
-    MAX_ARM_ID_LENGTH,
-    Arm,
-    ArmId,
-    ArmType,
-    build_arm_id,
-    estimate_tokens,
-    parse_arm_id,
-)
-from engine.config import DEFAULT_SEED_ARM_IDS, LearningConfig, Phase
-from engine.errors import (
-    Ambiguous,
-    Conflict,
-    Forbidden,
-    InvalidArmId,
-    InvalidConfig,
-    InvalidInput,
-    LearningError,
-    NotFound,
-    Unavailable,
-)
-from engine.metrics import recommended_baseline_rate, token_savings_percent
-from engine.observation import (
-    MAX_ARMS_PER_RUN,
-    MAX_TEXT_CHARS,
-    ReportedArm,
-    RunOutcome,
-    RunReport,
-    RunText,
-    SkipReason,
-    ToolCall,
-    Usage,
-    detect_reference,
-    observation_guard,
-    referenced_arms,
-    rewards_for_run,
-)
-from engine.posterior import (
-    Confidence,
-    Posterior,
-    check_reward,
-    confidence_for_pulls,
-    initial_prior,
-    now_ms,
-)
-
-# Selection needs numpy; it is imported on first use so that tools which only read status
-# (the CLI, the chat surfaces) start fast.
-_LAZY = {
-    "ArmSet": "engine.selection",
-    "align_posteriors": "engine.selection",
-    "PosteriorArrays": "engine.selection",
-    "Selection": "engine.selection",
-    "discounted": "engine.selection",
-    "excluded_tools_guidance": "engine.selection",
-    "include_everything": "engine.selection",
-    "select_arms": "engine.selection",
+# Every name is imported from its module on first use: a tool that needs one module (the
+# command line's settings need engine.config) does not pay for the others, and numpy waits for
+# selection.
+_EXPORTS = {
+    "engine.arms": (
+        "MAX_ARM_ID_LENGTH",
+        "Arm",
+        "ArmId",
+        "ArmType",
+        "build_arm_id",
+        "estimate_tokens",
+        "parse_arm_id",
+    ),
+    "engine.config": ("DEFAULT_SEED_ARM_IDS", "LearningConfig", "Phase"),
+    "engine.errors": (
+        "Ambiguous",
+        "Conflict",
+        "Forbidden",
+        "InvalidArmId",
+        "InvalidConfig",
+        "InvalidInput",
+        "LearningError",
+        "NotFound",
+        "Unavailable",
+    ),
+    "engine.metrics": ("recommended_baseline_rate", "token_savings_percent"),
+    "engine.observation": (
+        "MAX_ARMS_PER_RUN",
+        "MAX_TEXT_CHARS",
+        "ReportedArm",
+        "RunOutcome",
+        "RunReport",
+        "RunText",
+        "SkipReason",
+        "ToolCall",
+        "Usage",
+        "detect_reference",
+        "observation_guard",
+        "referenced_arms",
+        "rewards_for_run",
+    ),
+    "engine.posterior": (
+        "Confidence",
+        "Posterior",
+        "check_reward",
+        "confidence_for_pulls",
+        "initial_prior",
+        "now_ms",
+    ),
+    "engine.selection": (
+        "ArmSet",
+        "align_posteriors",
+        "PosteriorArrays",
+        "Selection",
+        "discounted",
+        "excluded_tools_guidance",
+        "include_everything",
+        "select_arms",
+    ),
 }
+_LAZY = {name: module for module, names in _EXPORTS.items() for name in names}
 
 if TYPE_CHECKING:
+    from engine.arms import (
+        MAX_ARM_ID_LENGTH,
+        Arm,
+        ArmId,
+        ArmType,
+        build_arm_id,
+        estimate_tokens,
+        parse_arm_id,
+    )
+    from engine.config import DEFAULT_SEED_ARM_IDS, LearningConfig, Phase
+    from engine.errors import (
+        Ambiguous,
+        Conflict,
+        Forbidden,
+        InvalidArmId,
+        InvalidConfig,
+        InvalidInput,
+        LearningError,
+        NotFound,
+        Unavailable,
+    )
+    from engine.metrics import recommended_baseline_rate, token_savings_percent
+    from engine.observation import (
+        MAX_ARMS_PER_RUN,
+        MAX_TEXT_CHARS,
+        ReportedArm,
+        RunOutcome,
+        RunReport,
+        RunText,
+        SkipReason,
+        ToolCall,
+        Usage,
+        detect_reference,
+        observation_guard,
+        referenced_arms,
+        rewards_for_run,
+    )
+    from engine.posterior import (
+        Confidence,
+        Posterior,
+        check_reward,
+        confidence_for_pulls,
+        initial_prior,
+        now_ms,
+    )
     from engine.selection import (
         ArmSet,
         PosteriorArrays,

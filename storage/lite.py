@@ -2,32 +2,45 @@
 for one-shot commands (`learning-bot status`) that should not pay SQLAlchemy's import.
 
 It runs the same SQL as SqlStore (storage.queries) and never writes; anything else goes through
-SqlStore."""
+SqlStore. Importing it imports nothing but the standard library: the rows (`*_row` methods)
+serve the command line's status as they are, and the Store port's methods turn them into the
+engine's records."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from engine.config import Phase
-from engine.errors import NotFound, Unavailable
-from engine.ports import (
-    ArmRecord,
-    AuditEntry,
-    LearnerState,
-    PhaseChangeRecord,
-    RecordResult,
-    ResetRecord,
-    RewardChange,
-    RunStats,
-    TimeBucket,
-    VerifyReport,
-)
-from engine.records import RunRecord
 from storage import queries
 from storage.revision import HEAD_REVISION
+
+if TYPE_CHECKING:
+    from engine.config import Phase
+    from engine.errors import Unavailable
+    from engine.ports import (
+        ArmRecord,
+        AuditEntry,
+        LearnerState,
+        PhaseChangeRecord,
+        RecordResult,
+        ResetRecord,
+        RewardChange,
+        RunStats,
+        TimeBucket,
+        VerifyReport,
+    )
+    from engine.records import RunRecord
+
+
+T = TypeVar("T")
+
+
+def _not_found(learner_id: int) -> Exception:
+    from engine.errors import NotFound
+
+    return NotFound(f"no learner with id {learner_id}")
 
 
 class NotReadable(Exception):
@@ -63,47 +76,76 @@ class LiteReader:
             raise NotReadable("the schema is not at this version's revision")
         self.url = f"sqlite:///{path}"
 
-    def _one(self, sql: str, *params: object) -> tuple[Any, ...] | None:
-        try:
-            row: tuple[Any, ...] | None = self.conn.execute(sql, params).fetchone()
-            return row
-        except sqlite3.Error as exc:
-            raise Unavailable(f"storage is unavailable: {exc}") from None
+    # -- rows, as sqlite3 gives them (sqlite3.Error when the file cannot be read) ---------------
+
+    def learner_id(self, name: str) -> int | None:
+        row = self.conn.execute(queries.LEARNER_BY_NAME, (name,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def learner_row(self, learner_id: int) -> tuple[Any, ...] | None:
+        """id, name, phase, version, half-life (queries.LEARNER_STATE)."""
+        row: tuple[Any, ...] | None = self.conn.execute(
+            queries.LEARNER_STATE, (learner_id,)
+        ).fetchone()
+        return row
+
+    def arm_rows(self, learner_id: int) -> list[tuple[Any, ...]]:
+        """arm id, label, token cost, alpha, beta, pulls, last updated, arm key (queries.ARMS)."""
+        return self.conn.execute(queries.ARMS, (learner_id,)).fetchall()
+
+    def run_stats_row(self, learner_id: int) -> tuple[Any, ...] | None:
+        """The run counters of queries.RUN_STATS."""
+        row: tuple[Any, ...] | None = self.conn.execute(queries.RUN_STATS, (learner_id,)).fetchone()
+        return row
+
+    def inclusion_rows(self, learner_id: int, last: int) -> list[tuple[Any, ...]]:
+        """arm id, runs that included it, runs that offered it, runs that used it, over the
+        latest `last` selected runs, ordered by arm id (queries.INCLUSION_SQLITE)."""
+        params = (learner_id, learner_id, last)
+        return self.conn.execute(queries.INCLUSION_SQLITE, params).fetchall()
+
+    # -- the Store port's reads ----------------------------------------------------------------
 
     def open_learner(self, name: str, initial_phase: Phase) -> LearnerState:
-        row = self._one(queries.LEARNER_BY_NAME, name)
-        if row is None:
+        found = self._read(self.learner_id, name)
+        if found is None:
             raise NotReadable(f"no learner named {name!r} yet")
-        return self.learner_state(int(row[0]))
+        return self.learner_state(found)
 
     def learner_state(self, learner_id: int) -> LearnerState:
-        row = self._one(queries.LEARNER_STATE, learner_id)
+        row = self._read(self.learner_row, learner_id)
         if row is None:
-            raise NotFound(f"no learner with id {learner_id}")
+            raise _not_found(learner_id)
         return queries.learner_state(row)
 
     def load_arms(self, learner_id: int) -> dict[str, ArmRecord]:
-        try:
-            rows = self.conn.execute(queries.ARMS, (learner_id,)).fetchall()
-        except sqlite3.Error as exc:
-            raise Unavailable(f"storage is unavailable: {exc}") from None
-        return queries.arm_records(rows)
+        return queries.arm_records(self._read(self.arm_rows, learner_id))
 
     def run_stats(self, learner_id: int) -> RunStats:
-        row = self._one(queries.RUN_STATS, learner_id)
+        row = self._read(self.run_stats_row, learner_id)
         if row is None:
-            raise NotFound(f"no learner with id {learner_id}")
+            raise _not_found(learner_id)
         return queries.run_stats(row)
 
     def last_reset(self, learner_id: int) -> ResetRecord | None:
-        return queries.reset_record(self._one(queries.LAST_RESET, learner_id))
+        def read(learner: int) -> tuple[Any, ...] | None:
+            row: tuple[Any, ...] | None = self.conn.execute(
+                queries.LAST_RESET, (learner,)
+            ).fetchone()
+            return row
+
+        return queries.reset_record(self._read(read, learner_id))
 
     def inclusion_counts(self, learner_id: int, last: int) -> dict[str, tuple[int, int, int]]:
+        return queries.inclusion_counts(self._read(self.inclusion_rows, learner_id, last))
+
+    def _read(self, read: Callable[..., T], *args: Any) -> T:
         try:
-            rows = self.conn.execute(queries.INCLUSION, (learner_id, learner_id, last)).fetchall()
+            return read(*args)
         except sqlite3.Error as exc:
+            from engine.errors import Unavailable
+
             raise Unavailable(f"storage is unavailable: {exc}") from None
-        return queries.inclusion_counts(rows)
 
     def close(self) -> None:
         self.conn.close()
@@ -111,6 +153,8 @@ class LiteReader:
     # -- everything else needs SqlStore -------------------------------------------------------
 
     def _refuse(self) -> Unavailable:
+        from engine.errors import Unavailable
+
         return Unavailable("this read-only view of the database serves status only")
 
     def record_runs(self, learner_id: int, runs: Sequence[RunRecord]) -> RecordResult:

@@ -498,10 +498,9 @@ class SqlStore:
         with_retries(run)
 
     def inclusion_counts(self, learner_id: int, last: int) -> dict[str, tuple[int, int, int]]:
+        sql = queries.INCLUSION_SQLITE if self.dialect == "sqlite" else self._sql(queries.INCLUSION)
         with reading(self.engine) as conn:
-            rows = conn.exec_driver_sql(
-                self._sql(queries.INCLUSION), (learner_id, learner_id, last)
-            ).all()
+            rows = conn.exec_driver_sql(sql, (learner_id, learner_id, last)).all()
         return queries.inclusion_counts(rows)
 
     def _bump(self, conn: Connection, learner_id: int, changes: int) -> None:

@@ -341,6 +341,22 @@ def test_spool_bound_comes_from_the_environment(tmp_path: Path) -> None:
             load_settings({"LEARNING_BOT_SPOOL_MAX_MB": bad})
 
 
+def _wait_until_listening(port: int, timeout: float = 30.0) -> None:
+    """The server announces its surfaces as it starts them: a client that starts at once can
+    come before the port listens."""
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 def test_serve_announces_the_public_url_and_status_links_its_dashboard(db: str) -> None:
     import socket
 
@@ -367,6 +383,7 @@ def test_serve_announces_the_public_url_and_status_links_its_dashboard(db: str) 
         dashboard = f"{public}/__openclaw__/api/learning/dashboard"
         assert any(f"public address {public}" in line and dashboard in line for line in lines)
         url = f"http://127.0.0.1:{port}"
+        _wait_until_listening(port)
         status = run(db, "--url", url, "status", "--json")
         assert status.returncode == 0, status.stderr
         data = json.loads(status.stdout)
