@@ -482,15 +482,10 @@ def _simulate(app: App, traces: int, arms: int, seed: int, force: bool) -> int:
     )
     if result.switched_to_active:
         print(f"Switched learner '{service.learner}' to the active phase so selection runs.")
-    savings = (
-        f"; token savings {result.token_savings_percent:.1f}%"
-        if result.token_savings_percent is not None
-        else ""
-    )
     print(
         f"Simulated {result.traces:,} runs of a {result.arms}-arm agent (seed {seed}) into "
         f"learner '{service.learner}': {result.baseline_runs:,} baseline, "
-        f"{result.selected_runs:,} selected{savings}."
+        f"{result.selected_runs:,} selected."
     )
     for line in result.report_lines():
         print(line)

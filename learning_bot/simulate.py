@@ -68,6 +68,11 @@ class SimulationResult:
                 f"Kept about {self.estimated_recall * 100:.1f}% of the components the model "
                 f"used (estimated{truth})."
             )
+        if self.token_savings_percent is not None:
+            lines.append(
+                f"Selected runs against baseline runs: {self.token_savings_percent:.1f}% tokens "
+                "(both fill the same budget, so this stays near zero however well it learns)."
+            )
         return lines
 
 
