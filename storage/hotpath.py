@@ -12,6 +12,7 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from engine.arms import parse_arm_id
@@ -190,9 +191,9 @@ WITH learner AS (
 ), go AS (
     SELECT stats_epoch FROM learner
     WHERE half_life = %(half_life)s
-      AND (SELECT count(*) FROM unnest(%(arm_ids)s::text[]) AS a(arm_id)
-           JOIN posteriors p ON p.learner_id = %(learner)s AND p.arm_id = a.arm_id)
-          = cardinality(%(arm_ids)s::text[])
+      AND (SELECT count(*) FROM posteriors
+           WHERE learner_id = %(learner)s AND arm_key = ANY(%(keys)s::int[]))
+          = cardinality(%(keys)s::int[])
 ), new_traces AS (
     INSERT INTO traces (COLUMNS)
     SELECT VALUES FROM go, json_populate_recordset(NULL::traces, %(traces)s::json)
@@ -203,28 +204,31 @@ WITH learner AS (
 ), inserted AS (
     SELECT count(*) AS n FROM new_traces
 ), locked AS MATERIALIZED (
-    SELECT p.arm_id FROM inserted, unnest(%(fold_arm)s::text[]) AS a(arm_id)
-    JOIN posteriors p ON p.learner_id = %(learner)s AND p.arm_id = a.arm_id
-    WHERE inserted.n = %(runs)s
-    ORDER BY p.arm_id COLLATE "C" FOR UPDATE OF p
+    SELECT arm_key FROM posteriors
+    WHERE learner_id = %(learner)s AND arm_key = ANY(%(fold_key)s::int[])
+      AND (SELECT n FROM inserted) = %(runs)s
+    ORDER BY arm_id COLLATE "C" FOR UPDATE
 ), bumped AS (
-    UPDATE posteriors AS p SET
-        alpha = p.alpha * d.f + d.ta * (1.0 - d.f) + d.da,
-        beta = p.beta * d.f + d.tb * (1.0 - d.f) + d.db,
-        pulls = p.pulls + d.n, last_updated = %(at)s
-    FROM locked JOIN unnest(%(fold_arm)s::text[], %(fold_da)s::float8[], %(fold_db)s::float8[],
-        %(fold_n)s::int[], %(fold_f)s::float8[], %(prior_a)s::float8[], %(prior_b)s::float8[])
-        AS d(arm_id, da, db, n, f, ta, tb) ON d.arm_id = locked.arm_id
-    WHERE p.learner_id = %(learner)s AND p.arm_id = locked.arm_id
-    RETURNING p.arm_key, p.epoch, p.pulls - d.n AS before, d.n
+    UPDATE posteriors AS p SET (alpha, beta, pulls, last_updated) = (
+        SELECT p.alpha * f[i] + ta[i] * (1.0 - f[i]) + da[i],
+               p.beta * f[i] + tb[i] * (1.0 - f[i]) + db[i], p.pulls + n[i], %(at)s
+        FROM width_bucket(p.arm_key, %(fold_key)s::int[]) AS i,
+             CAST(%(keep)s AS float8[]) AS f, CAST(%(prior_alpha)s AS float8[]) AS ta,
+             CAST(%(alpha_gain)s AS float8[]) AS da, CAST(%(prior_beta)s AS float8[]) AS tb,
+             CAST(%(beta_gain)s AS float8[]) AS db, CAST(%(pulls)s AS int[]) AS n)
+    WHERE p.learner_id = %(learner)s AND p.arm_key = ANY(ARRAY(SELECT arm_key FROM locked))
+    RETURNING p.arm_key, p.epoch, p.pulls,
+        (%(pulls)s::int[])[width_bucket(p.arm_key, %(fold_key)s::int[])] AS n
 ), outcomes AS (
     INSERT INTO trace_arms (trace_pk, arm_key, included, referenced, token_cost, reward, epoch,
                             seq)
     SELECT t.id, o.arm_key, o.included, o.referenced, o.token_cost, o.reward, b.epoch,
-           b.before + o.k
-    FROM json_to_recordset(%(outcomes)s::json) AS o(trace_id text, arm_key int, included bool,
-        referenced bool, token_cost int, reward float8, k int)
-    JOIN new_traces t ON t.trace_id = o.trace_id
+           b.pulls - b.n + o.k
+    FROM unnest(%(run)s::int[], %(arm_key)s::int[], %(included)s::bool[],
+                %(referenced)s::bool[], %(token_cost)s::int[], %(reward)s::float8[],
+                %(k)s::int[]) AS o(run, arm_key, included, referenced, token_cost, reward, k)
+    JOIN (SELECT id, row_number() OVER (ORDER BY id) AS run FROM new_traces) AS t
+        ON t.run = o.run
     LEFT JOIN bumped b ON b.arm_key = o.arm_key AND o.reward IS NOT NULL
     WHERE (SELECT n FROM inserted) = %(runs)s
 ), counted AS ("""
@@ -317,6 +321,21 @@ class Written:
         return self.gate and len(self.inserted) in (0, self.runs)
 
 
+@lru_cache(maxsize=65536)
+def _prior(arm_id: str) -> tuple[float, float]:
+    return prior_parameters(parse_arm_id(arm_id).type)
+
+
+_TRACE_INDEXES = [TRACE_COLUMNS.index(c) for c in _PER_RUN]
+
+
+def _numbers(values: Sequence[float | bool | None]) -> str:
+    """A PostgreSQL array literal of numbers, booleans and NULLs, written by Python's own list
+    repr: a float is its shortest repr, which PostgreSQL reads back to the same double (both
+    round correctly); True and False read as booleans; None becomes NULL."""
+    return "{" + repr(values)[1:-1].replace("None", "NULL") + "}"
+
+
 def postgres_params(
     learner_id: int,
     runs: Sequence[RunRecord],
@@ -325,48 +344,60 @@ def postgres_params(
     half_life: float,
 ) -> dict[str, Any]:
     """The parameters of PG_RECORD for `runs` (distinct trace ids), folded as if every run is
-    new with `half_life` (the statement checks both)."""
+    new with `half_life` (the statement checks both): the traces as one JSON document (the
+    json module writes it in C), everything else as numbers in array literals."""
     folds = _folds(runs, keep_factor(half_life))
-    ordered = sorted(folds)
-    priors = [prior_parameters(parse_arm_id(a).type) for a in ordered]
-    indexes = [TRACE_COLUMNS.index(c) for c in _PER_RUN]
-    trace_rows = []
-    outcomes = []
+    traces = []
+    run_of: list[int] = []
+    key_of: list[int] = []
+    included: list[bool] = []
+    referenced: list[bool] = []
+    cost: list[int] = []
+    reward: list[float | None] = []
+    k_of: list[int | None] = []
     seen: dict[str, int] = {}
-    for run in runs:
+    for number, run in enumerate(runs, start=1):
         row = record_row(learner_id, run, 0)
-        trace_rows.append({c: row[i] for c, i in zip(_PER_RUN, indexes, strict=True)})
+        traces.append(dict(zip(_PER_RUN, [row[i] for i in _TRACE_INDEXES], strict=True)))
         for o in run.arms:
             k = None
             if o.reward is not None:
                 k = seen[o.arm_id] = seen.get(o.arm_id, 0) + 1
-            outcomes.append(
-                {
-                    "trace_id": run.trace_id,
-                    "arm_key": keys[o.arm_id],
-                    "included": o.included,
-                    "referenced": o.referenced,
-                    "token_cost": o.token_cost,
-                    "reward": o.reward,
-                    "k": k,
-                }
-            )
+            run_of.append(number)
+            key_of.append(keys[o.arm_id])
+            included.append(o.included)
+            referenced.append(o.referenced)
+            cost.append(o.token_cost)
+            reward.append(o.reward)
+            k_of.append(k)
+    # The folded changes in arm key order: the statement finds an arm's by binary search.
+    by_key = sorted(
+        (keys[a], f.keep, f.alpha_gain, f.beta_gain, f.pulls, *_prior(a)) for a, f in folds.items()
+    )
+    columns = [list(column) for column in zip(*by_key, strict=True)] or [[]] * 7
+    fold_key, keep, alpha_gain, beta_gain, pulls, prior_alpha, prior_beta = columns
     stats = stats_params(learner_id, runs, 0)
     params: dict[str, Any] = {
         "learner": learner_id,
         "half_life": half_life,
         "at": at,
         "runs": len(runs),
-        "arm_ids": sorted({o.arm_id for run in runs for o in run.arms}),
-        "traces": json.dumps(trace_rows, ensure_ascii=False, allow_nan=False),
-        "outcomes": json.dumps(outcomes, allow_nan=False),
-        "fold_arm": ordered,
-        "fold_da": [folds[a].alpha_gain for a in ordered],
-        "fold_db": [folds[a].beta_gain for a in ordered],
-        "fold_n": [folds[a].pulls for a in ordered],
-        "fold_f": [folds[a].keep for a in ordered],
-        "prior_a": [p[0] for p in priors],
-        "prior_b": [p[1] for p in priors],
+        "traces": json.dumps(traces, ensure_ascii=False, allow_nan=False),
+        "keys": _numbers(sorted(set(key_of))),
+        "fold_key": _numbers(fold_key),
+        "keep": _numbers(keep),
+        "alpha_gain": _numbers(alpha_gain),
+        "beta_gain": _numbers(beta_gain),
+        "pulls": _numbers(pulls),
+        "prior_alpha": _numbers(prior_alpha),
+        "prior_beta": _numbers(prior_beta),
+        "run": _numbers(run_of),
+        "arm_key": _numbers(key_of),
+        "included": _numbers(included),
+        "referenced": _numbers(referenced),
+        "token_cost": _numbers(cost),
+        "reward": _numbers(reward),
+        "k": _numbers(k_of),
     }
     params.update(zip(_STATS_NAMES, stats[2:13], strict=True))
     params.update(zip(_OFFERED_NAMES, stats[14:], strict=True))
