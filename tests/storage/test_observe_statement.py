@@ -171,3 +171,73 @@ def test_arm_rows_removed_under_a_store_are_made_again(postgres_url: str) -> Non
     assert result.ok, result.problems
     assert result.traces_checked == 1
     store.close()
+
+
+def test_writers_beside_resets_rewards_and_half_life_changes_stay_exact(
+    database_url: str,
+) -> None:
+    """Per-call and batched observes from two replicas while a third changes the half-life,
+    resets arms, undoes resets and gives manual rewards: no deadlock reaches a caller, every
+    run is stored once, and `verify` replays every posterior (each change numbered in the
+    order it was applied, with the half-life in force when it was)."""
+    import threading
+
+    from engine.ports import RewardChange
+
+    stores = [SqlStore(database_url) for _ in range(3)]
+    services = [LearningService(s, ACTIVE, cache_ttl=0.01) for s in stores]
+    learner = services[0].learner_id
+    assert services[0].observe(report("first")).recorded  # the arms' rows
+    errors: list[BaseException] = []
+    sent: list[str] = ["first"]
+
+    def writer(index: int) -> None:
+        service = services[index]
+        try:
+            for i in range(40):
+                calls = ("Read", "Bash") if i % 3 else ("WebSearch",)
+                if i % 5 == 4:
+                    batch = [report(f"w{index}-{i}-{j}", calls=calls) for j in range(3)]
+                    batch.append(report(f"w{index}-{i}-0"))  # a duplicate inside the batch
+                    results = service.observe_many(batch)
+                    assert [r.recorded for r in results] == [True, True, True, False]
+                    sent.extend(r.trace_id for r in results[:3])
+                else:
+                    assert service.observe(report(f"w{index}-{i}", calls=calls)).recorded
+                    sent.append(f"w{index}-{i}")
+        except BaseException as exc:
+            errors.append(exc)
+
+    def meddler() -> None:
+        store = stores[2]
+        try:
+            for i in range(12):
+                store.set_half_life(learner, (0.0, 6.0, 11.0)[i % 3], at=i)
+                store.record_rewards(
+                    learner,
+                    [RewardChange("tool:fs:Read", 1.0), RewardChange("tool:exec:Bash", 0.0)],
+                    actor="test",
+                    reason=None,
+                    trace_id=None,
+                    at=i,
+                )
+                if i % 4 == 1:
+                    store.reset(learner, ["tool:fs:Read"], actor="test", at=i)
+                if i % 4 == 3:
+                    store.undo_reset(learner, actor="test", at=i)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(2)]
+    threads.append(threading.Thread(target=meddler))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    result = stores[0].verify(learner)
+    assert result.ok, result.problems
+    assert result.traces_checked == len(sent) == len(set(sent))
+    assert services[0].summary().trace_count == len(sent)
+    for s in stores:
+        s.close()
