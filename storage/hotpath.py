@@ -1,8 +1,9 @@
 """The observe write path in plain DBAPI calls, one SQL text per dialect.
 
-It runs for every agent request, so it skips the ORM and SQL compilation: a batch of runs
-is one transaction of six statements whatever its size, each touching its rows in sorted
-arm order (PostgreSQL then never deadlocks on posterior rows).
+It runs for every agent request, so it skips the ORM and SQL compilation, and touches
+posterior rows in sorted arm order (PostgreSQL then never deadlocks on them). On SQLite a
+batch of runs is one transaction of a few statements whatever its size; on PostgreSQL it is
+one statement (PG_RECORD), which for a single run is sent alone in autocommit: one round trip.
 """
 
 from __future__ import annotations
@@ -278,13 +279,19 @@ the names of its parameters in order.
 
 In order, each step waiting for the one before through the rows it reads: the learner row
 (share-locked, so a half-life change waits for this statement or this one sees it); the gate
-(`go`: the half-life the caller folded with and every arm's posterior row exist, else nothing
-is written); the traces (a trace id already stored, or being stored by a concurrent caller,
-is skipped: ON CONFLICT waits for the other transaction); then, only when every run was new,
-the posterior rows locked in code-point order (never a deadlock between writers), updated by
-engine.forgetting.forget in its order of operations, the outcomes with the epoch and order
-(`seq`) of each change, and the counters, whose `changes` are the posterior changes made.
-Returns the learner's half-life, whether the gate passed and the trace ids inserted."""
+(`go`: the half-life is the one the caller folded with and every arm key has its posterior
+row, else nothing is written); the traces (a trace id already stored, or being stored by a
+concurrent caller, is skipped: ON CONFLICT waits for the other transaction); then, only when
+every run was new, the posterior rows locked in code-point order of their ids (as every other
+writer locks them: no deadlock), updated by engine.forgetting.forget in its order of
+operations, the outcomes with the epoch and order (`seq`) of each change, and the counters,
+whose `changes` are the posterior changes made. Returns the learner's half-life, whether the
+gate passed and the trace ids inserted.
+
+Posterior rows are reached by key through index scans and each arm's change by binary search
+over the sorted keys (width_bucket), never by a join against posteriors: the plan stays
+linear in the arms even while the table has no statistics yet (a new database)."""
+
 
 _STATS_NAMES = (
     "shard",
