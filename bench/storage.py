@@ -119,6 +119,7 @@ STATUS_TARGET = 50e-3
 class Plan:
     runs: int
     round_trip_runs: int
+    cpu_calls: int
     seconds: float
     rounds: int
     select_calls: int
@@ -130,6 +131,7 @@ class Plan:
 FULL = Plan(
     runs=3,
     round_trip_runs=5,
+    cpu_calls=1500,
     seconds=3.0,
     rounds=7,
     select_calls=300,
@@ -140,6 +142,7 @@ FULL = Plan(
 QUICK = Plan(
     runs=1,
     round_trip_runs=1,
+    cpu_calls=300,
     seconds=1.5,
     rounds=3,
     select_calls=100,
@@ -898,6 +901,151 @@ def measure_round_trip(pool: WriterPool, pg_base: str, plan: Plan, seed: int) ->
     return results
 
 
+@dataclass
+class CpuCost:
+    """One writer's cost per run: wall time, its own CPU time and its PostgreSQL backends'."""
+
+    wall: float
+    writer: float
+    server: float | None
+
+    @property
+    def total(self) -> float | None:
+        return None if self.server is None else self.writer + self.server
+
+
+def backend_cpu(engine: sa.Engine, application: str) -> float | None:
+    """CPU seconds used so far by the PostgreSQL backends serving `application` (read from
+    /proc: the server runs on this machine), or None when they cannot be read."""
+    with engine.connect() as conn:
+        pids = conn.execute(
+            sa.text("SELECT pid FROM pg_stat_activity WHERE application_name = :a"),
+            {"a": application},
+        ).scalars()
+        total = 0.0
+        for pid in pids:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                return None
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _cpu_cost(path: str, pg_base: str, reports: list[RunReport], calls: int) -> CpuCost:
+    """One writer in this process on a fresh schema: 100 runs to warm up, then `calls`."""
+    config = bench_config()
+    with fresh_database("postgresql", pg_base) as url:
+        application = f"bench-cpu-{uuid.uuid4().hex[:12]}"
+        url = f"{url}&application_name={application}"
+        closing: list[Callable[[], object]] = []
+        call: Callable[[int], object]
+        if path in CEILINGS:
+            import psycopg
+
+            prepare_ceilings(url)
+            conn = psycopg.connect(
+                sa.make_url(url).set(drivername="postgresql").render_as_string(False),
+                autocommit=True,
+            )
+            closing.append(conn.close)
+            sql = CEILINGS[path]
+            insert = path == "commit_insert"
+
+            def call(i: int) -> object:
+                return conn.execute(sql, (0, i) if insert else None, prepare=True)
+
+        else:
+            store = SqlStore(url)
+            closing.append(store.close)
+            service = LearningService(store, config)
+            learner = service.learner_id
+            records = [
+                record_from_report(
+                    r, rewards_for_run(r, config), config.phase,
+                    observation_guard(r, config, ignore_phase=True),
+                )
+                for r in reports
+            ]  # fmt: skip
+            if path == "observe":
+
+                def call(i: int) -> object:
+                    return service.observe(reports[i])
+
+            else:
+
+                def call(i: int) -> object:
+                    return store.record_runs(learner, [records[i]])
+
+        admin = sa.create_engine(pg_base, poolclass=sa.pool.NullPool)
+        try:
+            for i in range(100):
+                call(i)
+            gc.collect()
+            server_before = backend_cpu(admin, application)
+            cpu_before = time.process_time()
+            start = time.perf_counter()
+            for i in range(100, 100 + calls):
+                call(i)
+            wall = time.perf_counter() - start
+            writer = time.process_time() - cpu_before
+            server_after = backend_cpu(admin, application)
+        finally:
+            admin.dispose()
+            for close in closing:
+                close()
+    server = (
+        None
+        if server_before is None or server_after is None
+        else (server_after - server_before) / calls
+    )
+    return CpuCost(wall / calls, writer / calls, server)
+
+
+def measure_cpu(pg_base: str, plan: Plan, seed: int) -> dict[str, CpuCost]:
+    """What one run costs on each side when a single writer runs alone: the writer's CPU
+    (time.process_time) and the CPU of the PostgreSQL backends serving it; their sum bounds
+    what the machine's CPUs can do at best with every writer on them."""
+    workload = make_workload(ROUND_TRIP_ARMS, seed=seed)
+    reports = build_reports(workload, plan.cpu_calls + 100, "cpu-", (seed, 77))
+    costs = {
+        path: _cpu_cost(path, pg_base, reports, plan.cpu_calls)
+        for path in ("observe", "store", "commit_insert", "commit_update")
+    }
+    cpus = os.cpu_count() or 1
+    rows = []
+    for path, cost in costs.items():
+        total = cost.total
+        rows.append(
+            [
+                ROUND_TRIP_NAMES[path],
+                fmt_time(cost.wall),
+                fmt_time(cost.writer),
+                "n/a" if cost.server is None else fmt_time(cost.server),
+                "n/a" if total is None else fmt_time(total),
+                "n/a" if total is None else f"{cpus / total:,.0f}",
+            ]
+        )
+    print(
+        f"CPU per run, one writer alone ({ROUND_TRIP_ARMS} arms, {plan.cpu_calls:,} runs): the "
+        "writer's CPU (time.process_time) and its PostgreSQL backends' (/proc); load average "
+        f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end"
+    )
+    print_table(
+        [
+            "path",
+            "wall per run",
+            "writer CPU",
+            "PostgreSQL CPU",
+            "CPU per run",
+            f"runs/s if all {cpus} CPUs did only this",
+        ],
+        rows,
+    )
+    print()
+    return costs
+
+
 # --- 3: select latency --------------------------------------------------------------------
 
 
@@ -1407,6 +1555,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("== PostgreSQL: a new schema per run ==")
             print()
             round_trip = measure_round_trip(pool, pg_base, plan, args.seed)
+            measure_cpu(pg_base, plan, args.seed)
         for name, backend in backends:
             where = "a temporary file (WAL)" if backend == "sqlite" else "a new schema per run"
             print(f"== {name}: {where} ==")
@@ -1414,6 +1563,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             throughput = measure_throughput(pool, backend, pg_base, plan, args.seed)
             if backend == "postgresql":
                 round_trip = measure_round_trip(pool, pg_base, plan, args.seed)
+                measure_cpu(pg_base, plan, args.seed)
             select = measure_select(backend, pg_base, plan, args.seed)
             status = measure_status(backend, pg_base, plan, args.seed, sizes, args.rebuild)
             if not args.million:
