@@ -211,12 +211,12 @@ WITH learner AS (
     ORDER BY arm_id COLLATE "C" FOR UPDATE
 ), bumped AS (
     UPDATE posteriors AS p SET (alpha, beta, pulls, last_updated) = (
-        SELECT p.alpha * f[i] + ta[i] * (1.0 - f[i]) + da[i],
-               p.beta * f[i] + tb[i] * (1.0 - f[i]) + db[i], p.pulls + n[i], %(at)s
-        FROM width_bucket(p.arm_key, %(fold_key)s::int[]) AS i,
-             CAST(%(keep)s AS float8[]) AS f, CAST(%(prior_alpha)s AS float8[]) AS ta,
-             CAST(%(alpha_gain)s AS float8[]) AS da, CAST(%(prior_beta)s AS float8[]) AS tb,
-             CAST(%(beta_gain)s AS float8[]) AS db, CAST(%(pulls)s AS int[]) AS n)
+        SELECT p.alpha * f + ta * (1.0 - f) + da, p.beta * f + tb * (1.0 - f) + db,
+               p.pulls + n, %(at)s
+        FROM (SELECT (%(keep)s::float8[])[i] AS f, (%(prior_alpha)s::float8[])[i] AS ta,
+                     (%(alpha_gain)s::float8[])[i] AS da, (%(prior_beta)s::float8[])[i] AS tb,
+                     (%(beta_gain)s::float8[])[i] AS db, (%(pulls)s::int[])[i] AS n
+              FROM (SELECT width_bucket(p.arm_key, %(fold_key)s::int[]) AS i) AS w) AS d)
     WHERE p.learner_id = %(learner)s AND p.arm_key = ANY(ARRAY(SELECT arm_key FROM locked))
     RETURNING p.arm_key, p.epoch, p.pulls,
         (%(pulls)s::int[])[width_bucket(p.arm_key, %(fold_key)s::int[])] AS n
