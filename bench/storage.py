@@ -27,10 +27,17 @@ script creates and drops) it prints:
    with `observe_many` in batches of 1,000, 5 arms each. The loaded SQLite files are kept in
    /tmp/learning-bot-bench and reused by later runs (--rebuild starts them again).
 
+5. PostgreSQL observe in one round trip (also alone with --round-trip): per-call observe at 20
+   arms with 1 and 4 writers, `SqlStore.record_runs` per call (records built before timing),
+   the ORM reference, and two ceilings of the server measured by the same processes (a bare
+   INSERT per transaction; an UPDATE of one shared row per transaction); then the CPU one run
+   costs when one writer runs alone, in the writer and in its PostgreSQL backends (/proc).
+
 Latencies: each call timed on its own with time.perf_counter, garbage collection off while
 timing; the median is the median of per-round medians, p99 is over every call of every round.
 
     .venv/bin/python bench/storage.py [--quick] [--skip-postgres] [--million] [--rebuild]
+    .venv/bin/python bench/storage.py --round-trip [--quick]
 """
 
 from __future__ import annotations
