@@ -27,10 +27,17 @@ script creates and drops) it prints:
    with `observe_many` in batches of 1,000, 5 arms each. The loaded SQLite files are kept in
    /tmp/learning-bot-bench and reused by later runs (--rebuild starts them again).
 
+5. PostgreSQL observe in one round trip (also alone with --round-trip): per-call observe at 20
+   arms with 1 and 4 writers, `SqlStore.record_runs` per call (records built before timing),
+   the ORM reference, and two ceilings of the server measured by the same processes (a bare
+   INSERT per transaction; an UPDATE of one shared row per transaction); then the CPU one run
+   costs when one writer runs alone, in the writer and in its PostgreSQL backends (/proc).
+
 Latencies: each call timed on its own with time.perf_counter, garbage collection off while
 timing; the median is the median of per-round medians, p99 is over every call of every round.
 
     .venv/bin/python bench/storage.py [--quick] [--skip-postgres] [--million] [--rebuild]
+    .venv/bin/python bench/storage.py --round-trip [--quick]
 """
 
 from __future__ import annotations
@@ -69,8 +76,17 @@ from sqlalchemy import String, event  # noqa: E402
 from sqlalchemy.exc import DBAPIError  # noqa: E402
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column  # noqa: E402
 
-from engine import ArmSet, LearningConfig, Phase, RunReport, now_ms, rewards_for_run  # noqa: E402
+from engine import (  # noqa: E402
+    ArmSet,
+    LearningConfig,
+    Phase,
+    RunReport,
+    now_ms,
+    observation_guard,
+    rewards_for_run,
+)
 from engine.ports import RewardChange  # noqa: E402
+from engine.records import record_from_report  # noqa: E402
 from engine.selection import select_arms  # noqa: E402
 from engine.service import LearningService  # noqa: E402
 from engine.simulation import Workload, make_workload  # noqa: E402
@@ -109,6 +125,8 @@ STATUS_TARGET = 50e-3
 @dataclass(frozen=True)
 class Plan:
     runs: int
+    round_trip_runs: int
+    cpu_calls: int
     seconds: float
     rounds: int
     select_calls: int
@@ -118,10 +136,26 @@ class Plan:
 
 
 FULL = Plan(
-    runs=3, seconds=3.0, rounds=7, select_calls=300, slow_calls=40, status_calls=100, scan_calls=5
+    runs=3,
+    round_trip_runs=5,
+    cpu_calls=1500,
+    seconds=3.0,
+    rounds=7,
+    select_calls=300,
+    slow_calls=40,
+    status_calls=100,
+    scan_calls=5,
 )
 QUICK = Plan(
-    runs=1, seconds=1.5, rounds=3, select_calls=100, slow_calls=10, status_calls=30, scan_calls=2
+    runs=1,
+    round_trip_runs=1,
+    cpu_calls=300,
+    seconds=1.5,
+    rounds=3,
+    select_calls=100,
+    slow_calls=10,
+    status_calls=30,
+    scan_calls=2,
 )
 
 
@@ -194,6 +228,31 @@ def reference_pulls(url: str) -> int:
         total = conn.execute(sa.select(sa.func.coalesce(sa.func.sum(RmwArm.pulls), 0))).scalar()
     engine.dispose()
     return int(total or 0)
+
+
+def prepare_ceilings(url: str) -> None:
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE bench_commits (id bigserial PRIMARY KEY, writer integer, n bigint)"
+        )
+        conn.exec_driver_sql("CREATE TABLE bench_shared (id integer PRIMARY KEY, n bigint)")
+        conn.exec_driver_sql("INSERT INTO bench_shared VALUES (1, 0)")
+    engine.dispose()
+
+
+def ceiling_rows(url: str, path: str) -> int:
+    """Rows the ceiling path left: inserted rows, or the shared row's count."""
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    with engine.connect() as conn:
+        query = (
+            "SELECT count(*) FROM bench_commits"
+            if path == "commit_insert"
+            else "SELECT n FROM bench_shared WHERE id = 1"
+        )
+        rows = int(conn.exec_driver_sql(query).scalar_one())
+    engine.dispose()
+    return rows
 
 
 # --- writer processes ---------------------------------------------------------------------
@@ -336,6 +395,99 @@ def _run_reference(
     return result
 
 
+def _run_store(
+    task: Task, reports: list[RunReport], go: Any, ready: Callable[[], None]
+) -> WriterResult:
+    """`SqlStore.record_runs` per run, the records built before timing as
+    `LearningService.observe` builds them: the storage layer without the service."""
+    _count_retries()
+    RETRIES.clear()
+    store = SqlStore(task.url)
+    config = bench_config()
+    service = LearningService(store, config)
+    learner = service.learner_id
+    records = [
+        record_from_report(
+            r,
+            rewards_for_run(r, config),
+            config.phase,
+            observation_guard(r, config, ignore_phase=True),
+        )
+        for r in reports
+    ]
+    store.load_arms(learner)
+    ready()
+    go.wait()
+    start = time.monotonic()
+    deadline = start + task.seconds
+    result = WriterResult(0, start, start)
+    i = 0
+    while i < len(records) and time.monotonic() < deadline:
+        record = records[i]
+        i += 1
+        result.sent += 1
+        try:
+            store.record_runs(learner, [record])
+            result.committed += 1
+        except Exception as exc:
+            result.exceptions[_error_kind(exc)] += 1
+            result.first_error = result.first_error or f"{type(exc).__name__}: {exc}"[:300]
+    result.end = time.monotonic()
+    result.ran_out = i >= len(records)
+    result.retries = Counter(RETRIES)
+    store.close()
+    return result
+
+
+CEILINGS = {
+    "commit_insert": "INSERT INTO bench_commits (writer, n) VALUES (%s, %s)",
+    "commit_update": "UPDATE bench_shared SET n = n + 1 WHERE id = 1",
+}
+"""The ceiling paths: one statement per transaction (autocommit), prepared, on psycopg."""
+
+
+def _run_ceiling(
+    task: Task, reports: list[RunReport], go: Any, ready: Callable[[], None]
+) -> WriterResult:
+    """A bare statement per transaction from this writer: what a round trip and a durable
+    commit cost on this server, nothing else (`commit_update`: every writer on one row)."""
+    import psycopg
+
+    conn = psycopg.connect(
+        sa.make_url(task.url).set(drivername="postgresql").render_as_string(False),
+        autocommit=True,
+    )
+    sql = CEILINGS[task.path]
+    worker = os.getpid()
+    ready()
+    go.wait()
+    start = time.monotonic()
+    deadline = start + task.seconds
+    result = WriterResult(0, start, start)
+    while time.monotonic() < deadline:
+        result.sent += 1
+        try:
+            params = (worker, result.sent) if task.path == "commit_insert" else None
+            conn.execute(sql, params, prepare=True)
+            result.committed += 1
+        except psycopg.Error as exc:
+            result.exceptions[_error_kind(exc)] += 1
+            result.first_error = result.first_error or str(exc)[:300]
+    result.end = time.monotonic()
+    conn.close()
+    return result
+
+
+RUNNERS: dict[str, Callable[[Task, list[RunReport], Any, Callable[[], None]], WriterResult]] = {
+    "observe": _run_service,
+    "observe_many": _run_service,
+    "store": _run_store,
+    "orm": _run_reference,
+    "commit_insert": _run_ceiling,
+    "commit_update": _run_ceiling,
+}
+
+
 def writer_main(index: int, tasks: Any, results: Any, go: Any) -> None:
     """A writer process: builds its reports once per arm count, then runs tasks until None."""
     cache: dict[tuple[int, int], list[RunReport]] = {}
@@ -351,7 +503,7 @@ def writer_main(index: int, tasks: Any, results: Any, go: Any) -> None:
                 cache[key] = build_reports(
                     workload, REPORTS_PER_WRITER[task.arms], f"w{index}-", (task.seed, index)
                 )
-            run = _run_reference if task.path == "orm" else _run_service
+            run = RUNNERS[task.path]
             gc.collect()
             result = run(task, cache[key], go, lambda: results.put(("ready", index, None)))
             result.worker = index
@@ -462,6 +614,8 @@ def throughput_run(
     with fresh_database(backend, pg_base) as url:
         if path == "orm":
             prepare_reference(url, workload)
+        elif path in CEILINGS:
+            prepare_ceilings(url)
         else:
             store = SqlStore(url)
             LearningService(store, bench_config())  # creates the learner, active
@@ -481,6 +635,10 @@ def throughput_run(
             pulls = reference_pulls(url)
             stored, verify_ok, changes_ok = committed, None, None
             lost = committed * arms - pulls
+        elif path in CEILINGS:
+            stored = ceiling_rows(url, path)
+            verify_ok = changes_ok = stored == committed
+            lost = committed - stored
         else:
             store = SqlStore(url)
             report = LearningService(store, bench_config()).verify()
@@ -649,6 +807,250 @@ def measure_throughput(
         print(f"  first error seen: {message}")
     print()
     return results
+
+
+# --- PostgreSQL observe in one round trip ----------------------------------------------------
+
+ROUND_TRIP_ARMS = 20
+ROUND_TRIP_PATHS = ("observe", "store", "orm", "commit_insert", "commit_update")
+ROUND_TRIP_NAMES = {
+    "observe": "LearningService.observe (per call)",
+    "store": "SqlStore.record_runs (per call, records built before timing)",
+    "orm": "ORM read-modify-write (reference)",
+    "commit_insert": "ceiling: INSERT of one row per transaction",
+    "commit_update": "ceiling: UPDATE of one shared row per transaction",
+}
+
+
+@dataclass
+class RoundTripResults:
+    runs: dict[tuple[int, str], list[RunOutcome]]
+
+    def rate(self, writers: int, path: str) -> float:
+        return statistics.median(o.rate for o in self.runs[(writers, path)])
+
+    def clean(self, writers: int, path: str) -> bool:
+        return all(
+            not o.exceptions and not o.retries and o.verify_ok and o.stored == o.sent
+            for o in self.runs[(writers, path)]
+        )
+
+
+def measure_round_trip(pool: WriterPool, pg_base: str, plan: Plan, seed: int) -> RoundTripResults:
+    """Per-call observe on PostgreSQL at 20 arms, 1 and 4 writers, beside the ORM reference
+    and two ceilings of this server measured by the same processes: a bare INSERT per
+    transaction (a round trip and a durable commit), and an UPDATE of one shared row per
+    transaction (every writer on the same row, as every observe updates the same posterior
+    rows: the row lock is held until the commit is flushed)."""
+    runs: dict[tuple[int, str], list[RunOutcome]] = {}
+    configs = [(w, p) for w in WRITERS for p in ROUND_TRIP_PATHS]
+    for r in range(plan.round_trip_runs):
+        shift = r % len(configs)
+        for writers, path in configs[shift:] + configs[:shift]:
+            outcome = throughput_run(
+                pool, "postgresql", pg_base, path, ROUND_TRIP_ARMS, writers, seed, plan.seconds
+            )
+            runs.setdefault((writers, path), []).append(outcome)
+            print(
+                f"  round trip {r + 1}/{plan.round_trip_runs}: {writers} writer(s), "
+                f"{ROUND_TRIP_NAMES[path]}: {outcome.rate:,.0f}/s",
+                file=sys.stderr,
+                flush=True,
+            )
+    results = RoundTripResults(runs)
+    orm = results.rate(4, "orm")
+    ceiling = results.rate(4, "commit_update")
+    rows = []
+    for path in ROUND_TRIP_PATHS:
+        outs = [o for w in WRITERS for o in runs[(w, path)]]
+        exceptions: Counter[str] = Counter()
+        retries: Counter[str] = Counter()
+        for o in outs:
+            exceptions.update(o.exceptions)
+            retries.update(o.retries)
+        if path == "orm":
+            lost = sum(o.lost or 0 for o in outs)
+            check = f"{lost:,} increments lost"
+        elif path in CEILINGS:
+            check = "rows = commits" if all(o.verify_ok for o in outs) else "ROWS DIFFER"
+        else:
+            ok = all(o.verify_ok and o.changes_ok and o.stored == o.sent for o in outs)
+            check = "verify ok, stored = sent" if ok else "FAILED"
+        rows.append(
+            [
+                ROUND_TRIP_NAMES[path],
+                fmt_rate([o.rate for o in runs[(1, path)]]),
+                fmt_rate([o.rate for o in runs[(4, path)]]),
+                f"{results.rate(4, path) / orm:.2f}x",
+                f"{results.rate(4, path) / ceiling:.2f}",
+                check,
+                fmt_count(exceptions + retries),
+            ]
+        )
+    print(
+        f"PostgreSQL observe in one round trip: {ROUND_TRIP_ARMS} arms, one call per run, "
+        f"runs (or transactions)/s, median of {plan.round_trip_runs} run(s) of "
+        f"{plan.seconds:g} s (min-max); each run on a fresh schema"
+    )
+    print_table(
+        [
+            "path",
+            "1 writer",
+            "4 writers",
+            "4 writers / ORM",
+            "4 writers / shared-row ceiling",
+            "checked",
+            "errors, retries",
+        ],
+        rows,
+    )
+    print()
+    return results
+
+
+@dataclass
+class CpuCost:
+    """One writer's cost per run: wall time, its own CPU time and its PostgreSQL backends'."""
+
+    wall: float
+    writer: float
+    server: float | None
+
+    @property
+    def total(self) -> float | None:
+        return None if self.server is None else self.writer + self.server
+
+
+def backend_cpu(engine: sa.Engine, application: str) -> float | None:
+    """CPU seconds used so far by the PostgreSQL backends serving `application` (read from
+    /proc: the server runs on this machine), or None when they cannot be read."""
+    with engine.connect() as conn:
+        pids = conn.execute(
+            sa.text("SELECT pid FROM pg_stat_activity WHERE application_name = :a"),
+            {"a": application},
+        ).scalars()
+        total = 0.0
+        for pid in pids:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                return None
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _cpu_cost(path: str, pg_base: str, reports: list[RunReport], calls: int) -> CpuCost:
+    """One writer in this process on a fresh schema: 100 runs to warm up, then `calls`."""
+    config = bench_config()
+    with fresh_database("postgresql", pg_base) as url:
+        application = f"bench-cpu-{uuid.uuid4().hex[:12]}"
+        url = f"{url}&application_name={application}"
+        closing: list[Callable[[], object]] = []
+        call: Callable[[int], object]
+        if path in CEILINGS:
+            import psycopg
+
+            prepare_ceilings(url)
+            conn = psycopg.connect(
+                sa.make_url(url).set(drivername="postgresql").render_as_string(False),
+                autocommit=True,
+            )
+            closing.append(conn.close)
+            sql = CEILINGS[path]
+            insert = path == "commit_insert"
+
+            def call(i: int) -> object:
+                return conn.execute(sql, (0, i) if insert else None, prepare=True)
+
+        else:
+            store = SqlStore(url)
+            closing.append(store.close)
+            service = LearningService(store, config)
+            learner = service.learner_id
+            records = [
+                record_from_report(
+                    r, rewards_for_run(r, config), config.phase,
+                    observation_guard(r, config, ignore_phase=True),
+                )
+                for r in reports
+            ]  # fmt: skip
+            if path == "observe":
+
+                def call(i: int) -> object:
+                    return service.observe(reports[i])
+
+            else:
+
+                def call(i: int) -> object:
+                    return store.record_runs(learner, [records[i]])
+
+        admin = sa.create_engine(pg_base, poolclass=sa.pool.NullPool)
+        try:
+            for i in range(100):
+                call(i)
+            gc.collect()
+            server_before = backend_cpu(admin, application)
+            cpu_before = time.process_time()
+            start = time.perf_counter()
+            for i in range(100, 100 + calls):
+                call(i)
+            wall = time.perf_counter() - start
+            writer = time.process_time() - cpu_before
+            server_after = backend_cpu(admin, application)
+        finally:
+            admin.dispose()
+            for close in closing:
+                close()
+    server = (
+        None
+        if server_before is None or server_after is None
+        else (server_after - server_before) / calls
+    )
+    return CpuCost(wall / calls, writer / calls, server)
+
+
+def measure_cpu(pg_base: str, plan: Plan, seed: int) -> dict[str, CpuCost]:
+    """What one run costs on each side when a single writer runs alone: the writer's CPU
+    (time.process_time) and the CPU of the PostgreSQL backends serving it; their sum bounds
+    what the machine's CPUs can do at best with every writer on them."""
+    workload = make_workload(ROUND_TRIP_ARMS, seed=seed)
+    reports = build_reports(workload, plan.cpu_calls + 100, "cpu-", (seed, 77))
+    costs = {
+        path: _cpu_cost(path, pg_base, reports, plan.cpu_calls)
+        for path in ("observe", "store", "commit_insert", "commit_update")
+    }
+    cpus = os.cpu_count() or 1
+    rows = []
+    for path, cost in costs.items():
+        total = cost.total
+        rows.append(
+            [
+                ROUND_TRIP_NAMES[path],
+                fmt_time(cost.wall),
+                fmt_time(cost.writer),
+                "n/a" if cost.server is None else fmt_time(cost.server),
+                "n/a" if total is None else fmt_time(total),
+                "n/a" if total is None else f"{cpus / total:,.0f}",
+            ]
+        )
+    print(
+        f"CPU per run, one writer alone ({ROUND_TRIP_ARMS} arms, {plan.cpu_calls:,} runs): the "
+        "writer's CPU (time.process_time) and its PostgreSQL backends' (/proc); load average "
+        f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end"
+    )
+    print_table(
+        [
+            "path",
+            "wall per run",
+            "writer CPU",
+            "PostgreSQL CPU",
+            "CPU per run",
+            f"runs/s if all {cpus} CPUs did only this",
+        ],
+        rows,
+    )
+    print()
+    return costs
 
 
 # --- 3: select latency --------------------------------------------------------------------
@@ -1047,8 +1449,21 @@ class BackendResults:
     status: list[StatusRow]
 
 
-def print_targets(results: list[BackendResults], million: bool) -> None:
+def print_targets(
+    results: list[BackendResults], million: bool, round_trip: RoundTripResults | None
+) -> None:
     print("targets:")
+    if round_trip is not None:
+        rate = round_trip.rate(4, "observe")
+        clean = round_trip.clean(4, "observe")
+        print(
+            f"  PostgreSQL >= {PG_TARGET:,.0f} runs/s per call with 4 writers at "
+            f"{ROUND_TRIP_ARMS} arms, nothing lost: {rate:,.0f} "
+            f"(ORM reference {round_trip.rate(4, 'orm'):,.0f}, one shared row per transaction "
+            f"{round_trip.rate(4, 'commit_update'):,.0f}), "
+            f"{'no retries or errors' if clean else 'retries or errors seen'} "
+            f"-> {met(rate >= PG_TARGET and clean)}"
+        )
     for res in results:
         t = res.throughput
         if res.name == "SQLite":
@@ -1102,6 +1517,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--million", action="store_true", help="status at 1M traces (minutes)")
     parser.add_argument("--rebuild", action="store_true", help="reload the kept SQLite files")
     parser.add_argument("--seed", type=int, default=0, help="workload seed")
+    parser.add_argument(
+        "--round-trip",
+        action="store_true",
+        help="only the PostgreSQL per-call observe section, beside the ORM and the ceilings",
+    )
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
     pg_base = os.environ.get(PG_ENV) or PG_DEFAULT
@@ -1110,8 +1530,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import sqlite3
 
-    backends = [("SQLite", "sqlite")]
+    backends = [] if args.round_trip else [("SQLite", "sqlite")]
     versions = f"SQLite {sqlite3.sqlite_version}"
+    if args.round_trip and args.skip_postgres:
+        raise SystemExit("--round-trip measures PostgreSQL: leave out --skip-postgres")
     if not args.skip_postgres:
         try:
             versions += f", PostgreSQL {server_version(pg_base)}"
@@ -1120,7 +1542,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"cannot reach PostgreSQL at {pg_base} ({type(exc).__name__}); set {PG_ENV} "
                 "or pass --skip-postgres"
             ) from None
-        backends.append(("PostgreSQL", "postgresql"))
+        if not args.round_trip:
+            backends.append(("PostgreSQL", "postgresql"))
     print(
         f"storage benchmark: Python {platform.python_version()}, SQLAlchemy {sa.__version__}, "
         f"{versions}; {os.cpu_count()} CPUs; seed {args.seed}" + (", quick" if args.quick else "")
@@ -1133,12 +1556,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     pool = WriterPool(max(WRITERS))
     results: list[BackendResults] = []
+    round_trip: RoundTripResults | None = None
     try:
+        if args.round_trip:
+            print("== PostgreSQL: a new schema per run ==")
+            print()
+            round_trip = measure_round_trip(pool, pg_base, plan, args.seed)
+            measure_cpu(pg_base, plan, args.seed)
         for name, backend in backends:
             where = "a temporary file (WAL)" if backend == "sqlite" else "a new schema per run"
             print(f"== {name}: {where} ==")
             print()
             throughput = measure_throughput(pool, backend, pg_base, plan, args.seed)
+            if backend == "postgresql":
+                round_trip = measure_round_trip(pool, pg_base, plan, args.seed)
+                measure_cpu(pg_base, plan, args.seed)
             select = measure_select(backend, pg_base, plan, args.seed)
             status = measure_status(backend, pg_base, plan, args.seed, sizes, args.rebuild)
             if not args.million:
@@ -1147,7 +1579,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.append(BackendResults(name, throughput, select, status))
     finally:
         pool.close()
-    print_targets(results, args.million)
+    print_targets(results, args.million, round_trip)
     if any(r.name == "SQLite" for r in results):
         print(f"(SQLite status files are kept in {SQLITE_CACHE} and reused; --rebuild reloads)")
     print(f"(run took {time.perf_counter() - started:.0f} s)")

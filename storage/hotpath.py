@@ -1,8 +1,9 @@
 """The observe write path in plain DBAPI calls, one SQL text per dialect.
 
-It runs for every agent request, so it skips the ORM and SQL compilation: a batch of runs
-is one transaction of six statements whatever its size, each touching its rows in sorted
-arm order (PostgreSQL then never deadlocks on posterior rows).
+It runs for every agent request, so it skips the ORM and SQL compilation, and touches
+posterior rows in sorted arm order (PostgreSQL then never deadlocks on them). On SQLite a
+batch of runs is one transaction of a few statements whatever its size; on PostgreSQL it is
+one statement (PG_RECORD), which for a single run is sent alone in autocommit: one round trip.
 """
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ import json
 import random
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from engine.arms import parse_arm_id
+from engine.errors import NotFound
 from engine.forgetting import Fold, keep_factor
 from engine.posterior import prior_parameters
 from engine.records import TRACE_COLUMNS, RunRecord, record_row
@@ -23,13 +27,14 @@ SHARDS = 16
 
 TRACES_PER_STATEMENT = 200
 
-STATS_ADD = """
+STATS_COLUMNS = """
 INSERT INTO run_stats (learner_id, stats_epoch, shard, trace_count, total_tokens, min_ts, max_ts,
                        baseline_runs, baseline_tokens, baseline_duration,
                        selected_runs, selected_tokens, selected_duration, changes,
                        offered_prompt_tokens, selected_prompt_tokens)
-VALUES (?, (SELECT stats_epoch FROM learners WHERE id = ?),
-        ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+
+STATS_CONFLICT = """
 ON CONFLICT (learner_id, stats_epoch, shard) DO UPDATE SET
     trace_count = run_stats.trace_count + excluded.trace_count,
     total_tokens = run_stats.total_tokens + excluded.total_tokens,
@@ -47,6 +52,13 @@ ON CONFLICT (learner_id, stats_epoch, shard) DO UPDATE SET
     offered_prompt_tokens = run_stats.offered_prompt_tokens + excluded.offered_prompt_tokens,
     selected_prompt_tokens = run_stats.selected_prompt_tokens + excluded.selected_prompt_tokens
 """
+
+STATS_ADD = (
+    STATS_COLUMNS
+    + "VALUES (?, (SELECT stats_epoch FROM learners WHERE id = ?),\n"
+    + "        ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    + STATS_CONFLICT
+)
 
 
 COUNTER_CAP = (2**63 - 1) // 1024
@@ -79,47 +91,22 @@ class HotPath:
         mark = "%s" if self.postgres else "?"
         self.mark = mark
         self.stats_add = saturating(STATS_ADD).replace("?", mark)
-        self.epoch_of = "SELECT stats_epoch, half_life FROM learners WHERE id = ?".replace(
-            "?", mark
+        self.epoch_of = "SELECT stats_epoch, half_life FROM learners WHERE id = ?"
+        self.lock_epochs = (
+            "SELECT arm_id, epoch, pulls FROM posteriors WHERE learner_id = ? "
+            "AND arm_id IN (SELECT value FROM json_each(?))"
         )
-        if self.postgres:
-            self.lock_epochs = (
-                "SELECT arm_id, epoch, pulls FROM posteriors WHERE learner_id = %s "
-                'AND arm_id = ANY(%s) ORDER BY arm_id COLLATE "C" FOR UPDATE'
-            )
-            self.insert_arms = (
-                "INSERT INTO trace_arms (trace_pk, arm_key, included, referenced, token_cost, "
-                "reward, epoch, seq) SELECT * FROM unnest(%s::bigint[], %s::integer[], "
-                "%s::boolean[], %s::boolean[], %s::integer[], %s::float8[], %s::integer[], "
-                "%s::integer[])"
-            )
-            # engine.forgetting.forget, in the same order of operations
-            self.increment = (
-                "UPDATE posteriors AS p SET "
-                f"alpha = p.alpha * d.f + {target('p.', 'alpha', 'd.ta')} * (1.0 - d.f) + d.da, "
-                f"beta = p.beta * d.f + {target('p.', 'beta', 'd.tb')} * (1.0 - d.f) + d.db, "
-                "pulls = p.pulls + d.n, last_updated = %s "
-                "FROM unnest(%s::varchar[], %s::float8[], %s::float8[], %s::integer[], "
-                "%s::float8[], %s::float8[], %s::float8[]) "
-                "AS d(arm_id, da, db, n, f, ta, tb) "
-                "WHERE p.learner_id = %s AND p.arm_id = d.arm_id"
-            )
-        else:
-            self.lock_epochs = (
-                "SELECT arm_id, epoch, pulls FROM posteriors WHERE learner_id = ? "
-                "AND arm_id IN (SELECT value FROM json_each(?))"
-            )
-            self.insert_arms = (
-                "INSERT INTO trace_arms (trace_pk, arm_key, included, referenced, token_cost, "
-                "reward, epoch, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-            )
-            # engine.forgetting.forget, in the same order of operations
-            self.increment = (
-                f"UPDATE posteriors SET alpha = alpha * ? + {target('', 'alpha', '?')} "
-                f"* (1.0 - ?) + ?, beta = beta * ? + {target('', 'beta', '?')} * (1.0 - ?) + ?, "
-                "pulls = pulls + ?, "
-                "last_updated = ? WHERE learner_id = ? AND arm_id = ?"
-            )
+        self.insert_arms = (
+            "INSERT INTO trace_arms (trace_pk, arm_key, included, referenced, token_cost, "
+            "reward, epoch, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+        # engine.forgetting.forget, in the same order of operations
+        self.increment = (
+            f"UPDATE posteriors SET alpha = alpha * ? + {target('', 'alpha', '?')} "
+            f"* (1.0 - ?) + ?, beta = beta * ? + {target('', 'beta', '?')} * (1.0 - ?) + ?, "
+            "pulls = pulls + ?, "
+            "last_updated = ? WHERE learner_id = ? AND arm_id = ?"
+        )
         row = "(" + ", ".join([mark] * len(TRACE_COLUMNS)) + ")"
         self._trace_prefix = f"INSERT INTO traces ({', '.join(TRACE_COLUMNS)}) VALUES "
         self._trace_suffix = " ON CONFLICT (learner_id, trace_id) DO NOTHING RETURNING id, trace_id"
@@ -141,12 +128,9 @@ class HotPath:
         at: int,
         keys: Mapping[str, int],
     ) -> tuple[list[RunRecord], list[str], int]:
-        """Write the runs; returns (inserted runs, duplicate trace ids, posterior changes).
-        `keys` maps every arm id of the runs to its arm key."""
-        if self.postgres:
-            pks, half_life = self._insert_traces_pg(cur, learner_id, runs)
-        else:
-            pks, half_life = self._insert_traces_sqlite(cur, learner_id, runs)
+        """Write the runs on SQLite; returns (inserted runs, duplicate trace ids, posterior
+        changes). `keys` maps every arm id of the runs to its arm key."""
+        pks, half_life = self._insert_traces_sqlite(cur, learner_id, runs)
         inserted = [run for run in runs if run.trace_id in pks]
         duplicates = [run.trace_id for run in runs if run.trace_id not in pks]
         if not inserted:
@@ -157,8 +141,9 @@ class HotPath:
         epochs: dict[str, int] = {}
         pulls: dict[str, int] = {}
         if ordered:
-            ids: Any = ordered if self.postgres else json.dumps(ordered)
-            for arm_id, epoch, n in cur.execute(self.lock_epochs, (learner_id, ids)).fetchall():
+            for arm_id, epoch, n in cur.execute(
+                self.lock_epochs, (learner_id, json.dumps(ordered))
+            ).fetchall():
                 epochs[arm_id] = epoch
                 pulls[arm_id] = int(n)
         arm_rows: list[tuple[Any, ...]] = []
@@ -176,32 +161,6 @@ class HotPath:
         priors = {a: prior_parameters(parse_arm_id(a).type) for a in ordered}
         changes = sum(f.pulls for f in folds.values())
         stats = stats_params(learner_id, inserted, changes)
-        if self.postgres:
-            with cur.copy(
-                "COPY trace_arms (trace_pk, arm_key, included, referenced, token_cost, reward, "
-                "epoch, seq) FROM STDIN"
-            ) as copy:
-                for row in arm_rows:
-                    copy.write_row(row)
-            if ordered:
-                cur.execute(
-                    f"WITH bumped AS ({self.increment} RETURNING 1) {self.stats_add}",
-                    (
-                        at,
-                        ordered,
-                        [folds[a].alpha_gain for a in ordered],
-                        [folds[a].beta_gain for a in ordered],
-                        [folds[a].pulls for a in ordered],
-                        [folds[a].keep for a in ordered],
-                        [priors[a][0] for a in ordered],
-                        [priors[a][1] for a in ordered],
-                        learner_id,
-                        *stats,
-                    ),
-                )
-            else:
-                cur.execute(self.stats_add, stats)
-            return inserted, duplicates, changes
         cur.executemany(self.insert_arms, arm_rows)
         if ordered:
             cur.executemany(
@@ -226,31 +185,6 @@ class HotPath:
                 pks[trace_id] = int(pk)
         return pks, half_life
 
-    def _insert_traces_pg(
-        self, cur: Any, learner_id: int, runs: Sequence[RunRecord]
-    ) -> tuple[dict[str, int], float]:
-        """Known trace ids, the counters' epoch, the half-life and new ids in one round trip,
-        then COPY.
-
-        A concurrent transaction inserting the same trace id makes COPY fail with a unique
-        violation; the caller reruns the transaction, which then sees the id as known."""
-        trace_ids = [run.trace_id for run in runs]
-        stats_epoch, half_life, known, ids = cur.execute(
-            "SELECT l.stats_epoch, l.half_life, "
-            "ARRAY(SELECT trace_id FROM traces WHERE learner_id = %s AND trace_id = ANY(%s)), "
-            "ARRAY(SELECT nextval('traces_id_seq') FROM generate_series(1, %s)) "
-            "FROM learners l WHERE l.id = %s",
-            (learner_id, trace_ids, len(runs), learner_id),
-        ).fetchone()
-        seen = set(known)
-        fresh = [run for run in runs if run.trace_id not in seen]
-        pks = {run.trace_id: int(pk) for run, pk in zip(fresh, ids, strict=False)}
-        if fresh:
-            with cur.copy(f"COPY traces (id, {', '.join(TRACE_COLUMNS)}) FROM STDIN") as copy:
-                for run in fresh:
-                    copy.write_row((pks[run.trace_id], *record_row(learner_id, run, stats_epoch)))
-        return pks, half_life
-
 
 def target(row: str, side: str, type_prior: str) -> str:
     """engine.forgetting.forgetting_prior in SQL, on the row being updated (`row`: its alias
@@ -259,6 +193,261 @@ def target(row: str, side: str, type_prior: str) -> str:
         f"(CASE WHEN {row}prior_pulls = 0 THEN {row}prior_{side} "
         f"WHEN {row}reset_trace_pk > 0 THEN 1.0 ELSE {type_prior} END)"
     )
+
+
+_PG_RECORD = (
+    """
+WITH learner AS (
+    SELECT stats_epoch, half_life FROM learners WHERE id = %(learner)s FOR KEY SHARE
+), go AS (
+    SELECT stats_epoch FROM learner
+    WHERE half_life = %(half_life)s
+      AND (SELECT count(*) FROM posteriors
+           WHERE learner_id = %(learner)s AND arm_key = ANY(%(keys)s::int[]))
+          = cardinality(%(keys)s::int[])
+), new_traces AS (
+    INSERT INTO traces (COLUMNS)
+    SELECT VALUES FROM go, json_populate_recordset(NULL::traces, %(traces)s::json)
+        WITH ORDINALITY AS r
+    ORDER BY r.ordinality
+    ON CONFLICT (learner_id, trace_id) DO NOTHING
+    RETURNING id, trace_id
+), inserted AS (
+    SELECT count(*) AS n FROM new_traces
+), locked AS MATERIALIZED (
+    SELECT arm_key FROM posteriors
+    WHERE learner_id = %(learner)s AND arm_key = ANY(%(fold_key)s::int[])
+      AND (SELECT n FROM inserted) = %(runs)s
+    ORDER BY arm_id COLLATE "C" FOR UPDATE
+), bumped AS (
+    UPDATE posteriors AS p SET (alpha, beta, pulls, last_updated) = (
+        SELECT p.alpha * f + """
+    + target("p.", "alpha", "ta")
+    + """ * (1.0 - f) + da,
+               p.beta * f + """
+    + target("p.", "beta", "tb")
+    + """ * (1.0 - f) + db,
+               p.pulls + n, %(at)s
+        FROM (SELECT (%(keep)s::float8[])[i] AS f, (%(prior_alpha)s::float8[])[i] AS ta,
+                     (%(alpha_gain)s::float8[])[i] AS da, (%(prior_beta)s::float8[])[i] AS tb,
+                     (%(beta_gain)s::float8[])[i] AS db, (%(pulls)s::int[])[i] AS n
+              FROM (SELECT width_bucket(p.arm_key, %(fold_key)s::int[]) AS i) AS w) AS d)
+    WHERE p.learner_id = %(learner)s AND p.arm_key = ANY(ARRAY(SELECT arm_key FROM locked))
+    RETURNING p.arm_key, p.epoch, p.pulls,
+        (%(pulls)s::int[])[width_bucket(p.arm_key, %(fold_key)s::int[])] AS n
+), outcomes AS (
+    INSERT INTO trace_arms (trace_pk, arm_key, included, referenced, token_cost, reward, epoch,
+                            seq)
+    SELECT t.id, o.arm_key, o.included, o.referenced, o.token_cost, o.reward, b.epoch,
+           b.pulls - b.n + o.k
+    FROM unnest(%(run)s::int[], %(arm_key)s::int[], %(included)s::bool[],
+                %(referenced)s::bool[], %(token_cost)s::int[], %(reward)s::float8[],
+                %(k)s::int[]) AS o(run, arm_key, included, referenced, token_cost, reward, k)
+    JOIN (SELECT id, row_number() OVER (ORDER BY id) AS run FROM new_traces) AS t
+        ON t.run = o.run
+    LEFT JOIN bumped b ON b.arm_key = o.arm_key AND o.reward IS NOT NULL
+    WHERE (SELECT n FROM inserted) = %(runs)s
+), counted AS ("""
+    + STATS_COLUMNS
+    + """    SELECT %(learner)s, go.stats_epoch, %(shard)s, %(trace_count)s, %(total_tokens)s,
+           %(min_ts)s, %(max_ts)s, %(baseline_runs)s, %(baseline_tokens)s,
+           %(baseline_duration)s, %(selected_runs)s, %(selected_tokens)s,
+           %(selected_duration)s, (SELECT coalesce(sum(n), 0) FROM bumped),
+           %(offered_prompt_tokens)s, %(selected_prompt_tokens)s
+    FROM go, inserted WHERE inserted.n = %(runs)s"""
+    + saturating(STATS_CONFLICT)
+    + """)
+SELECT learner.half_life, (SELECT count(*) FROM go), ARRAY(SELECT trace_id FROM new_traces)
+FROM learner
+"""
+)
+_TRACE_VALUES = {
+    "learner_id": "%(learner)s",
+    "stats_epoch": "go.stats_epoch",
+    "bootstrapped": "false",
+}
+_PER_RUN = tuple(c for c in TRACE_COLUMNS if c not in _TRACE_VALUES)
+"""The `traces` columns that differ between runs, sent as one JSON object per run."""
+
+
+def _numbered(sql: str) -> tuple[str, tuple[str, ...]]:
+    """`sql` with each %(name)s turned into PostgreSQL's own $n, and the names in $n order:
+    psycopg sends such a statement as it is, without parsing it on every call."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in names:
+            names.append(name)
+        return f"${names.index(name) + 1}"
+
+    return re.sub(r"%\((\w+)\)s", number, sql), tuple(names)
+
+
+PG_RECORD, PG_RECORD_PARAMS = _numbered(
+    _PG_RECORD.replace("COLUMNS", ", ".join(TRACE_COLUMNS)).replace(
+        "VALUES", ", ".join(_TRACE_VALUES.get(c, f"r.{c}") for c in TRACE_COLUMNS)
+    )
+)
+"""Runs, their outcomes, posterior changes and counters in one statement (PostgreSQL), and
+the names of its parameters in order.
+
+In order, each step waiting for the one before through the rows it reads: the learner row
+(share-locked, so a half-life change waits for this statement or this one sees it); the gate
+(`go`: the half-life is the one the caller folded with and every arm key has its posterior
+row, else nothing is written); the traces (a trace id already stored, or being stored by a
+concurrent caller, is skipped: ON CONFLICT waits for the other transaction); then, only when
+every run was new, the posterior rows locked in code-point order of their ids (as every other
+writer locks them: no deadlock), updated by engine.forgetting.forget in its order of
+operations, the outcomes with the epoch and order (`seq`) of each change, and the counters,
+whose `changes` are the posterior changes made. Returns the learner's half-life, whether the
+gate passed and the trace ids inserted.
+
+Posterior rows are reached by key through index scans and each arm's change by binary search
+over the sorted keys (width_bucket), never by a join against posteriors: the plan stays
+linear in the arms even while the table has no statistics yet (a new database)."""
+
+
+_STATS_NAMES = (
+    "shard",
+    "trace_count",
+    "total_tokens",
+    "min_ts",
+    "max_ts",
+    "baseline_runs",
+    "baseline_tokens",
+    "baseline_duration",
+    "selected_runs",
+    "selected_tokens",
+    "selected_duration",
+)
+_OFFERED_NAMES = ("offered_prompt_tokens", "selected_prompt_tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What the PostgreSQL statement did."""
+
+    half_life: float
+    """The learner's half-life as the statement found it."""
+    gate: bool
+    """The half-life was the one the runs were folded with and every arm had its row."""
+    inserted: frozenset[str]
+    """Trace ids inserted."""
+    runs: int
+
+    @property
+    def complete(self) -> bool:
+        """Everything the statement did is to be kept: the gate passed and either every run
+        was new (all written) or none was (nothing written)."""
+        return self.gate and len(self.inserted) in (0, self.runs)
+
+
+@lru_cache(maxsize=65536)
+def _prior(arm_id: str) -> tuple[float, float]:
+    return prior_parameters(parse_arm_id(arm_id).type)
+
+
+_TRACE_INDEXES = [TRACE_COLUMNS.index(c) for c in _PER_RUN]
+
+
+def _numbers(values: Sequence[float | bool | None]) -> str:
+    """A PostgreSQL array literal of numbers, booleans and NULLs, written by Python's own list
+    repr: a float is its shortest repr, which PostgreSQL reads back to the same double (both
+    round correctly); True and False read as booleans; None becomes NULL."""
+    return "{" + repr(values)[1:-1].replace("None", "NULL") + "}"
+
+
+def postgres_params(
+    learner_id: int,
+    runs: Sequence[RunRecord],
+    at: int,
+    keys: Mapping[str, int],
+    half_life: float,
+) -> dict[str, Any]:
+    """The parameters of PG_RECORD for `runs` (distinct trace ids), folded as if every run is
+    new with `half_life` (the statement checks both): the traces as one JSON document (the
+    json module writes it in C), everything else as numbers in array literals."""
+    folds = _folds(runs, keep_factor(half_life))
+    traces = []
+    run_of: list[int] = []
+    key_of: list[int] = []
+    included: list[bool] = []
+    referenced: list[bool] = []
+    cost: list[int] = []
+    reward: list[float | None] = []
+    k_of: list[int | None] = []
+    seen: dict[str, int] = {}
+    for number, run in enumerate(runs, start=1):
+        row = record_row(learner_id, run, 0)
+        traces.append(dict(zip(_PER_RUN, [row[i] for i in _TRACE_INDEXES], strict=True)))
+        for o in run.arms:
+            k = None
+            if o.reward is not None:
+                k = seen[o.arm_id] = seen.get(o.arm_id, 0) + 1
+            run_of.append(number)
+            key_of.append(keys[o.arm_id])
+            included.append(o.included)
+            referenced.append(o.referenced)
+            cost.append(o.token_cost)
+            reward.append(o.reward)
+            k_of.append(k)
+    # The folded changes in arm key order: the statement finds an arm's by binary search.
+    by_key = sorted(
+        (keys[a], f.keep, f.alpha_gain, f.beta_gain, f.pulls, *_prior(a)) for a, f in folds.items()
+    )
+    columns = [list(column) for column in zip(*by_key, strict=True)] or [[]] * 7
+    fold_key, keep, alpha_gain, beta_gain, pulls, prior_alpha, prior_beta = columns
+    stats = stats_params(learner_id, runs, 0)
+    params: dict[str, Any] = {
+        "learner": learner_id,
+        "half_life": half_life,
+        "at": at,
+        "runs": len(runs),
+        "traces": json.dumps(traces, ensure_ascii=False, allow_nan=False),
+        "keys": _numbers(sorted(set(key_of))),
+        "fold_key": _numbers(fold_key),
+        "keep": _numbers(keep),
+        "alpha_gain": _numbers(alpha_gain),
+        "beta_gain": _numbers(beta_gain),
+        "pulls": _numbers(pulls),
+        "prior_alpha": _numbers(prior_alpha),
+        "prior_beta": _numbers(prior_beta),
+        "run": _numbers(run_of),
+        "arm_key": _numbers(key_of),
+        "included": _numbers(included),
+        "referenced": _numbers(referenced),
+        "token_cost": _numbers(cost),
+        "reward": _numbers(reward),
+        "k": _numbers(k_of),
+    }
+    params.update(zip(_STATS_NAMES, stats[2:13], strict=True))
+    params.update(zip(_OFFERED_NAMES, stats[14:], strict=True))
+    return params
+
+
+def record_postgres(
+    conn: Any,
+    learner_id: int,
+    runs: Sequence[RunRecord],
+    at: int,
+    keys: Mapping[str, int],
+    half_life: float,
+) -> Written:
+    """Run PG_RECORD for `runs` (distinct trace ids) on a psycopg connection, prepared. Alone in
+    autocommit it is atomic; with several runs some may turn out stored already
+    (Written.complete is then false) and the caller rolls its transaction back."""
+    import psycopg
+
+    params = postgres_params(learner_id, runs, at, keys, half_life)
+    with psycopg.RawCursor(conn) as cur:
+        row = cur.execute(
+            PG_RECORD, [params[name] for name in PG_RECORD_PARAMS], prepare=True
+        ).fetchone()
+    if row is None:
+        raise NotFound(f"no learner with id {learner_id}")
+    found, gate, inserted = row
+    return Written(float(found), bool(gate), frozenset(inserted), len(runs))
 
 
 def _folds(runs: Sequence[RunRecord], keep: float) -> dict[str, Fold]:
