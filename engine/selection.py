@@ -50,6 +50,10 @@ def as_generator(rng: np.random.Generator | int | None) -> np.random.Generator:
     raise InvalidInput(f"rng must be a numpy Generator or an int seed, got {type(rng).__name__}")
 
 
+class RepeatedArmIds(InvalidInput):
+    """An inventory names an arm twice."""
+
+
 class ArmSet:
     """An arm inventory compiled once into arrays, so repeated selections stay vectorised.
 
@@ -83,7 +87,7 @@ class ArmSet:
         self._id_set = frozenset(self.ids)
         if len(self._id_set) != n:
             dupes = sorted(arm_id for arm_id, k in Counter(self.ids).items() if k > 1)
-            raise InvalidInput(f"arm ids must be unique; repeated: {', '.join(dupes[:5])}")
+            raise RepeatedArmIds(f"arm ids must be unique; repeated: {', '.join(dupes[:5])}")
         self.costs: IntArray = np.fromiter(map(_COST, self.arms), dtype=np.int64, count=n)
         self._seeds: dict[tuple[str, ...], _Seeds] = {}
         self._names: dict[int, str | None] = {}
@@ -518,10 +522,10 @@ class _Alignment:
         if len(posteriors) != len(keys) or list(posteriors) != keys:
             return None
         values = list(posteriors.values())
-        ids = np.fromiter(map(id, values), dtype=np.intp, count=len(values))
-        changed = np.flatnonzero(ids != self.value_ids)
         arrays = self.arrays
-        if changed.size:
+        if values != self.values:  # the same objects compare by identity, at C speed
+            ids = np.fromiter(map(id, values), dtype=np.intp, count=len(values))
+            changed = np.flatnonzero(ids != self.value_ids)
             if changed.size > len(values) // 4 or isinstance(values[0], tuple) != self.tuples:
                 return None
             replaced = [values[k] for k in changed.tolist()]

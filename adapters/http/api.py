@@ -4,18 +4,20 @@ plus select/observe for agent runtimes and phase changes."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hmac
 import json
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import Scope
 
 from bot.bus import CommandBus
 from bot.commands import Command, PhaseCommand, ResetCommand, RewardCommand
@@ -42,6 +44,8 @@ log = logging.getLogger("learning_bot.http")
 BASE = "/__openclaw__/api/learning"
 API_ACTOR = Actor("api", "api", is_admin=True)
 MAX_BATCH = 1000
+WORKER_THREADS = 40
+"""Threads serving storage calls (as many as Starlette's thread pool has)."""
 MAX_RESET_ARMS = 1000
 
 
@@ -66,9 +70,20 @@ class ApiError(Exception):
         self.extra = extra
 
 
+class JsonResponse(JSONResponse):
+    """Starlette's JSONResponse, the same bytes, from one encoder built once (json.dumps with
+    options builds an encoder per call)."""
+
+    def render(self, content: Any) -> bytes:
+        return _ENCODER.encode(content).encode("utf-8")
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def error(status: int, message: str, **extra: Any) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse({"error": message, **extra}, status_code=status, headers=headers)
+    return JsonResponse({"error": message, **extra}, status_code=status, headers=headers)
 
 
 class Api:
@@ -77,54 +92,55 @@ class Api:
     def __init__(self, bus: CommandBus, settings: HttpSettings) -> None:
         self.bus = bus
         self.settings = settings
+        self._pool: ThreadPoolExecutor | None = None
 
     # -- plumbing ------------------------------------------------------------------------------
 
     def service(self, request: Request, *, create: bool = False) -> LearningService:
         """The learner the request names (`?learner=`), else the default one. A read of a
         learner that does not exist is NotFound (404) and creates nothing."""
-        learner = request.query_params.get("learner") or self.bus.settings.default_learner
-        return self.bus.services.get(learner, create=create)
+        named = request.query_params.get("learner") if request.scope.get("query_string") else None
+        return self.bus.services.get(named or self.bus.settings.default_learner, create=create)
 
-    def same_site(self, request: Request) -> None:
+    def same_site(self, headers: Mapping[str, str]) -> None:
         """Refuse a mutating request a browser sent from another site: its Origin (or, without
         one, its Referer) must be this server's own or a configured CORS origin, and its body
         must be declared as JSON (a cross-site form or no-cors fetch cannot declare it)."""
         if self.settings.allowed_hosts:
-            name = urlsplit("//" + request.headers.get("host", "")).hostname or ""
+            name = urlsplit("//" + headers.get("host", "")).hostname or ""
             if name not in self.settings.allowed_hosts:
                 raise ApiError(403, f"requests addressed to host {name[:100]!r} are refused")
-        origin = request.headers.get("origin")
+        origin = headers.get("origin")
         source = origin
         if source is None:
-            referer = request.headers.get("referer")
+            referer = headers.get("referer")
             if referer:
                 parts = urlsplit(referer)
                 source = f"{parts.scheme}://{parts.netloc}" if parts.netloc else "null"
-        if source is not None and not self._allowed_origin(request, source):
+        if source is not None and not self._allowed_origin(headers, source):
             raise ApiError(
                 403,
                 f"cross-site request refused: origin {source[:100]!r} is not this server "
                 "(set LEARNING_BOT_CORS_ORIGINS to allow it)",
             )
-        declared = request.headers.get("content-type")
+        declared = headers.get("content-type")
         if declared is not None:
             media = declared.split(";", 1)[0].strip().lower()
             if media != "application/json" and not media.endswith("+json"):
                 raise ApiError(415, "the body must be sent as Content-Type: application/json")
 
-    def _allowed_origin(self, request: Request, origin: str) -> bool:
+    def _allowed_origin(self, headers: Mapping[str, str], origin: str) -> bool:
         if origin.rstrip("/") in self.settings.cors_origins or "*" in self.settings.cors_origins:
             return True
-        host = request.headers.get("host", "")
+        host = headers.get("host", "")
         parts = urlsplit(origin)
         return bool(host) and parts.scheme in ("http", "https") and parts.netloc == host
 
-    def authorise(self, request: Request) -> None:
+    def authorise(self, headers: Mapping[str, str]) -> None:
         token = self.settings.api_token
         if token is None:
             return
-        header = request.headers.get("authorization", "")
+        header = headers.get("authorization", "")
         scheme, _, given = header.partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(
             given.strip().encode(), token.encode()
@@ -142,13 +158,21 @@ class Api:
         chunks: list[bytes] = []
         size = 0
         seconds = self.settings.body_timeout_seconds
+        receive = request.receive
         try:
             async with asyncio.timeout(seconds):
-                async for chunk in request.stream():
-                    size += len(chunk)
-                    if size > limit:
-                        raise ApiError(413, f"request body is larger than {limit} bytes")
-                    chunks.append(chunk)
+                while True:  # what Request.stream() does, without an async generator
+                    message = await receive()
+                    if message["type"] == "http.request":
+                        chunk = message.get("body", b"")
+                        size += len(chunk)
+                        if size > limit:
+                            raise ApiError(413, f"request body is larger than {limit} bytes")
+                        chunks.append(chunk)
+                        if not message.get("more_body", False):
+                            break
+                    elif message["type"] == "http.disconnect":
+                        raise ClientDisconnect()
         except TimeoutError:
             raise ApiError(408, f"the request body did not arrive within {seconds:g} s") from None
         return decode_body(b"".join(chunks))
@@ -159,8 +183,9 @@ class Api:
         async def endpoint(request: Request) -> Response:
             try:
                 if mutating:
-                    self.same_site(request)
-                    self.authorise(request)
+                    headers = first_headers(request.scope)
+                    self.same_site(headers)
+                    self.authorise(headers)
                 result = await fn(request)
             except ApiError as exc:
                 return error(exc.status, str(exc), **exc.extra)
@@ -176,12 +201,19 @@ class Api:
                 return error(kind.http_status, user_message(exc), **extra)
             if isinstance(result, Response):
                 return result
-            return JSONResponse(result)
+            return JsonResponse(result)
 
         return endpoint
 
-    async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return await run_in_threadpool(fn, *args, **kwargs)
+    async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)` in a worker thread (storage must never block the event loop), with the
+        caller's context variables. A plain executor: the hop costs about half of what
+        Starlette's `run_in_threadpool` (through anyio) does."""
+        pool = self._pool
+        if pool is None:
+            pool = self._pool = ThreadPoolExecutor(WORKER_THREADS, "learning-api")
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(pool, context.run, fn, *args)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -252,24 +284,45 @@ class Api:
 
     @staticmethod
     def _select(service: LearningService, data: Any) -> Any:
-        from engine.selection import ArmSet
+        from engine.selection import ArmSet, RepeatedArmIds
 
         if not isinstance(data, dict):
             raise ApiError(400, "the body must be a JSON object with arms")
-        arms = ArmSet.from_json(data.get("arms"))
-        if not len(arms):
+        repeated: RepeatedArmIds | None = None
+        try:
+            arms: ArmSet | None = ArmSet.from_json(data.get("arms"))
+        except RepeatedArmIds as exc:  # a valid list that selection refuses: after the context
+            arms, repeated = None, exc
+        if arms is not None and not len(arms):
             raise ApiError(400, "arms (non-empty array) is required")
         context = data.get("context")
         if context is not None and not isinstance(context, dict):
             raise ApiError(400, "context must be an object")
         if context is not None:
             check_json("context", context)
+        if repeated is not None:
+            raise repeated
+        assert arms is not None
         return selection_json(service.select(arms, context))
 
     async def observe(self, request: Request) -> Any:
         data = await self.body(request)
         service = self.service(request, create=True)
-        return await self.call(self._observe, service, data)
+        # Tell the group commit that this run is on its way, so that the transaction being
+        # formed waits for it instead of leaving without it.
+        announce = getattr(service.writer, "announce", None)
+        if announce is None:
+            return await self.call(self._observe, service, data)
+        arrival = announce()
+        try:
+            return await self.call(self._observe_arriving, service, data, arrival)
+        finally:
+            arrival.close()
+
+    @classmethod
+    def _observe_arriving(cls, service: LearningService, data: Any, arrival: Any) -> Any:
+        with arrival:
+            return cls._observe(service, data)
 
     @staticmethod
     def _observe(service: LearningService, data: Any) -> Any:
@@ -295,7 +348,7 @@ class Api:
         kwargs.setdefault("actor", API_ACTOR)
         kwargs.setdefault("interactive", False)
         invocation = Invocation("api", command=command, learner=learner, **kwargs)
-        reply: Reply = await run_in_threadpool(self.bus.dispatch, invocation)
+        reply: Reply = await self.call(self.bus.dispatch, invocation)
         return reply
 
     async def _command(self, request: Request, command: Command, **kwargs: Any) -> Reply:
@@ -464,6 +517,15 @@ posteriors in memory (about a millisecond of CPU for an inventory it has not see
 def _inline_size(data: Any) -> bool:
     arms = data.get("arms") if type(data) is dict else None
     return type(arms) is list and len(arms) <= INLINE_ARMS
+
+
+def first_headers(scope: Scope) -> dict[str, str]:
+    """The request's headers by (lower-case) name, the first of each name, as Starlette's
+    `request.headers.get` reads them; one pass instead of one per lookup."""
+    return {
+        name.decode("latin-1"): value.decode("latin-1")
+        for name, value in reversed(scope["headers"])
+    }
 
 
 def decode_body(raw: bytes) -> Any:
