@@ -72,6 +72,7 @@ class ArmSet:
         "_id_set",
         "_names",
         "_seeds",
+        "_sentences",
         "arms",
         "costs",
         "ids",
@@ -91,6 +92,7 @@ class ArmSet:
         self.costs: IntArray = np.fromiter(map(_COST, self.arms), dtype=np.int64, count=n)
         self._seeds: dict[tuple[str, ...], _Seeds] = {}
         self._names: dict[int, str | None] = {}
+        self._sentences: dict[tuple[int, ...], str | None] = {}
         self._alignment: _Alignment | None = None
         self._aligned_once = False
 
@@ -190,6 +192,19 @@ class ArmSet:
         names[position] = name
         return name
 
+    def guidance_for(self, left_out: list[int]) -> str | None:
+        """The guidance sentence for the tools at positions `left_out` (ascending), kept for
+        the sets of excluded tools that come back."""
+        key = tuple(left_out)
+        sentences = self._sentences
+        if key in sentences:
+            return sentences[key]
+        sentence = _guidance_sentence(map(self.guidance_name, left_out))
+        if len(sentences) >= MAX_SENTENCES:
+            sentences.clear()
+        sentences[key] = sentence
+        return sentence
+
     @property
     def guidance_names(self) -> tuple[str | None, ...]:
         """`guidance_name` of every arm."""
@@ -219,6 +234,9 @@ class ArmSet:
         """Posterior arrays in this set's order; arms without a posterior get their prior."""
         return align_posteriors(self, posteriors)
 
+
+MAX_SENTENCES = 256
+"""Guidance sentences an ArmSet keeps, by set of excluded tools."""
 
 _TYPE_CODE = {kind: code for code, kind in enumerate(ArmType)}
 _PRIOR_ALPHA = np.array([prior_parameters(kind)[0] for kind in ArmType], dtype=np.float64)
@@ -673,7 +691,7 @@ class Selection:
                 else:
                     assert self._mask is not None
                     left_out = np.flatnonzero(arm_set.tool_mask & ~self._mask).tolist()
-                self._guidance = _guidance_sentence(map(arm_set.guidance_name, left_out))
+                self._guidance = arm_set.guidance_for(left_out)
         return self._guidance
 
     def __eq__(self, other: object) -> bool:

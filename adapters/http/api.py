@@ -63,6 +63,60 @@ class HttpSettings:
     loopback, `serve` sets the loopback names, so a DNS-rebound name cannot write."""
 
 
+class BodyDeadlines:
+    """Cancels the request-body reads that outlive `seconds`: one timer a few times a second
+    looks at every read in progress, instead of a timer armed and cancelled for each request
+    (which costs a fair share of a small request). Reads on another event loop than the first
+    one seen have no deadline here; a server runs one loop."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._every = min(0.25, seconds / 4)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reading: dict[asyncio.Task[Any], float] = {}
+        self._expired: set[asyncio.Task[Any]] = set()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def watch(self) -> asyncio.Task[Any] | None:
+        """Start the current task's deadline (None: not watched)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+        elif self._loop is not loop:
+            return None
+        task = asyncio.current_task()
+        if task is None:
+            return None
+        self._reading[task] = loop.time() + self.seconds
+        if self._timer is None:
+            self._timer = loop.call_later(self._every, self._sweep)
+        return task
+
+    def expired(self, task: asyncio.Task[Any] | None) -> bool:
+        """Whether `task` was cancelled for its deadline (then it no longer counts as
+        cancelled)."""
+        if task is None or task not in self._expired:
+            return False
+        self._expired.discard(task)
+        task.uncancel()
+        return True
+
+    def forget(self, task: asyncio.Task[Any] | None) -> None:
+        if task is not None:
+            self._reading.pop(task, None)
+            self._expired.discard(task)
+
+    def _sweep(self) -> None:
+        assert self._loop is not None
+        now = self._loop.time()
+        late = [task for task, deadline in self._reading.items() if deadline <= now]
+        for task in late:
+            del self._reading[task]
+            self._expired.add(task)
+            task.cancel()
+        self._timer = self._loop.call_later(self._every, self._sweep) if self._reading else None
+
+
 class ApiError(Exception):
     def __init__(self, status: int, message: str, **extra: Any) -> None:
         super().__init__(message)
@@ -71,11 +125,24 @@ class ApiError(Exception):
 
 
 class JsonResponse(JSONResponse):
-    """Starlette's JSONResponse, the same bytes, from one encoder built once (json.dumps with
-    options builds an encoder per call)."""
+    """Starlette's JSONResponse, the same bytes and headers, from one encoder built once
+    (json.dumps with options builds an encoder per call)."""
+
+    def __init__(self, content: Any, status_code: int = 200, **options: Any) -> None:
+        if options:
+            super().__init__(content, status_code, **options)
+            return
+        # Response.__init__ without the general header handling: the two headers it would set.
+        self.status_code = status_code
+        self.background = None
+        self.body = body = self.render(content)
+        self.raw_headers = [(b"content-length", b"%d" % len(body)), _JSON_TYPE]
 
     def render(self, content: Any) -> bytes:
         return _ENCODER.encode(content).encode("utf-8")
+
+
+_JSON_TYPE = (b"content-type", b"application/json")
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -83,7 +150,9 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(","
 
 def error(status: int, message: str, **extra: Any) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JsonResponse({"error": message, **extra}, status_code=status, headers=headers)
+    if headers is None:
+        return JsonResponse({"error": message, **extra}, status)
+    return JsonResponse({"error": message, **extra}, status, headers=headers)
 
 
 class Api:
@@ -93,6 +162,7 @@ class Api:
         self.bus = bus
         self.settings = settings
         self._pool: ThreadPoolExecutor | None = None
+        self._deadlines = BodyDeadlines(settings.body_timeout_seconds)
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -155,27 +225,24 @@ class Api:
                 raise ApiError(400, "Content-Length must be a number")
             if int(declared) > limit:
                 raise ApiError(413, f"request body is larger than {limit} bytes")
-        chunks: list[bytes] = []
-        size = 0
-        seconds = self.settings.body_timeout_seconds
-        receive = request.receive
+        deadlines = self._deadlines
+        late = f"the request body did not arrive within {deadlines.seconds:g} s"
+        task = deadlines.watch()
+        if task is None:
+            try:
+                async with asyncio.timeout(deadlines.seconds):
+                    return decode_body(await _read_body(request, limit))
+            except TimeoutError:
+                raise ApiError(408, late) from None
         try:
-            async with asyncio.timeout(seconds):
-                while True:  # what Request.stream() does, without an async generator
-                    message = await receive()
-                    if message["type"] == "http.request":
-                        chunk = message.get("body", b"")
-                        size += len(chunk)
-                        if size > limit:
-                            raise ApiError(413, f"request body is larger than {limit} bytes")
-                        chunks.append(chunk)
-                        if not message.get("more_body", False):
-                            break
-                    elif message["type"] == "http.disconnect":
-                        raise ClientDisconnect()
-        except TimeoutError:
-            raise ApiError(408, f"the request body did not arrive within {seconds:g} s") from None
-        return decode_body(b"".join(chunks))
+            raw = await _read_body(request, limit)
+        except asyncio.CancelledError:
+            if deadlines.expired(task):
+                raise ApiError(408, late) from None
+            raise
+        finally:
+            deadlines.forget(task)
+        return decode_body(raw)
 
     def handler(
         self, fn: Callable[[Request], Awaitable[Any]], *, mutating: bool = False
@@ -517,6 +584,26 @@ posteriors in memory (about a millisecond of CPU for an inventory it has not see
 def _inline_size(data: Any) -> bool:
     arms = data.get("arms") if type(data) is dict else None
     return type(arms) is list and len(arms) <= INLINE_ARMS
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The whole body (what Request.stream() reads, without an async generator); 413 past
+    `limit` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    receive = request.receive
+    while True:
+        message = await receive()
+        if message["type"] == "http.request":
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, f"request body is larger than {limit} bytes")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+        elif message["type"] == "http.disconnect":
+            raise ClientDisconnect()
 
 
 def first_headers(scope: Scope) -> dict[str, str]:
