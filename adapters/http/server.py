@@ -133,6 +133,20 @@ def header_timeout_protocol(seconds: float = HEADER_SECONDS) -> type[asyncio.Pro
     return HeaderTimeoutProtocol
 
 
+SETTLE_SECONDS = 5.0
+"""After this long the surfaces have started (the MCP SDK loads in about half a second)."""
+
+
+def freeze_startup() -> None:
+    """Move what start-up built, which lives as long as the server, out of the garbage
+    collector's sight: a full collection otherwise walks every module, class and table the
+    process loaded (tens of milliseconds, with every request waiting). Called when the server
+    is up and again once the surfaces have settled; cyclic garbage is collected first, so
+    only live objects are frozen."""
+    gc.collect()
+    gc.freeze()
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -191,11 +205,8 @@ async def serve(
         lifespan="off",
     )
     server = uvicorn.Server(config)
-    # What start-up built lives as long as the server: take it out of the collector's sight,
-    # so that a full collection no longer walks it (tens of milliseconds with every request
-    # waiting, otherwise).
-    gc.collect()
-    gc.freeze()
+    import engine.selection  # noqa: F401  (numpy and the selection code, before the freeze)
+
     loop = asyncio.get_running_loop()
     stopping = stop if stop is not None else asyncio.Event()
 
@@ -227,8 +238,11 @@ async def serve(
     async def signal_ready() -> None:
         while not server.started:
             await asyncio.sleep(0.02)
+        freeze_startup()
         if ready is not None:
             ready.set()
+        await asyncio.sleep(SETTLE_SECONDS)  # the surfaces load their libraries meanwhile
+        freeze_startup()
 
     watcher = asyncio.create_task(signal_ready())
     stop_wait = asyncio.create_task(stopping.wait())
