@@ -619,51 +619,63 @@ def _turn(waiting: list[_Waiting]) -> tuple[list[_Waiting], list[_Waiting]]:
 
 
 class ObserveLine:
-    """Observe requests recorded together: for each learner one worker thread at a time takes
-    every request waiting and records their runs in one `observe_many` (one transaction);
-    requests arriving meanwhile wait for its next turn. With a thread per request the threads
-    would contend for the interpreter with the event loop, and each would wait to commit."""
+    """Observe requests recorded together: for each learner a worker takes every request
+    waiting and records their runs in one `observe_many` (one transaction); requests arriving
+    meanwhile wait for the next turn. Up to TURNS turns of a learner run at once, so that one
+    reads and scores its runs while another writes (group commit merges their writes when
+    they meet). With a thread per request the threads would contend for the interpreter with
+    the event loop, and each would wait to commit."""
+
+    TURNS = 2
 
     def __init__(self, call: Callable[..., Awaitable[Any]]) -> None:
         self._call = call
         self._waiting: dict[LearningService, list[_Waiting]] = {}
+        self._running: dict[LearningService, int] = {}
         self._turns: set[asyncio.Task[None]] = set()
 
     async def observe(self, service: LearningService, data: Any) -> Any:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        waiting = self._waiting.get(service)
-        if waiting is None:
-            self._waiting[service] = [(data, future)]
+        self._waiting.setdefault(service, []).append((data, future))
+        running = self._running.get(service, 0)
+        if running < self.TURNS:
+            self._running[service] = running + 1
             turn = asyncio.create_task(self._serve(service))
             self._turns.add(turn)
             turn.add_done_callback(self._turns.discard)
-        else:
-            waiting.append((data, future))
         return await future
 
     async def _serve(self, service: LearningService) -> None:
         """Record what waits for `service`, turn after turn, until nothing does."""
-        while True:
-            waiting = self._waiting.get(service)
-            if not waiting:
-                self._waiting.pop(service, None)
-                return
-            batch, self._waiting[service] = _turn(waiting)
-            try:
-                answers = await self._call(_observe_answers, service, [d for d, _ in batch])
-            except asyncio.CancelledError:  # the server is stopping: nobody is answered
-                for _, future in batch + self._waiting.pop(service, []):
-                    future.cancel()
-                raise
-            except Exception as exc:
-                answers = [_Answer(error=exc)] * len(batch)
-            for (_, future), answer in zip(batch, answers, strict=True):
-                if future.done():
-                    continue
-                if answer.error is not None:
-                    future.set_exception(answer.error)
-                else:
-                    future.set_result(answer.value)
+        try:
+            while True:
+                waiting = self._waiting.get(service)
+                if not waiting:
+                    return
+                batch, self._waiting[service] = _turn(waiting)
+                try:
+                    answers = await self._call(_observe_answers, service, [d for d, _ in batch])
+                except asyncio.CancelledError:  # the server is stopping: nobody is answered
+                    for _, future in batch + self._waiting.pop(service, []):
+                        future.cancel()
+                    raise
+                except Exception as exc:
+                    answers = [_Answer(error=exc)] * len(batch)
+                for (_, future), answer in zip(batch, answers, strict=True):
+                    if future.done():
+                        continue
+                    if answer.error is not None:
+                        future.set_exception(answer.error)
+                    else:
+                        future.set_result(answer.value)
+        finally:
+            left = self._running[service] - 1
+            if left:
+                self._running[service] = left
+            else:
+                del self._running[service]
+                if not self._waiting.get(service):
+                    self._waiting.pop(service, None)
 
 
 def spool_health(service: LearningService) -> dict[str, Any] | None:
