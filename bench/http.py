@@ -12,7 +12,9 @@ a 30-arm and a 1,000-arm inventory, then measures in rounds in which the measure
 - in this process, `LearningService.select` over its own SQLite file warmed the same way, on
   a fresh arm list each call (`Arm` objects built from the same dicts the HTTP body carries,
   as a runtime that assembles its prompt components per request does), reading `.selected`;
-  and, for reference, on the same `Arm` objects every call.
+  and, for reference, on the same `Arm` objects every call;
+- the HTTP floor: wrk over 1 connection against a bare ASGI application on the same uvicorn
+  protocol that reads the same body and answers `{}` (what any Python endpoint costs here).
 
 Every figure is the median over the rounds of that round's figure (wrk's latency percentiles,
 the in-process calls' median and p99). Start-up objects of both processes are frozen out of
@@ -36,6 +38,7 @@ import os  # noqa: E402
 import platform  # noqa: E402
 import re  # noqa: E402
 import shutil  # noqa: E402
+import socket  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
@@ -174,6 +177,39 @@ def post(port: int, path: str, body: Any) -> Any:
     return json.loads(data)
 
 
+FLOOR_APP = """
+import sys, uvicorn
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    while (await receive()).get("more_body"):
+        pass
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"2")]})
+    await send({"type": "http.response.body", "body": b"{}"})
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), http="httptools",
+            log_level="warning", access_log=False, lifespan="off")
+"""
+
+
+def start_floor(port: int) -> subprocess.Popen[bytes]:
+    floor = subprocess.Popen(
+        [sys.executable, "-c", FLOOR_APP, str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return floor
+        except OSError:
+            if time.monotonic() > deadline or floor.poll() is not None:
+                floor.kill()
+                raise RuntimeError("the floor server did not start") from None
+            time.sleep(0.05)
+
+
 def start_server(tmp: str, port: int) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
@@ -285,6 +321,8 @@ def main() -> None:
         local = in_process_calls(service, workloads)
 
         server = start_server(tmp, args.port)
+        floor = start_floor(args.port + 1)
+        floor_url = f"http://127.0.0.1:{args.port + 1}/"
         try:
             for size in SIZES:
                 for k in range(0, len(warm[size]), 10):
@@ -301,6 +339,7 @@ def main() -> None:
             gc.collect()
             gc.freeze()
 
+            floors: dict[int, list[WrkResult]] = {s: [] for s in SIZES}
             http1: dict[int, list[WrkResult]] = {s: [] for s in SIZES}
             http8: dict[int, list[WrkResult]] = {s: [] for s in SIZES}
             inproc: dict[str, list[tuple[float, float]]] = {name: [] for name in local}
@@ -308,6 +347,7 @@ def main() -> None:
             for r in range(rounds):
                 order = list(SIZES) if r % 2 == 0 else list(reversed(SIZES))
                 for size in order:
+                    floors[size].append(wrk(floor_url, scripts[size], 1, seconds / 2))
                     http1[size].append(wrk(f"{url}/select", scripts[size], 1, seconds))
                     for name in (f"fresh {size}", f"same {size}"):
                         inproc[name].append(timed(local[name], IN_PROCESS_CALLS[size]))
@@ -315,7 +355,9 @@ def main() -> None:
                 observed.append(wrk(f"{url}/observe", observe, CONNECTIONS, seconds))
         finally:
             server.terminate()
+            floor.terminate()
             server.wait(timeout=15)
+            floor.wait(timeout=15)
             store.close()
 
     print(
@@ -326,16 +368,17 @@ def main() -> None:
     print()
     print(
         "| arms | select p50, 1 connection | in process, fresh arm list p50 (p99) | ratio | "
-        "in process, same Arm objects p50 | select with 8 connections: req/s, p50, p99 | "
-        "p99/p50 |"
+        "in process, same Arm objects p50 | HTTP floor p50 | "
+        "select with 8 connections: req/s, p50, p99 | p99/p50 |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     verdicts = []
     for size in SIZES:
         one = med([x.p50 for x in http1[size]])
         fresh50 = med([x[0] for x in inproc[f"fresh {size}"]])
         fresh99 = med([x[1] for x in inproc[f"fresh {size}"]])
         same50 = med([x[0] for x in inproc[f"same {size}"]])
+        floor50 = med([x.p50 for x in floors[size]])
         rate8 = med([x.rate for x in http8[size]])
         p50_8 = med([x.p50 for x in http8[size]])
         p99_8 = med([x.p99 for x in http8[size]])
@@ -343,7 +386,8 @@ def main() -> None:
         spread = p99_8 / p50_8
         print(
             f"| {size:,} | {ms(one)} | {ms(fresh50)} ({ms(fresh99)}) | {ratio:.2f}x | "
-            f"{ms(same50)} | {rate8:,.0f}, {ms(p50_8)}, {ms(p99_8)} | {spread:.1f}x |"
+            f"{ms(same50)} | {ms(floor50)} | {rate8:,.0f}, {ms(p50_8)}, {ms(p99_8)} | "
+            f"{spread:.1f}x |"
         )
         verdicts.append(
             f"select {size:,} arms: p50 within {TARGET_P50[size]:g}x of in process "
@@ -364,10 +408,13 @@ def main() -> None:
     print()
     print("targets: " + "; ".join(verdicts))
     print()
-    print("per round (select p50 1 connection / in process fresh p50; observe p99):")
+    print(
+        "per round (select p50 1 connection / in process fresh p50 / HTTP floor p50; observe p99):"
+    )
     for r in range(rounds):
         parts = [
-            f"{size:,}: {ms(http1[size][r].p50)} / {ms(inproc[f'fresh {size}'][r][0])}"
+            f"{size:,}: {ms(http1[size][r].p50)} / {ms(inproc[f'fresh {size}'][r][0])} / "
+            f"{ms(floors[size][r].p50)}"
             for size in SIZES
         ]
         print(f"  round {r + 1}: " + "; ".join(parts) + f"; observe {ms(observed[r].p99)}")
