@@ -86,6 +86,39 @@ class CoalescingTransport:
         return getattr(self._transport, name)
 
 
+class HeadDeadlines:
+    """The connections of one event loop whose request head is arriving, and when each must
+    be complete; one timer looks at them a few times a second and closes the late ones
+    (instead of a timer armed and cancelled for every request)."""
+
+    def __init__(self, seconds: float, loop: asyncio.AbstractEventLoop) -> None:
+        self.seconds = seconds
+        self._loop = loop
+        self._every = min(1.0, seconds / 4)
+        self._arriving: dict[asyncio.BaseProtocol, float] = {}
+        self._timer: asyncio.TimerHandle | None = None
+
+    def start(self, protocol: asyncio.BaseProtocol) -> None:
+        if protocol not in self._arriving:
+            self._arriving[protocol] = self._loop.time() + self.seconds
+            if self._timer is None:
+                self._timer = self._loop.call_later(self._every, self._sweep)
+
+    def stop(self, protocol: asyncio.BaseProtocol) -> None:
+        self._arriving.pop(protocol, None)
+
+    def _sweep(self) -> None:
+        now = self._loop.time()
+        late = [p for p, deadline in self._arriving.items() if deadline <= now]
+        for protocol in late:
+            del self._arriving[protocol]
+            transport = getattr(protocol, "transport", None)
+            if transport is not None and not transport.is_closing():
+                log.info("closing a connection whose request head took over %g s", self.seconds)
+                transport.close()
+        self._timer = self._loop.call_later(self._every, self._sweep) if self._arriving else None
+
+
 def header_timeout_protocol(seconds: float = HEADER_SECONDS) -> type[asyncio.Protocol]:
     """uvicorn's httptools protocol (the C parser: a round trip costs a fraction of what the
     pure-Python h11 one does) with a deadline for the request head, and the writes of one turn
@@ -95,40 +128,31 @@ def header_timeout_protocol(seconds: float = HEADER_SECONDS) -> type[asyncio.Pro
     connection's start and from the first byte of each request to the end of its head."""
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+    deadlines: dict[asyncio.AbstractEventLoop, HeadDeadlines] = {}
+
     class HeaderTimeoutProtocol(HttpToolsProtocol):
-        _head_timer: asyncio.TimerHandle | None = None
+        _heads: HeadDeadlines
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self.transport = cast(asyncio.Transport, CoalescingTransport(transport, self.loop))
-            self._arm_head_timer()
+            heads = deadlines.get(self.loop)
+            if heads is None:
+                heads = deadlines[self.loop] = HeadDeadlines(seconds, self.loop)
+            self._heads = heads
+            heads.start(self)
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
-            self._arm_head_timer()
+            self._heads.start(self)
 
         def on_headers_complete(self) -> None:
-            self._disarm_head_timer()
+            self._heads.stop(self)
             super().on_headers_complete()
 
         def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm_head_timer()
+            self._heads.stop(self)
             super().connection_lost(exc)
-
-        def _arm_head_timer(self) -> None:
-            if self._head_timer is None:
-                self._head_timer = self.loop.call_later(seconds, self._head_timed_out)
-
-        def _disarm_head_timer(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
-
-        def _head_timed_out(self) -> None:
-            self._head_timer = None
-            if not self.transport.is_closing():
-                log.info("closing a connection whose request head took over %g s", seconds)
-                self.transport.close()
 
     return HeaderTimeoutProtocol
 
