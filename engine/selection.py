@@ -105,7 +105,8 @@ class ArmSet:
     def from_json(cls, data: Any, name: str = "arms") -> ArmSet:
         """The ArmSet of a select body's `arms` array ([{armId, tokenCost, label?,
         content?}, ...], as `engine.records.arms_from_json` reads it, with its checks and
-        messages), found again without reading each arm when the same array comes back."""
+        messages), found again without reading each arm when the same array comes back.
+        `data` is what JSON decoding gives (dicts, lists, strings, numbers, booleans, None)."""
         return ARM_SETS.for_json(data, name)
 
     def __len__(self) -> int:
@@ -259,6 +260,8 @@ class _Known:
     source: list[dict[Any, Any]] | None = None
     cost_key: str | None = None
     has_included: bool = False
+    zero_or_one: tuple[int, ...] = ()
+    """Positions whose cost is 0 or 1 (which `false` and `true` equal)."""
 
 
 class ArmSetCache:
@@ -332,17 +335,20 @@ class ArmSetCache:
             source = [dict(item) for item in data]
             shape = source[0].keys()
             if all(item.keys() == shape for item in source):
-                cost_key = next((c for c in ("tokenCost", "token_cost") if c in shape), None)
-                self._add(_Known(arm_set, None, source, cost_key, "included" in shape))
+                key = next((c for c in ("tokenCost", "token_cost") if c in shape), None)
+                costs = [] if key is None else [item[key] for item in source]
+                suspects = tuple(i for i, cost in enumerate(costs) if cost in (0, 1))
+                self._add(_Known(arm_set, None, source, key, "included" in shape, suspects))
         return arm_set
 
     @staticmethod
     def _same_kinds(known: _Known, data: list[Any]) -> bool:
-        """Whether the numbers of `data` (equal to `known.source`) are of kinds that read
-        the same: equality takes True for 1 and 1 for True, which the arm checks do not."""
-        if known.cost_key is not None and not set(
-            map(type, map(itemgetter(known.cost_key), data))
-        ) <= {int, float}:
+        """Whether the values of `data` (equal to `known.source`) read as the source's did.
+        Among the values JSON gives, only booleans compare equal to numbers (true == 1), and
+        the arm checks refuse a boolean cost and a numeric `included`: so the costs where the
+        source has 0 or 1 are looked at, and `included` when the arrays carry it."""
+        key = known.cost_key
+        if key is not None and any(type(data[i][key]) is bool for i in known.zero_or_one):
             return False
         return not known.has_included or set(map(type, map(_INCLUDED, data))) == {bool}
 
