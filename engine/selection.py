@@ -449,7 +449,7 @@ def align_posteriors(arm_set: ArmSet, posteriors: AnyPosteriors | None) -> Poste
     tuples = isinstance(next(iter(posteriors.values())), tuple)
     missing = _MISSING_TUPLE if tuples else _MISSING_POSTERIOR
     found = list(map(posteriors.get, arm_set.ids, repeat(missing)))
-    alpha, beta, pulls = _read_posteriors(found, tuples, arm_set.prior_alpha, arm_set.prior_beta)
+    alpha, beta, pulls = _read_posteriors(found, tuples, arm_set)
     arrays = PosteriorArrays(alpha, beta, pulls)
     if arm_set._aligned_once:
         arm_set._alignment = _Alignment.remember(arm_set, posteriors, tuples, arrays)
@@ -458,11 +458,11 @@ def align_posteriors(arm_set: ArmSet, posteriors: AnyPosteriors | None) -> Poste
 
 
 def _read_posteriors(
-    found: Sequence[Any], tuples: bool, prior_alpha: FloatArray, prior_beta: FloatArray
+    found: Sequence[Any], tuples: bool, arm_set: ArmSet, at: IntArray | None = None
 ) -> tuple[FloatArray, FloatArray, IntArray]:
     """alpha, beta and pulls of `found` (tuples, or objects; the missing marker where an arm
-    has none, which gets the prior given for its position), checked as `align_posteriors`
-    describes."""
+    has none, which gets its prior), checked as `align_posteriors` describes. `found` holds
+    the arms of `arm_set` at positions `at` (every arm when None)."""
     m = len(found)
     try:
         if tuples:
@@ -485,7 +485,10 @@ def _read_posteriors(
         ) from None
     missing = pulls == -1
     missing &= np.isnan(alpha)
-    if missing.any():
+    if missing.any():  # the priors are worked out only now: most alignments miss no arm
+        prior_alpha, prior_beta = arm_set.prior_alpha, arm_set.prior_beta
+        if at is not None:
+            prior_alpha, prior_beta = prior_alpha[at], prior_beta[at]
         alpha[missing] = prior_alpha[missing]
         beta[missing] = prior_beta[missing]
         pulls[missing] = 0
@@ -561,9 +564,7 @@ class _Alignment:
             if inside.any():
                 at = where[inside]
                 rows = list(compress(replaced, inside.tolist()))
-                a, b, p = _read_posteriors(
-                    rows, self.tuples, arm_set.prior_alpha[at], arm_set.prior_beta[at]
-                )
+                a, b, p = _read_posteriors(rows, self.tuples, arm_set, at)
                 alpha[at], beta[at], pulls[at] = a, b, p
             arrays = PosteriorArrays(alpha, beta, pulls)
             arm_set._alignment = _Alignment(keys, values, ids, self.positions, self.tuples, arrays)
