@@ -1,17 +1,26 @@
-"""How fast are select and observe over HTTP, next to the same calls made in process?
+"""How fast are select and observe over HTTP, next to `LearningService.select` in process?
 
-Starts `learning-bot serve --workers N` (default: one per core) on a temporary SQLite file,
-then measures:
-- select round trips with 30 arms from one keep-alive client (median, p99), beside
-  `LearningService.select` called in process;
-- select and observe from 8 concurrent keep-alive clients (8 processes; requests/s, median,
-  p99), beside in-process `observe` called from one thread. The clients encode every request
-  before the clock starts and read back only the status line, Content-Length and body, so
-  that little of the 2-core machine's CPU goes to them rather than to the server;
-- when `wrk` is installed, the same observe load from wrk's 8 connections (a client that costs
-  the 2-core machine far less CPU than Python clients do).
+Starts `learning-bot serve` with its defaults (one process on 127.0.0.1, as the README's
+"serve" shows) on a temporary SQLite file in the active phase, warms it with observed runs of
+a 30-arm and a 1,000-arm inventory, then measures in rounds in which the measures take turns:
 
-    .venv/bin/python bench/http.py [--quick]
+- `POST select` with 30 and with 1,000 arms from wrk (1 thread) over 1 connection (median)
+  and over 8 connections (median, p99); the body is the same every time, as an agent runtime
+  sends its inventory before each model request;
+- `POST observe` from wrk (1 thread, 8 connections), every request a new trace of 30 arms:
+  requests per second, median and p99;
+- in this process, `LearningService.select` over its own SQLite file warmed the same way, on
+  a fresh arm list each call (`Arm` objects built from the same dicts the HTTP body carries,
+  as a runtime that assembles its prompt components per request does), reading `.selected`;
+  and, for reference, on the same `Arm` objects every call;
+- the HTTP floor: wrk over 1 connection against a bare ASGI application on the same uvicorn
+  protocol that reads the same body and answers `{}` (what any Python endpoint costs here).
+
+Every figure is the median over the rounds of that round's figure (wrk's latency percentiles,
+the in-process calls' median and p99). Start-up objects of both processes are frozen out of
+the garbage collector's way (`serve` does it; this script does it before its own timing).
+
+    .venv/bin/python bench/http.py [--quick] [--rounds N] [--seconds S]
 """
 
 from __future__ import annotations
@@ -22,10 +31,11 @@ import sys
 sys.path[:] = [p for p in sys.path if not p.rstrip("/").endswith("bench")]
 
 import argparse  # noqa: E402
+import gc  # noqa: E402
 import http.client  # noqa: E402
 import json  # noqa: E402
-import multiprocessing as mp  # noqa: E402
 import os  # noqa: E402
+import platform  # noqa: E402
 import re  # noqa: E402
 import shutil  # noqa: E402
 import socket  # noqa: E402
@@ -33,141 +43,119 @@ import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Callable, Iterator, Sequence  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from engine import LearningConfig, Phase  # noqa: E402
+from engine import Arm, LearningConfig, Phase  # noqa: E402
 from engine.records import report_to_json  # noqa: E402
 from engine.service import LearningService  # noqa: E402
-from engine.simulation import make_workload  # noqa: E402
+from engine.simulation import Workload, make_workload  # noqa: E402
 from storage import SqlStore  # noqa: E402
 
 BASE = "/__openclaw__/api/learning"
-ARMS = 30
-CLIENTS = 8
+SIZES = (30, 1_000)
+CONNECTIONS = 8
+WARM_RUNS = {30: 300, 1_000: 40}
+IN_PROCESS_CALLS = {30: 3000, 1_000: 300}
+TARGET_P50 = {30: 2.0, 1_000: 1.5}
+"""select p50 over one connection, at most this many times the in-process fresh-list p50."""
+TARGET_P99_OVER_P50 = 3.0
+TARGET_OBSERVE_P99 = 0.020
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.2f} ms"
-
-
-def workload(n: int, tag: str) -> tuple[list[bytes], bytes, Any]:
-    w = make_workload(ARMS, seed=11)
-    rng = np.random.default_rng(abs(hash(tag)) % 2**32)
-    ids = [a.id for a in w.arms]
-    bodies = [
-        json.dumps(
-            report_to_json(w.report(f"{tag}-{i}", ids, w.draw_usage(i, rng)[1], False))
-        ).encode()
-        for i in range(n)
-    ]
+def inventory(size: int) -> tuple[Workload, list[dict[str, Any]]]:
+    """A workload of `size` arms and its inventory as the select body carries it."""
+    w = make_workload(size, seed=11)
     arms = [
         {"armId": a.id, "tokenCost": a.token_cost, "label": a.label, "content": a.content}
         for a in w.arms
     ]
-    return bodies, json.dumps({"arms": arms}).encode(), w
+    return w, arms
 
 
-def encode(path: str, bodies: list[bytes]) -> list[bytes]:
-    """Whole HTTP/1.1 requests, encoded before timing starts (as wrk does)."""
-    head = (
-        f"POST {BASE}{path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-        "Content-Type: application/json\r\nContent-Length: "
-    ).encode()
-    return [head + str(len(body)).encode() + b"\r\n\r\n" + body for body in bodies]
-
-
-def post_all(port: int, path: str, bodies: list[bytes]) -> list[float]:
-    """Send every request on one keep-alive connection, one at a time, and time each round
-    trip. The client reads only the status line and Content-Length, so that on a 2-core box
-    as little CPU as possible goes to the clients instead of the server."""
-    return send_all(port, encode(path, bodies), path)
-
-
-def send_all(port: int, requests: list[bytes], path: str) -> list[float]:
-    sock = socket.create_connection(("127.0.0.1", port))
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    latencies = []
-    try:
-        for request in requests:
-            t0 = time.perf_counter()
-            sock.sendall(request)
-            buffer = b""
-            while b"\r\n\r\n" not in buffer:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    raise RuntimeError(f"{path}: the server closed the connection")
-                buffer += chunk
-            head, _, body = buffer.partition(b"\r\n\r\n")
-            status = int(head[9:12])
-            match = re.search(rb"(?im)^content-length:\s*(\d+)", head)
-            if match is None:
-                raise RuntimeError(f"{path}: no Content-Length in the answer")
-            length = int(match.group(1))
-            while len(body) < length:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    raise RuntimeError(f"{path}: the server closed the connection")
-                body += chunk
-            if status != 200:
-                raise RuntimeError(f"{path} answered {status}: {body[:200]!r}")
-            latencies.append(time.perf_counter() - t0)
-    finally:
-        sock.close()
-    return latencies
-
-
-def _client(port: int, path: str, n: int, tag: str, same: bool, go: Any, out: Any) -> None:
-    bodies, select_body, _ = workload(n, tag)
-    if same:
-        bodies = [select_body] * n
-    requests = encode(path, bodies)
-    go.wait()
-    out.put(send_all(port, requests, path))
-
-
-def concurrent(port: int, path: str, per_client: int, same: bool) -> tuple[list[float], float]:
-    ctx = mp.get_context("spawn")
-    go, out = ctx.Event(), ctx.Queue()
-    procs = [
-        ctx.Process(
-            target=_client, args=(port, path, per_client, f"c{k}-{time.time_ns()}", same, go, out)
-        )
-        for k in range(CLIENTS)
-    ]
-    for p in procs:
-        p.start()
-    time.sleep(4)  # let every client build its requests first
-    t0 = time.perf_counter()
-    go.set()
-    latencies: list[float] = []
-    for _ in procs:
-        latencies.extend(out.get())
-    wall = time.perf_counter() - t0
-    for p in procs:
-        p.join()
-    return latencies, wall
-
-
-def wrk_observe(port: int, seconds: int) -> tuple[float, str] | None:
-    if shutil.which("wrk") is None:
-        return None
-    _, _, w = workload(1, "wrk")
+def reports(w: Workload, n: int, tag: str) -> list[dict[str, Any]]:
+    rng = np.random.default_rng(abs(hash(tag)) % 2**32)
     ids = [a.id for a in w.arms]
-    body = report_to_json(
-        w.report("TRACE", ids, w.draw_usage(0, np.random.default_rng(1))[1], False)
+    return [
+        report_to_json(w.report(f"{tag}-{i}", ids, w.draw_usage(i, rng)[1], False))
+        for i in range(n)
+    ]
+
+
+# --- wrk ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WrkResult:
+    rate: float
+    p50: float
+    p99: float
+
+
+_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def _seconds(text: str) -> float:
+    match = re.fullmatch(r"([\d.]+)(us|ms|s)", text)
+    if match is None:
+        raise RuntimeError(f"cannot read wrk's latency {text!r}")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def wrk(
+    url: str, script: Path, connections: int, seconds: float, cpu: int | None = None
+) -> WrkResult:
+    """One wrk run (1 thread); with `cpu`, wrk runs on that core only."""
+    pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
+    done = subprocess.run(
+        [
+            "wrk",
+            "-t1",
+            f"-c{connections}",
+            f"-d{max(1, round(seconds))}s",
+            "--latency",
+            "-s",
+            str(script),
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        preexec_fn=pin,
     )
-    body["runId"] = "wrk"
-    before, after = json.dumps(body).split('"TRACE"')
-    script = f"""
-counter = 0
+    out = done.stdout
+    if "Non-2xx" in out or "Socket errors" in out:
+        raise RuntimeError(f"wrk saw failed requests:\n{out}")
+    rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    p50 = re.search(r"^\s+50%\s+(\S+)", out, re.M)
+    p99 = re.search(r"^\s+99%\s+(\S+)", out, re.M)
+    if rate is None or p50 is None or p99 is None:
+        raise RuntimeError(f"cannot read wrk's output:\n{out}")
+    return WrkResult(float(rate.group(1)), _seconds(p50.group(1)), _seconds(p99.group(1)))
+
+
+def select_script(folder: Path, size: int, body: str) -> Path:
+    path = folder / f"select-{size}.lua"
+    path.write_text(
+        'wrk.method = "POST"\n'
+        'wrk.headers["Content-Type"] = "application/json"\n'
+        f"wrk.body = {json.dumps(body)}\n"
+    )
+    return path
+
+
+def observe_script(folder: Path, report: dict[str, Any]) -> Path:
+    """Every request a new trace id (the run id stays fixed)."""
+    report = {**report, "traceId": "TRACE", "runId": "wrk"}
+    before, after = json.dumps(report).split('"TRACE"')
+    path = folder / "observe.lua"
+    path.write_text(
+        f"""counter = 0
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 request = function()
@@ -177,136 +165,303 @@ request = function()
   return wrk.format(nil, "{BASE}/observe", nil, body)
 end
 """
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-        f.write(script)
+    )
+    return path
+
+
+# --- server -------------------------------------------------------------------------------
+
+
+def post(port: int, path: str, body: Any) -> Any:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    c.request("POST", BASE + path, json.dumps(body), {"Content-Type": "application/json"})
+    answer = c.getresponse()
+    data = answer.read()
+    c.close()
+    if answer.status != 200:
+        raise RuntimeError(f"{path} answered {answer.status}: {data[:200]!r}")
+    return json.loads(data)
+
+
+FLOOR_APP = """
+import sys, uvicorn
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    while (await receive()).get("more_body"):
+        pass
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"2")]})
+    await send({"type": "http.response.body", "body": b"{}"})
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), http="httptools",
+            log_level="warning", access_log=False, lifespan="off")
+"""
+
+
+def start_floor(port: int) -> subprocess.Popen[bytes]:
+    floor = subprocess.Popen(
+        [sys.executable, "-c", FLOOR_APP, str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return floor
+        except OSError:
+            if time.monotonic() > deadline or floor.poll() is not None:
+                floor.kill()
+                raise RuntimeError("the floor server did not start") from None
+            time.sleep(0.05)
+
+
+PLACEMENTS = {"one core": 0, "two cores": 1}
+"""Where wrk runs during the 1-connection runs, while the servers' event loops run on core 0:
+beside them, or on the other core (every round trip then wakes a process on the other core,
+which costs far more in this virtual machine than the server's own work)."""
+
+
+@contextmanager
+def pinned(*pids: int) -> Iterator[None]:
+    """The main threads (event loops) of `pids` on core 0, as long as the block runs."""
+    before = {pid: os.sched_getaffinity(pid) for pid in pids}
+    for pid in pids:
+        os.sched_setaffinity(pid, {0})
     try:
-        done = subprocess.run(
-            [
-                "wrk",
-                "-t2",
-                f"-c{CLIENTS}",
-                f"-d{seconds}s",
-                "--latency",
-                "-s",
-                f.name,
-                f"http://127.0.0.1:{port}",
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
+        yield
     finally:
-        os.unlink(f.name)
-    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", done.stdout).group(1))  # type: ignore[union-attr]
-    p99 = re.search(r"99%\s+(\S+)", done.stdout)
-    return rate, p99.group(1) if p99 else "?"
+        for pid, cpus in before.items():
+            os.sched_setaffinity(pid, cpus)
+
+
+def start_server(tmp: str, port: int) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "LEARNING_BOT_DATABASE_URL": f"sqlite:///{tmp}/served.sqlite",
+        "LEARNING_BOT_PHASE": "active",
+        "LEARNING_BOT_SPOOL_DIR": f"{tmp}/spool",
+    }
+    for name in ("LEARNING_BOT_API_TOKEN", "LEARNING_BOT_WORKERS", "LEARNING_BOT_CACHE_TTL"):
+        env.pop(name, None)
+    exe = str(Path(sys.executable).with_name("learning-bot"))
+    server = subprocess.Popen(
+        [exe, "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", BASE + "/healthz")
+            if c.getresponse().status == 200:
+                return server
+        except OSError:
+            pass
+        if time.monotonic() > deadline or server.poll() is not None:
+            server.kill()
+            raise RuntimeError("the server did not start")
+        time.sleep(0.1)
+
+
+# --- in process ---------------------------------------------------------------------------
+
+
+def timed(fn: Callable[[], object], calls: int) -> tuple[float, float]:
+    """(median, p99) seconds per call."""
+    clock = time.perf_counter
+    times = []
+    for _ in range(calls):
+        start = clock()
+        fn()
+        times.append(clock() - start)
+    times.sort()
+    return statistics.median(times), times[min(len(times) - 1, int(0.99 * len(times)))]
+
+
+def in_process_calls(
+    service: LearningService, workloads: dict[int, tuple[Workload, list[dict[str, Any]]]]
+) -> dict[str, Callable[[], object]]:
+    fns: dict[str, Callable[[], object]] = {}
+    for size, (w, dicts) in workloads.items():
+        same = list(w.arms)
+
+        def fresh(dicts: list[dict[str, Any]] = dicts) -> object:
+            arms = [Arm(d["armId"], d["tokenCost"], d["label"], d["content"]) for d in dicts]
+            return service.select(arms).selected
+
+        def reused(same: list[Arm] = same) -> object:
+            return service.select(same).selected
+
+        fns[f"fresh {size}"] = fresh
+        fns[f"same {size}"] = reused
+    return fns
+
+
+# --- report -------------------------------------------------------------------------------
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.0f} µs"
+
+
+def med(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "NOT met"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2 rounds of 2-second wrk runs")
+    parser.add_argument("--rounds", type=int, help="rounds (default 5, quick 2)")
+    parser.add_argument("--seconds", type=float, help="seconds per wrk run (default 5, quick 2)")
     parser.add_argument("--port", type=int, default=8791)
-    parser.add_argument(
-        "--workers", type=int, default=os.cpu_count() or 1, help="server processes (default: cores)"
-    )
     args = parser.parse_args()
-    n_select = 500 if args.quick else 2000
-    per_client = 150 if args.quick else 500
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is not installed (apt-get install -y wrk)")
+    rounds = args.rounds or (2 if args.quick else 5)
+    seconds = args.seconds or (2.0 if args.quick else 5.0)
+    started = time.perf_counter()
+    workloads = {size: inventory(size) for size in SIZES}
+    bodies = {size: json.dumps({"arms": dicts}) for size, (_, dicts) in workloads.items()}
+    warm = {size: reports(w, WARM_RUNS[size], f"warm{size}") for size, (w, _) in workloads.items()}
+
     with tempfile.TemporaryDirectory() as tmp:
-        env = {
-            **os.environ,
-            "LEARNING_BOT_DATABASE_URL": f"sqlite:///{tmp}/bench.sqlite",
-            "LEARNING_BOT_PHASE": "active",
-            "LEARNING_BOT_SPOOL_DIR": f"{tmp}/spool",
-        }
-        env.pop("LEARNING_BOT_API_TOKEN", None)
-        exe = str(Path(sys.executable).with_name("learning-bot"))
-        server = subprocess.Popen(
-            [exe, "serve", "--port", str(args.port), "--workers", str(args.workers)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        folder = Path(tmp)
+        url = f"http://127.0.0.1:{args.port}{BASE}"
+        scripts = {size: select_script(folder, size, bodies[size]) for size in SIZES}
+        observe = observe_script(folder, warm[30][0])
+
+        store = SqlStore(f"sqlite:///{tmp}/in-process.sqlite")
+        service = LearningService(store, LearningConfig(phase=Phase.ACTIVE))
+        from engine.records import report_from_json
+
+        for size in SIZES:
+            service.observe_many([report_from_json(r) for r in warm[size]])
+        local = in_process_calls(service, workloads)
+
+        placements = PLACEMENTS if len(os.sched_getaffinity(0)) > 1 else {"one core": 0}
+        server = start_server(tmp, args.port)
+        floor = start_floor(args.port + 1)
+        floor_url = f"http://127.0.0.1:{args.port + 1}/"
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    c = http.client.HTTPConnection("127.0.0.1", args.port, timeout=2)
-                    c.request("GET", BASE + "/healthz")
-                    if c.getresponse().status == 200:
-                        break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the server did not start")
-                time.sleep(0.1)
-            bodies, select_body, w = workload(300, "warm")
-            post_all(args.port, "/observe", bodies)  # arms known, posteriors cached
-            select_one = post_all(args.port, "/select", [select_body] * n_select)
-            select_many, select_wall = concurrent(args.port, "/select", per_client, True)
-            observe_many, observe_wall = concurrent(args.port, "/observe", per_client, False)
-            wrk = wrk_observe(args.port, 5 if args.quick else 15)
+            for size in SIZES:
+                for k in range(0, len(warm[size]), 10):
+                    post(args.port, "/observe", {"reports": warm[size][k : k + 10]})
+                answer = post(args.port, "/select", {"arms": workloads[size][1]})
+                if answer["isBaseline"] is None or not answer["selected"]:
+                    raise RuntimeError(f"unexpected select answer: {answer}")
+            # First sight of each inventory, connection set-up: not measured.
+            for size in SIZES:
+                wrk(f"{url}/select", scripts[size], CONNECTIONS, 1)
+            wrk(f"{url}/observe", observe, CONNECTIONS, 1)
+            for fn in local.values():
+                timed(fn, 50)
+            gc.collect()
+            gc.freeze()
+
+            keys = [(size, place) for size in SIZES for place in placements]
+            floors: dict[tuple[int, str], list[WrkResult]] = {k: [] for k in keys}
+            http1: dict[tuple[int, str], list[WrkResult]] = {k: [] for k in keys}
+            http8: dict[int, list[WrkResult]] = {s: [] for s in SIZES}
+            inproc: dict[str, list[tuple[float, float]]] = {name: [] for name in local}
+            observed: list[WrkResult] = []
+            for r in range(rounds):
+                order = list(SIZES) if r % 2 == 0 else list(reversed(SIZES))
+                for size in order:
+                    for place, cpus in placements.items():
+                        with pinned(server.pid, floor.pid):
+                            floors[size, place].append(
+                                wrk(floor_url, scripts[size], 1, seconds / 2, cpus)
+                            )
+                            http1[size, place].append(
+                                wrk(f"{url}/select", scripts[size], 1, seconds, cpus)
+                            )
+                    for name in (f"fresh {size}", f"same {size}"):
+                        inproc[name].append(timed(local[name], IN_PROCESS_CALLS[size]))
+                    http8[size].append(wrk(f"{url}/select", scripts[size], CONNECTIONS, seconds))
+                observed.append(wrk(f"{url}/observe", observe, CONNECTIONS, seconds))
         finally:
             server.terminate()
+            floor.terminate()
             server.wait(timeout=15)
-        store = SqlStore(f"sqlite:///{tmp}/inproc.sqlite")
-        service = LearningService(store, LearningConfig(phase=Phase.ACTIVE))
-        ids = [a.id for a in w.arms]
-        rng = np.random.default_rng(3)
-        reports = [w.report(f"i{i}", ids, w.draw_usage(i, rng)[1], False) for i in range(1000)]
-        t0 = time.perf_counter()
-        for r in reports:
-            service.observe(r)
-        observe_rate = len(reports) / (time.perf_counter() - t0)
-        times = []
-        for _ in range(n_select):
-            t = time.perf_counter()
-            service.select(list(w.arms))
-            times.append(time.perf_counter() - t)
-        store.close()
+            floor.wait(timeout=15)
+            store.close()
 
-    n = CLIENTS * per_client
-    sel50, sel99 = statistics.median(select_one), pct(select_one, 0.99)
-    obs_rate = n / observe_wall
     print(
-        f"learning-bot HTTP benchmark: {ARMS} arms, SQLite, `serve --workers {args.workers}`, "
-        "server and clients on one machine"
+        f"learning-bot over HTTP: `learning-bot serve` (defaults: 1 process), SQLite, active "
+        f"phase; wrk 1 thread on the same 2-core machine; Python {platform.python_version()}"
     )
+    print(f"{rounds} rounds of {seconds:g} s per wrk run; medians over the rounds")
     print()
-    print("| measure | over HTTP | in process | ratio |")
-    print("|---|---|---|---|")
+    places = list(placements)
     print(
-        f"| select p50, 1 client | {ms(sel50)} | {ms(statistics.median(times))} | "
-        f"{sel50 / statistics.median(times):.1f}x |"
+        "| arms | in process, fresh arm list p50 (p99) | in process, same Arm objects p50 | "
+        + " | ".join(f"select p50, 1 connection, {p} (ratio) | HTTP floor p50, {p}" for p in places)
+        + " | select with 8 connections: req/s, p50, p99 | p99/p50 |"
     )
-    print(
-        f"| select p99, 1 client | {ms(sel99)} | {ms(pct(times, 0.99))} | "
-        f"{sel99 / pct(times, 0.99):.1f}x |"
-    )
-    print(
-        f"| select, {CLIENTS} client processes | {n / select_wall:,.0f} req/s "
-        f"(p99 {ms(pct(select_many, 0.99))}) | | |"
-    )
-    print(
-        f"| observe, {CLIENTS} client processes | {obs_rate:,.0f} req/s (p50 "
-        f"{ms(statistics.median(observe_many))}, p99 {ms(pct(observe_many, 0.99))}) | "
-        f"{observe_rate:,.0f} calls/s, 1 thread | {obs_rate / observe_rate:.2f}x |"
-    )
-    if wrk is not None:
+    print("|---|---|---|" + "---|---|" * len(places) + "---|---|")
+    verdicts = []
+    for size in SIZES:
+        fresh50 = med([x[0] for x in inproc[f"fresh {size}"]])
+        fresh99 = med([x[1] for x in inproc[f"fresh {size}"]])
+        same50 = med([x[0] for x in inproc[f"same {size}"]])
+        cells = []
+        ratios = {}
+        for place in places:
+            one = med([x.p50 for x in http1[size, place]])
+            ratios[place] = one / fresh50
+            floor50 = med([x.p50 for x in floors[size, place]])
+            cells.append(f"{ms(one)} ({ratios[place]:.2f}x) | {ms(floor50)}")
+        rate8 = med([x.rate for x in http8[size]])
+        p50_8 = med([x.p50 for x in http8[size]])
+        p99_8 = med([x.p99 for x in http8[size]])
+        spread = p99_8 / p50_8
         print(
-            f"| observe, wrk with {CLIENTS} connections | {wrk[0]:,.0f} req/s (p99 {wrk[1]}) | "
-            f"{observe_rate:,.0f} calls/s, 1 thread | {wrk[0] / observe_rate:.2f}x |"
+            f"| {size:,} | {ms(fresh50)} ({ms(fresh99)}) | {ms(same50)} | "
+            + " | ".join(cells)
+            + f" | {rate8:,.0f}, {ms(p50_8)}, {ms(p99_8)} | {spread:.1f}x |"
         )
-    best = max(obs_rate, wrk[0] if wrk else 0.0)
+        within = ", ".join(
+            f"{p} {verdict(ratios[p] <= TARGET_P50[size])} ({ratios[p]:.2f}x)" for p in places
+        )
+        verdicts.append(
+            f"select {size:,} arms: p50 within {TARGET_P50[size]:g}x of in process: {within}; "
+            f"p99 within {TARGET_P99_OVER_P50:g}x of p50 with {CONNECTIONS} connections "
+            f"{verdict(spread <= TARGET_P99_OVER_P50)} ({spread:.1f}x)"
+        )
+    rate = med([x.rate for x in observed])
+    p50 = med([x.p50 for x in observed])
+    p99 = med([x.p99 for x in observed])
     print()
-    print(
-        "targets: select p50 <= 2 ms: "
-        + ("met" if sel50 <= 0.002 else "NOT met")
-        + "; select p99 <= 5 ms: "
-        + ("met" if sel99 <= 0.005 else "NOT met")
-        + "; observe >= 1,000 req/s with 8 clients: "
-        + ("met" if best >= 1000 else "NOT met")
+    print(f"| observe, {CONNECTIONS} connections | requests/s | p50 | p99 |")
+    print("|---|---|---|---|")
+    print(f"| 30 arms, a new trace each | {rate:,.0f} | {ms(p50)} | {ms(p99)} |")
+    verdicts.append(
+        f"observe p99 <= {TARGET_OBSERVE_P99 * 1e3:g} ms with {CONNECTIONS} connections "
+        f"{verdict(p99 <= TARGET_OBSERVE_P99)}"
     )
+    print()
+    print("targets:")
+    for line in verdicts:
+        print("  " + line)
+    print()
+    print("per round: select p50 over 1 connection / HTTP floor p50 for each placement, in process")
+    print("fresh-list p50; observe p99")
+    for r in range(rounds):
+        parts = []
+        for size in SIZES:
+            placed = " ".join(
+                f"{ms(http1[size, p][r].p50)}/{ms(floors[size, p][r].p50)}" for p in places
+            )
+            parts.append(f"{size:,}: {placed}, {ms(inproc[f'fresh {size}'][r][0])}")
+        print(f"  round {r + 1}: " + "; ".join(parts) + f"; observe {ms(observed[r].p99)}")
+    print(f"(run took {time.perf_counter() - started:.0f} s)")
 
 
 if __name__ == "__main__":

@@ -9,9 +9,13 @@ posteriors from simulated pulls) this prints the median latency of:
 - prepared: `select_arms` on an `ArmSet` built once and its `PosteriorArrays`, reading
             `.selected` so the id tuple is really built;
 - cold:     `select_arms` on a plain list of `Arm` and a dict of `Posterior`, every call
-            (the `ArmSet` is built and the posteriors aligned inside);
-- tuples:   the cold path as a service with its posteriors in memory takes it: `ArmSet` of a
-            fresh list, `align_posteriors` from a dict of (alpha, beta, pulls), `select_arms`;
+            (the `ArmSet` of the inventory is found again by `ArmSet.of` and the dict
+            aligned inside);
+- dicts:    what an HTTP request brings: a fresh list of fresh arm dicts every call (decoded
+            from JSON before the clock starts), `ArmSet.from_json`, then `select_arms` with
+            the dict of `Posterior` (up to 10,000 arms, the most a select body may carry);
+- new:      an inventory never seen before: a new `ArmSet` of the list, `align_posteriors`
+            from a dict of (alpha, beta, pulls), `select_arms`;
 - loop:     a straightforward per-arm Python implementation of SPEC section 4, written here.
 
 Inventories below `engine.selection.SMALL_INVENTORY` arms take the plain-Python path after the
@@ -19,7 +23,8 @@ draw; `--crossover` times both paths on the same inventories around it (the cons
 from that table).
 
 Before timing, the loop is checked to pick exactly the arms `select_arms` picks for the same seed
-(it draws its scores one `Generator.beta` call per arm from the same stream).
+(it draws its scores one `Generator.beta` call per arm from the same stream), and the JSON path
+to pick what the list of `Arm` gives.
 
 Timing: time.perf_counter around each call, garbage collection off while timing; several rounds
 in which the methods take turns, the median of each round, and the median of those medians.
@@ -40,6 +45,8 @@ sys.path.insert(0, str(_HERE.parent))
 
 import argparse  # noqa: E402
 import gc  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
@@ -59,6 +66,7 @@ from engine import (  # noqa: E402
     select_arms,
 )
 from engine import selection as selection_module  # noqa: E402
+from engine.records import MAX_ARMS_PER_RUN  # noqa: E402
 from engine.selection import align_posteriors  # noqa: E402
 from engine.simulation import make_workload  # noqa: E402
 
@@ -69,7 +77,7 @@ MAX_PULLS = 200
 TARGET_RATIO = 2.0
 COLD_TARGET_RATIO = 5.0
 COLD_TARGET_AT = 100_000
-METHODS = ("floor", "prepared", "cold", "tuples", "loop")
+METHODS = ("floor", "prepared", "cold", "dicts", "new", "loop")
 CROSSOVER_SIZES = (30, 60, 100, 150, 200, 300, 500)
 
 
@@ -82,16 +90,16 @@ class Plan:
 
 
 FULL = {
-    10: Plan(9, {"floor": 3000, "prepared": 3000, "cold": 1000, "tuples": 1000, "loop": 2000}),
-    30: Plan(9, {"floor": 3000, "prepared": 3000, "cold": 1000, "tuples": 1000, "loop": 1000}),
-    1_000: Plan(9, {"floor": 600, "prepared": 600, "cold": 40, "tuples": 40, "loop": 60}),
-    100_000: Plan(7, {"floor": 30, "prepared": 30, "cold": 5, "tuples": 5, "loop": 5}),
+    10: Plan(9, dict(zip(METHODS, (3000, 3000, 1000, 1000, 1000, 2000), strict=True))),
+    30: Plan(9, dict(zip(METHODS, (3000, 3000, 1000, 1000, 1000, 1000), strict=True))),
+    1_000: Plan(9, dict(zip(METHODS, (600, 600, 200, 100, 40, 60), strict=True))),
+    100_000: Plan(7, dict(zip(METHODS, (30, 30, 10, 5, 5, 5), strict=True))),
 }
 QUICK = {
-    10: Plan(3, {"floor": 500, "prepared": 500, "cold": 200, "tuples": 200, "loop": 300}),
-    30: Plan(3, {"floor": 500, "prepared": 500, "cold": 200, "tuples": 200, "loop": 200}),
-    1_000: Plan(3, {"floor": 100, "prepared": 100, "cold": 10, "tuples": 10, "loop": 15}),
-    100_000: Plan(3, {"floor": 8, "prepared": 8, "cold": 2, "tuples": 2, "loop": 1}),
+    10: Plan(3, dict(zip(METHODS, (500, 500, 200, 200, 200, 300), strict=True))),
+    30: Plan(3, dict(zip(METHODS, (500, 500, 200, 200, 200, 200), strict=True))),
+    1_000: Plan(3, dict(zip(METHODS, (100, 100, 40, 20, 10, 15), strict=True))),
+    100_000: Plan(3, dict(zip(METHODS, (8, 8, 3, 2, 2, 1), strict=True))),
 }
 
 
@@ -146,6 +154,8 @@ class Case:
     config: LearningConfig
     forced: int
     tuples: dict[str, tuple[float, float, int]]
+    body: str
+    """The inventory as the select body carries it (JSON)."""
 
 
 def make_case(size: int, seed: int) -> Case:
@@ -171,13 +181,27 @@ def make_case(size: int, seed: int) -> Case:
     seeds = arm_set.seed_mask(config.seed_arm_ids)
     forced = int((seeds | (arrays.pulls < config.min_pulls)).sum())
     tuples = {arm_id: (p.alpha, p.beta, p.pulls) for arm_id, p in posteriors.items()}
-    return Case(size, arms, posteriors, arm_set, arrays, config, forced, tuples)
+    body = json.dumps(
+        [
+            {"armId": a.id, "tokenCost": a.token_cost, "label": a.label, "content": a.content}
+            for a in arms
+        ]
+    )
+    return Case(size, arms, posteriors, arm_set, arrays, config, forced, tuples, body)
 
 
 def check_loop(case: Case, seed: int) -> tuple[int, int]:
-    """The loop and select_arms agree arm for arm on the same seed; (selected, used tokens)."""
+    """The loop and select_arms agree arm for arm on the same seed, from a list of Arm and
+    from the JSON dicts alike; (selected, used tokens)."""
     for offset in range(3):
         selection = select_arms(case.arms, case.posteriors, case.config, rng=seed + offset)
+        if case.size <= MAX_ARMS_PER_RUN:
+            body = json.loads(case.body)
+            from_dicts = select_arms(
+                ArmSet.from_json(body), case.posteriors, case.config, seed + offset
+            )
+            if from_dicts != selection:
+                raise SystemExit(f"the JSON path selects differently at {case.size} arms")
         ids, used = loop_select(
             case.arms, case.posteriors, case.config, np.random.default_rng(seed + offset)
         )
@@ -195,12 +219,18 @@ def check_loop(case: Case, seed: int) -> tuple[int, int]:
 # --- timing -------------------------------------------------------------------------------
 
 
-def callables(case: Case, seed: int) -> dict[str, Callable[[], object]]:
+Timed = Callable[[], object] | tuple[Callable[[], object], Callable[[], object]]
+"""A call to time, or (untimed preparation, call to time)."""
+
+
+def callables(case: Case, seed: int) -> dict[str, Timed]:
     floor_rng = np.random.default_rng([seed, 1])
     prepared_rng = np.random.default_rng([seed, 2])
     cold_rng = np.random.default_rng([seed, 3])
     loop_rng = np.random.default_rng([seed, 4])
     tuples_rng = np.random.default_rng([seed, 5])
+    dicts_rng = np.random.default_rng([seed, 6])
+    fresh: list[list[dict[str, object]]] = []
     tuples = case.tuples
     alpha, beta = case.arrays.alpha, case.arrays.beta
     arms, posteriors, config, arm_set, arrays = (
@@ -220,6 +250,13 @@ def callables(case: Case, seed: int) -> dict[str, Callable[[], object]]:
     def cold() -> object:
         return select_arms(arms, posteriors, config, cold_rng).selected
 
+    def decode() -> None:  # the previous body is freed here, outside the clock
+        fresh[:] = [json.loads(case.body)]
+
+    def from_dicts() -> object:
+        arm_set = ArmSet.from_json(fresh[0])
+        return select_arms(arm_set, posteriors, config, dicts_rng).selected
+
     def from_tuples() -> object:
         fresh = ArmSet(arms)
         return select_arms(fresh, align_posteriors(fresh, tuples), config, tuples_rng).selected
@@ -231,30 +268,32 @@ def callables(case: Case, seed: int) -> dict[str, Callable[[], object]]:
         "floor": floor,
         "prepared": prepared,
         "cold": cold,
-        "tuples": from_tuples,
+        **({"dicts": (decode, from_dicts)} if case.size <= MAX_ARMS_PER_RUN else {}),
+        "new": from_tuples,
         "loop": loop,
     }
 
 
-def sample(fn: Callable[[], object], calls: int) -> float:
-    """Median seconds per call over `calls` individually timed calls."""
+def sample(timed: Timed, calls: int) -> float:
+    """Median seconds per call over `calls` individually timed calls (each after its
+    untimed preparation, if any)."""
+    prepare, fn = timed if isinstance(timed, tuple) else (None, timed)
     clock = time.perf_counter
     times = []
     for _ in range(calls):
+        if prepare is not None:
+            prepare()
         start = clock()
         fn()
         times.append(clock() - start)
     return statistics.median(times)
 
 
-def measure(
-    fns: Mapping[str, Callable[[], object]], rounds: int, calls: Mapping[str, int]
-) -> dict[str, float]:
+def measure(fns: Mapping[str, Timed], rounds: int, calls: Mapping[str, int]) -> dict[str, float]:
     """Median of per-round medians; the methods take turns so load spikes hit them alike."""
     names = tuple(fns)
     for name in names:  # warm-up
-        for _ in range(min(3, calls[name])):
-            fns[name]()
+        sample(fns[name], min(3, calls[name]))
     medians: dict[str, list[float]] = {name: [] for name in names}
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
@@ -290,7 +329,7 @@ def crossover(seed: int, quick: bool) -> None:
     first_array_win = None
     for size in CROSSOVER_SIZES:
         case = make_case(size, seed)
-        fns: dict[str, Callable[[], object]] = {}
+        fns: dict[str, Timed] = {}
         for name, limit in (("small", 10**9), ("array", 0)):
             rng = np.random.default_rng([seed, 6])
 
@@ -380,12 +419,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         med = measure(callables(case, args.seed), plan.rounds, plan.calls)
         prepared_ratio = med["prepared"] / med["floor"]
         cold_ratio = med["cold"] / med["floor"]
-        tuples_ratio = med["tuples"] / med["floor"]
+        dicts_ratio = med["dicts"] / med["floor"] if "dicts" in med else math.nan
+        new_ratio = med["new"] / med["floor"]
         verdicts.append(
             f"{size:,} arms: prepared {verdict(prepared_ratio, TARGET_RATIO)}"
             + (
-                f", cold {verdict(cold_ratio, COLD_TARGET_RATIO)} (tuples "
-                f"{verdict(tuples_ratio, COLD_TARGET_RATIO)})"
+                f", cold {verdict(cold_ratio, COLD_TARGET_RATIO)} (new inventory "
+                f"{verdict(new_ratio, COLD_TARGET_RATIO)})"
                 if size == COLD_TARGET_AT
                 else ""
             )
@@ -398,7 +438,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{case.forced:,}",
                 f"{selected:,}",
                 f"{used:,}",
-                f"{plan.rounds} x " + "/".join(str(plan.calls[m]) for m in METHODS),
+                f"{plan.rounds} x " + "/".join(str(plan.calls[m]) for m in METHODS if m in med),
             ]
         )
         result_rows.append(
@@ -407,11 +447,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 fmt_time(med["floor"]),
                 fmt_time(med["prepared"]),
                 fmt_time(med["cold"]),
-                fmt_time(med["tuples"]),
+                fmt_time(med["dicts"]) if "dicts" in med else "n/a",
+                fmt_time(med["new"]),
                 fmt_time(med["loop"]),
                 f"{prepared_ratio:.2f}x",
                 f"{cold_ratio:.2f}x",
-                f"{tuples_ratio:.2f}x",
+                f"{dicts_ratio:.2f}x" if "dicts" in med else "n/a",
+                f"{new_ratio:.2f}x",
                 f"{med['loop'] / med['prepared']:.1f}x",
             ]
         )
@@ -437,11 +479,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "numpy floor",
             "prepared",
             "cold",
-            "cold (tuples)",
+            "cold (dicts)",
+            "new inventory",
             "per-arm loop",
             "prepared/floor",
             "cold/floor",
-            "tuples/floor",
+            "dicts/floor",
+            "new/floor",
             "loop/prepared",
         ],
         result_rows,
@@ -449,7 +493,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(
         f"targets: prepared within {TARGET_RATIO:g}x of the numpy floor at every size; "
-        f"cold within {COLD_TARGET_RATIO:g}x at {COLD_TARGET_AT:,} arms"
+        f"cold within {COLD_TARGET_RATIO:g}x at {COLD_TARGET_AT:,} arms (the dicts path stops "
+        f"at {MAX_ARMS_PER_RUN:,} arms, the most a select body may carry)"
     )
     print("  " + "; ".join(verdicts))
     print(f"(run took {time.perf_counter() - started:.0f} s)")

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from engine.arms import Arm, parse_arm_id
+from engine.arms import parse_arm_id
 from engine.config import Phase
 from engine.forgetting import forget
 from engine.ports import ArmRecord
@@ -24,9 +23,6 @@ from engine.posterior import Posterior, prior_parameters
 
 if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
     from engine.selection import ArmSet, PosteriorArrays
-
-MAX_ARM_SETS = 16
-"""Inventories whose ArmSet (and aligned posteriors) are kept between calls."""
 
 
 class CachedArm:
@@ -88,7 +84,6 @@ class PosteriorCache:
         self.generation = 0
         """Grows with every local update: a reload read before one must not be installed."""
         self._aligned: weakref.WeakKeyDictionary[ArmSet, _Aligned] = weakref.WeakKeyDictionary()
-        self._arm_sets: OrderedDict[tuple[tuple[str, int], ...], ArmSet] = OrderedDict()
 
     def install(
         self,
@@ -171,22 +166,6 @@ class PosteriorCache:
     def labels(self) -> dict[str, str]:
         with self.lock:
             return {aid: entry.label for aid, entry in self.arms.items()}
-
-    def arm_set(self, arms: Sequence[Arm]) -> ArmSet:
-        """The ArmSet of an inventory, reused while the same ids and costs come back."""
-        from engine.selection import ArmSet
-
-        key = tuple((a.id, a.token_cost) for a in arms)
-        with self.lock:
-            found = self._arm_sets.get(key)
-            if found is not None:
-                self._arm_sets.move_to_end(key)
-                return found
-            arm_set = ArmSet(arms)
-            self._arm_sets[key] = arm_set
-            while len(self._arm_sets) > MAX_ARM_SETS:
-                self._arm_sets.popitem(last=False)
-            return arm_set
 
     def arrays(self, arm_set: ArmSet) -> PosteriorArrays:
         """The cached posteriors aligned to `arm_set` (call with the lock held)."""

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from itertools import chain, compress, repeat
-from operator import attrgetter, not_
+from operator import attrgetter, itemgetter, not_
 from typing import Any, Protocol, cast
 
 import numpy as np
@@ -49,15 +50,33 @@ def as_generator(rng: np.random.Generator | int | None) -> np.random.Generator:
     raise InvalidInput(f"rng must be a numpy Generator or an int seed, got {type(rng).__name__}")
 
 
+class RepeatedArmIds(InvalidInput):
+    """An inventory names an arm twice."""
+
+
 class ArmSet:
     """An arm inventory compiled once into arrays, so repeated selections stay vectorised.
 
     Building one reads each arm's id and token cost and checks the ids are unique; everything
     else (the id -> position index, priors, per-token weights, guidance names) is computed on
     first use, so a set built for one request costs little more than reading the list.
+    `ArmSet.of` and `ArmSet.from_json` find the set of an inventory seen lately instead of
+    building it again (`ArmSetCache`).
     """
 
-    __slots__ = ("__dict__", "__weakref__", "_id_set", "_seeds", "arms", "costs", "ids")
+    __slots__ = (
+        "__dict__",
+        "__weakref__",
+        "_aligned_once",
+        "_alignment",
+        "_id_set",
+        "_names",
+        "_seeds",
+        "_sentences",
+        "arms",
+        "costs",
+        "ids",
+    )
 
     def __init__(self, arms: Iterable[Arm]) -> None:
         self.arms: tuple[Arm, ...] = tuple(arms)
@@ -69,9 +88,26 @@ class ArmSet:
         self._id_set = frozenset(self.ids)
         if len(self._id_set) != n:
             dupes = sorted(arm_id for arm_id, k in Counter(self.ids).items() if k > 1)
-            raise InvalidInput(f"arm ids must be unique; repeated: {', '.join(dupes[:5])}")
+            raise RepeatedArmIds(f"arm ids must be unique; repeated: {', '.join(dupes[:5])}")
         self.costs: IntArray = np.fromiter(map(_COST, self.arms), dtype=np.int64, count=n)
         self._seeds: dict[tuple[str, ...], _Seeds] = {}
+        self._names: dict[int, str | None] = {}
+        self._sentences: dict[tuple[int, ...], str | None] = {}
+        self._alignment: _Alignment | None = None
+        self._aligned_once = False
+
+    @classmethod
+    def of(cls, arms: Sequence[Arm] | ArmSet) -> ArmSet:
+        """The ArmSet of `arms`: the one built for the same inventory lately, else a new one."""
+        return arms if isinstance(arms, ArmSet) else ARM_SETS.for_arms(arms)
+
+    @classmethod
+    def from_json(cls, data: Any, name: str = "arms") -> ArmSet:
+        """The ArmSet of a select body's `arms` array ([{armId, tokenCost, label?,
+        content?}, ...], as `engine.records.arms_from_json` reads it, with its checks and
+        messages), found again without reading each arm when the same array comes back.
+        `data` is what JSON decoding gives (dicts, lists, strings, numbers, booleans, None)."""
+        return ARM_SETS.for_json(data, name)
 
     def __len__(self) -> int:
         return len(self.arms)
@@ -101,12 +137,18 @@ class ArmSet:
         return int(self.costs.sum())
 
     @cached_property
+    def type_codes(self) -> npt.NDArray[np.int8]:
+        """Each arm's type as its position in `ArmType` (read-only)."""
+        codes = np.fromiter(
+            map(_TYPE_CODE.__getitem__, map(_TYPE, self.arms)), dtype=np.int8, count=len(self)
+        )
+        codes.flags.writeable = False
+        return codes
+
+    @cached_property
     def _priors(self) -> tuple[FloatArray, FloatArray]:
-        table = {kind: prior_parameters(kind) for kind in ArmType}
-        pairs = [table[kind] for kind in map(_TYPE, self.arms)]
-        n = len(pairs)
-        alpha = np.fromiter((p[0] for p in pairs), dtype=np.float64, count=n)
-        beta = np.fromiter((p[1] for p in pairs), dtype=np.float64, count=n)
+        codes = self.type_codes
+        alpha, beta = _PRIOR_ALPHA[codes], _PRIOR_BETA[codes]
         alpha.flags.writeable = beta.flags.writeable = False
         return alpha, beta
 
@@ -128,18 +170,46 @@ class ArmSet:
         return out
 
     @cached_property
-    def guidance_names(self) -> tuple[str | None, ...]:
-        """For each tool arm the name the guidance sentence shows (control characters
-        stripped, at most MAX_GUIDANCE_NAME characters); None for other arms."""
-        return tuple(
-            _clean_name(arm.name) or None if arm.type is ArmType.TOOL else None for arm in self.arms
-        )
+    def tool_mask(self) -> BoolArray:
+        """Which arms are tools (the only arms the guidance sentence names)."""
+        mask: BoolArray = self.type_codes == _TYPE_CODE[ArmType.TOOL]
+        mask.flags.writeable = False
+        return mask
 
     @cached_property
-    def tool_mask(self) -> BoolArray:
-        """Which arms are tools with a name to show in the guidance sentence."""
-        names = self.guidance_names
-        return np.fromiter((name is not None for name in names), dtype=bool, count=len(names))
+    def tool_positions(self) -> tuple[int, ...]:
+        """Where the tools are, in inventory order."""
+        return tuple(np.flatnonzero(self.tool_mask).tolist())
+
+    def guidance_name(self, position: int) -> str | None:
+        """The name the guidance sentence shows for the arm at `position` (control
+        characters stripped, at most MAX_GUIDANCE_NAME characters); None for an arm that is
+        not a tool or whose name is empty once cleaned. Worked out on first use per arm."""
+        names = self._names
+        if position in names:
+            return names[position]
+        arm = self.arms[position]
+        name = _clean_name(arm.name) or None if arm.type is ArmType.TOOL else None
+        names[position] = name
+        return name
+
+    def guidance_for(self, left_out: list[int]) -> str | None:
+        """The guidance sentence for the tools at positions `left_out` (ascending), kept for
+        the sets of excluded tools that come back."""
+        key = tuple(left_out)
+        sentences = self._sentences
+        if key in sentences:
+            return sentences[key]
+        sentence = _guidance_sentence(map(self.guidance_name, left_out))
+        if len(sentences) >= MAX_SENTENCES:
+            sentences.clear()
+        sentences[key] = sentence
+        return sentence
+
+    @property
+    def guidance_names(self) -> tuple[str | None, ...]:
+        """`guidance_name` of every arm."""
+        return tuple(map(self.guidance_name, range(len(self.arms))))
 
     def _seed_info(self, seed_arm_ids: tuple[str, ...]) -> _Seeds:
         found = self._seeds.get(seed_arm_ids)
@@ -164,6 +234,153 @@ class ArmSet:
     def align(self, posteriors: Mapping[str, PosteriorLike] | None) -> PosteriorArrays:
         """Posterior arrays in this set's order; arms without a posterior get their prior."""
         return align_posteriors(self, posteriors)
+
+
+MAX_SENTENCES = 256
+"""Guidance sentences an ArmSet keeps, by set of excluded tools."""
+
+_TYPE_CODE = {kind: code for code, kind in enumerate(ArmType)}
+_PRIOR_ALPHA = np.array([prior_parameters(kind)[0] for kind in ArmType], dtype=np.float64)
+_PRIOR_BETA = np.array([prior_parameters(kind)[1] for kind in ArmType], dtype=np.float64)
+
+
+MAX_ARM_SETS = 16
+"""Inventories `ArmSetCache` keeps."""
+MAX_CACHED_ARMS = 250_000
+"""Arms `ArmSetCache` keeps over all its inventories (the newest inventory is always kept)."""
+
+
+@dataclass(slots=True)
+class _Known:
+    """An inventory `ArmSetCache` keeps: its ArmSet, the Arm objects last seen for it (the
+    identity check) and, for one read from JSON, a copy of the dicts it was read from."""
+
+    arm_set: ArmSet
+    arms: tuple[Arm, ...] | None
+    source: list[dict[Any, Any]] | None = None
+    cost_key: str | None = None
+    has_included: bool = False
+    zero_or_one: tuple[int, ...] = ()
+    """Positions whose cost is 0 or 1 (which `false` and `true` equal)."""
+
+
+class ArmSetCache:
+    """The ArmSets of the last few inventories (an LRU), found again by a cheap fingerprint.
+
+    A request repeats the inventory of the one before far more often than not, and building
+    an ArmSet reads every arm in Python (about 20 ms at 100,000 arms). `for_arms` recognises
+    the same Arm objects by identity, and other Arm objects by their ids and token costs, the
+    only parts of an arm that selection reads; the set it returns keeps the arms it was built
+    from in `arms`. `for_json` recognises a select body's `arms` array equal to one it read
+    before (with its numbers of the same kinds, since JSON equality takes `true` for 1);
+    anything else goes through `engine.records.arms_from_json`, with its checks and messages.
+    Safe to share between threads: entries are replaced, never changed in place.
+    """
+
+    def __init__(self, size: int = MAX_ARM_SETS, max_arms: int = MAX_CACHED_ARMS) -> None:
+        self._size = size
+        self._max_arms = max_arms
+        self._lock = threading.Lock()
+        self._known: tuple[_Known, ...] = ()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._known = ()
+
+    def for_arms(self, arms: Sequence[Arm]) -> ArmSet:
+        """The ArmSet of a list of Arm, reused while the same ids and costs come back."""
+        given = arms if type(arms) is tuple else tuple(arms)
+        n = len(given)
+        if n == 0:
+            return ArmSet(given)
+        known = [k for k in self._known if k.source is None and len(k.arm_set) == n]
+        if not known:
+            return self._add(_Known(ArmSet(given), given))
+        for k in known:
+            seen = k.arms
+            if seen is not None and given[0] is seen[0] and given == seen:
+                self._touch(k)
+                return k.arm_set
+        for kind in set(map(type, given)):
+            if not issubclass(kind, Arm):
+                raise InvalidInput(f"expected Arm objects, got {kind.__name__}")
+        ids = tuple(map(_ID, given))
+        costs: list[int] | None = None
+        for k in known:
+            arm_set = k.arm_set
+            if ids == arm_set.ids:
+                if costs is None:
+                    costs = list(map(_COST, given))
+                if costs == arm_set.cost_list:
+                    self._replace(k, _Known(arm_set, given))
+                    return arm_set
+        return self._add(_Known(ArmSet(given), given))
+
+    def for_json(self, data: Any, name: str = "arms") -> ArmSet:
+        """The ArmSet of a select body's `arms` array (see `ArmSet.from_json`)."""
+        if type(data) is list and data:
+            n = len(data)
+            for k in self._known:
+                source = k.source
+                if source is not None and len(source) == n and data == source:
+                    if self._same_kinds(k, data):
+                        self._touch(k)
+                        return k.arm_set
+                    break
+        from engine.records import arms_from_json
+
+        arms = arms_from_json(data, name)
+        arm_set = self.for_arms(arms)
+        if arms and type(data) is list:
+            source = [dict(item) for item in data]
+            shape = source[0].keys()
+            if all(item.keys() == shape for item in source):
+                key = next((c for c in ("tokenCost", "token_cost") if c in shape), None)
+                costs = [] if key is None else [item[key] for item in source]
+                suspects = tuple(i for i, cost in enumerate(costs) if cost in (0, 1))
+                self._add(_Known(arm_set, None, source, key, "included" in shape, suspects))
+        return arm_set
+
+    @staticmethod
+    def _same_kinds(known: _Known, data: list[Any]) -> bool:
+        """Whether the values of `data` (equal to `known.source`) read as the source's did.
+        Among the values JSON gives, only booleans compare equal to numbers (true == 1), and
+        the arm checks refuse a boolean cost and a numeric `included`: so the costs where the
+        source has 0 or 1 are looked at, and `included` when the arrays carry it."""
+        key = known.cost_key
+        if key is not None and any(type(data[i][key]) is bool for i in known.zero_or_one):
+            return False
+        return not known.has_included or set(map(type, map(_INCLUDED, data))) == {bool}
+
+    def _touch(self, known: _Known) -> None:
+        with self._lock:
+            entries = self._known
+            if entries and entries[0] is known:
+                return
+            self._known = (known, *(k for k in entries if k is not known))
+
+    def _replace(self, old: _Known, new: _Known) -> None:
+        with self._lock:
+            self._known = (new, *(k for k in self._known if k is not old))
+
+    def _add(self, new: _Known) -> ArmSet:
+        with self._lock:
+            kept = [new]
+            total = len(new.arm_set)
+            for k in self._known:
+                size = len(k.arm_set)
+                if len(kept) >= self._size or total + size > self._max_arms:
+                    continue
+                kept.append(k)
+                total += size
+            self._known = tuple(kept)
+        return new.arm_set
+
+
+_INCLUDED = itemgetter("included")
+
+ARM_SETS = ArmSetCache()
+"""The ArmSets of the inventories this process selected from lately."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,12 +415,12 @@ class PosteriorArrays:
 _NAN = math.nan
 _MISSING_TUPLE = (_NAN, _NAN, -1)
 _MISSING_POSTERIOR = Posterior.trusted(_NAN, _NAN, -1, None)
+_NUMBER_TYPES = frozenset({float, int, bool})
+
+AnyPosteriors = Mapping[str, PosteriorLike] | Mapping[str, tuple[float, float, int]]
 
 
-def align_posteriors(
-    arm_set: ArmSet,
-    posteriors: Mapping[str, PosteriorLike] | Mapping[str, tuple[float, float, int]] | None,
-) -> PosteriorArrays:
+def align_posteriors(arm_set: ArmSet, posteriors: AnyPosteriors | None) -> PosteriorArrays:
     """PosteriorArrays for `arm_set` from a mapping arm id -> posterior, without a Python
     loop over the arms (one lookup per arm through `map`, arrays filled by `np.fromiter`).
 
@@ -213,29 +430,54 @@ def align_posteriors(
     Tuples are checked (positive finite alpha and beta, whole pulls >= 0; InvalidInput
     otherwise); objects are trusted, as `Posterior` checks itself when it is made. The arrays
     are new: the caller may update them in place.
+
+    When a set is aligned again to a mapping of immutable values (`Posterior` objects or
+    tuples of numbers) with the same keys, only the values that are not the very objects
+    of the last alignment are read: the same dict, unchanged or with a few posteriors
+    replaced, costs a pass over its keys and values instead of a lookup per arm.
     """
     n = len(arm_set)
     if not posteriors or n == 0:
         return PosteriorArrays(
             arm_set.prior_alpha.copy(), arm_set.prior_beta.copy(), np.zeros(n, dtype=np.int64)
         )
-    sample = next(iter(posteriors.values()))
+    memo = arm_set._alignment
+    if memo is not None:
+        again = memo.realign(arm_set, posteriors)
+        if again is not None:
+            return again
+    tuples = isinstance(next(iter(posteriors.values())), tuple)
+    missing = _MISSING_TUPLE if tuples else _MISSING_POSTERIOR
+    found = list(map(posteriors.get, arm_set.ids, repeat(missing)))
+    alpha, beta, pulls = _read_posteriors(found, tuples, arm_set)
+    arrays = PosteriorArrays(alpha, beta, pulls)
+    if arm_set._aligned_once:
+        arm_set._alignment = _Alignment.remember(arm_set, posteriors, tuples, arrays)
+    arm_set._aligned_once = True
+    return arrays
+
+
+def _read_posteriors(
+    found: Sequence[Any], tuples: bool, arm_set: ArmSet, at: IntArray | None = None
+) -> tuple[FloatArray, FloatArray, IntArray]:
+    """alpha, beta and pulls of `found` (tuples, or objects; the missing marker where an arm
+    has none, which gets its prior), checked as `align_posteriors` describes. `found` holds
+    the arms of `arm_set` at positions `at` (every arm when None)."""
+    m = len(found)
     try:
-        if isinstance(sample, tuple):
-            tuples = cast(Mapping[str, tuple[float, float, int]], posteriors)
-            rows = list(map(tuples.get, arm_set.ids, repeat(_MISSING_TUPLE)))
-            table = np.fromiter(chain.from_iterable(rows), dtype=np.float64, count=3 * n)
-            table = table.reshape(n, 3)
+        if tuples:
+            rows = cast(Sequence[tuple[float, float, int]], found)
+            table = np.fromiter(chain.from_iterable(rows), dtype=np.float64, count=3 * m)
+            table = table.reshape(m, 3)
             alpha, beta = table[:, 0].copy(), table[:, 1].copy()
             raw_pulls = table[:, 2]
             pulls = raw_pulls.astype(np.int64)
             if not np.array_equal(pulls, raw_pulls):
                 raise InvalidInput("pulls must be whole numbers")
         else:
-            found = list(map(posteriors.get, arm_set.ids, repeat(_MISSING_POSTERIOR)))
-            alpha = np.fromiter(map(_ALPHA, found), dtype=np.float64, count=n)
-            beta = np.fromiter(map(_BETA, found), dtype=np.float64, count=n)
-            pulls = np.fromiter(map(_PULLS, found), dtype=np.int64, count=n)
+            alpha = np.fromiter(map(_ALPHA, found), dtype=np.float64, count=m)
+            beta = np.fromiter(map(_BETA, found), dtype=np.float64, count=m)
+            pulls = np.fromiter(map(_PULLS, found), dtype=np.int64, count=m)
     except (TypeError, ValueError, AttributeError, OverflowError):
         raise InvalidInput(
             "posteriors must map arm ids to (alpha, beta, pulls) or to objects with alpha, "
@@ -243,11 +485,14 @@ def align_posteriors(
         ) from None
     missing = pulls == -1
     missing &= np.isnan(alpha)
-    if missing.any():
-        alpha[missing] = arm_set.prior_alpha[missing]
-        beta[missing] = arm_set.prior_beta[missing]
+    if missing.any():  # the priors are worked out only now: most alignments miss no arm
+        prior_alpha, prior_beta = arm_set.prior_alpha, arm_set.prior_beta
+        if at is not None:
+            prior_alpha, prior_beta = prior_alpha[at], prior_beta[at]
+        alpha[missing] = prior_alpha[missing]
+        beta[missing] = prior_beta[missing]
         pulls[missing] = 0
-    if isinstance(sample, tuple) and not (
+    if tuples and not (
         (alpha > 0.0).all()
         and (beta > 0.0).all()
         and np.isfinite(alpha).all()
@@ -255,7 +500,75 @@ def align_posteriors(
         and (pulls >= 0).all()
     ):  # objects were checked when they were made (Posterior) or come from storage
         raise InvalidInput("every posterior needs positive finite alpha and beta and pulls >= 0")
-    return PosteriorArrays(alpha, beta, pulls)
+    return alpha, beta, pulls
+
+
+def _immutable(values: Iterable[Any], tuples: bool) -> bool:
+    """Whether every value is a `Posterior` (tuples False) or a tuple of plain numbers: a
+    value that is the same object as before then still holds the same posterior."""
+    if not tuples:
+        return all(type(v) is Posterior for v in values)
+    rows = list(values)
+    return (
+        all(type(v) is tuple for v in rows)
+        and set(map(type, chain.from_iterable(rows))) <= _NUMBER_TYPES
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Alignment:
+    """The last alignment of an ArmSet to a mapping of immutable values: its keys, its values
+    (kept, so that their identities stay unique), where each key sits in the set (-1: not an
+    arm of it) and the arrays read from them. Replaced, never changed in place."""
+
+    keys: list[str]
+    values: list[Any]
+    value_ids: npt.NDArray[np.intp]
+    positions: npt.NDArray[np.intp]
+    tuples: bool
+    arrays: PosteriorArrays
+
+    @classmethod
+    def remember(
+        cls, arm_set: ArmSet, posteriors: AnyPosteriors, tuples: bool, arrays: PosteriorArrays
+    ) -> _Alignment | None:
+        values = list(posteriors.values())
+        if not _immutable(values, tuples):
+            return None
+        keys = list(posteriors)
+        index = arm_set.index
+        positions = np.fromiter(map(index.get, keys, repeat(-1)), dtype=np.intp, count=len(keys))
+        ids = np.fromiter(map(id, values), dtype=np.intp, count=len(values))
+        kept = PosteriorArrays(arrays.alpha.copy(), arrays.beta.copy(), arrays.pulls.copy())
+        return cls(keys, values, ids, positions, tuples, kept)
+
+    def realign(self, arm_set: ArmSet, posteriors: AnyPosteriors) -> PosteriorArrays | None:
+        """New arrays for `posteriors` from this alignment, or None when it does not apply
+        (other keys, another kind of value, mutable values, or most values replaced)."""
+        keys = self.keys
+        if len(posteriors) != len(keys) or list(posteriors) != keys:
+            return None
+        values = list(posteriors.values())
+        arrays = self.arrays
+        if values != self.values:  # the same objects compare by identity, at C speed
+            ids = np.fromiter(map(id, values), dtype=np.intp, count=len(values))
+            changed = np.flatnonzero(ids != self.value_ids)
+            if changed.size > len(values) // 4 or isinstance(values[0], tuple) != self.tuples:
+                return None
+            replaced = [values[k] for k in changed.tolist()]
+            if not _immutable(replaced, self.tuples):
+                return None
+            where = self.positions[changed]
+            inside = where >= 0
+            alpha, beta, pulls = arrays.alpha.copy(), arrays.beta.copy(), arrays.pulls.copy()
+            if inside.any():
+                at = where[inside]
+                rows = list(compress(replaced, inside.tolist()))
+                a, b, p = _read_posteriors(rows, self.tuples, arm_set, at)
+                alpha[at], beta[at], pulls[at] = a, b, p
+            arrays = PosteriorArrays(alpha, beta, pulls)
+            arm_set._alignment = _Alignment(keys, values, ids, self.positions, self.tuples, arrays)
+        return PosteriorArrays(arrays.alpha.copy(), arrays.beta.copy(), arrays.pulls.copy())
 
 
 class Selection:
@@ -379,14 +692,13 @@ class Selection:
             if arm_set is None:
                 self._guidance = excluded_tools_guidance(self.excluded)
             else:
-                names = arm_set.guidance_names
                 if self._flags is not None:
-                    shown = [n for n, f in zip(names, self._flags, strict=True) if not f]
+                    flags = self._flags
+                    left_out = [i for i in arm_set.tool_positions if not flags[i]]
                 else:
                     assert self._mask is not None
                     left_out = np.flatnonzero(arm_set.tool_mask & ~self._mask).tolist()
-                    shown = [names[i] for i in left_out]
-                self._guidance = _guidance_sentence(shown)
+                self._guidance = arm_set.guidance_for(left_out)
         return self._guidance
 
     def __eq__(self, other: object) -> bool:
@@ -620,7 +932,7 @@ def include_everything(
     arms: Sequence[Arm] | ArmSet, config: LearningConfig, reason: str
 ) -> Selection:
     """Every arm in, nothing excluded; `reason` says why no selection took place."""
-    arm_set = arms if isinstance(arms, ArmSet) else ArmSet(arms)
+    arm_set = ArmSet.of(arms)
     mask = np.ones(len(arm_set), dtype=bool)
     return Selection._chosen(
         arm_set, mask, None, False, config.token_budget, arm_set.total_cost, reason
@@ -653,7 +965,7 @@ def select_arms(
     with array operations; both take the same draws from `rng` in the same order and make the
     same selection.
     """
-    arm_set = arms if isinstance(arms, ArmSet) else ArmSet(arms)
+    arm_set = ArmSet.of(arms)
     if not config.enabled:
         return include_everything(arm_set, config, "learning is disabled")
     if config.phase is not Phase.ACTIVE:

@@ -232,6 +232,15 @@ class LearningService:
 
     # -- select / observe -------------------------------------------------------------------
 
+    @property
+    def selects_in_memory(self) -> bool:
+        """Whether `select` can answer from the cached posteriors, without reading storage
+        first (a refresh that falls due then runs through `schedule`)."""
+        cache = self._cache
+        if cache.stale:
+            return False
+        return self._schedule is not None or self._clock() - cache.checked_at < self.cache_ttl
+
     def select(
         self, arms: Sequence[Arm] | ArmSet, context: dict[str, Any] | None = None
     ) -> Selection:
@@ -243,7 +252,7 @@ class LearningService:
         from engine.selection import ArmSet, include_everything, select_arms
 
         cache = self._cache
-        arm_set = arms if isinstance(arms, ArmSet) else cache.arm_set(arms)
+        arm_set = ArmSet.of(arms)
         if cache.stale:
             try:
                 self.refresh()

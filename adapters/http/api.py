@@ -4,18 +4,20 @@ plus select/observe for agent runtimes and phase changes."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hmac
 import json
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import Scope
 
 from bot.bus import CommandBus
 from bot.commands import Command, PhaseCommand, ResetCommand, RewardCommand
@@ -34,7 +36,8 @@ from bot.shapes import (
 from engine.bounds import check_json
 from engine.config import Phase
 from engine.errors import Ambiguous, InvalidInput, Unavailable
-from engine.records import arms_from_json, report_from_json
+from engine.observation import RunReport
+from engine.records import report_from_json
 from engine.service import LearningService
 
 log = logging.getLogger("learning_bot.http")
@@ -42,6 +45,8 @@ log = logging.getLogger("learning_bot.http")
 BASE = "/__openclaw__/api/learning"
 API_ACTOR = Actor("api", "api", is_admin=True)
 MAX_BATCH = 1000
+WORKER_THREADS = 40
+"""Threads serving storage calls (as many as Starlette's thread pool has)."""
 MAX_RESET_ARMS = 1000
 
 
@@ -59,6 +64,60 @@ class HttpSettings:
     loopback, `serve` sets the loopback names, so a DNS-rebound name cannot write."""
 
 
+class BodyDeadlines:
+    """Cancels the request-body reads that outlive `seconds`: one timer a few times a second
+    looks at every read in progress, instead of a timer armed and cancelled for each request
+    (which costs a fair share of a small request). Reads on another event loop than the first
+    one seen have no deadline here; a server runs one loop."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._every = min(0.25, seconds / 4)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reading: dict[asyncio.Task[Any], float] = {}
+        self._expired: set[asyncio.Task[Any]] = set()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def watch(self) -> asyncio.Task[Any] | None:
+        """Start the current task's deadline (None: not watched)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+        elif self._loop is not loop:
+            return None
+        task = asyncio.current_task()
+        if task is None:
+            return None
+        self._reading[task] = loop.time() + self.seconds
+        if self._timer is None:
+            self._timer = loop.call_later(self._every, self._sweep)
+        return task
+
+    def expired(self, task: asyncio.Task[Any] | None) -> bool:
+        """Whether `task` was cancelled for its deadline (then it no longer counts as
+        cancelled)."""
+        if task is None or task not in self._expired:
+            return False
+        self._expired.discard(task)
+        task.uncancel()
+        return True
+
+    def forget(self, task: asyncio.Task[Any] | None) -> None:
+        if task is not None:
+            self._reading.pop(task, None)
+            self._expired.discard(task)
+
+    def _sweep(self) -> None:
+        assert self._loop is not None
+        now = self._loop.time()
+        late = [task for task, deadline in self._reading.items() if deadline <= now]
+        for task in late:
+            del self._reading[task]
+            self._expired.add(task)
+            task.cancel()
+        self._timer = self._loop.call_later(self._every, self._sweep) if self._reading else None
+
+
 class ApiError(Exception):
     def __init__(self, status: int, message: str, **extra: Any) -> None:
         super().__init__(message)
@@ -66,9 +125,35 @@ class ApiError(Exception):
         self.extra = extra
 
 
+class JsonResponse(JSONResponse):
+    """Starlette's JSONResponse, the same bytes and headers, from one encoder built once
+    (json.dumps with options builds an encoder per call)."""
+
+    def __init__(self, content: Any, status_code: int = 200, **options: Any) -> None:
+        if options:
+            super().__init__(content, status_code, **options)
+            return
+        # Response.__init__ without the general header handling: the two headers it would set.
+        self.status_code = status_code
+        self.background = None
+        self.body = body = self.render(content)
+        self.raw_headers = [(b"content-length", b"%d" % len(body)), _JSON_TYPE]
+
+    def render(self, content: Any) -> bytes:
+        return _ENCODER.encode(content).encode("utf-8")
+
+
+_JSON_TYPE = (b"content-type", b"application/json")
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def error(status: int, message: str, **extra: Any) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse({"error": message, **extra}, status_code=status, headers=headers)
+    if headers is None:
+        return JsonResponse({"error": message, **extra}, status)
+    return JsonResponse({"error": message, **extra}, status, headers=headers)
 
 
 class Api:
@@ -77,54 +162,57 @@ class Api:
     def __init__(self, bus: CommandBus, settings: HttpSettings) -> None:
         self.bus = bus
         self.settings = settings
+        self._pool: ThreadPoolExecutor | None = None
+        self._deadlines = BodyDeadlines(settings.body_timeout_seconds)
+        self._observations = ObserveLine(self.call)
 
     # -- plumbing ------------------------------------------------------------------------------
 
     def service(self, request: Request, *, create: bool = False) -> LearningService:
         """The learner the request names (`?learner=`), else the default one. A read of a
         learner that does not exist is NotFound (404) and creates nothing."""
-        learner = request.query_params.get("learner") or self.bus.settings.default_learner
-        return self.bus.services.get(learner, create=create)
+        named = request.query_params.get("learner") if request.scope.get("query_string") else None
+        return self.bus.services.get(named or self.bus.settings.default_learner, create=create)
 
-    def same_site(self, request: Request) -> None:
+    def same_site(self, headers: Mapping[str, str]) -> None:
         """Refuse a mutating request a browser sent from another site: its Origin (or, without
         one, its Referer) must be this server's own or a configured CORS origin, and its body
         must be declared as JSON (a cross-site form or no-cors fetch cannot declare it)."""
         if self.settings.allowed_hosts:
-            name = urlsplit("//" + request.headers.get("host", "")).hostname or ""
+            name = urlsplit("//" + headers.get("host", "")).hostname or ""
             if name not in self.settings.allowed_hosts:
                 raise ApiError(403, f"requests addressed to host {name[:100]!r} are refused")
-        origin = request.headers.get("origin")
+        origin = headers.get("origin")
         source = origin
         if source is None:
-            referer = request.headers.get("referer")
+            referer = headers.get("referer")
             if referer:
                 parts = urlsplit(referer)
                 source = f"{parts.scheme}://{parts.netloc}" if parts.netloc else "null"
-        if source is not None and not self._allowed_origin(request, source):
+        if source is not None and not self._allowed_origin(headers, source):
             raise ApiError(
                 403,
                 f"cross-site request refused: origin {source[:100]!r} is not this server "
                 "(set LEARNING_BOT_CORS_ORIGINS to allow it)",
             )
-        declared = request.headers.get("content-type")
+        declared = headers.get("content-type")
         if declared is not None:
             media = declared.split(";", 1)[0].strip().lower()
             if media != "application/json" and not media.endswith("+json"):
                 raise ApiError(415, "the body must be sent as Content-Type: application/json")
 
-    def _allowed_origin(self, request: Request, origin: str) -> bool:
+    def _allowed_origin(self, headers: Mapping[str, str], origin: str) -> bool:
         if origin.rstrip("/") in self.settings.cors_origins or "*" in self.settings.cors_origins:
             return True
-        host = request.headers.get("host", "")
+        host = headers.get("host", "")
         parts = urlsplit(origin)
         return bool(host) and parts.scheme in ("http", "https") and parts.netloc == host
 
-    def authorise(self, request: Request) -> None:
+    def authorise(self, headers: Mapping[str, str]) -> None:
         token = self.settings.api_token
         if token is None:
             return
-        header = request.headers.get("authorization", "")
+        header = headers.get("authorization", "")
         scheme, _, given = header.partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(
             given.strip().encode(), token.encode()
@@ -139,25 +227,24 @@ class Api:
                 raise ApiError(400, "Content-Length must be a number")
             if int(declared) > limit:
                 raise ApiError(413, f"request body is larger than {limit} bytes")
-        chunks: list[bytes] = []
-        size = 0
-        seconds = self.settings.body_timeout_seconds
+        deadlines = self._deadlines
+        late = f"the request body did not arrive within {deadlines.seconds:g} s"
+        task = deadlines.watch()
+        if task is None:
+            try:
+                async with asyncio.timeout(deadlines.seconds):
+                    return decode_body(await _read_body(request, limit))
+            except TimeoutError:
+                raise ApiError(408, late) from None
         try:
-            async with asyncio.timeout(seconds):
-                async for chunk in request.stream():
-                    size += len(chunk)
-                    if size > limit:
-                        raise ApiError(413, f"request body is larger than {limit} bytes")
-                    chunks.append(chunk)
-        except TimeoutError:
-            raise ApiError(408, f"the request body did not arrive within {seconds:g} s") from None
-        raw = b"".join(chunks)
-        if not raw.strip():
-            return {}
-        try:
-            return json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
-        except (ValueError, RecursionError) as exc:
-            raise ApiError(400, f"the body is not valid JSON: {str(exc)[:120]}") from None
+            raw = await _read_body(request, limit)
+        except asyncio.CancelledError:
+            if deadlines.expired(task):
+                raise ApiError(408, late) from None
+            raise
+        finally:
+            deadlines.forget(task)
+        return decode_body(raw)
 
     def handler(
         self, fn: Callable[[Request], Awaitable[Any]], *, mutating: bool = False
@@ -165,8 +252,9 @@ class Api:
         async def endpoint(request: Request) -> Response:
             try:
                 if mutating:
-                    self.same_site(request)
-                    self.authorise(request)
+                    headers = first_headers(request.scope)
+                    self.same_site(headers)
+                    self.authorise(headers)
                 result = await fn(request)
             except ApiError as exc:
                 return error(exc.status, str(exc), **exc.extra)
@@ -182,12 +270,19 @@ class Api:
                 return error(kind.http_status, user_message(exc), **extra)
             if isinstance(result, Response):
                 return result
-            return JSONResponse(result)
+            return JsonResponse(result)
 
         return endpoint
 
-    async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return await run_in_threadpool(fn, *args, **kwargs)
+    async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)` in a worker thread (storage must never block the event loop), with the
+        caller's context variables. A plain executor: the hop costs about half of what
+        Starlette's `run_in_threadpool` (through anyio) does."""
+        pool = self._pool
+        if pool is None:
+            pool = self._pool = ThreadPoolExecutor(WORKER_THREADS, "learning-api")
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(pool, context.run, fn, *args)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -249,44 +344,40 @@ class Api:
     async def select(self, request: Request) -> Any:
         data = await self.body(request)
         service = self.service(request, create=True)
-        # Parsing and selecting both run in the worker thread: the event loop stays free.
+        if service.selects_in_memory and _inline_size(data):
+            # Posteriors in memory and an inventory small enough: a selection takes less CPU
+            # than the hop to a worker thread would.
+            return self._select(service, data)
+        # Storage to read, or a large inventory to read: the event loop stays free.
         return await self.call(self._select, service, data)
 
     @staticmethod
     def _select(service: LearningService, data: Any) -> Any:
+        from engine.selection import ArmSet, RepeatedArmIds
+
         if not isinstance(data, dict):
             raise ApiError(400, "the body must be a JSON object with arms")
-        arms = arms_from_json(data.get("arms"))
-        if not arms:
+        repeated: RepeatedArmIds | None = None
+        try:
+            arms: ArmSet | None = ArmSet.from_json(data.get("arms"))
+        except RepeatedArmIds as exc:  # a valid list that selection refuses: after the context
+            arms, repeated = None, exc
+        if arms is not None and not len(arms):
             raise ApiError(400, "arms (non-empty array) is required")
         context = data.get("context")
         if context is not None and not isinstance(context, dict):
             raise ApiError(400, "context must be an object")
         if context is not None:
             check_json("context", context)
+        if repeated is not None:
+            raise repeated
+        assert arms is not None
         return selection_json(service.select(arms, context))
 
     async def observe(self, request: Request) -> Any:
         data = await self.body(request)
         service = self.service(request, create=True)
-        return await self.call(self._observe, service, data)
-
-    @staticmethod
-    def _observe(service: LearningService, data: Any) -> Any:
-        if isinstance(data, dict) and "reports" in data:
-            raw = data["reports"]
-            if not isinstance(raw, list) or not raw:
-                raise ApiError(400, "reports must be a non-empty array")
-            if len(raw) > MAX_BATCH:
-                raise ApiError(400, f"reports: at most {MAX_BATCH} per request")
-            reports = []
-            for i, item in enumerate(raw):
-                try:
-                    reports.append(report_from_json(item))
-                except InvalidInput as exc:
-                    raise ApiError(400, f"reports[{i}]: {exc}") from None
-            return {"results": [observe_json(r) for r in service.observe_many(reports)]}
-        return observe_json(service.observe(report_from_json(data)))
+        return await self._observations.observe(service, data)
 
     # -- commands, through the bus -------------------------------------------------------------
 
@@ -295,7 +386,7 @@ class Api:
         kwargs.setdefault("actor", API_ACTOR)
         kwargs.setdefault("interactive", False)
         invocation = Invocation("api", command=command, learner=learner, **kwargs)
-        reply: Reply = await run_in_threadpool(self.bus.dispatch, invocation)
+        reply: Reply = await self.call(self.bus.dispatch, invocation)
         return reply
 
     async def _command(self, request: Request, command: Command, **kwargs: Any) -> Reply:
@@ -442,6 +533,151 @@ class Api:
         return reply.to_dict()
 
 
+_Waiting = tuple[Any, "asyncio.Future[Any]"]
+"""A request body waiting for its turn, and where its answer goes."""
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """One request's answer, or the error it gets."""
+
+    value: Any = None
+    error: BaseException | None = None
+
+
+def _parse_observe(data: Any) -> tuple[list[RunReport], bool]:
+    """An observe body's reports, and whether it was a batch (`{reports: [...]}`)."""
+    if isinstance(data, dict) and "reports" in data:
+        raw = data["reports"]
+        if not isinstance(raw, list) or not raw:
+            raise ApiError(400, "reports must be a non-empty array")
+        if len(raw) > MAX_BATCH:
+            raise ApiError(400, f"reports: at most {MAX_BATCH} per request")
+        reports = []
+        for i, item in enumerate(raw):
+            try:
+                reports.append(report_from_json(item))
+            except InvalidInput as exc:
+                raise ApiError(400, f"reports[{i}]: {exc}") from None
+        return reports, True
+    return [report_from_json(data)], False
+
+
+def _observe_answers(service: LearningService, bodies: list[Any]) -> list[_Answer]:
+    """Observe the runs of several requests in one `observe_many` (one transaction), and
+    answer each as if it had been alone: a body that does not parse gets its own error, and
+    when the shared write fails for another reason than storage being unavailable, each
+    request is written on its own so that one bad run fails only its request."""
+    answers: list[_Answer | None] = []
+    parsed: list[tuple[int, list[RunReport], bool]] = []
+    for i, data in enumerate(bodies):
+        try:
+            reports, batch = _parse_observe(data)
+        except Exception as exc:
+            answers.append(_Answer(error=exc))
+            continue
+        answers.append(None)
+        parsed.append((i, reports, batch))
+    try:
+        results = service.observe_many([r for _, reports, _ in parsed for r in reports])
+        groups = []
+        start = 0
+        for i, reports, batch in parsed:
+            groups.append((i, results[start : start + len(reports)], batch))
+            start += len(reports)
+    except Unavailable as exc:
+        groups = []
+        for i, _, _ in parsed:
+            answers[i] = _Answer(error=exc)
+    except Exception as exc:
+        if len(parsed) == 1:
+            answers[parsed[0][0]] = _Answer(error=exc)
+            groups = []
+        else:
+            groups = []
+            for i, reports, batch in parsed:
+                try:
+                    groups.append((i, service.observe_many(reports), batch))
+                except Exception as single:
+                    answers[i] = _Answer(error=single)
+    for i, results, batch in groups:
+        shaped = [observe_json(r) for r in results]
+        answers[i] = _Answer({"results": shaped} if batch else shaped[0])
+    return [a if a is not None else _Answer(error=RuntimeError("no answer")) for a in answers]
+
+
+def _turn(waiting: list[_Waiting]) -> tuple[list[_Waiting], list[_Waiting]]:
+    """The requests one turn takes (the oldest first, up to MAX_BATCH runs, at least one
+    request) and those left for the next."""
+    runs = 0
+    for k, (data, _) in enumerate(waiting):
+        reports = data.get("reports") if isinstance(data, dict) else None
+        runs += len(reports) if isinstance(reports, list) else 1
+        if runs > MAX_BATCH and k > 0:
+            return waiting[:k], waiting[k:]
+    return waiting, []
+
+
+class ObserveLine:
+    """Observe requests recorded together: for each learner a worker takes every request
+    waiting and records their runs in one `observe_many` (one transaction); requests arriving
+    meanwhile wait for the next turn. Up to TURNS turns of a learner run at once, so that one
+    reads and scores its runs while another writes (group commit merges their writes when
+    they meet). With a thread per request the threads would contend for the interpreter with
+    the event loop, and each would wait to commit."""
+
+    TURNS = 2
+
+    def __init__(self, call: Callable[..., Awaitable[Any]]) -> None:
+        self._call = call
+        self._waiting: dict[LearningService, list[_Waiting]] = {}
+        self._running: dict[LearningService, int] = {}
+        self._turns: set[asyncio.Task[None]] = set()
+
+    async def observe(self, service: LearningService, data: Any) -> Any:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(service, []).append((data, future))
+        running = self._running.get(service, 0)
+        if running < self.TURNS:
+            self._running[service] = running + 1
+            turn = asyncio.create_task(self._serve(service))
+            self._turns.add(turn)
+            turn.add_done_callback(self._turns.discard)
+        return await future
+
+    async def _serve(self, service: LearningService) -> None:
+        """Record what waits for `service`, turn after turn, until nothing does."""
+        try:
+            while True:
+                waiting = self._waiting.get(service)
+                if not waiting:
+                    return
+                batch, self._waiting[service] = _turn(waiting)
+                try:
+                    answers = await self._call(_observe_answers, service, [d for d, _ in batch])
+                except asyncio.CancelledError:  # the server is stopping: nobody is answered
+                    for _, future in batch + self._waiting.pop(service, []):
+                        future.cancel()
+                    raise
+                except Exception as exc:
+                    answers = [_Answer(error=exc)] * len(batch)
+                for (_, future), answer in zip(batch, answers, strict=True):
+                    if future.done():
+                        continue
+                    if answer.error is not None:
+                        future.set_exception(answer.error)
+                    else:
+                        future.set_result(answer.value)
+        finally:
+            left = self._running[service] - 1
+            if left:
+                self._running[service] = left
+            else:
+                del self._running[service]
+                if not self._waiting.get(service):
+                    self._waiting.pop(service, None)
+
+
 def spool_health(service: LearningService) -> dict[str, Any] | None:
     """The spool's state, from the first writer in the service's chain that reports one."""
     writer: Any = service.writer
@@ -456,6 +692,57 @@ def spool_health(service: LearningService) -> dict[str, Any] | None:
     return None
 
 
+INLINE_ARMS = 2000
+"""A select with at most this many arms runs on the event loop when the service has its
+posteriors in memory (about a millisecond of CPU for an inventory it has not seen)."""
+
+
+def _inline_size(data: Any) -> bool:
+    arms = data.get("arms") if type(data) is dict else None
+    return type(arms) is list and len(arms) <= INLINE_ARMS
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The whole body (what Request.stream() reads, without an async generator); 413 past
+    `limit` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    receive = request.receive
+    while True:
+        message = await receive()
+        if message["type"] == "http.request":
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, f"request body is larger than {limit} bytes")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+        elif message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+
+
+def first_headers(scope: Scope) -> dict[str, str]:
+    """The request's headers by (lower-case) name, the first of each name, as Starlette's
+    `request.headers.get` reads them; one pass instead of one per lookup."""
+    return {
+        name.decode("latin-1"): value.decode("latin-1")
+        for name, value in reversed(scope["headers"])
+    }
+
+
+def decode_body(raw: bytes) -> Any:
+    """A request body as JSON ({} when empty); 400 naming the problem when it is not JSON,
+    holds NaN or Infinity, or a number too large for a finite float."""
+    if not raw or raw.isspace():  # what `not raw.strip()` says, without a copy
+        return {}
+    try:
+        # json.loads(raw, ...) with the decoder built once: loads builds one per call.
+        return _DECODER.decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
+    except (ValueError, RecursionError) as exc:
+        raise ApiError(400, f"the body is not valid JSON: {str(exc)[:120]}") from None
+
+
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
@@ -465,6 +752,9 @@ def _finite_float(text: str) -> float:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a valid JSON number")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
 
 
 def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:

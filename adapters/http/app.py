@@ -3,7 +3,7 @@ chat surfaces' HTTP endpoints."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from importlib import resources
 
 from starlette.applications import Starlette
@@ -13,6 +13,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adapters.http.api import BASE, Api, HttpSettings
 from adapters.http.openapi import openapi_document
@@ -27,10 +28,35 @@ def dashboard_html(refresh_seconds: int = 30) -> str:
     return page.replace("__REFRESH_SECONDS__", str(int(refresh_seconds)))
 
 
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+class DirectRoutes:
+    """The ASGI application `create_app` returns. `POST select` and `POST observe`, which an
+    agent runtime calls around every model request, go straight to their handlers (the same
+    ones the Starlette routes use); every other request goes through Starlette's routing and
+    middleware. With CORS origins configured everything goes through Starlette, whose CORS
+    middleware adds the headers."""
+
+    def __init__(self, app: Starlette, direct: Mapping[str, Endpoint]) -> None:
+        self.app = app
+        self.direct = dict(direct)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
+            endpoint = self.direct.get(scope["path"])
+            if endpoint is not None:
+                response = await endpoint(Request(scope, receive, send))
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def create_app(
     bus: CommandBus, settings: HttpSettings | None = None, extra_routes: Sequence[object] = ()
-) -> Starlette:
-    """The Starlette application serving the learning API under BASE."""
+) -> ASGIApp:
+    """The ASGI application serving the learning API under BASE (Starlette, behind
+    `DirectRoutes`)."""
     settings = settings or HttpSettings()
     api = Api(bus, settings)
     page = dashboard_html(settings.refresh_seconds)
@@ -54,6 +80,8 @@ def create_app(
     async def root(_: Request) -> Response:
         return RedirectResponse(f"{BASE}/dashboard")
 
+    select = api.handler(api.select, mutating=True)
+    observe = api.handler(api.observe, mutating=True)
     routes: list[BaseRoute] = [
         Route(f"{BASE}/dashboard", dashboard, methods=READ),
         Route(f"{BASE}/openapi.json", openapi, methods=READ),
@@ -65,8 +93,8 @@ def create_app(
         Route(f"{BASE}/timeseries", api.handler(api.timeseries), methods=READ),
         Route(f"{BASE}/healthz", api.handler(api.healthz), methods=READ),
         Route(f"{BASE}/learners", api.handler(api.learners), methods=READ),
-        Route(f"{BASE}/select", api.handler(api.select, mutating=True), methods=WRITE),
-        Route(f"{BASE}/observe", api.handler(api.observe, mutating=True), methods=WRITE),
+        Route(f"{BASE}/select", select, methods=WRITE),
+        Route(f"{BASE}/observe", observe, methods=WRITE),
         Route(f"{BASE}/reward", api.handler(api.reward, mutating=True), methods=WRITE),
         Route(f"{BASE}/reset", api.handler(api.reset, mutating=True), methods=WRITE),
         Route(f"{BASE}/reset/undo", api.handler(api.undo_reset, mutating=True), methods=WRITE),
@@ -98,8 +126,11 @@ def create_app(
                 allow_headers=["Authorization", "Content-Type"],
             )
         )
-    return Starlette(
+    app = Starlette(
         routes=routes,
         middleware=middleware,
         exception_handlers={404: not_found, 405: not_found},
     )
+    if settings.cors_origins:
+        return app
+    return DirectRoutes(app, {f"{BASE}/select": select, f"{BASE}/observe": observe})

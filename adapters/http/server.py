@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import ipaddress
 import logging
 import os
@@ -13,7 +14,7 @@ import socket
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from adapters.http.api import BASE, HttpSettings
 from adapters.http.app import create_app
@@ -51,47 +52,123 @@ HEADER_SECONDS = 10.0
 KEEP_ALIVE_SECONDS = 5
 
 
-def header_timeout_protocol(seconds: float = HEADER_SECONDS) -> type[asyncio.Protocol]:
-    """uvicorn's h11 protocol with a deadline for the request head: uvicorn times out idle
-    keep-alive connections but not a client that sends its headers a byte at a time, which
-    would hold a connection (and its memory) for as long as it likes."""
-    import h11
-    from uvicorn.protocols.http.h11_impl import H11Protocol
+class CoalescingTransport:
+    """A transport whose writes within one turn of the event loop leave as one: uvicorn
+    writes a response's head and its body separately, and on a busy loopback each write is a
+    system call and a wake-up of the client. Everything else is the wrapped transport's."""
 
-    class HeaderTimeoutProtocol(H11Protocol):
-        _head_timer: asyncio.TimerHandle | None = None
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._pending:
+            self._loop.call_soon(self.flush)
+        self._pending.append(bytes(data))
+
+    def writelines(self, lines: Sequence[bytes | bytearray | memoryview]) -> None:
+        for data in lines:
+            self.write(data)
+
+    def flush(self) -> None:
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+class HeadDeadlines:
+    """The connections of one event loop whose request head is arriving, and when each must
+    be complete; one timer looks at them a few times a second and closes the late ones
+    (instead of a timer armed and cancelled for every request)."""
+
+    def __init__(self, seconds: float, loop: asyncio.AbstractEventLoop) -> None:
+        self.seconds = seconds
+        self._loop = loop
+        self._every = min(1.0, seconds / 4)
+        self._arriving: dict[asyncio.BaseProtocol, float] = {}
+        self._timer: asyncio.TimerHandle | None = None
+
+    def start(self, protocol: asyncio.BaseProtocol) -> None:
+        if protocol not in self._arriving:
+            self._arriving[protocol] = self._loop.time() + self.seconds
+            if self._timer is None:
+                self._timer = self._loop.call_later(self._every, self._sweep)
+
+    def stop(self, protocol: asyncio.BaseProtocol) -> None:
+        self._arriving.pop(protocol, None)
+
+    def _sweep(self) -> None:
+        now = self._loop.time()
+        late = [p for p, deadline in self._arriving.items() if deadline <= now]
+        for protocol in late:
+            del self._arriving[protocol]
+            transport = getattr(protocol, "transport", None)
+            if transport is not None and not transport.is_closing():
+                log.info("closing a connection whose request head took over %g s", self.seconds)
+                transport.close()
+        self._timer = self._loop.call_later(self._every, self._sweep) if self._arriving else None
+
+
+def header_timeout_protocol(seconds: float = HEADER_SECONDS) -> type[asyncio.Protocol]:
+    """uvicorn's httptools protocol (the C parser: a round trip costs a fraction of what the
+    pure-Python h11 one does) with a deadline for the request head, and the writes of one turn
+    of the event loop sent together (`CoalescingTransport`). uvicorn times out idle keep-alive
+    connections but not a client that sends its headers a byte at a time, which would hold a
+    connection (and its memory) for as long as it likes. The deadline runs from the
+    connection's start and from the first byte of each request to the end of its head."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    deadlines: dict[asyncio.AbstractEventLoop, HeadDeadlines] = {}
+
+    class HeaderTimeoutProtocol(HttpToolsProtocol):
+        _heads: HeadDeadlines
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            self._arm_head_timer()
+            self.transport = cast(asyncio.Transport, CoalescingTransport(transport, self.loop))
+            heads = deadlines.get(self.loop)
+            if heads is None:
+                heads = deadlines[self.loop] = HeadDeadlines(seconds, self.loop)
+            self._heads = heads
+            heads.start(self)
 
-        def data_received(self, data: bytes) -> None:
-            super().data_received(data)
-            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-                self._arm_head_timer()  # a request head is still arriving
-            else:
-                self._disarm_head_timer()
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._heads.start(self)
+
+        def on_headers_complete(self) -> None:
+            self._heads.stop(self)
+            super().on_headers_complete()
 
         def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm_head_timer()
+            self._heads.stop(self)
             super().connection_lost(exc)
 
-        def _arm_head_timer(self) -> None:
-            if self._head_timer is None:
-                self._head_timer = self.loop.call_later(seconds, self._head_timed_out)
-
-        def _disarm_head_timer(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
-
-        def _head_timed_out(self) -> None:
-            self._head_timer = None
-            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-                log.info("closing a connection whose request head took over %g s", seconds)
-                self.transport.close()
-
     return HeaderTimeoutProtocol
+
+
+SETTLE_SECONDS = 5.0
+"""After this long the surfaces have started (the MCP SDK loads in about half a second)."""
+
+
+def freeze_startup() -> None:
+    """Move what start-up built, which lives as long as the server, out of the garbage
+    collector's sight: a full collection otherwise walks every module, class and table the
+    process loaded (tens of milliseconds, with every request waiting). Called when the server
+    is up and again once the surfaces have settled; cyclic garbage is collected first, so
+    only live objects are frozen."""
+    gc.collect()
+    gc.freeze()
 
 
 def is_loopback(host: str) -> bool:
@@ -152,6 +229,8 @@ async def serve(
         lifespan="off",
     )
     server = uvicorn.Server(config)
+    import engine.selection  # noqa: F401  (numpy and the selection code, before the freeze)
+
     loop = asyncio.get_running_loop()
     stopping = stop if stop is not None else asyncio.Event()
 
@@ -183,8 +262,11 @@ async def serve(
     async def signal_ready() -> None:
         while not server.started:
             await asyncio.sleep(0.02)
+        freeze_startup()
         if ready is not None:
             ready.set()
+        await asyncio.sleep(SETTLE_SECONDS)  # the surfaces load their libraries meanwhile
+        freeze_startup()
 
     watcher = asyncio.create_task(signal_ready())
     stop_wait = asyncio.create_task(stopping.wait())

@@ -164,6 +164,35 @@ def test_select_and_observe(live: Live) -> None:
         assert [x["skipped"] for x in batch.json()["results"]] == [None, "conversational"]
 
 
+def test_a_repeated_inventory_is_answered_from_what_this_request_says(live: Live) -> None:
+    """The server keeps the inventories it has read; a request with the same ids and other
+    costs, labels or value kinds is read for what it says."""
+    with live.client() as c:
+        for _ in range(3):
+            answer = c.post("/select", json={"arms": ARMS}).json()
+            assert "tool:fs:Read" in answer["selected"] and answer["usedTokens"] < 5000
+        dear = [{**a, "tokenCost": 5000} if a["armId"] == "tool:fs:Read" else a for a in ARMS]
+        answer = c.post("/select", json={"arms": dear}).json()
+        assert "tool:fs:Read" in answer["selected"]  # a seed: always in, whatever it costs
+        assert answer["usedTokens"] >= 5000 and answer["overBudget"] is True
+        flagged = [{**a, "tokenCost": True} if a["armId"] == "tool:fs:Read" else a for a in ARMS]
+        ones = [{**a, "tokenCost": 1} if a["armId"] == "tool:fs:Read" else a for a in ARMS]
+        assert c.post("/select", json={"arms": ones}).status_code == 200
+        r = c.post("/select", json={"arms": flagged})
+        assert r.status_code == 400 and "arms[0].tokenCost" in r.json()["error"]
+        r = c.post("/select", json={"arms": [*ARMS[:1], {**ARMS[1], "label": "\u0000"}]})
+        assert r.status_code == 400 and "label" in r.json()["error"]
+
+
+def test_repeated_arm_ids_are_refused_after_the_context_is_checked(live: Live) -> None:
+    with live.client() as c:
+        twice = [ARMS[0], ARMS[0]]
+        r = c.post("/select", json={"arms": twice, "context": "x"})
+        assert r.status_code == 400 and r.json()["error"] == "context must be an object"
+        r = c.post("/select", json={"arms": twice})
+        assert r.status_code == 400 and "arm ids must be unique" in r.json()["error"]
+
+
 @pytest.mark.parametrize(
     ("path", "body", "message"),
     [

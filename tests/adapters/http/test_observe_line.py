@@ -1,0 +1,168 @@
+"""Observe requests recorded together (ObserveLine): every request is answered as if it had
+been alone, while the runs of the requests that waited together share one transaction."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from adapters.http.api import ApiError, _observe_answers
+from engine import LearningConfig, Phase
+from engine.errors import InvalidInput, Unavailable
+from engine.ports import RecordResult
+from engine.records import RunRecord
+from engine.service import LearningService
+from storage import SqlStore
+from tests.adapters.http.conftest import TOKEN, Live
+
+ARMS = [
+    {"armId": "tool:fs:Read", "tokenCost": 120},
+    {"armId": "skill:coding:main", "tokenCost": 200},
+]
+
+
+def body(trace_id: str, calls: Sequence[str] = ("Read",)) -> dict[str, Any]:
+    return {
+        "traceId": trace_id,
+        "arms": ARMS,
+        "toolCalls": [{"name": c} for c in calls],
+        "usage": {"input": 10, "output": 5},
+    }
+
+
+class Recording:
+    """The real store; writes down each transaction's trace ids, and can be told to fail."""
+
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
+        self.batches: list[list[str]] = []
+        self.poison: str | None = None
+        self.down = False
+
+    def record_runs(self, learner_id: int, runs: Sequence[RunRecord]) -> RecordResult:
+        ids = [r.trace_id for r in runs]
+        if self.down:
+            raise Unavailable("storage is down")
+        if self.poison in ids:
+            raise RuntimeError("this run cannot be written")
+        self.batches.append(ids)
+        return self.store.record_runs(learner_id, runs)
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[tuple[LearningService, Recording]]:
+    store = SqlStore(f"sqlite:///{tmp_path}/line.sqlite")
+    writer = Recording(store)
+    yield LearningService(store, LearningConfig(phase=Phase.ACTIVE), writer=writer), writer
+    store.close()
+
+
+def test_requests_waiting_together_share_one_transaction_and_keep_their_answers(
+    service: tuple[LearningService, Recording],
+) -> None:
+    svc, writer = service
+    answers = _observe_answers(
+        svc,
+        [
+            body("a"),
+            {"arms": ARMS},
+            {"reports": [body("b"), body("c", [])]},
+            body("a"),
+            {"reports": []},
+        ],
+    )
+    assert writer.batches == [["a", "b", "c", "a"]]
+    assert answers[0].value["recorded"] is True and answers[0].value["traceId"] == "a"
+    assert isinstance(answers[1].error, InvalidInput)
+    assert "traceId (string) is required" in str(answers[1].error)
+    results = answers[2].value["results"]
+    assert [r["traceId"] for r in results] == ["b", "c"]
+    assert [r["skipped"] for r in results] == [None, "conversational"]
+    assert answers[3].value["duplicate"] is True and answers[3].value["recorded"] is False
+    assert isinstance(answers[4].error, ApiError) and answers[4].error.status == 400
+    assert svc.traces()[1] == 3
+    assert svc.verify().ok
+
+
+def test_a_run_that_cannot_be_written_fails_only_its_request(
+    service: tuple[LearningService, Recording],
+) -> None:
+    svc, writer = service
+    writer.poison = "bad"
+    answers = _observe_answers(svc, [body("x"), body("bad"), {"reports": [body("y")]}])
+    assert writer.batches == [["x"], ["y"]]
+    assert answers[0].value["recorded"] is True
+    assert isinstance(answers[1].error, RuntimeError)
+    assert answers[2].value["results"][0]["recorded"] is True
+    assert svc.traces()[1] == 2
+
+
+def test_storage_down_fails_every_request_of_the_turn(
+    service: tuple[LearningService, Recording],
+) -> None:
+    svc, writer = service
+    writer.down = True
+    answers = _observe_answers(svc, [body("p"), body("q")])
+    assert all(isinstance(a.error, Unavailable) for a in answers)
+    assert writer.batches == []
+
+
+def test_concurrent_observes_over_http_are_all_answered_for_themselves(live: Live) -> None:
+    errors: list[str] = []
+    recorded: list[str] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(12)
+
+    def client(k: int) -> None:
+        with httpx.Client(
+            base_url=live.api, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30
+        ) as c:
+            barrier.wait()
+            for i in range(6):
+                if k == 0 and i % 2:
+                    r = c.post("/observe", json={"arms": ARMS})
+                    if r.status_code != 400 or "traceId" not in r.json()["error"]:
+                        errors.append(r.text)
+                    continue
+                trace = f"line-{k}-{i % 4}"
+                r = c.post("/observe", json=body(trace))
+                if r.status_code != 200 or r.json()["traceId"] != trace:
+                    errors.append(r.text)
+                elif r.json()["recorded"]:
+                    with lock:
+                        recorded.append(trace)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert errors == []
+    assert sorted(recorded) == sorted(
+        {f"line-{k}-{i % 4}" for k in range(12) for i in range(6) if not (k == 0 and i % 2)}
+    )
+    with live.client() as c:
+        ids = {t["traceId"] for t in c.get("/traces", params={"limit": 1000}).json()["traces"]}
+    assert set(recorded) <= ids
+
+
+def test_a_turn_takes_at_most_a_thousand_runs_but_always_one_request() -> None:
+    from adapters.http.api import _turn
+
+    def waiting(*sizes: int) -> list[Any]:
+        return [({"reports": [{}] * n} if n > 1 else {}, None) for n in sizes]
+
+    taken, left = _turn(waiting(600, 300, 200))
+    assert [len(d.get("reports", [1])) for d, _ in taken] == [600, 300]
+    assert len(left) == 1
+    taken, left = _turn(waiting(1000, 1))
+    assert len(taken) == 1 and len(left) == 1
+    taken, left = _turn(waiting(1, 1, 1))
+    assert len(taken) == 3 and left == []
+    taken, left = _turn([({"reports": "x"}, None), ("not a dict", None)])
+    assert len(taken) == 2 and left == []
