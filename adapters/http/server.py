@@ -253,7 +253,6 @@ async def serve(
             "server listens on loopback only"
         )
     live = ["http"] + [s.name for s in surfaces]
-    announce(f"learning-bot: live surfaces: {', '.join(live)}")
     http_task = asyncio.create_task(server.serve(sockets=[sock] if sock else None), name="http")
     tasks: dict[asyncio.Task[Any], str] = {http_task: "http"}
     for surface in surfaces:
@@ -262,6 +261,8 @@ async def serve(
     async def signal_ready() -> None:
         while not server.started:
             await asyncio.sleep(0.02)
+        # announced once the socket listens, so a client reading this line can connect
+        announce(f"learning-bot: live surfaces: {', '.join(live)}")
         freeze_startup()
         if ready is not None:
             ready.set()
