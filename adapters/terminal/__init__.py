@@ -1,18 +1,38 @@
 """The terminal surface: `learning-bot status|reward|reset|phase|help` and the console, as
-invocations of the command bus (local, or a running server's over HTTP), answered on stdout."""
+invocations of the command bus (local, or a running server's over HTTP), answered on stdout.
 
-from adapters.terminal.commands import (
-    EXIT_ERROR,
-    EXIT_OK,
-    EXIT_USAGE,
-    CliError,
-    Send,
-    local_actor,
-    local_sender,
-    remote_sender,
-    run_chat_command,
-)
-from adapters.terminal.console import run_console
+Names are imported on first use, so that a light module of the package (`style`) can be
+imported without the command bus."""
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from adapters.terminal.commands import (
+        EXIT_ERROR,
+        EXIT_OK,
+        EXIT_USAGE,
+        CliError,
+        Send,
+        local_actor,
+        local_sender,
+        remote_sender,
+        run_chat_command,
+    )
+    from adapters.terminal.console import run_console
+
+_LAZY = {
+    "EXIT_ERROR": "adapters.terminal.commands",
+    "EXIT_OK": "adapters.terminal.commands",
+    "EXIT_USAGE": "adapters.terminal.commands",
+    "CliError": "adapters.terminal.commands",
+    "Send": "adapters.terminal.commands",
+    "local_actor": "adapters.terminal.commands",
+    "local_sender": "adapters.terminal.commands",
+    "remote_sender": "adapters.terminal.commands",
+    "run_chat_command": "adapters.terminal.commands",
+    "run_console": "adapters.terminal.console",
+}
 
 __all__ = [
     "EXIT_ERROR",
@@ -26,3 +46,12 @@ __all__ = [
     "run_chat_command",
     "run_console",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'adapters.terminal' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value

@@ -8,9 +8,10 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
+from adapters.terminal.style import colour_wanted
 from learning_bot.status.remote import fetch, plain_reply
 from learning_bot.status.reply import Settings, read_arm, read_status
-from learning_bot.status.terminal import colour_wanted, render
+from learning_bot.status.terminal import render
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

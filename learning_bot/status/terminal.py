@@ -1,40 +1,21 @@
 """A reply (as bot.replies.Reply.to_dict writes it) as the terminal surface prints it:
-adapters.terminal.render, bot.render_text and adapters.terminal.style."""
+adapters.terminal.render and bot.render_text, with adapters.terminal.style's colours."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
 
+from adapters.terminal.style import CODES, RESET
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, TextIO
+    from typing import Any
 
-RESET = "\033[0m"
-CODES = {
-    "bold": "1",
-    "dim": "2",
-    "red": "31",
-    "green": "32",
-    "yellow": "33",
-    "cyan": "36",
-    "badge_active": "1;30;42",
-    "badge_passive": "1;30;43",
-}
 _PERCENT = r"-?\d+(?:\.\d+)?%"
 _ABOUT_SAVINGS = r"(?i)\bsav(?:ed|ings?)\b"
 """Compiled on first use (re keeps them): a status without colour needs neither."""
 _CONTROL_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-
-
-def colour_wanted(stream: TextIO, env: Mapping[str, str]) -> bool:
-    """adapters.terminal.style.colour_wanted."""
-    if "NO_COLOR" in env and env["NO_COLOR"] != "":
-        return False
-    if env.get("TERM", "") == "dumb":
-        return False
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
 
 
 def plain(text: str) -> str:

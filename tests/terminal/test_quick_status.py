@@ -41,8 +41,16 @@ HEAVY_MODULES = (
     "learning_bot.app",
     "learning_bot.settings",
 )
-LIGHT_ENGINE = ("engine", "engine.errors", "engine.metrics")
-"""The estimated recall's arithmetic: the engine package imports its names on first use."""
+LIGHT_ENGINE = (
+    "engine",
+    "engine.errors",
+    "engine.metrics",
+    "adapters",
+    "adapters.terminal",
+    "adapters.terminal.style",
+)
+"""The estimated recall's arithmetic and the terminal's colours: the engine and terminal
+packages import their names on first use."""
 PROBE = (
     "import sys\n"
     "from learning_bot.cli import main\n"
