@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
 class CachedArm:
     """A cached arm: mutable, so this process's own updates cost a few float additions."""
 
-    __slots__ = ("alpha", "beta", "cost", "label", "last", "prior", "pulls")
+    __slots__ = ("alpha", "beta", "cost", "label", "last", "prior", "pulls", "rewards")
 
     def __init__(self, record: ArmRecord) -> None:
         p = record.posterior
@@ -40,6 +40,8 @@ class CachedArm:
         self.last = p.last_updated
         self.prior = record.forgets_toward or prior_parameters(parse_arm_id(record.arm_id).type)
         """What forgetting pulls the arm toward (engine.forgetting.forgetting_prior)."""
+        self.rewards = recorded_rewards(record)
+        """The rewards received since the last reset, as recorded (never decayed)."""
 
     @property
     def mean(self) -> float:
@@ -49,18 +51,30 @@ class CachedArm:
         return Posterior.trusted(self.alpha, self.beta, self.pulls, self.last)
 
     def record(self, arm_id: str) -> ArmRecord:
-        return ArmRecord(arm_id, self.label, self.cost, self.posterior())
+        return ArmRecord(arm_id, self.label, self.cost, self.posterior(), rewards=self.rewards)
+
+
+def recorded_rewards(record: ArmRecord) -> float:
+    """The record's recorded rewards; a record that does not carry them is read as
+    pulls - (beta - 1): every prior has beta 1 and each plain update adds 1 - r to beta."""
+    if record.rewards is not None:
+        return record.rewards
+    p = record.posterior
+    return min(float(p.pulls), max(0.0, p.pulls - (p.beta - 1.0)))
 
 
 Gains = Mapping[str, Sequence[float]]
-"""arm id -> (alpha gain, beta gain, pulls gained[, keep]): with keep (engine.forgetting, 1
-when absent) the entry becomes alpha * keep + prior_alpha * (1 - keep) + alpha gain, the
-arithmetic storage applies, so cached posteriors equal stored ones."""
+"""arm id -> (alpha gain, beta gain, pulls gained[, keep[, rewards]]): with keep
+(engine.forgetting, 1 when absent) the entry becomes alpha * keep + prior_alpha * (1 - keep) +
+alpha gain, the arithmetic storage applies, so cached posteriors equal stored ones; rewards
+(the alpha gain when absent) is the sum of the rewards recorded, which forgetting leaves
+whole."""
 
 
-def _step(gain: Sequence[float]) -> tuple[float, float, int, float]:
+def _step(gain: Sequence[float]) -> tuple[float, float, int, float, float]:
     keep = float(gain[3]) if len(gain) > 3 else 1.0
-    return float(gain[0]), float(gain[1]), int(gain[2]), keep
+    rewards = float(gain[4]) if len(gain) > 4 else float(gain[0])
+    return float(gain[0]), float(gain[1]), int(gain[2]), keep, rewards
 
 
 @dataclass
@@ -124,7 +138,7 @@ class PosteriorCache:
             self.generation += 1
             changes = 0
             steps = {arm_id: _step(gain) for arm_id, gain in gains.items()}
-            for arm_id, (da, db, n, keep) in steps.items():
+            for arm_id, (da, db, n, keep, dr) in steps.items():
                 entry = self.arms.get(arm_id)
                 changes += n
                 if entry is None:
@@ -138,12 +152,13 @@ class PosteriorCache:
                     entry.alpha += da
                     entry.beta += db
                 entry.pulls += n
+                entry.rewards += dr
                 entry.last = at
             aligned_sets = list(self._aligned.items())
             for arm_set, aligned in aligned_sets:
                 index = arm_set.index
                 arrays = aligned.arrays
-                for arm_id, (da, db, n, keep) in steps.items():
+                for arm_id, (da, db, n, keep, _) in steps.items():
                     i = index.get(arm_id)
                     if i is None:
                         continue

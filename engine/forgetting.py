@@ -67,6 +67,8 @@ class Fold:
     alpha_gain: float = 0.0
     beta_gain: float = 0.0
     pulls: int = 0
+    rewards: float = 0.0
+    """The rewards folded, as recorded (forgetting does not decay this sum)."""
 
     def add(self, reward: float, keep: float) -> None:
         """One more observation, after those already folded."""
@@ -74,10 +76,11 @@ class Fold:
         self.alpha_gain = self.alpha_gain * keep + reward
         self.beta_gain = self.beta_gain * keep + (1.0 - reward)
         self.pulls += 1
+        self.rewards += reward
 
-    def as_tuple(self) -> tuple[float, float, float, float]:
-        """(alpha gain, beta gain, pulls, keep): the cache's Gains entry."""
-        return (self.alpha_gain, self.beta_gain, float(self.pulls), self.keep)
+    def as_tuple(self) -> tuple[float, float, float, float, float]:
+        """(alpha gain, beta gain, pulls, keep, rewards): the cache's Gains entry."""
+        return (self.alpha_gain, self.beta_gain, float(self.pulls), self.keep, self.rewards)
 
 
 def fold(rewards: Iterable[float], keep: float) -> Fold:

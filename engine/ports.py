@@ -47,6 +47,9 @@ class ArmRecord:
     forgets_toward: tuple[float, float] | None = None
     """The prior forgetting pulls this arm toward (engine.forgetting.forgetting_prior); None:
     its type's prior."""
+    rewards: float | None = None
+    """The rewards the arm has received since its last reset, as recorded; None: not known,
+    read from the posterior as pulls - (beta - 1), which holds without forgetting."""
 
 
 RunStatus = Literal["inserted", "duplicate", "spooled"]

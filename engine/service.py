@@ -494,7 +494,7 @@ class LearningService:
             at=at,
         )
         if update:
-            self._cache.apply({arm_id: (r, 1.0 - r, 1.0, self._keep)}, at)
+            self._cache.apply({arm_id: (r, 1.0 - r, 1.0, self._keep, r)}, at)
         elif arm_id not in self._cache.arms:
             self._cache.invalidate(reload=True)
         return outcome
@@ -582,7 +582,7 @@ class LearningService:
             trace_id=trace_id,
             at=at,
         )
-        self._cache.apply(dict.fromkeys(arm_ids, (r, 1.0 - r, 1.0, self._keep)), at)
+        self._cache.apply(dict.fromkeys(arm_ids, (r, 1.0 - r, 1.0, self._keep, r)), at)
         if self._cache.stale:  # arms this process had not loaded yet
             self.refresh()
         views = tuple(self.view(a) for a in arm_ids if a in self._cache.arms)
@@ -677,6 +677,7 @@ class LearningService:
             entry.posterior(),
             arm_id in seeds,
             entry.pulls < config.min_pulls,
+            entry.rewards,
         )
 
     def summary(self) -> Summary:
@@ -688,8 +689,7 @@ class LearningService:
             recall = estimated_recall(self._usefulness(), counts)
         arms = list(self._cache.arms.values())
         pulls = sum(e.pulls for e in arms)
-        # Every prior has beta 1 and each update adds 1 - r to beta: rewards = pulls - (beta - 1).
-        reward = sum(max(0.0, e.pulls - (e.beta - 1.0)) for e in arms)
+        reward = sum(e.rewards for e in arms)
         return summarise(stats, len(arms), recall, pulls, reward)
 
     def _usefulness(self) -> dict[str, float]:

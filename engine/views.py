@@ -24,6 +24,8 @@ class ArmView:
     posterior: Posterior
     is_seed: bool
     is_underexplored: bool
+    rewards: float | None = None
+    """The rewards the arm has received since its last reset, as recorded (None: not known)."""
 
     @property
     def mean(self) -> float:

@@ -104,7 +104,7 @@ class HotPath:
         self.increment = (
             f"UPDATE posteriors SET alpha = alpha * ? + {target('', 'alpha', '?')} "
             f"* (1.0 - ?) + ?, beta = beta * ? + {target('', 'beta', '?')} * (1.0 - ?) + ?, "
-            "pulls = pulls + ?, "
+            "pulls = pulls + ?, rewards = rewards + ?, "
             "last_updated = ? WHERE learner_id = ? AND arm_id = ?"
         )
         row = "(" + ", ".join([mark] * len(TRACE_COLUMNS)) + ")"
@@ -220,17 +220,18 @@ WITH learner AS (
       AND (SELECT n FROM inserted) = %(runs)s
     ORDER BY arm_id COLLATE "C" FOR UPDATE
 ), bumped AS (
-    UPDATE posteriors AS p SET (alpha, beta, pulls, last_updated) = (
+    UPDATE posteriors AS p SET (alpha, beta, pulls, rewards, last_updated) = (
         SELECT p.alpha * f + """
     + target("p.", "alpha", "ta")
     + """ * (1.0 - f) + da,
                p.beta * f + """
     + target("p.", "beta", "tb")
     + """ * (1.0 - f) + db,
-               p.pulls + n, %(at)s
+               p.pulls + n, p.rewards + dr, %(at)s
         FROM (SELECT (%(keep)s::float8[])[i] AS f, (%(prior_alpha)s::float8[])[i] AS ta,
                      (%(alpha_gain)s::float8[])[i] AS da, (%(prior_beta)s::float8[])[i] AS tb,
-                     (%(beta_gain)s::float8[])[i] AS db, (%(pulls)s::int[])[i] AS n
+                     (%(beta_gain)s::float8[])[i] AS db, (%(pulls)s::int[])[i] AS n,
+                     (%(rewards)s::float8[])[i] AS dr
               FROM (SELECT width_bucket(p.arm_key, %(fold_key)s::int[]) AS i) AS w) AS d)
     WHERE p.learner_id = %(learner)s AND p.arm_key = ANY(ARRAY(SELECT arm_key FROM locked))
     RETURNING p.arm_key, p.epoch, p.pulls,
@@ -394,10 +395,11 @@ def postgres_params(
             k_of.append(k)
     # The folded changes in arm key order: the statement finds an arm's by binary search.
     by_key = sorted(
-        (keys[a], f.keep, f.alpha_gain, f.beta_gain, f.pulls, *_prior(a)) for a, f in folds.items()
+        (keys[a], f.keep, f.alpha_gain, f.beta_gain, f.pulls, f.rewards, *_prior(a))
+        for a, f in folds.items()
     )
-    columns = [list(column) for column in zip(*by_key, strict=True)] or [[]] * 7
-    fold_key, keep, alpha_gain, beta_gain, pulls, prior_alpha, prior_beta = columns
+    columns = [list(column) for column in zip(*by_key, strict=True)] or [[]] * 8
+    fold_key, keep, alpha_gain, beta_gain, pulls, rewards, prior_alpha, prior_beta = columns
     stats = stats_params(learner_id, runs, 0)
     params: dict[str, Any] = {
         "learner": learner_id,
@@ -411,6 +413,7 @@ def postgres_params(
         "alpha_gain": _numbers(alpha_gain),
         "beta_gain": _numbers(beta_gain),
         "pulls": _numbers(pulls),
+        "rewards": _numbers(rewards),
         "prior_alpha": _numbers(prior_alpha),
         "prior_beta": _numbers(prior_beta),
         "run": _numbers(run_of),
@@ -479,6 +482,7 @@ def _increment_row(
         k,
         f.beta_gain,
         f.pulls,
+        f.rewards,
         at,
         learner_id,
         arm_id,

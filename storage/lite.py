@@ -90,7 +90,8 @@ class LiteReader:
         return row
 
     def arm_rows(self, learner_id: int) -> list[tuple[Any, ...]]:
-        """arm id, label, token cost, alpha, beta, pulls, last updated, arm key (queries.ARMS)."""
+        """arm id, label, token cost, alpha, beta, pulls, last updated, arm key, base (prior
+        alpha, beta, pulls), reset trace, recorded rewards (queries.ARMS)."""
         return self.conn.execute(queries.ARMS, (learner_id,)).fetchall()
 
     def run_stats_row(self, learner_id: int) -> tuple[Any, ...] | None:

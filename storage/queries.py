@@ -25,7 +25,7 @@ FROM learners l WHERE l.id = ?
 
 ARMS = """
 SELECT arm_id, label, token_cost, alpha, beta, pulls, COALESCE(last_updated, created_at), arm_key,
-  prior_alpha, prior_beta, prior_pulls, reset_trace_pk
+  prior_alpha, prior_beta, prior_pulls, reset_trace_pk, rewards
 FROM posteriors WHERE learner_id = ?
 """
 
@@ -131,6 +131,7 @@ def arm_records(rows: Sequence[Sequence[Any]]) -> dict[str, ArmRecord]:
                 int(r[10]),
                 int(r[11]),
             ),
+            float(r[12]),
         )
         for r in rows
     }

@@ -69,6 +69,11 @@ posteriors = Table(
     Column("reset_trace_pk", BigInteger, nullable=False),
     # When the row was made: what lastUpdated shows until the first update (migration 0006).
     Column("created_at", BigInteger, nullable=True),
+    # The rewards the arm has received since its last reset, as recorded (never decayed by
+    # forgetting): totalReward and accuracy read this. prior_rewards is the part its base
+    # holds, as prior_pulls is for pulls (migration 0007).
+    Column("rewards", Float, nullable=False, server_default="0"),
+    Column("prior_rewards", Float, nullable=False, server_default="0"),
     PrimaryKeyConstraint("learner_id", "arm_id"),
     UniqueConstraint("learner_id", "arm_key", name="uq_posteriors_learner_arm_key"),
 )
@@ -199,6 +204,8 @@ reset_snapshots = Table(
     Column("prior_pulls", Integer, nullable=False),
     Column("epoch", Integer, nullable=False),
     Column("reset_trace_pk", BigInteger, nullable=False),
+    Column("rewards", Float, nullable=False, server_default="0"),
+    Column("prior_rewards", Float, nullable=False, server_default="0"),
     PrimaryKeyConstraint("reset_id", "arm_id"),
 )
 

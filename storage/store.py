@@ -105,6 +105,7 @@ UPDATE posteriors SET
     alpha = posteriors.alpha + agg.gained,
     beta = posteriors.beta + (agg.n - agg.gained),
     pulls = posteriors.pulls + agg.n,
+    rewards = posteriors.rewards + agg.gained,
     last_updated = :at
 FROM (SELECT ta.arm_key AS arm_key, SUM(ta.reward) AS gained, COUNT(*) AS n
       FROM trace_arms ta
@@ -348,6 +349,8 @@ class SqlStore:
                     "epoch": 0,
                     "reset_trace_pk": 0,
                     "created_at": created,
+                    "rewards": 0.0,
+                    "prior_rewards": 0.0,
                 }
             )
         stmt = self._insert(posteriors)
@@ -569,7 +572,7 @@ class SqlStore:
                     found = conn.execute(
                         update(posteriors)
                         .where(p.learner_id == learner_id, p.arm_id == change.arm_id)
-                        .values(**values, pulls=p.pulls + 1, last_updated=at)
+                        .values(**values, pulls=p.pulls + 1, rewards=p.rewards + r, last_updated=at)
                         .returning(p.epoch, p.pulls)
                     ).first()
                     if found is None:
@@ -640,6 +643,7 @@ class SqlStore:
                         prior_alpha=p.alpha,
                         prior_beta=p.beta,
                         prior_pulls=p.pulls,
+                        prior_rewards=p.rewards,
                         epoch=p.epoch + 1,
                     )
                 )
@@ -745,7 +749,7 @@ class SqlStore:
                         }
                     else:
                         values = {"alpha": p.alpha + reward, "beta": p.beta + (1.0 - reward)}
-                    values.update(pulls=p.pulls + 1, last_updated=at)
+                    values.update(pulls=p.pulls + 1, rewards=p.rewards + reward, last_updated=at)
                     self._bump(conn, learner_id, 1)
                 state = conn.execute(
                     update(posteriors)
@@ -901,6 +905,8 @@ class SqlStore:
                         "prior_pulls": r.prior_pulls,
                         "epoch": r.epoch,
                         "reset_trace_pk": r.reset_trace_pk,
+                        "rewards": r.rewards,
+                        "prior_rewards": r.prior_rewards,
                     }
                     for r in rows
                 ],
@@ -917,6 +923,8 @@ class SqlStore:
                     prior_alpha=1.0,
                     prior_beta=1.0,
                     prior_pulls=0,
+                    rewards=0.0,
+                    prior_rewards=0.0,
                     epoch=p.epoch + 1,
                     reset_trace_pk=last_trace,
                 )
@@ -983,12 +991,14 @@ class SqlStore:
             alpha = snap.alpha + (now.alpha - 1.0)
             beta = snap.beta + (now.beta - 1.0)
             pulls = snap.pulls + now.pulls
+            rewards = snap.rewards + now.rewards
             changes.append(
                 {
                     "b_arm": snap.arm_id,
                     "b_alpha": alpha,
                     "b_beta": beta,
                     "b_pulls": pulls,
+                    "b_rewards": rewards,
                     "b_updated": now.last_updated or snap.last_updated,
                     "b_trace": snap.reset_trace_pk,
                 }
@@ -1005,6 +1015,8 @@ class SqlStore:
                     prior_alpha=bindparam("b_alpha"),
                     prior_beta=bindparam("b_beta"),
                     prior_pulls=bindparam("b_pulls"),
+                    rewards=bindparam("b_rewards"),
+                    prior_rewards=bindparam("b_rewards"),
                     epoch=p.epoch + 1,
                     reset_trace_pk=bindparam("b_trace"),
                 ),
@@ -1136,6 +1148,7 @@ class SqlStore:
                     "a": forget(float(arm.alpha), pa, f.keep, f.alpha_gain),
                     "b": forget(float(arm.beta), pb, f.keep, f.beta_gain),
                     "n": int(arm.pulls) + f.pulls,
+                    "r": f.rewards,
                 }
             )
         conn.execute(
@@ -1144,7 +1157,8 @@ class SqlStore:
         )
         conn.execute(
             text(
-                "UPDATE posteriors SET alpha = :a, beta = :b, pulls = :n, last_updated = :at "
+                "UPDATE posteriors SET alpha = :a, beta = :b, pulls = :n, "
+                "rewards = rewards + :r, last_updated = :at "
                 "WHERE learner_id = :learner AND arm_key = :key"
             ),
             [{**u, "at": at, "learner": learner_id} for u in updates],
@@ -1288,6 +1302,16 @@ class SqlStore:
                             f"posterior Beta({r.alpha:.6g}, {r.beta:.6g}) but its base plus "
                             f"{n} recorded change(s) give Beta({want_alpha:.6g}, "
                             f"{want_beta:.6g})",
+                        )
+                    )
+                want_rewards = r.prior_rewards + gained
+                if abs(r.rewards - want_rewards) > tol:
+                    problems.append(
+                        VerifyProblem(
+                            r.arm_id,
+                            f"{r.rewards:.6g} rewards recorded but its base's "
+                            f"{r.prior_rewards:.6g} plus {n} recorded change(s) give "
+                            f"{want_rewards:.6g}",
                         )
                     )
                 if r.pulls != r.prior_pulls + n:

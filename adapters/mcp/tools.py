@@ -441,9 +441,11 @@ class LearningTools:
 
 
 def _total_reward(view: ArmView) -> float:
-    """The rewards an arm has received since its last reset. Every prior has beta 1
-    (Beta(3, 1) or Beta(1, 1)) and each update adds 1 - r to beta, so the sum of rewards is
-    pulls - (beta - 1)."""
+    """The rewards an arm has received since its last reset, as recorded (forgetting decays
+    alpha and beta, not this). A view that does not carry them is read as pulls - (beta - 1):
+    every prior has beta 1 and each plain update adds 1 - r to beta."""
+    if view.rewards is not None:
+        return view.rewards
     post = view.posterior
     return max(0.0, post.pulls - (post.beta - 1.0))
 

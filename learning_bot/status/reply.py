@@ -227,7 +227,7 @@ def _summary(stats: list[int | None], arms: list[Row], recall: float | None) -> 
     selected_runs, selected_tokens, selected_duration = stats[7] or 0, stats[8] or 0, stats[9] or 0
     offered_tokens, kept_tokens = stats[11] or 0, stats[12] or 0
     pulls = sum(int(a[5]) for a in arms)
-    reward = sum(max(0.0, int(a[5]) - (float(a[4]) - 1.0)) for a in arms)
+    reward = sum(float(a[12]) for a in arms)
     from engine.metrics import token_savings_percent
 
     b_avg = _avg(baseline_tokens, baseline_runs)
