@@ -243,7 +243,8 @@ def run_env(scenario: Scenario, env: int, seed: int) -> EnvResult:
     conversational, used = workload.draw_run(
         traces, np.random.default_rng([seed, key, scenario.arms, env, 1])
     )
-    base = LearningConfig(
+    base = LearningConfig.for_policy(
+        "seed",
         phase=Phase.ACTIVE,
         token_budget=budget,
         min_pulls=scenario.min_pulls,

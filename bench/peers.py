@@ -88,7 +88,8 @@ def make_case(size: int, seed: int) -> Case:
     beta = prior[1] + (pulls - hits)
     arm_set = ArmSet(arms)
     total = arm_set.total_cost
-    config = LearningConfig(
+    config = LearningConfig.for_policy(
+        "seed",
         phase=Phase.ACTIVE,
         baseline_rate=0.0,
         min_pulls=MIN_PULLS,

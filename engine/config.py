@@ -50,18 +50,6 @@ _CAMEL = {
     "policy": "policy",
     "seed_boost": "seedBoost",
 }
-# Options beyond SPEC section 7: written out by `to_dict` only when they differ from their
-# defaults, so a default configuration serialises exactly as the original learning layer's.
-_OPTIONAL_DEFAULTS: dict[str, Any] = {
-    "packing": "score",
-    "min_score": 0.0,
-    "exploration": 1.0,
-    "pooled_prior": False,
-    "half_life": 0.0,
-    "policy": "seed",
-    "seed_boost": None,
-}
-
 POLICIES: dict[str, dict[str, Any]] = {
     "seed": {
         "packing": "score",
@@ -91,6 +79,20 @@ POLICIES: dict[str, dict[str, Any]] = {
 "pooled-forgetting-per-token" with per-token packing, draws narrowed to half the posterior's
 width (exploration 0.5) and a half-life of 50 (bench/learning.py chose these values). Options
 given next to `policy` override the preset's values."""
+
+DEFAULT_POLICY = "pooled-forgetting-per-token"
+"""The policy of a configuration that names none. In the study (bench/learning.py,
+BENCHMARKS.md) it is no worse than the seed algorithm within two standard errors in every
+scenario and better on average, which is the bar a preset must clear to become the default;
+`policy = "seed"` keeps the seed documents' algorithm exactly."""
+
+# Options beyond the original learning layer's: written out by `to_dict` only when they differ
+# from their defaults, so a default configuration serialises as the original's keys alone.
+_OPTIONAL_DEFAULTS: dict[str, Any] = {
+    **POLICIES[DEFAULT_POLICY],
+    "policy": DEFAULT_POLICY,
+    "seed_boost": None,
+}
 _SNAKE = {camel: snake for snake, camel in _CAMEL.items()}
 
 
@@ -117,15 +119,15 @@ class LearningConfig:
     min_pulls: int = 5
     seed_arm_ids: tuple[str, ...] = DEFAULT_SEED_ARM_IDS
     meta_tools: frozenset[str] = field(default_factory=lambda: frozenset({"message"}))
-    packing: str = "score"
+    packing: str = POLICIES[DEFAULT_POLICY]["packing"]
     """"score" (SPEC section 4) or "score_per_token": rank by sampled score / token cost."""
-    min_score: float = 0.0
+    min_score: float = POLICIES[DEFAULT_POLICY]["min_score"]
     """Arms whose sampled score falls below this are left out even when the budget has room
     (seeds and under-explored arms still go in; baseline runs ignore it). 0 disables it."""
-    exploration: float = 1.0
+    exploration: float = POLICIES[DEFAULT_POLICY]["exploration"]
     """Width of the Thompson draw: 1 samples each posterior as it is (SPEC section 4); e < 1
     samples Beta(alpha/e, beta/e), same mean and about e times the variance; 0 uses the mean."""
-    pooled_prior: bool = False
+    pooled_prior: bool = POLICIES[DEFAULT_POLICY]["pooled_prior"]
     """Empirical-Bayes Thompson draws: each arm's score comes from its evidence under a prior
     fitted to the evidence of every arm of the selection (a distribution of usage
     probabilities on a grid, fitted by binomial marginal likelihood, with a uniform share
@@ -133,12 +135,13 @@ class LearningConfig:
     by a flat prior. `exploration` tempers that posterior. False: each arm's own posterior.
     The fit costs about 4 ms per selection at 1,000 arms (it grows with the inventory), so it
     suits inventories of up to a few thousand arms."""
-    half_life: float = 0.0
+    half_life: float = POLICIES[DEFAULT_POLICY]["half_life"]
     """Forgetting, in observations of an arm: each observation first scales the evidence the
     arm holds beyond its prior by 0.5 ** (1 / half_life) (engine.forgetting), so what was
     learnt half_life observations ago counts half. 0 never forgets (SPEC section 5)."""
-    policy: str = "seed"
-    """The named preset the options came from (POLICIES); "seed" is the seed algorithm."""
+    policy: str = DEFAULT_POLICY
+    """The named preset the options came from (POLICIES; DEFAULT_POLICY when none is named);
+    "seed" is the seed algorithm."""
     seed_boost: float | None = None
     """None (default): seed arms start at their type's prior. A number b > 0: a seed arm
     seen for the first time starts at Beta(b, 1) instead (a reset still returns it to
@@ -190,6 +193,14 @@ class LearningConfig:
             set_(self, "seed_boost", float(boost))
 
     @classmethod
+    def for_policy(cls, policy: str, **options: Any) -> LearningConfig:
+        """The named policy's configuration (POLICIES), with `options` (snake_case or the
+        original camelCase keys) on top: `LearningConfig.for_policy("seed")` is the seed
+        documents' algorithm. (Passing `policy=` to the constructor only labels the options
+        given there; it does not expand the preset.)"""
+        return cls().merged({"policy": policy, **options})
+
+    @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LearningConfig:
         """Build from a mapping with snake_case or the original camelCase keys."""
         return cls().merged(data)
@@ -225,15 +236,18 @@ class LearningConfig:
     def to_dict(self, camel: bool = True) -> dict[str, Any]:
         """Plain JSON-ready values, with the original camelCase keys by default.
 
-        `packing`, `min_score`, `exploration`, `pooled_prior`, `half_life` and `policy`
-        appear only when
-        they differ from their defaults; `from_dict` reads the result back to an equal config
-        either way.
+        `policy` appears only when it is not DEFAULT_POLICY, and `packing`, `min_score`,
+        `exploration`, `pooled_prior` and `half_life` only when they differ from what that
+        policy sets; `from_dict` reads the result back to an equal config either way.
         """
         out: dict[str, Any] = {}
+        preset = POLICIES.get(self.policy, {})
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in _OPTIONAL_DEFAULTS and value == _OPTIONAL_DEFAULTS[f.name]:
+            if f.name in preset:  # `from_dict` takes it from the policy named
+                if value == preset[f.name]:
+                    continue
+            elif f.name in _OPTIONAL_DEFAULTS and value == _OPTIONAL_DEFAULTS[f.name]:
                 continue
             if isinstance(value, Phase):
                 value = value.value

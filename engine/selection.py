@@ -852,6 +852,33 @@ _LOG_GRID = np.log(_GRID)
 _LOG_1M_GRID = np.log1p(-_GRID)
 
 
+POOLED_EXACT_MAX = 2048
+"""Inventories up to this size get the exact grid posterior of every arm; larger ones fit the
+pooled prior on this many arms spread evenly over the inventory and draw each arm from a Beta
+matched to it (`_pooled_large`), so a selection costs about a Beta draw plus a fixed fit
+instead of growing by 64 grid cells per arm."""
+
+
+def _fit_pooled_prior(hits: FloatArray, misses: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """(log-likelihood of each arm's evidence on the grid, max-shifted per arm; the fitted
+    population distribution g mixed with POOLED_FLOOR of the uniform one)."""
+    loglik = np.multiply.outer(hits, _LOG_GRID)
+    loglik += np.multiply.outer(misses, _LOG_1M_GRID)
+    loglik -= loglik.max(axis=1, keepdims=True)
+    lik = np.exp(loglik)
+    n = int(lik.shape[0])
+    prior = np.full(POOLED_GRID, 1.0 / POOLED_GRID)
+    # An EM step is g <- mean over arms of (lik * g) / (lik @ g), i.e.
+    # g * (lik.T @ (1 / (lik @ g))) / n: two matrix-vector products instead of three passes
+    # over the n x grid matrix. The step is the same for any multiple of g, and without the
+    # division by n every step after the first returns n times the next iterate: divide once.
+    lik_t = lik.T
+    for _ in range(POOLED_ITERATIONS):
+        prior = prior * (lik_t @ (1.0 / (lik @ prior)))
+    prior = (1.0 - POOLED_FLOOR) * (prior / n) + POOLED_FLOOR / POOLED_GRID
+    return loglik, prior
+
+
 def _pooled_scores(
     post: PosteriorArrays, exploration: float, gen: np.random.Generator
 ) -> FloatArray:
@@ -864,34 +891,54 @@ def _pooled_scores(
     uniform), then mixed with `POOLED_FLOOR` of the uniform distribution. Each arm's posterior
     on the grid is g times its likelihood, tempered by 1 / exploration (exploration < 1 narrows
     it as Beta(alpha/e, beta/e) does); a cell is drawn from it and the score is a uniform point
-    of that cell. With exploration 0 the score is the posterior mean.
+    of that cell. With exploration 0 the score is the posterior mean. Above
+    `POOLED_EXACT_MAX` arms see `_pooled_large`.
     """
     hits = np.maximum(post.alpha - 1.0, 0.0)
     misses = np.maximum(post.beta - 1.0, 0.0)
-    loglik = np.multiply.outer(hits, _LOG_GRID) + np.multiply.outer(misses, _LOG_1M_GRID)
-    loglik -= loglik.max(axis=1, keepdims=True)
-    lik = np.exp(loglik)
-    prior = np.full(POOLED_GRID, 1.0 / POOLED_GRID)
-    for _ in range(POOLED_ITERATIONS):
-        weights = lik * prior
-        weights /= weights.sum(axis=1, keepdims=True)
-        prior = weights.mean(axis=0)
-    prior = (1.0 - POOLED_FLOOR) * prior + POOLED_FLOOR / POOLED_GRID
-    weights = lik * prior
-    weights /= weights.sum(axis=1, keepdims=True)
+    n = len(hits)
+    if n > POOLED_EXACT_MAX:
+        return _pooled_large(hits, misses, exploration, gen)
+    loglik, prior = _fit_pooled_prior(hits, misses)
+    weights: FloatArray
     if exploration == 0.0:
-        out: FloatArray = weights @ _GRID
+        weights = np.exp(loglik) * prior
+        out: FloatArray = (weights @ _GRID) / weights.sum(axis=1)
         return out
     if exploration != 1.0:
-        logw = np.log(np.maximum(weights, np.finfo(np.float64).tiny)) / exploration
+        # (lik * g) ** (1 / e), from the log-likelihood: no exp and log round trip
+        logw = (loglik + np.log(prior)) / exploration
         logw -= logw.max(axis=1, keepdims=True)
         weights = np.exp(logw)
-        weights /= weights.sum(axis=1, keepdims=True)
-    n = weights.shape[0]
+    else:
+        weights = np.exp(loglik) * prior
+    weights /= weights.sum(axis=1, keepdims=True)
     cumulative = np.cumsum(weights, axis=1)
     cell = np.minimum((cumulative < gen.random(n)[:, None]).sum(axis=1), POOLED_GRID - 1)
     scores: FloatArray = (cell + gen.random(n)) / POOLED_GRID
     return scores
+
+
+def _pooled_large(
+    hits: FloatArray, misses: FloatArray, exploration: float, gen: np.random.Generator
+) -> FloatArray:
+    """The pooled draw for a large inventory: g is fitted on `POOLED_EXACT_MAX` arms spread
+    evenly over the inventory, then replaced by the Beta(a0, b0) of the same mean and
+    variance, so each arm's posterior is Beta(a0 + uses, b0 + non-uses), tempered as
+    `_scores` tempers a posterior: one Beta draw for the whole inventory."""
+    n = len(hits)
+    sample = np.linspace(0, n - 1, POOLED_EXACT_MAX).astype(np.intp)
+    _, prior = _fit_pooled_prior(hits[sample], misses[sample])
+    mean = float(prior @ _GRID)
+    var = float(prior @ (_GRID - mean) ** 2) + 1.0 / (12 * POOLED_GRID**2)
+    strength = max(mean * (1.0 - mean) / var - 1.0, 1e-3)
+    alpha = hits + mean * strength
+    beta = misses + (1.0 - mean) * strength
+    if exploration == 0.0:
+        means: FloatArray = alpha / (alpha + beta)
+        return means
+    drawn: FloatArray = gen.beta(alpha / exploration, beta / exploration)
+    return drawn
 
 
 def discounted(

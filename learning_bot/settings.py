@@ -26,6 +26,8 @@ _CONFIG_ENV = {
     "MIN_PULLS": "minPulls",
     "SEED_ARM_IDS": "seedArmIds",
     "META_TOOLS": "metaTools",
+    "POLICY": "policy",
+    "HALF_LIFE": "halfLife",
 }
 
 
@@ -86,6 +88,13 @@ def _env_value(key: str, raw: str) -> Any:
             return float(raw)
         except ValueError:
             raise InvalidConfig(key, f"must be a number in [0, 1], got {raw!r}") from None
+    if key == "halfLife":
+        try:
+            return float(raw)
+        except ValueError:
+            raise InvalidConfig(
+                key, f"must be a number of observations >= 0, got {raw!r}"
+            ) from None
     if key in ("seedArmIds", "metaTools"):
         return [part.strip() for part in raw.split(",") if part.strip()]
     return raw.strip()
@@ -138,17 +147,19 @@ def load_settings(
     path = config_path or env.get(f"{ENV_PREFIX}CONFIG")
     if path:
         config = config.merged(_read_file(Path(path)))
-    from_env = {
-        key: _env_value(key, env[f"{ENV_PREFIX}{name}"])
-        for name, key in _CONFIG_ENV.items()
-        if env.get(f"{ENV_PREFIX}{name}", "").strip()
-    }
-    if from_env:
-        try:
+    try:
+        from_env = {
+            key: _env_value(key, env[f"{ENV_PREFIX}{name}"])
+            for name, key in _CONFIG_ENV.items()
+            if env.get(f"{ENV_PREFIX}{name}", "").strip()
+        }
+        if from_env:
             config = config.merged(from_env)
-        except InvalidConfig as exc:
-            name = next((n for n, k in _CONFIG_ENV.items() if k == exc.field), exc.field)
-            raise InvalidConfig(f"{ENV_PREFIX}{name}", exc.detail) from None
+    except InvalidConfig as exc:
+        if exc.field.startswith(ENV_PREFIX):
+            raise
+        name = next((n for n, k in _CONFIG_ENV.items() if k == exc.field), exc.field)
+        raise InvalidConfig(f"{ENV_PREFIX}{name}", exc.detail) from None
     if overrides:
         config = config.merged(overrides)
     admins = frozenset(

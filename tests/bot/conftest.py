@@ -25,7 +25,7 @@ def store(database_url: str) -> Iterator[SqlStore]:
 
 def make_bus(store: SqlStore, settings: BusSettings) -> CommandBus:
     """A bus over `store` whose learners start active and re-read storage on every use."""
-    config = LearningConfig(phase=Phase.ACTIVE)
+    config = LearningConfig.for_policy("seed", phase=Phase.ACTIVE)
 
     def make(learner: str) -> LearningService:
         return LearningService(store, config, learner=learner, cache_ttl=0)

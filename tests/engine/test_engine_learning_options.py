@@ -24,6 +24,7 @@ from engine import (
     rewards_for_run,
     select_arms,
 )
+from engine.config import DEFAULT_POLICY, POLICIES
 from engine.simulation import (
     REALISTIC_TIERS,
     make_workload,
@@ -35,16 +36,27 @@ from engine.simulation import (
 # --- configuration ----------------------------------------------------------------------------
 
 
-def test_defaults_are_the_seed_algorithm() -> None:
+def test_defaults_are_the_recommended_preset_and_seed_is_the_seed_algorithm() -> None:
     c = LearningConfig()
-    assert (c.packing, c.min_score, c.exploration) == ("score", 0.0, 1.0)
-    assert not {"packing", "minScore", "exploration"} & c.to_dict().keys()
+    assert c.policy == DEFAULT_POLICY == "pooled-forgetting-per-token"
+    assert c == LearningConfig.for_policy(DEFAULT_POLICY)
+    assert {k: getattr(c, k) for k in POLICIES[DEFAULT_POLICY]} == POLICIES[DEFAULT_POLICY]
+    optional = {"packing", "minScore", "exploration", "pooledPrior", "halfLife", "policy"}
+    assert not optional & c.to_dict().keys()
+    seed = LearningConfig.for_policy("seed")
+    assert (seed.packing, seed.min_score, seed.exploration) == ("score", 0.0, 1.0)
+    assert (seed.pooled_prior, seed.half_life, seed.policy) == (False, 0.0, "seed")
+    written = seed.to_dict()
+    assert written["policy"] == "seed"
+    assert not optional - {"policy"} & written.keys()
+    assert LearningConfig.from_dict(written) == seed
+    assert LearningConfig.for_policy("seed", halfLife=30).half_life == 30.0
 
 
 def test_camel_case_round_trip() -> None:
-    data = {"packing": "score_per_token", "minScore": 0.05, "exploration": 0.25}
+    data = {"packing": "score", "minScore": 0.05, "exploration": 0.25}
     c = LearningConfig.from_dict(data)
-    assert (c.packing, c.min_score, c.exploration) == ("score_per_token", 0.05, 0.25)
+    assert (c.packing, c.min_score, c.exploration) == ("score", 0.05, 0.25)
     out = c.to_dict()
     assert {k: out[k] for k in data} == data
     assert LearningConfig.from_dict(out) == c
@@ -93,7 +105,7 @@ def test_half_life_is_a_setting_and_policies_expand_to_their_options() -> None:
     mixed = LearningConfig.from_dict({"policy": "pooled-forgetting", "halfLife": 50})
     assert (mixed.pooled_prior, mixed.half_life) == (True, 50.0)
     seed = LearningConfig.from_dict({"policy": "seed"})
-    assert seed == LearningConfig()
+    assert seed == LearningConfig.for_policy("seed") != LearningConfig()
     with pytest.raises(InvalidConfig) as info:
         LearningConfig.from_dict({"policy": "best"})
     assert info.value.field == "policy"
@@ -191,7 +203,8 @@ def test_packing_and_threshold_match_the_per_arm_reference(
     packing: str, min_score: float, seed: int
 ) -> None:
     arms, post, budget = random_case(seed)
-    cfg = LearningConfig(
+    cfg = LearningConfig.for_policy(
+        "seed",
         phase=Phase.ACTIVE,
         baseline_rate=0.0,
         token_budget=budget,
@@ -212,10 +225,15 @@ def test_per_token_prefers_two_cheap_arms_to_one_dear_one() -> None:
     sharp = PosteriorArrays(
         np.array([0.9, 0.6, 0.6]) * 1e7, np.array([0.1, 0.4, 0.4]) * 1e7, np.full(3, 50)
     )
-    base = LearningConfig(phase=Phase.ACTIVE, baseline_rate=0.0, token_budget=1000)
+    base = LearningConfig.for_policy(
+        "seed", phase=Phase.ACTIVE, baseline_rate=0.0, token_budget=1000
+    )
     by_score = select_arms(arms, sharp, base, rng=1)
     by_density = select_arms(
-        arms, sharp, LearningConfig(**{**_kw(base), "packing": "score_per_token"}), rng=1
+        arms,
+        sharp,
+        LearningConfig(**{**_kw(base), "packing": "score_per_token"}),
+        rng=1,
     )
     assert by_score.selected == ("tool:t:dear",)
     assert by_density.selected == ("tool:t:cheap1", "tool:t:cheap2")
@@ -228,7 +246,9 @@ def _kw(cfg: LearningConfig) -> dict[str, Any]:
 def test_threshold_leaves_out_low_scores_even_with_room() -> None:
     arms = [Arm("tool:t:used", 10), Arm("tool:t:idle", 10)]
     post = PosteriorArrays(np.array([9e6, 1e5]), np.array([1e6, 9.9e6]), np.full(2, 50))
-    cfg = LearningConfig(phase=Phase.ACTIVE, baseline_rate=0.0, token_budget=10_000)
+    cfg = LearningConfig.for_policy(
+        "seed", phase=Phase.ACTIVE, baseline_rate=0.0, token_budget=10_000
+    )
     assert set(select_arms(arms, post, cfg, rng=0).selected) == {"tool:t:used", "tool:t:idle"}
     lean = LearningConfig(**{**_kw(cfg), "min_score": 0.05})
     assert select_arms(arms, post, lean, rng=0).selected == ("tool:t:used",)
@@ -239,8 +259,13 @@ def test_threshold_spares_seeds_under_explored_and_baseline_runs() -> None:
     post = PosteriorArrays(
         np.array([1e5, 1.0, 1e5]), np.array([9.9e6, 1.0, 9.9e6]), np.array([50, 0, 50])
     )
-    cfg = LearningConfig(
-        phase=Phase.ACTIVE, baseline_rate=0.0, token_budget=10_000, min_score=0.5, min_pulls=5
+    cfg = LearningConfig.for_policy(
+        "seed",
+        phase=Phase.ACTIVE,
+        baseline_rate=0.0,
+        token_budget=10_000,
+        min_score=0.5,
+        min_pulls=5,
     )
     assert select_arms(arms, post, cfg, rng=0).selected == ("tool:fs:Read", "tool:t:new")
     baseline = LearningConfig(**{**_kw(cfg), "baseline_rate": 1.0})
@@ -253,7 +278,9 @@ def test_exploration_narrows_the_draw_and_zero_uses_the_mean() -> None:
     post = PosteriorArrays(
         np.array([2.0, 5.0, 1.0, 8.0]), np.array([6.0, 5.0, 3.0, 2.0]), np.full(4, 9)
     )
-    cfg = LearningConfig(phase=Phase.ACTIVE, baseline_rate=0.0, token_budget=20, exploration=0.25)
+    cfg = LearningConfig.for_policy(
+        "seed", phase=Phase.ACTIVE, baseline_rate=0.0, token_budget=20, exploration=0.25
+    )
     gen = RecordingGenerator(3)
     select_arms(arms, post, cfg, gen)
     a, b, _ = gen.calls[-1]
@@ -267,7 +294,7 @@ def test_exploration_narrows_the_draw_and_zero_uses_the_mean() -> None:
 
 def test_mask_follows_the_selected_ids_and_is_read_only() -> None:
     arms, post, budget = random_case(4)
-    cfg = LearningConfig(phase=Phase.ACTIVE, token_budget=budget)
+    cfg = LearningConfig.for_policy("seed", phase=Phase.ACTIVE, token_budget=budget)
     selection = select_arms(ArmSet(arms), post, cfg, rng=2)
     mask = selection.mask
     assert tuple(a.id for a, m in zip(arms, mask, strict=True) if m) == selection.selected
@@ -397,7 +424,9 @@ def test_draw_run_uses_the_drifted_probabilities_from_drift_at(profile: str) -> 
 def test_realistic_reports_reference_exactly_the_included_used_arms(seed: int) -> None:
     w = make_workload(80, seed=seed, profile="realistic", conversational_rate=0.0)
     arm_set = ArmSet(w.arms)
-    cfg = LearningConfig(phase=Phase.ACTIVE, min_pulls=0, token_budget=arm_set.total_cost // 2)
+    cfg = LearningConfig.for_policy(
+        "seed", phase=Phase.ACTIVE, min_pulls=0, token_budget=arm_set.total_cost // 2
+    )
     conversational, used = w.draw_run(10, np.random.default_rng(seed))
     for t in range(10):
         selection = select_arms(arm_set, None, cfg, rng=seed * 100 + t)
@@ -478,7 +507,8 @@ def research_regret(config: dict[str, Any], envs: int) -> float:
         w = make_workload(30, seed=1000 + env, conversational_rate=0.0)
         arm_set = ArmSet(w.arms)
         budget = round(0.35 * arm_set.total_cost)
-        cfg = LearningConfig(
+        cfg = LearningConfig.for_policy(
+            "seed",
             phase=Phase.ACTIVE,
             token_budget=budget,
             min_pulls=3,
@@ -508,7 +538,7 @@ def test_sharpened_per_token_beats_the_seed_algorithm_on_regret() -> None:
 def test_run_policy_updates_like_spec_section_5() -> None:
     w = make_workload(12, seed=4, conversational_rate=0.5)
     arm_set = ArmSet(w.arms)
-    cfg = LearningConfig(phase=Phase.ACTIVE, token_budget=2000, min_pulls=2)
+    cfg = LearningConfig.for_policy("seed", phase=Phase.ACTIVE, token_budget=2000, min_pulls=2)
     conversational, used = w.draw_run(60, np.random.default_rng(0))
     run = run_policy(arm_set, cfg, conversational, used, np.random.default_rng(1), checkpoints=60)
     working = ~conversational
@@ -525,10 +555,11 @@ def test_run_policy_updates_like_spec_section_5() -> None:
 # --- pooled prior -----------------------------------------------------------------------------
 
 
-def test_pooled_prior_is_off_by_default_and_round_trips() -> None:
-    assert LearningConfig().pooled_prior is False
+def test_pooled_prior_is_on_by_default_off_for_seed_and_round_trips() -> None:
+    assert LearningConfig().pooled_prior is True
     assert "pooledPrior" not in LearningConfig().to_dict()
-    c = LearningConfig.from_dict({"pooledPrior": True, "exploration": 0.7})
+    assert LearningConfig.for_policy("seed").pooled_prior is False
+    c = LearningConfig.from_dict({"policy": "seed", "pooledPrior": True, "exploration": 0.7})
     assert c.pooled_prior is True
     assert c.to_dict()["pooledPrior"] is True
     assert LearningConfig.from_dict(c.to_dict()) == c
@@ -549,8 +580,8 @@ def _pooled_case() -> tuple[list[Arm], PosteriorArrays]:
 
 def test_pooled_prior_judges_little_evidence_by_the_other_arms() -> None:
     arms, post = _pooled_case()
-    base = LearningConfig(
-        phase=Phase.ACTIVE, baseline_rate=0.0, token_budget=10, min_pulls=0, seed_arm_ids=()
+    base = LearningConfig.for_policy(
+        "seed", phase=Phase.ACTIVE, baseline_rate=0.0, token_budget=10, min_pulls=0, seed_arm_ids=()
     )
     own = LearningConfig(**{**_kw(base), "exploration": 0.0})
     pooled = LearningConfig(**{**_kw(base), "exploration": 0.0, "pooled_prior": True})
@@ -567,7 +598,8 @@ def test_pooled_prior_judges_little_evidence_by_the_other_arms() -> None:
 
 def test_pooled_prior_scores_stay_in_the_unit_interval_and_are_seeded() -> None:
     arms, post = _pooled_case()
-    cfg = LearningConfig(
+    cfg = LearningConfig.for_policy(
+        "seed",
         phase=Phase.ACTIVE,
         baseline_rate=0.0,
         token_budget=2000,
@@ -591,8 +623,13 @@ def test_pooled_prior_keeps_seeds_under_explored_and_baseline_runs() -> None:
     post = PosteriorArrays(
         np.array([1.0, 1.0, 1.0]), np.array([50.0, 1.0, 50.0]), np.array([49, 0, 49])
     )
-    cfg = LearningConfig(
-        phase=Phase.ACTIVE, baseline_rate=0.0, token_budget=20, min_pulls=5, pooled_prior=True
+    cfg = LearningConfig.for_policy(
+        "seed",
+        phase=Phase.ACTIVE,
+        baseline_rate=0.0,
+        token_budget=20,
+        min_pulls=5,
+        pooled_prior=True,
     )
     assert select_arms(arms, post, cfg, rng=0).selected == ("tool:fs:Read", "tool:t:new")
     baseline = LearningConfig(**{**_kw(cfg), "baseline_rate": 1.0, "token_budget": 30})
@@ -659,3 +696,43 @@ def test_usefulness_estimates_add_up_to_the_true_usage_of_rarely_seen_arms() -> 
     truth = float(p[few].sum())
     assert abs(estimated - truth) < 0.12 * truth
     assert abs(flat - truth) > abs(estimated - truth)
+
+
+def test_pooled_prior_on_a_large_inventory_draws_from_the_matched_beta() -> None:
+    """Above POOLED_EXACT_MAX arms the pooled prior is fitted on a spread sample and matched
+    by a Beta: arms keep the order their evidence gives, an arm with no evidence is drawn
+    around how arms in general turned out, and the group means agree with the exact path."""
+    from engine.selection import POOLED_EXACT_MAX, POOLED_FLOOR, _pooled_scores
+
+    def case(n: int) -> PosteriorArrays:
+        used = np.arange(n) % 4 == 0  # a quarter of the arms are used 9 times in 10
+        alpha = np.where(used, 37.0, 3.0)
+        beta = np.where(used, 5.0, 39.0)
+        alpha[1], beta[1] = 1.0, 1.0  # never observed
+        return PosteriorArrays(alpha, beta, np.full(n, 40))
+
+    large, exact = case(4 * POOLED_EXACT_MAX), case(POOLED_EXACT_MAX)
+    a = _pooled_scores(large, 1.0, np.random.default_rng(0))
+    b = _pooled_scores(large, 1.0, np.random.default_rng(0))
+    assert np.array_equal(a, b)
+    assert a.shape == (len(large.alpha),) and ((a > 0) & (a < 1)).all()
+    e = _pooled_scores(exact, 1.0, np.random.default_rng(0))
+    group = np.arange(len(large.alpha)) % 4 == 0
+    small_group = np.arange(len(exact.alpha)) % 4 == 0
+    assert a[group].mean() == pytest.approx(e[small_group].mean(), abs=0.05)
+    assert a[~group].mean() == pytest.approx(e[~small_group].mean(), abs=0.05)
+    # the never-observed arm, drawn many times, centres near the population's mean use
+    fresh = PosteriorArrays(
+        np.concatenate([large.alpha, np.ones(500)]),
+        np.concatenate([large.beta, np.ones(500)]),
+        np.zeros(len(large.alpha) + 500, dtype=np.int64),
+    )
+    drawn = _pooled_scores(fresh, 1.0, np.random.default_rng(1))[-500:]
+    observed = large.alpha + large.beta > 2
+    rate = float(
+        ((large.alpha[observed] - 1) / (large.alpha[observed] + large.beta[observed] - 2)).mean()
+    )
+    expected = (1 - POOLED_FLOOR) * rate + POOLED_FLOOR * 0.5  # the fit, with its uniform share
+    assert drawn.mean() == pytest.approx(expected, abs=0.05)
+    means = _pooled_scores(large, 0.0, np.random.default_rng(0))
+    assert (means[group] > 0.7).all() and (means[~group][1:] < 0.2).all()

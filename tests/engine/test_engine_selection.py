@@ -50,7 +50,7 @@ def config(**kwargs: Any) -> LearningConfig:
         "min_pulls": 0,
     }
     base.update(kwargs)
-    return LearningConfig(**base)
+    return LearningConfig.for_policy("seed", **base)
 
 
 class SpyGenerator(np.random.Generator):
@@ -136,9 +136,9 @@ def check_invariants(sel: Selection, arms: Sequence[Arm]) -> None:
 @pytest.mark.parametrize(
     "cfg",
     [
-        LearningConfig(token_budget=10),  # passive is the default
-        LearningConfig(phase=Phase.ACTIVE, enabled=False, token_budget=10),
-        LearningConfig(phase=Phase.PASSIVE, baseline_rate=1.0, token_budget=0),
+        LearningConfig.for_policy("seed", token_budget=10),  # passive is the default
+        LearningConfig.for_policy("seed", phase=Phase.ACTIVE, enabled=False, token_budget=10),
+        LearningConfig.for_policy("seed", phase=Phase.PASSIVE, baseline_rate=1.0, token_budget=0),
     ],
 )
 def test_passive_or_disabled_includes_everything(cfg: LearningConfig) -> None:
@@ -156,7 +156,7 @@ def test_passive_or_disabled_includes_everything(cfg: LearningConfig) -> None:
 
 def test_include_everything() -> None:
     arms = inventory([1, 2])
-    sel = include_everything(arms, LearningConfig(), "storage is down")
+    sel = include_everything(arms, LearningConfig.for_policy("seed"), "storage is down")
     assert sel.selected == (arms[0].id, arms[1].id)
     assert sel.excluded == ()
     assert sel.fallback == "storage is down"
@@ -340,7 +340,9 @@ def test_seeds_are_always_in_even_when_they_exceed_the_budget() -> None:
 def test_seeds_are_in_with_the_default_config() -> None:
     arms = [Arm(a, 1000) for a in DEFAULT_SEED_ARM_IDS] + inventory([1000] * 4)
     posteriors = {a.id: sharp(0.01 if a.id in DEFAULT_SEED_ARM_IDS else 0.99) for a in arms}
-    cfg = LearningConfig(phase=Phase.ACTIVE, token_budget=1000, baseline_rate=0.5)
+    cfg = LearningConfig.for_policy(
+        "seed", phase=Phase.ACTIVE, token_budget=1000, baseline_rate=0.5
+    )
     for seed in range(20):
         sel = select_arms(arms, posteriors, cfg, rng=seed)
         assert set(DEFAULT_SEED_ARM_IDS) <= set(sel.selected)

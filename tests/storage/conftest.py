@@ -19,9 +19,11 @@ def store(database_url: str) -> Iterator[SqlStore]:
 @pytest.fixture
 def active(store: SqlStore) -> LearningService:
     """A service in the active phase with the cache always fresh."""
-    return LearningService(store, LearningConfig(phase=Phase.ACTIVE), rng=7, cache_ttl=0)
+    return LearningService(
+        store, LearningConfig.for_policy("seed", phase=Phase.ACTIVE), rng=7, cache_ttl=0
+    )
 
 
 @pytest.fixture
 def passive(store: SqlStore) -> LearningService:
-    return LearningService(store, LearningConfig(), rng=7, cache_ttl=0)
+    return LearningService(store, LearningConfig.for_policy("seed"), rng=7, cache_ttl=0)

@@ -23,7 +23,9 @@ def _writer(url: str, worker: int, count: int, start: mp.synchronize.Event) -> N
     import random
 
     store = SqlStore(url)
-    svc = LearningService(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0.05)
+    svc = LearningService(
+        store, LearningConfig.for_policy("seed", phase=Phase.ACTIVE), cache_ttl=0.05
+    )
     arms = workload_arms(ARM_COUNT)
     rng = random.Random(worker)
     start.wait()
@@ -35,7 +37,9 @@ def _writer(url: str, worker: int, count: int, start: mp.synchronize.Event) -> N
 
 def _duplicate_writer(url: str, count: int, start: mp.synchronize.Event) -> None:
     store = SqlStore(url)
-    svc = LearningService(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0.05)
+    svc = LearningService(
+        store, LearningConfig.for_policy("seed", phase=Phase.ACTIVE), cache_ttl=0.05
+    )
     arms = workload_arms(ARM_COUNT)
     start.wait()
     for i in range(count):
@@ -69,7 +73,7 @@ def test_four_processes_lose_nothing(database_url: str) -> None:
     SqlStore(database_url).close()  # create the schema before the race
     _run(_writer, [(database_url, w, 500) for w in range(4)])
     store = SqlStore(database_url)
-    svc = LearningService(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)
+    svc = LearningService(store, LearningConfig.for_policy("seed", phase=Phase.ACTIVE), cache_ttl=0)
     expected = 4 * 500 * ARM_COUNT
     mass, pulls = _totals(store)
     assert mass == expected
@@ -86,7 +90,7 @@ def test_duplicate_traces_from_two_processes_count_once(database_url: str) -> No
     SqlStore(database_url).close()
     _run(_duplicate_writer, [(database_url, 200), (database_url, 200)])
     store = SqlStore(database_url)
-    svc = LearningService(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)
+    svc = LearningService(store, LearningConfig.for_policy("seed", phase=Phase.ACTIVE), cache_ttl=0)
     assert svc.traces(limit=1)[1] == 200
     mass, pulls = _totals(store)
     assert pulls == 200 * ARM_COUNT
@@ -97,7 +101,9 @@ def test_duplicate_traces_from_two_processes_count_once(database_url: str) -> No
 
 def _endless_writer(url: str, ready: mp.synchronize.Event) -> None:
     store = SqlStore(url)
-    svc = LearningService(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0.05)
+    svc = LearningService(
+        store, LearningConfig.for_policy("seed", phase=Phase.ACTIVE), cache_ttl=0.05
+    )
     arms = workload_arms(ARM_COUNT)
     i = 0
     while True:
@@ -122,7 +128,7 @@ def test_sigkill_mid_run_leaves_only_whole_traces(database_url: str) -> None:
     os.kill(proc.pid, signal.SIGKILL)
     proc.join()
     store = SqlStore(database_url)
-    svc = LearningService(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)
+    svc = LearningService(store, LearningConfig.for_policy("seed", phase=Phase.ACTIVE), cache_ttl=0)
     report = svc.verify()
     assert report.ok, report.problems
     total = svc.traces(limit=1)[1]
@@ -214,17 +220,17 @@ def test_read_only_sqlite_file_is_a_clear_error(tmp_path: object) -> None:
 
     path = f"{tmp_path}/ro.sqlite"
     rw = SqlStore(f"sqlite:///{path}")
-    svc = LearningService(rw, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)
+    svc = LearningService(rw, LearningConfig.for_policy("seed", phase=Phase.ACTIVE), cache_ttl=0)
     svc.observe(report("before"))
     rw.close()
     ro = SqlStore(f"sqlite:///file:{path}?mode=ro&uri=true")
-    ro_svc = LearningService(ro, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)
+    ro_svc = LearningService(ro, LearningConfig.for_policy("seed", phase=Phase.ACTIVE), cache_ttl=0)
     with pytest.raises(Unavailable, match="readonly"):
         ro_svc.observe(report("after"))
     assert ro_svc.status().summary.trace_count == 1
     ro.close()
     rw = SqlStore(f"sqlite:///{path}")
-    again = LearningService(rw, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)
+    again = LearningService(rw, LearningConfig.for_policy("seed", phase=Phase.ACTIVE), cache_ttl=0)
     assert again.verify().ok
     assert again.traces()[1] == 1
     rw.close()
@@ -321,7 +327,7 @@ def test_arm_key_migration_keeps_the_data(database_url: str) -> None:
         )
     assert upgrade(engine)[1] == HEAD_REVISION
     store = SqlStore(database_url)
-    svc = LearningService(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)
+    svc = LearningService(store, LearningConfig.for_policy("seed", phase=Phase.ACTIVE), cache_ttl=0)
     report = svc.verify()
     assert report.ok, report.problems
     traces, total = svc.traces()

@@ -20,7 +20,7 @@ from storage import SqlStore
 
 from .helpers import ARMS, report
 
-ACTIVE = LearningConfig(phase=Phase.ACTIVE)
+ACTIVE = LearningConfig.for_policy("seed", phase=Phase.ACTIVE)
 
 
 @pytest.fixture
@@ -98,7 +98,9 @@ def test_a_batch_with_a_run_stored_meanwhile_folds_only_the_new_ones(database_ur
     """A batch holding a trace already stored records the others, folded together without
     it (PostgreSQL rolls the first attempt back and writes the new runs again), to the bit."""
     store = SqlStore(database_url)
-    service = LearningService(store, LearningConfig(phase=Phase.ACTIVE, half_life=7.0))
+    service = LearningService(
+        store, LearningConfig.for_policy("seed", phase=Phase.ACTIVE, half_life=7.0)
+    )
     first = service.observe(report("a", calls=("Read",)))
     batch = service.observe_many(
         [
@@ -136,7 +138,7 @@ def test_a_half_life_set_by_another_replica_is_used_by_the_next_write(database_u
     other = SqlStore(database_url)
     service = LearningService(writer, ACTIVE, cache_ttl=3600)
     before = service.observe(report("before"))
-    LearningService(other, LearningConfig(phase=Phase.ACTIVE, half_life=4.0))
+    LearningService(other, LearningConfig.for_policy("seed", phase=Phase.ACTIVE, half_life=4.0))
     after = service.observe(report("after", calls=("Bash",)))
     assert after.recorded
     stored = other.load_arms(service.learner_id)

@@ -144,9 +144,9 @@ def test_unknown_phase_is_refused(passive: LearningService) -> None:
 
 
 def test_phase_persists_across_services(store: SqlStore) -> None:
-    first = LearningService(store, LearningConfig(), cache_ttl=0)
+    first = LearningService(store, LearningConfig.for_policy("seed"), cache_ttl=0)
     first.set_phase("active", actor="ops")
-    second = LearningService(store, LearningConfig(), cache_ttl=0)
+    second = LearningService(store, LearningConfig.for_policy("seed"), cache_ttl=0)
     assert second.phase() is Phase.ACTIVE
     assert second.config.phase is Phase.ACTIVE
 
@@ -252,7 +252,7 @@ def test_bad_reward_values_change_nothing(active: LearningService, value: object
 
 
 def test_ambiguous_and_unknown_labels(store: SqlStore) -> None:
-    svc = LearningService(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)
+    svc = LearningService(store, LearningConfig.for_policy("seed", phase=Phase.ACTIVE), cache_ttl=0)
     arms = (Arm("tool:a:SearchWeb", 10), Arm("tool:b:SearchDocs", 10), Arm("tool:c:Read", 10))
     svc.observe(RunReport("x", tuple(ReportedArm(a) for a in arms), tool_calls=()))
     before = snapshot(svc)
@@ -287,7 +287,7 @@ def test_bad_reports_are_refused_before_storage(active: LearningService) -> None
 
 
 def test_status_counts_savings_and_top_bottom(store: SqlStore) -> None:
-    svc = LearningService(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)
+    svc = LearningService(store, LearningConfig.for_policy("seed", phase=Phase.ACTIVE), cache_ttl=0)
     arms = [Arm(f"tool:t:T{i}", 10) for i in range(8)]
     for i in range(12):
         used = [f"T{j}" for j in range(8) if j <= i % 8]
@@ -390,7 +390,9 @@ def test_timeseries(active: LearningService) -> None:
 def test_select_uses_stored_posteriors(store: SqlStore) -> None:
     svc = LearningService(
         store,
-        LearningConfig(phase=Phase.ACTIVE, baseline_rate=0.0, min_pulls=0, token_budget=150),
+        LearningConfig.for_policy(
+            "seed", phase=Phase.ACTIVE, baseline_rate=0.0, min_pulls=0, token_budget=150
+        ),
         rng=3,
         cache_ttl=0,
     )
@@ -405,15 +407,21 @@ def test_select_uses_stored_posteriors(store: SqlStore) -> None:
         )
     picks = [svc.select([good, bad]).selected for _ in range(50)]
     assert sum("tool:t:Good" in p for p in picks) >= 48
-    passive = LearningService(store, LearningConfig(), learner="other", cache_ttl=0)
+    passive = LearningService(
+        store, LearningConfig.for_policy("seed"), learner="other", cache_ttl=0
+    )
     everything = passive.select([good, bad])
     assert everything.selected == ("tool:t:Good", "tool:t:Bad")
     assert everything.fallback
 
 
 def test_learners_are_isolated(store: SqlStore) -> None:
-    a = LearningService(store, LearningConfig(phase=Phase.ACTIVE), learner="team-a", cache_ttl=0)
-    b = LearningService(store, LearningConfig(phase=Phase.ACTIVE), learner="team-b", cache_ttl=0)
+    a = LearningService(
+        store, LearningConfig.for_policy("seed", phase=Phase.ACTIVE), learner="team-a", cache_ttl=0
+    )
+    b = LearningService(
+        store, LearningConfig.for_policy("seed", phase=Phase.ACTIVE), learner="team-b", cache_ttl=0
+    )
     a.observe(report("same-id"))
     assert b.observe(report("same-id")).recorded
     a.reset(actor="ops")
@@ -424,9 +432,12 @@ def test_learners_are_isolated(store: SqlStore) -> None:
 def test_cache_sees_other_replicas_writes(store: SqlStore) -> None:
     clock = [0.0]
     one = LearningService(
-        store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=1.0, clock=lambda: clock[0]
+        store,
+        LearningConfig.for_policy("seed", phase=Phase.ACTIVE),
+        cache_ttl=1.0,
+        clock=lambda: clock[0],
     )
-    two = LearningService(store, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0)
+    two = LearningService(store, LearningConfig.for_policy("seed", phase=Phase.ACTIVE), cache_ttl=0)
     one.observe(report("a"))
     assert snapshot(one)["tool:fs:Read"][2] == 1
     two.observe(report("b"))

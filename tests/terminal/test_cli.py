@@ -341,6 +341,26 @@ def test_spool_bound_comes_from_the_environment(tmp_path: Path) -> None:
             load_settings({"LEARNING_BOT_SPOOL_MAX_MB": bad})
 
 
+def test_policy_and_half_life_come_from_the_environment(tmp_path: Path) -> None:
+    from engine.config import DEFAULT_POLICY, LearningConfig
+    from engine.errors import InvalidConfig
+    from learning_bot.settings import load_settings
+
+    assert load_settings({}).config == LearningConfig()
+    assert load_settings({}).config.policy == DEFAULT_POLICY
+    seed = load_settings({"LEARNING_BOT_POLICY": "seed"}).config
+    assert seed == LearningConfig.for_policy("seed")
+    mixed = load_settings({"LEARNING_BOT_POLICY": "seed", "LEARNING_BOT_HALF_LIFE": "30"})
+    assert (mixed.config.pooled_prior, mixed.config.half_life) == (False, 30.0)
+    config = tmp_path / "learning.toml"
+    config.write_text('[learning]\npolicy = "seed"\n')
+    from_file = load_settings({"LEARNING_BOT_CONFIG": str(config)}).config
+    assert from_file == LearningConfig.for_policy("seed")
+    for name, bad in (("POLICY", "best"), ("HALF_LIFE", "soon"), ("HALF_LIFE", "-3")):
+        with pytest.raises(InvalidConfig, match=f"LEARNING_BOT_{name}"):
+            load_settings({f"LEARNING_BOT_{name}": bad})
+
+
 def _wait_until_listening(port: int, timeout: float = 30.0) -> None:
     """The server announces its surfaces as it starts them: a client that starts at once can
     come before the port listens."""

@@ -90,7 +90,7 @@ def make_app(database_url: str, **changes: Any) -> App:
     apps on one database play two replicas."""
     settings = Settings(
         database_url=database_url,
-        config=LearningConfig(phase=Phase.ACTIVE),
+        config=LearningConfig.for_policy("seed", phase=Phase.ACTIVE),
         admins=frozenset({f"discord:{LISTED.id}", str(LISTED_HERE.id)}),
         learners={f"discord:{OTHER_GUILD}": "other"},
         cache_ttl=0.0,

@@ -406,7 +406,9 @@ def test_reset_undo_and_thumbs(browser: Any, served: Served) -> None:
         f"{before[top]['mean']:.3f}"
     )
 
-    # Thumbs up on one arm, thumbs down on another: one observation each, in the posterior.
+    # Thumbs up on one arm, thumbs down on another: one observation each, in the posterior
+    # (the default policy forgets a little of the old evidence at each: alpha and beta move
+    # toward the prior first, so the checks are on the direction of each change).
     up, down = list(before)[2], list(before)[5]
     page.locator(f'#posteriors tr[data-arm="{up}"] button.thumb.up').click()
     expect(page.locator("#notice-text")).to_contain_text(f"Thumbs up recorded for {up}")
@@ -414,11 +416,11 @@ def test_reset_undo_and_thumbs(browser: Any, served: Served) -> None:
     expect(page.locator("#notice-text")).to_contain_text(f"Thumbs down recorded for {down}")
     now = posterior_map(served)
     assert now[up]["pulls"] == before[up]["pulls"] + 1
-    assert now[up]["alpha"] == pytest.approx(before[up]["alpha"] + 1)
-    assert now[up]["beta"] == pytest.approx(before[up]["beta"])
+    assert now[up]["mean"] > before[up]["mean"]
+    assert now[up]["beta"] <= before[up]["beta"] < now[up]["beta"] + 1
     assert now[down]["pulls"] == before[down]["pulls"] + 1
-    assert now[down]["alpha"] == pytest.approx(before[down]["alpha"])
-    assert now[down]["beta"] == pytest.approx(before[down]["beta"] + 1)
+    assert now[down]["mean"] < before[down]["mean"]
+    assert now[down]["alpha"] <= before[down]["alpha"] < now[down]["alpha"] + 1
     expect(page.locator(f'#posteriors tr[data-arm="{up}"] td.pulls')).to_have_text(
         f"{now[up]['pulls']:,}"
     )
