@@ -37,9 +37,12 @@ def test_simulate_then_status_show_positive_prompt_savings(tmp_path: Path, seed:
     status = run(db, "status")
     assert status.returncode == 0, status.stderr
     head = status.stdout.splitlines()[:4]
-    assert any(
-        line.startswith(f"Saved {float(saved.group(1)):.0f}% of prompt tokens") for line in head
-    ), head
+    # status shows the exact figure to the percent, simulate to a tenth: 56.52 prints as
+    # 56.5 there and 57 here
+    shown = [re.match(r"Saved (\d+)% of prompt tokens", line) for line in head]
+    percents = [int(m.group(1)) for m in shown if m is not None]
+    assert percents, head
+    assert abs(percents[0] - float(saved.group(1))) <= 0.55, head
     assert any(line.startswith("Kept about ") for line in head), head
     # the original figure is still there, second, with what it compares
     assert "Token savings:" in status.stdout
