@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from functools import lru_cache
 
 from engine.errors import InvalidInput
 
@@ -50,9 +51,23 @@ def usefulness_estimates(evidence: Mapping[str, tuple[float, float]]) -> dict[st
     general turned out: 0 uses in 5 observations reads as "rarely used" (about the rate of
     the rarely used arms), not as the 8% a flat prior gives, and that bias, summed over every
     run that left such arms out, is what an estimate of recall cannot afford. Arms with a lot
-    of evidence keep their observed rate."""
+    of evidence keep their observed rate.
+
+    The fit is the costliest part of a status (about 2 ms at 30 arms) and its input changes
+    only when an arm does: the last few fits are kept, keyed by the evidence itself, so a
+    server asked for the same status again answers from the same figures."""
+    key = tuple((arm_id, (uses, misses)) for arm_id, (uses, misses) in evidence.items())
+    return dict(_fit(key))
+
+
+Evidence = tuple[tuple[str, tuple[float, float]], ...]
+
+
+@lru_cache(maxsize=16)
+def _fit(evidence: Evidence) -> dict[str, float]:
+    """usefulness_estimates on the evidence as (arm id, (uses, non-uses)) pairs, in order."""
     groups: dict[tuple[float, float], list[str]] = {}
-    for arm_id, (uses, misses) in evidence.items():
+    for arm_id, (uses, misses) in evidence:
         key = (round(max(uses, 0.0), 9), round(max(misses, 0.0), 9))
         groups.setdefault(key, []).append(arm_id)
     if not groups:

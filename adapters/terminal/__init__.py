@@ -4,10 +4,14 @@ invocations of the command bus (local, or a running server's over HTTP), answere
 Names are imported on first use, so that a light module of the package (`style`) can be
 imported without the command bus."""
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from __future__ import annotations
 
+from importlib import import_module
+
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from adapters.terminal.commands import (
         EXIT_ERROR,
         EXIT_OK,

@@ -1,12 +1,18 @@
 """Colour for the terminal: on when the stream is a terminal, off when it is not, when
-`NO_COLOR` is set (https://no-color.org) or when TERM is `dumb`."""
+`NO_COLOR` is set (https://no-color.org) or when TERM is `dumb`.
+
+This module imports only `os`: `learning-bot status` prints with its colours, and a dataclass
+or `typing` here would cost that command more than its own work (dataclasses imports
+inspect)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TextIO
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TextIO
 
 RESET = "\033[0m"
 CODES = {
@@ -31,9 +37,32 @@ def colour_wanted(stream: TextIO, env: Mapping[str, str] | None = None) -> bool:
     return bool(isatty and isatty())
 
 
-@dataclass(frozen=True)
 class Style:
-    enabled: bool = False
+    """Whether to paint, and how: immutable, compared and hashed by `enabled`."""
+
+    __slots__ = ("enabled",)
+    __match_args__ = ("enabled",)
+    enabled: bool
+
+    def __init__(self, enabled: bool = False) -> None:
+        object.__setattr__(self, "enabled", enabled)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Style) or other.__class__ is not self.__class__:
+            return NotImplemented
+        return self.enabled == other.enabled
+
+    def __hash__(self) -> int:
+        return hash((self.enabled,))
+
+    def __repr__(self) -> str:
+        return f"Style(enabled={self.enabled!r})"
 
     @classmethod
     def for_stream(cls, stream: TextIO, env: Mapping[str, str] | None = None) -> Style:

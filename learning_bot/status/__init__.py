@@ -6,7 +6,8 @@ server's /command route answers (.remote). Either reply is printed as the termin
 prints replies (adapters.terminal.commands and .render: .terminal). These modules import the
 standard library, storage.lite (which imports no more) and engine.metrics for the estimated
 recall's arithmetic (which imports only the engine's errors): the rest of the engine, the bus
-and SQLAlchemy take about 100 ms to import, five times the interpreter's own start-up.
+and SQLAlchemy take about 100 ms to import, five times the interpreter's own start-up. With
+--url, none of the local read is imported (.reply, storage.lite, sqlite3, engine.metrics).
 
 What this path does not answer as it stands, `quick_status` (.command) leaves to the general
 command line (learning_bot.command_line) by returning None: other commands and options, another

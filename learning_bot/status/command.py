@@ -1,5 +1,8 @@
 """The command line of `learning-bot status`: what argparse would read, the settings as
-learning_bot.settings reads them, and the answer (or None, for the general path)."""
+learning_bot.settings reads them, and the answer (or None, for the general path).
+
+With --url, .reply (which builds the reply from a file, and what it reads the file with) is
+not imported."""
 
 from __future__ import annotations
 
@@ -9,13 +12,11 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from adapters.terminal.style import colour_wanted
-from learning_bot.status.remote import fetch, plain_reply
-from learning_bot.status.reply import Settings, read_arm, read_status
 from learning_bot.status.terminal import render
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from learning_bot.status.reply import Reply
+    from learning_bot.status.reply import Reply, Settings
 
 MAX_TOP = 25
 """bot.commands.MAX_TOP"""
@@ -44,6 +45,13 @@ UNREAD_ENV = frozenset(
 the tests'). Any other one, or --config, has the settings read by learning_bot.settings."""
 
 
+def own_settings(config_path: str | None, env: Mapping[str, str]) -> bool:
+    """Whether this module reads the settings itself (nothing there can be refused), rather
+    than learning_bot.settings."""
+    names = {key[len(ENV) :] for key in env if key.startswith(ENV)}
+    return config_path is None and names <= READ_ENV | UNREAD_ENV
+
+
 def read_settings(
     database_url: str | None,
     learner: str | None,
@@ -51,8 +59,9 @@ def read_settings(
     env: Mapping[str, str],
 ) -> Settings:
     """The settings as learning_bot.settings.load_settings reads them (and refuses them)."""
-    names = {key[len(ENV) :] for key in env if key.startswith(ENV)}
-    if config_path is None and names <= READ_ENV | UNREAD_ENV:
+    from learning_bot.status.reply import Settings
+
+    if own_settings(config_path, env):
         return Settings(
             database_url or env.get(f"{ENV}DATABASE_URL") or None,
             learner or env.get(f"{ENV}LEARNER") or "default",
@@ -164,15 +173,21 @@ def quick_status(argv: Sequence[str], env: Mapping[str, str] | None = None) -> i
     if request is None:
         return None
     env = os.environ if env is None else env
-    # read (and refused) first, with --url too, as the general path does
-    settings = read_settings(request.database_url, request.learner, request.config, env)
     if request.url:
+        from learning_bot.status.remote import fetch, plain_reply
+
+        # read (and refused) first, as the general path does; they are the server's to use
+        if not own_settings(request.config, env):
+            read_settings(request.database_url, request.learner, request.config, env)
         reply = fetch(request.url, request.learner, request.text, env)
         if reply is None:
             return None
         if not plain_reply(reply):
             return _general(reply, request)
     else:
+        from learning_bot.status.reply import read_arm, read_status
+
+        settings = read_settings(request.database_url, request.learner, request.config, env)
         if "terminal:" in settings.learners:
             return None
         if request.arm is not None:

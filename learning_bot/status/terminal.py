@@ -20,8 +20,9 @@ _CONTROL_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 def plain(text: str) -> str:
     """bot.render_text.plain: control characters (engine.text) become spaces, line breaks
-    stay."""
-    if text.isascii() and text.isprintable():
+    stay. Printable text has none (str.isprintable is false for every category here), so it
+    is returned without importing unicodedata: a status has a dash or two in it."""
+    if text.isprintable():
         return text
     import unicodedata
 

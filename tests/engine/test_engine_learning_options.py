@@ -675,6 +675,23 @@ def test_usefulness_estimates_read_few_observations_against_the_other_arms() -> 
     assert 0.0 < usefulness_estimates({"a": (0.4, 2.7)})["a"] < 1.0
 
 
+def test_usefulness_estimates_asked_again_answer_alike_and_apart() -> None:
+    """The last fits are kept (a server answers status after status from them): the same
+    evidence gives the same figures, each caller gets its own dict, and evidence that changed
+    is fitted again."""
+    from engine.metrics import usefulness_estimates
+
+    evidence = {"a": (3.0, 40.0), "b": (20.0, 2.0), "c": (0.0, 5.0), "d": (1.5, 0.25)}
+    first = usefulness_estimates(evidence)
+    first["a"] = -1.0
+    again = usefulness_estimates(dict(evidence))
+    assert again["a"] != -1.0 and set(again) == set(evidence)
+    assert usefulness_estimates({"a": (3.0, 40.0)}) == usefulness_estimates({"a": (3, 40)})
+    moved = usefulness_estimates({**evidence, "a": (30.0, 13.0)})
+    assert moved["a"] > again["a"]
+    assert usefulness_estimates(evidence) == again
+
+
 def test_usefulness_estimates_add_up_to_the_true_usage_of_rarely_seen_arms() -> None:
     """Summed over many arms seen a few times each (what status multiplies by the runs that
     left them out), the estimates match the true usage probabilities; the flat Jeffreys

@@ -59,6 +59,36 @@ PROBE = (
     f"print(code, sorted(set(heavy) - set({LIGHT_ENGINE!r})), file=sys.stderr)\n"
 )
 
+NOT_FOR_URL = (
+    "sqlite3",
+    "storage",
+    "engine",
+    "learning_bot.status.reply",
+    "socket",
+    "selectors",
+    "getpass",
+    "typing",
+    "dataclasses",
+    "inspect",
+    "urllib.request",
+    "http",
+)
+"""What status --url does without: the file's reader and the reply builder (the local read's),
+the socket module's wrappers (the C module does), getpass (its look-up is done without its
+prompts), typing and dataclasses (the terminal package's light modules need neither)."""
+PROBE_URL = (
+    "import sys\n"
+    "before = set(sys.modules)\n"
+    "from learning_bot.cli import main\n"
+    "code = main(sys.argv[1:])\n"
+    "names = set(sys.modules) - before\n"
+    f"heavy = [m for m in names if m.split('.')[0] in {HEAVY + NOT_FOR_URL!r}"
+    f" or m in {HEAVY_MODULES + NOT_FOR_URL!r}]\n"
+    "print(code, sorted(set(heavy) - {'adapters', 'adapters.terminal', "
+    "'adapters.terminal.style'}), file=sys.stderr)\n"
+)
+"""PROBE for status --url: what it imports beyond what the interpreter had at start."""
+
 
 # -- databases in the states status shows differently ------------------------------------------
 
@@ -334,7 +364,7 @@ def test_status_from_a_server_is_the_local_status(simulated: str, server: _Serve
     env = {**os.environ, "LEARNING_BOT_DATABASE_URL": db, "LEARNING_BOT_API_TOKEN": "sesame"}
     server.respond = lambda body: _json(200, general_reply(env, body["text"]))
     for args in (["status"], ["status", "top", "2", "--json"]):
-        code, out, err = _run(["--url", server.url, "--learner", "default", *args], env, PROBE)
+        code, out, err = _run(["--url", server.url, "--learner", "default", *args], env, PROBE_URL)
         assert (code, err) == (0, "0 []\n")
         assert out == _run(args, env)[1]
         assert out == _run(["--url", server.url, "--learner", "default", *args], env, GENERAL)[1]
