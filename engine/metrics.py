@@ -54,7 +54,7 @@ def usefulness_estimates(evidence: Mapping[str, tuple[float, float]]) -> dict[st
     of evidence keep their observed rate.
 
     The fit is the costliest part of a status (about 2 ms at 30 arms) and its input changes
-    only when an arm does: the last few fits are kept, keyed by the evidence itself, so a
+    only when an arm does: the last four fits are kept, keyed by the evidence itself, so a
     server asked for the same status again answers from the same figures."""
     key = tuple((arm_id, (uses, misses)) for arm_id, (uses, misses) in evidence.items())
     return dict(_fit(key))
@@ -63,7 +63,7 @@ def usefulness_estimates(evidence: Mapping[str, tuple[float, float]]) -> dict[st
 Evidence = tuple[tuple[str, tuple[float, float]], ...]
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=4)
 def _fit(evidence: Evidence) -> dict[str, float]:
     """usefulness_estimates on the evidence as (arm id, (uses, non-uses)) pairs, in order."""
     groups: dict[tuple[float, float], list[str]] = {}
