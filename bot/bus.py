@@ -92,6 +92,12 @@ class LearnerServices:
         self._lock = threading.Lock()
 
     def get(self, learner: str, *, create: bool = True) -> LearningService:
+        if type(learner) is str:
+            # A learner already served (its name was checked then): one lookup, without the
+            # lock (entries are only ever added).
+            service = self._services.get(learner)
+            if service is not None:
+                return service
         check_learner_name(learner)
         with self._lock:
             service = self._services.get(learner)

@@ -9,15 +9,18 @@ import hmac
 import json
 import logging
 import math
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from json.encoder import encode_basestring
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from starlette.datastructures import QueryParams
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import Scope
+from starlette.types import Receive, Scope, Send
 
 from bot.bus import CommandBus
 from bot.commands import Command, PhaseCommand, ResetCommand, RewardCommand
@@ -39,6 +42,9 @@ from engine.errors import Ambiguous, InvalidInput, Unavailable
 from engine.observation import RunReport
 from engine.records import report_from_json
 from engine.service import LearningService
+
+if TYPE_CHECKING:
+    from engine.selection import ArmSet, Selection
 
 log = logging.getLogger("learning_bot.http")
 
@@ -85,7 +91,7 @@ class BodyDeadlines:
             self._loop = loop
         elif self._loop is not loop:
             return None
-        task = asyncio.current_task()
+        task = asyncio.current_task(loop)
         if task is None:
             return None
         self._reading[task] = loop.time() + self.seconds
@@ -156,6 +162,130 @@ def error(status: int, message: str, **extra: Any) -> JSONResponse:
     return JsonResponse({"error": message, **extra}, status, headers=headers)
 
 
+def failure(exc: Exception, method: str, path: str) -> JSONResponse:
+    """The answer to a request whose handler raised `exc`: an ApiError's status and message,
+    else the status and wording of the error table (an unexpected error is logged)."""
+    if isinstance(exc, ApiError):
+        return error(exc.status, str(exc), **exc.extra)
+    kind = error_kind(exc)
+    if kind.code == "internal":
+        log.exception("%s %s failed", method, path)
+    extra: dict[str, Any] = {}
+    if isinstance(exc, Ambiguous):
+        extra["candidates"] = list(exc.candidates)
+    if isinstance(exc, Unavailable):  # why, in one line (a full spool, a lost file)
+        extra["reason"] = (str(exc).strip().splitlines() or [""])[0][:300]
+    return error(kind.http_status, user_message(exc), **extra)
+
+
+class KnownBody:
+    """A select body read before: its bytes, the inventory and context they hold, and (once
+    the body comes back) the JSON text of each arm id, for the answer."""
+
+    __slots__ = ("_names", "arms", "context", "raw")
+
+    def __init__(self, raw: bytes, arms: ArmSet, context: dict[str, Any] | None) -> None:
+        self.raw = raw
+        self.arms = arms
+        self.context = context
+        self._names: dict[str, str] | None = None
+
+    @property
+    def names(self) -> dict[str, str]:
+        names = self._names
+        if names is None:
+            names = self._names = {arm_id: encode_basestring(arm_id) for arm_id in self.arms.ids}
+        return names
+
+
+MAX_KNOWN_BODIES = 8
+MAX_KNOWN_BYTES = 16 * 1024 * 1024
+TAIL_BYTES = 64
+
+
+class SelectBodies:
+    """The select bodies that were valid lately, by their exact bytes. An agent runtime sends
+    the same body before every model request; the same bytes decode to the same values, which
+    pass the same checks, so a body seen before is neither decoded nor checked again (at 30
+    arms, decoding and checking were about a third of a select's instructions). Bodies are
+    compared, not hashed: a few memory comparisons cost less than hashing a new body. One body
+    is kept per inventory (the newest), so that a runtime sending a new context each time does
+    not fill the list with bodies compared in vain. Safe to share between threads: the list is
+    replaced, never changed in place (a body two requests read at once may be kept twice,
+    which only takes a place)."""
+
+    def __init__(self, size: int = MAX_KNOWN_BODIES, max_bytes: int = MAX_KNOWN_BYTES) -> None:
+        self._size = size
+        self._max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._known: tuple[KnownBody, ...] = ()
+
+    def find(self, raw: bytes) -> KnownBody | None:
+        known = self._known
+        size = len(raw)
+        tail = raw[-TAIL_BYTES:]
+        for entry in known:
+            kept = entry.raw
+            # The end first: a body that differs from a kept one only in its context (written
+            # after the arms) is told apart without reading both to the end.
+            if len(kept) == size and kept[-TAIL_BYTES:] == tail and kept == raw:
+                if entry is not known[0]:
+                    with self._lock:
+                        self._known = (entry, *(k for k in self._known if k is not entry))
+                return entry
+        return None
+
+    def keep(self, raw: bytes, arms: ArmSet, context: dict[str, Any] | None) -> None:
+        if len(raw) > self._max_bytes:
+            return
+        entry = KnownBody(raw, arms, context)
+        with self._lock:
+            kept = [entry]
+            total = len(raw)
+            for k in self._known:
+                if k.arms is arms:  # one body per inventory: the newest (contexts vary)
+                    continue
+                if len(kept) >= self._size or total + len(k.raw) > self._max_bytes:
+                    continue
+                kept.append(k)
+                total += len(k.raw)
+            self._known = tuple(kept)
+
+
+def selection_bytes(selection: Selection, names: Mapping[str, str] | None) -> bytes:
+    """`JsonResponse(selection_json(selection)).body`: with `names` (each arm id's JSON text)
+    written here, the fields in `selection_json`'s order, strings, booleans, whole numbers and
+    null as the encoder writes them; anything else goes through the encoder."""
+    if names is not None:
+        baseline, over = selection.is_baseline, selection.over_budget
+        budget, used = selection.token_budget, selection.used_tokens
+        fallback, guidance = selection.fallback, selection.guidance
+        if (
+            type(baseline) is bool
+            and type(over) is bool
+            and type(budget) is int
+            and type(used) is int
+            and (fallback is None or type(fallback) is str)
+            and (guidance is None or type(guidance) is str)
+        ):
+            text = names.__getitem__
+            try:
+                selected = ",".join(map(text, selection.selected))
+                excluded = ",".join(map(text, selection.excluded))
+            except (KeyError, TypeError):  # an id without its text: the encoder's way
+                pass
+            else:
+                return (
+                    f'{{"selected":[{selected}],"excluded":[{excluded}],'
+                    f'"isBaseline":{"true" if baseline else "false"},'
+                    f'"tokenBudget":{int.__repr__(budget)},"usedTokens":{int.__repr__(used)},'
+                    f'"overBudget":{"true" if over else "false"},'
+                    f'"fallback":{"null" if fallback is None else encode_basestring(fallback)},'
+                    f'"guidance":{"null" if guidance is None else encode_basestring(guidance)}}}'
+                ).encode()
+    return _ENCODER.encode(selection_json(selection)).encode("utf-8")
+
+
 class Api:
     """Route handlers bound to the application and its settings."""
 
@@ -165,13 +295,20 @@ class Api:
         self._pool: ThreadPoolExecutor | None = None
         self._deadlines = BodyDeadlines(settings.body_timeout_seconds)
         self._observations = ObserveLine(self.call)
+        self._bodies = SelectBodies()
 
     # -- plumbing ------------------------------------------------------------------------------
 
     def service(self, request: Request, *, create: bool = False) -> LearningService:
         """The learner the request names (`?learner=`), else the default one. A read of a
         learner that does not exist is NotFound (404) and creates nothing."""
-        named = request.query_params.get("learner") if request.scope.get("query_string") else None
+        return self.service_for(request.scope, create=create)
+
+    def service_for(self, scope: Scope, *, create: bool = False) -> LearningService:
+        """`service` for a request's ASGI scope (its query string, as `request.query_params`
+        reads it)."""
+        query = scope.get("query_string")
+        named = QueryParams(query).get("learner") if query else None
         return self.bus.services.get(named or self.bus.settings.default_learner, create=create)
 
     def same_site(self, headers: Mapping[str, str]) -> None:
@@ -196,7 +333,7 @@ class Api:
                 "(set LEARNING_BOT_CORS_ORIGINS to allow it)",
             )
         declared = headers.get("content-type")
-        if declared is not None:
+        if declared is not None and declared != "application/json":
             media = declared.split(";", 1)[0].strip().lower()
             if media != "application/json" and not media.endswith("+json"):
                 raise ApiError(415, "the body must be sent as Content-Type: application/json")
@@ -220,8 +357,13 @@ class Api:
             raise ApiError(401, "a valid bearer token is required (Authorization: Bearer ...)")
 
     async def body(self, request: Request) -> Any:
+        return decode_body(await self.raw_body(request.headers.get("content-length"), request))
+
+    async def raw_body(self, declared: str | None, request: Request | Receive) -> bytes:
+        """The request body's bytes, with the checks `body` makes before decoding them:
+        `declared` is the Content-Length header (None without one); `request` the request or
+        the ASGI `receive` callable."""
         limit = self.settings.max_body_bytes
-        declared = request.headers.get("content-length")
         if declared is not None:
             if not declared.isdigit():
                 raise ApiError(400, "Content-Length must be a number")
@@ -230,21 +372,21 @@ class Api:
         deadlines = self._deadlines
         late = f"the request body did not arrive within {deadlines.seconds:g} s"
         task = deadlines.watch()
+        receive = request.receive if isinstance(request, Request) else request
         if task is None:
             try:
                 async with asyncio.timeout(deadlines.seconds):
-                    return decode_body(await _read_body(request, limit))
+                    return await _read_body(receive, limit)
             except TimeoutError:
                 raise ApiError(408, late) from None
         try:
-            raw = await _read_body(request, limit)
+            return await _read_body(receive, limit)
         except asyncio.CancelledError:
             if deadlines.expired(task):
                 raise ApiError(408, late) from None
             raise
         finally:
             deadlines.forget(task)
-        return decode_body(raw)
 
     def handler(
         self, fn: Callable[[Request], Awaitable[Any]], *, mutating: bool = False
@@ -256,18 +398,8 @@ class Api:
                     self.same_site(headers)
                     self.authorise(headers)
                 result = await fn(request)
-            except ApiError as exc:
-                return error(exc.status, str(exc), **exc.extra)
             except Exception as exc:
-                kind = error_kind(exc)
-                if kind.code == "internal":
-                    log.exception("%s %s failed", request.method, request.url.path)
-                extra: dict[str, Any] = {}
-                if isinstance(exc, Ambiguous):
-                    extra["candidates"] = list(exc.candidates)
-                if isinstance(exc, Unavailable):  # why, in one line (a full spool, a lost file)
-                    extra["reason"] = (str(exc).strip().splitlines() or [""])[0][:300]
-                return error(kind.http_status, user_message(exc), **extra)
+                return failure(exc, request.method, request.url.path)
             if isinstance(result, Response):
                 return result
             return JsonResponse(result)
@@ -342,17 +474,53 @@ class Api:
     # -- agent runtimes ------------------------------------------------------------------------
 
     async def select(self, request: Request) -> Any:
-        data = await self.body(request)
-        service = self.service(request, create=True)
-        if service.selects_in_memory and _inline_size(data):
-            # Posteriors in memory and an inventory small enough: a selection takes less CPU
-            # than the hop to a worker thread would.
-            return self._select(service, data)
-        # Storage to read, or a large inventory to read: the event loop stays free.
-        return await self.call(self._select, service, data)
+        raw = await self.raw_body(request.headers.get("content-length"), request)
+        selection, _ = await self._selection(raw, request.scope)
+        return selection_json(selection)
 
-    @staticmethod
-    def _select(service: LearningService, data: Any) -> Any:
+    async def select_asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """`POST select` as an ASGI application: what `handler(select, mutating=True)` answers,
+        the same bytes, headers and errors, without Starlette's Request and Response objects
+        (which cost a fair share of a small selection)."""
+        try:
+            headers = first_headers(scope)
+            self.same_site(headers)
+            self.authorise(headers)
+            raw = await self.raw_body(headers.get("content-length"), receive)
+            selection, names = await self._selection(raw, scope)
+        except Exception as exc:
+            response = failure(exc, scope["method"], scope.get("root_path", "") + scope["path"])
+            await response(scope, receive, send)
+            return
+        body = selection_bytes(selection, names)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-length", b"%d" % len(body)), _JSON_TYPE],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    async def _selection(self, raw: bytes, scope: Scope) -> tuple[Selection, dict[str, str] | None]:
+        """The selection a select body asks for, and the JSON of its arm ids when the body was
+        seen before (`SelectBodies`)."""
+        known = self._bodies.find(raw)
+        if known is None:
+            data = decode_body(raw)
+            service = self.service_for(scope, create=True)
+            if service.selects_in_memory and _inline_size(data):
+                # Posteriors in memory and an inventory small enough: a selection takes less
+                # CPU than the hop to a worker thread would.
+                return self._select(service, data, raw), None
+            # Storage to read, or a large inventory to read: the event loop stays free.
+            return await self.call(self._select, service, data, raw), None
+        service = self.service_for(scope, create=True)
+        if service.selects_in_memory and len(known.arms) <= INLINE_ARMS:
+            return service.select(known.arms, known.context), known.names
+        return await self.call(service.select, known.arms, known.context), known.names
+
+    def _select(self, service: LearningService, data: Any, raw: bytes) -> Selection:
         from engine.selection import ArmSet, RepeatedArmIds
 
         if not isinstance(data, dict):
@@ -372,7 +540,8 @@ class Api:
         if repeated is not None:
             raise repeated
         assert arms is not None
-        return selection_json(service.select(arms, context))
+        self._bodies.keep(raw, arms, context)
+        return service.select(arms, context)
 
     async def observe(self, request: Request) -> Any:
         data = await self.body(request)
@@ -702,12 +871,11 @@ def _inline_size(data: Any) -> bool:
     return type(arms) is list and len(arms) <= INLINE_ARMS
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
+async def _read_body(receive: Receive, limit: int) -> bytes:
     """The whole body (what Request.stream() reads, without an async generator); 413 past
     `limit` bytes."""
     chunks: list[bytes] = []
     size = 0
-    receive = request.receive
     while True:
         message = await receive()
         if message["type"] == "http.request":

@@ -33,23 +33,33 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 
 class DirectRoutes:
     """The ASGI application `create_app` returns. `POST select` and `POST observe`, which an
-    agent runtime calls around every model request, go straight to their handlers (the same
-    ones the Starlette routes use); every other request goes through Starlette's routing and
+    agent runtime calls around every model request, go straight to their handlers (`select`
+    to `Api.select_asgi`, which writes the ASGI messages itself; `observe` to the endpoint its
+    Starlette route uses); every other request goes through Starlette's routing and
     middleware. With CORS origins configured everything goes through Starlette, whose CORS
     middleware adds the headers."""
 
-    def __init__(self, app: Starlette, direct: Mapping[str, Endpoint]) -> None:
+    def __init__(self, app: Starlette, direct: Mapping[str, ASGIApp]) -> None:
         self.app = app
         self.direct = dict(direct)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
-            endpoint = self.direct.get(scope["path"])
-            if endpoint is not None:
-                response = await endpoint(Request(scope, receive, send))
-                await response(scope, receive, send)
+            app = self.direct.get(scope["path"])
+            if app is not None:
+                await app(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+def endpoint_app(endpoint: Endpoint) -> ASGIApp:
+    """An endpoint (Request -> Response) as an ASGI application."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        response = await endpoint(Request(scope, receive, send))
+        await response(scope, receive, send)
+
+    return app
 
 
 def create_app(
@@ -133,4 +143,6 @@ def create_app(
     )
     if settings.cors_origins:
         return app
-    return DirectRoutes(app, {f"{BASE}/select": select, f"{BASE}/observe": observe})
+    return DirectRoutes(
+        app, {f"{BASE}/select": api.select_asgi, f"{BASE}/observe": endpoint_app(observe)}
+    )
