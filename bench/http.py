@@ -20,7 +20,10 @@ Every figure is the median over the rounds of that round's figure (wrk's latency
 the in-process calls' median and p99). Start-up objects of both processes are frozen out of
 the garbage collector's way (`serve` does it; this script does it before its own timing).
 
-    .venv/bin/python bench/http.py [--quick] [--rounds N] [--seconds S]
+    .venv/bin/python bench/http.py [--quick] [--rounds N] [--seconds S] [--policy NAME]
+
+Both sides run the default policy (`engine.config.DEFAULT_POLICY`) unless `--policy` names
+another (`--policy seed`: the seed algorithm, whose selection is a bare Beta draw).
 """
 
 from __future__ import annotations
@@ -235,13 +238,17 @@ def pinned(*pids: int) -> Iterator[None]:
             os.sched_setaffinity(pid, cpus)
 
 
-def start_server(tmp: str, port: int) -> subprocess.Popen[bytes]:
+def start_server(tmp: str, port: int, policy: str | None) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
+        **({"LEARNING_BOT_POLICY": policy} if policy else {}),
         "LEARNING_BOT_DATABASE_URL": f"sqlite:///{tmp}/served.sqlite",
         "LEARNING_BOT_PHASE": "active",
         "LEARNING_BOT_SPOOL_DIR": f"{tmp}/spool",
     }
+    if not policy:
+        env.pop("LEARNING_BOT_POLICY", None)
+    env.pop("LEARNING_BOT_HALF_LIFE", None)
     for name in ("LEARNING_BOT_API_TOKEN", "LEARNING_BOT_WORKERS", "LEARNING_BOT_CACHE_TTL"):
         env.pop(name, None)
     exe = str(Path(sys.executable).with_name("learning-bot"))
@@ -321,6 +328,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, help="rounds (default 5, quick 2)")
     parser.add_argument("--seconds", type=float, help="seconds per wrk run (default 5, quick 2)")
     parser.add_argument("--port", type=int, default=8791)
+    parser.add_argument("--policy", help="the policy of both sides (default: the default policy)")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed (apt-get install -y wrk)")
@@ -338,7 +346,10 @@ def main() -> None:
         observe = observe_script(folder, warm[30][0])
 
         store = SqlStore(f"sqlite:///{tmp}/in-process.sqlite")
-        service = LearningService(store, LearningConfig(phase=Phase.ACTIVE))
+        config = LearningConfig.for_policy(
+            args.policy or LearningConfig().policy, phase=Phase.ACTIVE
+        )
+        service = LearningService(store, config)
         from engine.records import report_from_json
 
         for size in SIZES:
@@ -346,7 +357,7 @@ def main() -> None:
         local = in_process_calls(service, workloads)
 
         placements = PLACEMENTS if len(os.sched_getaffinity(0)) > 1 else {"one core": 0}
-        server = start_server(tmp, args.port)
+        server = start_server(tmp, args.port, args.policy)
         floor = start_floor(args.port + 1)
         floor_url = f"http://127.0.0.1:{args.port + 1}/"
         try:
@@ -397,6 +408,7 @@ def main() -> None:
         f"learning-bot over HTTP: `learning-bot serve` (defaults: 1 process), SQLite, active "
         f"phase; wrk 1 thread on the same 2-core machine; Python {platform.python_version()}"
     )
+    print(f"policy {config.policy} on both sides")
     print(f"{rounds} rounds of {seconds:g} s per wrk run; medians over the rounds")
     print()
     places = list(placements)
