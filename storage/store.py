@@ -281,7 +281,11 @@ class SqlStore:
         row = conn.exec_driver_sql(self._sql(queries.LEARNER_STATE), (learner_id,)).first()
         if row is None:
             raise NotFound(f"no learner with id {learner_id}")
-        return queries.learner_state(row)
+        state = queries.learner_state(row)
+        # what PostgreSQL's observe statement folds with first (it checks it, and a stale
+        # value costs one more attempt, not a wrong write)
+        self._half_lives[learner_id] = state.half_life
+        return state
 
     def _sql(self, text: str) -> str:
         return queries.for_postgres(text) if self.dialect == "postgresql" else text
@@ -322,6 +326,14 @@ class SqlStore:
             # holds a later arm while waiting for an earlier one (a deadlock with a writer
             # that locks the whole batch in order).
             missing = dict(arms)
+            # One creator at a time per learner: two that both read the same largest arm key
+            # would insert rows with the same new keys and each wait for the other's
+            # insertion (a deadlock). FOR NO KEY UPDATE leaves the hot path's KEY SHARE free.
+            conn.execute(
+                select(learners.c.id)
+                .where(learners.c.id == learner_id)
+                .with_for_update(key_share=True)
+            )
         p = posteriors.c
         next_key = conn.execute(
             select(func.coalesce(func.max(p.arm_key), 0)).where(p.learner_id == learner_id)
