@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import event, text
 from sqlalchemy.pool import Pool
 
-from engine import LearningConfig, Phase
+from engine import Arm, LearningConfig, Phase
 from engine.arms import parse_arm_id
 from engine.forgetting import fold, forget, keep_factor
 from engine.posterior import prior_parameters
@@ -241,5 +241,59 @@ def test_writers_beside_resets_rewards_and_half_life_changes_stay_exact(
     assert result.ok, result.problems
     assert result.traces_checked == len(sent) == len(set(sent))
     assert services[0].summary().trace_count == len(sent)
+    for s in stores:
+        s.close()
+
+
+def test_writers_meeting_new_arms_create_them_one_at_a_time(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two replicas see the same new arms at once. The first has created their rows and is
+    about to write its run when the second starts creating them too: the second waits for the
+    first to commit instead of inserting rows with the same new keys, on which each would
+    wait for the other (a deadlock PostgreSQL breaks by failing one of them)."""
+    import threading
+
+    import storage.database as database
+    import storage.store as store_module
+
+    retried: list[BaseException] = []
+    is_retryable = database.is_retryable
+
+    def counting(exc: BaseException) -> bool:
+        retried.append(exc)
+        return is_retryable(exc)
+
+    monkeypatch.setattr(database, "is_retryable", counting)
+    holding, release = threading.Event(), threading.Event()
+    record = store_module.record_postgres
+
+    def pausing(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread().name == "first" and not release.is_set():
+            holding.set()
+            release.wait(10)
+        return record(*args, **kwargs)
+
+    monkeypatch.setattr(store_module, "record_postgres", pausing)
+    stores = [SqlStore(postgres_url), SqlStore(postgres_url)]
+    services = [LearningService(s, ACTIVE, cache_ttl=0) for s in stores]
+    first = threading.Thread(target=services[0].observe, args=(report("a1"),), name="first")
+    # the second's runtime offers one more arm, whose id sorts first: without one creator at a
+    # time it would give that arm the key the first gave its first arm
+    extra = report("b1", arms=(Arm("file:a:notes.md", 10), *ARMS))
+    second = threading.Thread(target=services[1].observe, args=(extra,), name="second")
+    first.start()
+    assert holding.wait(10)
+    second.start()
+    second.join(0.5)  # it waits for the first (for the learner row, or for its new rows)
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert not first.is_alive() and not second.is_alive()
+    assert not retried, retried
+    arms = stores[0].load_arms(services[0].learner_id)
+    assert len(arms) == len(ARMS) + 1
+    assert all(a.posterior.pulls == 2 for a in arms.values() if a.arm_id == "tool:fs:Read")
+    assert stores[0].verify(services[0].learner_id).ok
     for s in stores:
         s.close()
