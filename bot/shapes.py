@@ -73,9 +73,13 @@ def summary_json(summary: Summary) -> dict[str, Any]:
 
 
 def config_json(config: LearningConfig) -> dict[str, Any]:
-    """`GET config`: the SPEC section 7 settings (options beyond it only when changed)."""
+    """`GET config`: the SPEC section 7 settings, `policy` and `halfLife` always (so the
+    answer says which selection policy runs and how it forgets), the options a policy sets
+    only when they differ from what it sets."""
     data = config.to_dict()
     data.pop("metaTools", None)
+    data.setdefault("policy", config.policy)
+    data.setdefault("halfLife", config.half_life)
     return data
 
 

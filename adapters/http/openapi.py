@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.http.api import BASE
+from engine.config import PACKINGS, POLICIES
 
 
 def _obj(props: dict[str, Any], required: list[str] | None = None, **extra: Any) -> dict[str, Any]:
@@ -76,8 +77,25 @@ SCHEMAS: dict[str, Any] = {
             "baselineRate": NUM,
             "minPulls": INT,
             "seedArmIds": {"type": "array", "items": STR},
+            "policy": {"type": "string", "enum": list(POLICIES)},
+            "halfLife": NUM,
+            "packing": {"type": "string", "enum": list(PACKINGS)},
+            "minScore": NUM,
+            "exploration": NUM,
+            "pooledPrior": BOOL,
+            "seedBoost": NUM,
         },
-        ["enabled", "phase", "strategy", "tokenBudget", "baselineRate", "minPulls", "seedArmIds"],
+        [
+            "enabled",
+            "phase",
+            "strategy",
+            "tokenBudget",
+            "baselineRate",
+            "minPulls",
+            "seedArmIds",
+            "policy",
+            "halfLife",
+        ],
     ),
     "Posterior": _obj(
         {

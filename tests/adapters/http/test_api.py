@@ -85,6 +85,7 @@ def test_read_routes_match_the_spec(seeded: Live) -> None:
         config = c.get("/config").json()
         conforms("Config", config)
         assert config["phase"] == "active" and config["tokenBudget"] == 1000
+        assert (config["policy"], config["halfLife"]) == ("pooled-forgetting-per-token", 50.0)
         posteriors = c.get("/posteriors").json()
         for p in posteriors:
             conforms("Posterior", p)
