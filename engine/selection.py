@@ -170,6 +170,11 @@ class ArmSet:
         return out
 
     @cached_property
+    def has_free_arm(self) -> bool:
+        """Whether an arm costs 0 tokens (its score per token is infinite, or NaN for 0)."""
+        return bool((self.costs == 0).any())
+
+    @cached_property
     def tool_mask(self) -> BoolArray:
         """Which arms are tools (the only arms the guidance sentence names)."""
         mask: BoolArray = self.type_codes == _TYPE_CODE[ArmType.TOOL]
@@ -787,30 +792,45 @@ PARTIAL_SORT_FROM = 512
 """From this many candidates on, `_pack_ranked` sorts only the best ones the budget can hold."""
 
 
+def _fitting_count(key: FloatArray, costs: IntArray, room: int) -> int:
+    """About how many of the best-ranked arms (lowest `key`) fit in `room` together, read
+    off a strided sample of at most 256 of them."""
+    step = -(-key.size // 256)
+    spent = costs[::step][key[::step].argsort()].cumsum()
+    return int(spent.searchsorted(room // step, "right")) * step
+
+
 def _pack_ranked(
     candidates: IntArray,
     rank: FloatArray,
     costs: IntArray,
     room: int,
     candidate_costs: IntArray | None = None,
+    per_token: bool = False,
 ) -> tuple[Taken, int]:
     """`_pack` over `candidates` in descending `rank` (ties in index order), without sorting
     all of them. `candidate_costs`, when given, is `costs[candidates]`.
 
     The greedy pass takes a prefix of the ranking until an arm does not fit; after that only
     arms no dearer than what is left can still go in. So: split off the best arms (about `k`,
-    enough to fill the room at their average cost, with a margin; every arm tied with the
-    `k`-th goes with them), sort and pack those, then sort and pack only the rest that still
-    fit. Every arm of the first part ranks above every arm of the second, so the result is the
-    greedy pass over the full order; a `k` too small costs time, never a different selection."""
+    enough to fill the room, with a margin; every arm tied with the `k`-th goes with them),
+    sort and pack those, then sort and pack only the rest that still fit. Every arm of the
+    first part ranks above every arm of the second, so the result is the greedy pass over the
+    full order; a `k` too small costs time, never a different selection. `k` comes from the
+    candidates' average cost, or, when `per_token` says the rank is a score per token (the
+    best arms are the cheap ones, so the average would guess far too few), from a sample of
+    the ranking (`_fitting_count`)."""
     n = candidates.size
     k = n
     key = -rank[candidates]
     if n >= PARTIAL_SORT_FROM and room > 0:
         if candidate_costs is None:
             candidate_costs = costs[candidates]
-        mean = max(float(candidate_costs.sum()) / n, 1.0)
-        k = int(1.25 * room / mean) + 64
+        if per_token:
+            k = int(1.25 * _fitting_count(key, candidate_costs, room)) + 64
+        else:
+            mean = max(float(candidate_costs.sum()) / n, 1.0)
+            k = int(1.25 * room / mean) + 64
     if k >= n * 3 // 4:  # few candidates, or the budget holds most of them: sort them all
         return _pack(candidates[_ascending(key)], costs, room)
     assert candidate_costs is not None
@@ -893,18 +913,135 @@ def _pooled_scores(
     it as Beta(alpha/e, beta/e) does); a cell is drawn from it and the score is a uniform point
     of that cell. With exploration 0 the score is the posterior mean. Above
     `POOLED_EXACT_MAX` arms see `_pooled_large`.
+
+    The fit depends on the posteriors and the exploration only, not on the draw: it is kept
+    (`_PooledFits`) and the next selections on the same posteriors only draw, which costs
+    about what a Beta draw of the same size costs. Posteriors that changed, even in place,
+    are fitted again.
     """
+    return _POOLED_FITS.get(post, exploration).draw(gen)
+
+
+class _PooledDraw:
+    """The part of a pooled draw that depends only on the posteriors and the exploration."""
+
+    __slots__ = ()
+
+    def draw(self, gen: np.random.Generator) -> FloatArray:
+        raise NotImplementedError
+
+
+class _Means(_PooledDraw):
+    """Exploration 0: the scores are the posterior means, the same at every selection."""
+
+    __slots__ = ("means",)
+
+    def __init__(self, means: FloatArray) -> None:
+        means.flags.writeable = False
+        self.means = means
+
+    def draw(self, gen: np.random.Generator) -> FloatArray:
+        return self.means
+
+
+GUIDE_FROM = 256
+"""From this many arms on, a pooled fit drawn from more than once gets a guide table
+(`_GridDraw`), which makes its draws cost less than a Beta draw of the same size."""
+GUIDE_BUCKETS = 128
+"""Equal slices of [0, 1) in a guide table row."""
+
+
+class _GridDraw(_PooledDraw):
+    """Each arm's cumulative posterior over the grid cells, ready for an inverse-CDF draw.
+
+    Row i is shifted up by 2i and the rows are laid end to end, so one `searchsorted` of
+    u_i + 2i finds, for every arm at once, how many of its cumulative weights lie below its
+    uniform u_i: the cell a per-row search finds (up to the rounding of the shift, under
+    1e-12 of probability). The last weight of every row is exactly 1, which is the cap at
+    the last cell a row whose weights sum to just under 1 needs.
+
+    A fit drawn from again (the same posteriors selected from twice) over `GUIDE_FROM` arms
+    or more also gets a guide table: for each arm and each of `GUIDE_BUCKETS` equal slices of
+    [0, 1), the cell every u in that slice falls in, or -1 when a cumulative weight lies
+    inside the slice. A draw then reads one entry per arm and searches only the few arms
+    whose u fell in such a slice. The cells are the same as without the table."""
+
+    __slots__ = ("_drawn", "_rows", "_slices", "_table", "cumulative", "n", "shifts", "starts")
+
+    def __init__(self, weights: FloatArray) -> None:
+        n, cells = weights.shape
+        rows = np.cumsum(weights / weights.sum(axis=1, keepdims=True), axis=1)
+        rows[:, -1] = 1.0
+        self.shifts = 2.0 * np.arange(n, dtype=np.float64)
+        self.cumulative = (rows + self.shifts[:, None]).ravel()
+        self.starts = float(cells) * np.arange(n, dtype=np.float64)
+        self.n = n
+        self._rows: FloatArray | None = rows if n >= GUIDE_FROM else None
+        self._table: npt.NDArray[np.int8] | None = None
+        self._slices: IntArray | None = None  # where each arm's row of the table starts
+        self._drawn = False
+
+    def draw(self, gen: np.random.Generator) -> FloatArray:
+        n = self.n
+        u = cast(FloatArray, gen.random(n))
+        table, slices = self._table, self._slices
+        if table is None and self._rows is not None and self._drawn:
+            slices = self._slices = np.arange(n, dtype=np.intp) * GUIDE_BUCKETS
+            table = self._table = self._guide(self._rows)
+        self._drawn = True
+        cell: FloatArray
+        if table is None or slices is None:
+            cell = np.searchsorted(self.cumulative, u + self.shifts) - self.starts
+        else:
+            cell = table[(u * GUIDE_BUCKETS).astype(np.intp) + slices].astype(np.float64)
+            unsure = (cell < 0).nonzero()[0]
+            if unsure.size:
+                found = np.searchsorted(self.cumulative, u[unsure] + self.shifts[unsure])
+                cell[unsure] = found - self.starts[unsure]
+        scores: FloatArray = (cell + gen.random(n)) / POOLED_GRID
+        return scores
+
+    @staticmethod
+    def _guide(rows: FloatArray) -> npt.NDArray[np.int8]:
+        """The guide table of `rows` (see the class), flattened row after row."""
+        n, cells = rows.shape
+        width = GUIDE_BUCKETS + 1  # a weight of exactly 1 falls in slice GUIDE_BUCKETS
+        # u * GUIDE_BUCKETS and w * GUIDE_BUCKETS are exact (a power of two): u falls in
+        # slice floor(u * B), and w lies inside that slice when floor(w * B) is the same
+        slice_of = (rows * GUIDE_BUCKETS).astype(np.intp)
+        slice_of += (np.arange(n, dtype=np.intp) * width)[:, None]
+        inside = np.bincount(slice_of.ravel(), minlength=n * width).reshape(n, width)
+        inside = inside[:, :GUIDE_BUCKETS]
+        below = np.cumsum(inside, axis=1)
+        below -= inside  # weights in earlier slices: below every u of this one
+        table = np.where(inside > 0, -1, below).astype(np.int8).ravel()
+        assert cells <= np.iinfo(np.int8).max
+        return table
+
+
+class _BetaDraw(_PooledDraw):
+    """A large inventory's arms, each drawn from its Beta under the matched pooled prior."""
+
+    __slots__ = ("alpha", "beta")
+
+    def __init__(self, alpha: FloatArray, beta: FloatArray) -> None:
+        self.alpha, self.beta = alpha, beta
+
+    def draw(self, gen: np.random.Generator) -> FloatArray:
+        drawn: FloatArray = gen.beta(self.alpha, self.beta)
+        return drawn
+
+
+def _fit_pooled_draw(post: PosteriorArrays, exploration: float) -> _PooledDraw:
     hits = np.maximum(post.alpha - 1.0, 0.0)
     misses = np.maximum(post.beta - 1.0, 0.0)
-    n = len(hits)
-    if n > POOLED_EXACT_MAX:
-        return _pooled_large(hits, misses, exploration, gen)
+    if len(hits) > POOLED_EXACT_MAX:
+        return _pooled_large(hits, misses, exploration)
     loglik, prior = _fit_pooled_prior(hits, misses)
     weights: FloatArray
     if exploration == 0.0:
         weights = np.exp(loglik) * prior
-        out: FloatArray = (weights @ _GRID) / weights.sum(axis=1)
-        return out
+        return _Means((weights @ _GRID) / weights.sum(axis=1))
     if exploration != 1.0:
         # (lik * g) ** (1 / e), from the log-likelihood: no exp and log round trip
         logw = (loglik + np.log(prior)) / exploration
@@ -912,16 +1049,10 @@ def _pooled_scores(
         weights = np.exp(logw)
     else:
         weights = np.exp(loglik) * prior
-    weights /= weights.sum(axis=1, keepdims=True)
-    cumulative = np.cumsum(weights, axis=1)
-    cell = np.minimum((cumulative < gen.random(n)[:, None]).sum(axis=1), POOLED_GRID - 1)
-    scores: FloatArray = (cell + gen.random(n)) / POOLED_GRID
-    return scores
+    return _GridDraw(weights)
 
 
-def _pooled_large(
-    hits: FloatArray, misses: FloatArray, exploration: float, gen: np.random.Generator
-) -> FloatArray:
+def _pooled_large(hits: FloatArray, misses: FloatArray, exploration: float) -> _PooledDraw:
     """The pooled draw for a large inventory: g is fitted on `POOLED_EXACT_MAX` arms spread
     evenly over the inventory, then replaced by the Beta(a0, b0) of the same mean and
     variance, so each arm's posterior is Beta(a0 + uses, b0 + non-uses), tempered as
@@ -935,10 +1066,41 @@ def _pooled_large(
     alpha = hits + mean * strength
     beta = misses + (1.0 - mean) * strength
     if exploration == 0.0:
-        means: FloatArray = alpha / (alpha + beta)
-        return means
-    drawn: FloatArray = gen.beta(alpha / exploration, beta / exploration)
-    return drawn
+        return _Means(alpha / (alpha + beta))
+    if exploration != 1.0:
+        alpha /= exploration
+        beta /= exploration
+    return _BetaDraw(alpha, beta)
+
+
+class _PooledFits:
+    """The last few pooled fits, each under the posteriors' bytes and the exploration it was
+    made for. A lookup compares bytes (no hashing), so the same posteriors find their fit
+    whichever object holds them, and arrays changed in place never find a stale one. The
+    list is replaced, never changed in place, so concurrent selections need no lock."""
+
+    KEEP = 8
+
+    def __init__(self) -> None:
+        self._fits: list[tuple[float, Any, bytes, bytes, _PooledDraw]] = []
+
+    def get(self, post: PosteriorArrays, exploration: float) -> _PooledDraw:
+        alpha, beta = post.alpha, post.beta
+        dtype = alpha.dtype
+        alpha_bytes, beta_bytes = alpha.tobytes(), beta.tobytes()
+        fits = self._fits
+        for e, kind, a, b, fit in fits:
+            if a == alpha_bytes and b == beta_bytes and e == exploration and kind == dtype:
+                return fit
+        fit = _fit_pooled_draw(post, exploration)
+        self._fits = [(exploration, dtype, alpha_bytes, beta_bytes, fit), *fits[: self.KEEP - 1]]
+        return fit
+
+    def clear(self) -> None:
+        self._fits = []
+
+
+_POOLED_FITS = _PooledFits()
 
 
 def discounted(
@@ -1067,7 +1229,8 @@ def _select_vectorised(
         rest = eligible.nonzero()[0]
         rest_costs = costs[rest]
         forced_cost = arm_set.total_cost - int(rest_costs.sum())
-    taken, packed = _pack_ranked(rest, rank, costs, budget - forced_cost, rest_costs)
+    per_token = config.packing != "score"
+    taken, packed = _pack_ranked(rest, rank, costs, budget - forced_cost, rest_costs, per_token)
     return _masked(arm_set, forced, taken, False, budget, forced_cost + packed)
 
 
@@ -1104,8 +1267,10 @@ def _select_small(
             rank: list[float] = scores.tolist()
         else:
             weighted = scores * arm_set.per_token
-            # a free arm scored 0 ranks NaN (0 * inf): last, where numpy's sort puts it
-            rank = np.where(np.isnan(weighted), -np.inf, weighted).tolist()
+            if arm_set.has_free_arm:
+                # a free arm scored 0 ranks NaN (0 * inf): last, where numpy's sort puts it
+                weighted = np.where(np.isnan(weighted), -np.inf, weighted)
+            rank = weighted.tolist()
         min_pulls = config.min_pulls
         if min_pulls > 0:
             for i, pulls in enumerate(post.pulls.tolist()):

@@ -772,14 +772,17 @@ def _greedy_reference(rank: list[float], costs: list[int], room: int) -> set[int
     n=st.integers(1, 3000),
     share=st.floats(0.0, 1.2),
     cheap_first=st.booleans(),
+    tied=st.booleans(),
+    per_token=st.booleans(),
     seed=st.integers(0, 2**32 - 1),
 )
 def test_partial_sort_packing_equals_the_greedy_pass_over_the_full_ranking(
-    n: int, share: float, cheap_first: bool, seed: int
+    n: int, share: float, cheap_first: bool, tied: bool, per_token: bool, seed: int
 ) -> None:
-    """Above PARTIAL_SORT_FROM candidates only the best part is sorted first; whatever the
-    room, and when the best arms are so cheap that this part cannot fill it, the arms taken
-    are those of the greedy pass over the whole ranking."""
+    """Above PARTIAL_SORT_FROM candidates only the best part is sorted first, its size
+    guessed from the average cost or (per_token) from a sample of the ranking; whatever the
+    room, when the best arms are so cheap that the guess cannot fill it, and when many ranks
+    tie, the arms taken are those of the greedy pass over the whole ranking."""
     from unittest import mock
 
     from engine import selection
@@ -787,10 +790,12 @@ def test_partial_sort_packing_equals_the_greedy_pass_over_the_full_ranking(
     rng = np.random.default_rng(seed)
     costs = np.clip(np.round(rng.lognormal(5.0, 1.2, n)), 1, 20_000).astype(np.int64)
     rank = 1.0 / costs + 1e-6 * rng.random(n) if cheap_first else rng.random(n)
+    if tied:
+        rank = np.round(rank * 8 / rank.max()) / 8
     room = int(share * costs.sum())
     candidates = np.flatnonzero(rng.random(n) < 0.9)
     with mock.patch.object(selection, "PARTIAL_SORT_FROM", 8):
-        taken, used = selection._pack_ranked(candidates, rank, costs, room)
+        taken, used = selection._pack_ranked(candidates, rank, costs, room, per_token=per_token)
     got = {int(i) for part in taken for i in part}
     sub = candidates.tolist()
     expected = {
