@@ -922,16 +922,7 @@ def _pooled_scores(
     return _POOLED_FITS.get(post, exploration).draw(gen)
 
 
-class _PooledDraw:
-    """The part of a pooled draw that depends only on the posteriors and the exploration."""
-
-    __slots__ = ()
-
-    def draw(self, gen: np.random.Generator) -> FloatArray:
-        raise NotImplementedError
-
-
-class _Means(_PooledDraw):
+class _Means:
     """Exploration 0: the scores are the posterior means, the same at every selection."""
 
     __slots__ = ("means",)
@@ -951,7 +942,7 @@ GUIDE_BUCKETS = 128
 """Equal slices of [0, 1) in a guide table row."""
 
 
-class _GridDraw(_PooledDraw):
+class _GridDraw:
     """Each arm's cumulative posterior over the grid cells, ready for an inverse-CDF draw.
 
     Row i is shifted up by 2i and the rows are laid end to end, so one `searchsorted` of
@@ -988,6 +979,7 @@ class _GridDraw(_PooledDraw):
         if table is None and self._rows is not None and self._drawn:
             slices = self._slices = np.arange(n, dtype=np.intp) * GUIDE_BUCKETS
             table = self._table = self._guide(self._rows)
+            self._rows = None  # the table replaces it
         self._drawn = True
         cell: FloatArray
         if table is None or slices is None:
@@ -1019,7 +1011,7 @@ class _GridDraw(_PooledDraw):
         return table
 
 
-class _BetaDraw(_PooledDraw):
+class _BetaDraw:
     """A large inventory's arms, each drawn from its Beta under the matched pooled prior."""
 
     __slots__ = ("alpha", "beta")
@@ -1030,6 +1022,10 @@ class _BetaDraw(_PooledDraw):
     def draw(self, gen: np.random.Generator) -> FloatArray:
         drawn: FloatArray = gen.beta(self.alpha, self.beta)
         return drawn
+
+
+_PooledDraw = _Means | _GridDraw | _BetaDraw
+"""The part of a pooled draw that depends only on the posteriors and the exploration."""
 
 
 def _fit_pooled_draw(post: PosteriorArrays, exploration: float) -> _PooledDraw:
