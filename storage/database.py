@@ -164,13 +164,19 @@ def with_retries(fn: Callable[[], T], *, attempts: int = 8) -> T:
 
 
 @contextmanager
-def reading(engine: Engine) -> Iterator[Connection]:
+def reading(engine: Engine, snapshot: bool = False) -> Iterator[Connection]:
     """A connection for reads; connection and disk failures (on connecting or mid-query)
-    become Unavailable, like the write path's, so callers can answer "try again shortly"."""
+    become Unavailable, like the write path's, so callers can answer "try again shortly".
+
+    `snapshot`: on PostgreSQL every statement on the connection reads the same snapshot
+    (REPEATABLE READ), so reads that are compared with each other never see a writer's
+    commit land between them."""
     try:
         _ready(engine)
         check_identity(engine)
         with engine.connect() as conn:
+            if snapshot and engine.dialect.name == "postgresql":
+                conn.execution_options(isolation_level="REPEATABLE READ")
             yield conn
     except Exception as exc:
         if _driver_error(exc) is not None and is_unavailable(exc):

@@ -1287,7 +1287,7 @@ class SqlStore:
         match the traces."""
         p = posteriors.c
         problems: list[VerifyProblem] = []
-        with reading(self.engine) as conn:
+        with reading(self.engine, snapshot=True) as conn:
             sums = {
                 (r.arm_id, int(r.epoch)): (float(r.gained or 0.0), int(r.n))
                 for r in conn.execute(text(_CHANGES_BY_ARM), {"learner": learner_id})
@@ -1362,7 +1362,10 @@ class SqlStore:
                 problems.append(
                     VerifyProblem(None, f"{unknown} arm(s) appear in traces without a posterior")
                 )
-        counted = self.run_stats(learner_id).all_time_traces
+            stats = conn.exec_driver_sql(self._sql(queries.RUN_STATS), (learner_id,)).first()
+        if stats is None:
+            raise NotFound(f"no learner with id {learner_id}")
+        counted = queries.run_stats(stats).all_time_traces
         if counted != n_traces:
             problems.append(
                 VerifyProblem(None, f"counters say {counted} traces, the table holds {n_traces}")

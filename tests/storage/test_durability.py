@@ -358,3 +358,37 @@ def test_arm_key_migration_keeps_the_data(database_url: str) -> None:
         assert conn.exec_driver_sql("SELECT COUNT(*) FROM trace_arms").scalar_one() == 9
     assert upgrade(engine) == ("0003", HEAD_REVISION)
     engine.dispose()
+
+
+def test_verify_reads_one_snapshot_while_a_writer_commits(database_url: str) -> None:
+    """A writer that commits between verify's reads (the change log first, the posteriors
+    after) is either wholly seen or wholly unseen: verify reports no problem either way, as
+    when a killed client's last statement still commits on the server."""
+    from sqlalchemy import event
+
+    config = LearningConfig.for_policy("seed", phase=Phase.ACTIVE)
+    arms = workload_arms(ARM_COUNT)
+    reader = SqlStore(database_url)
+    svc = LearningService(reader, config, cache_ttl=0)
+    svc.observe_many([workload_report(f"v{j}", arms, [j % ARM_COUNT]) for j in range(10)])
+    writer_store = SqlStore(database_url)
+    writer = LearningService(writer_store, config, cache_ttl=0)
+    writer.observe(workload_report("w-setup", arms, [1]))
+    fired: list[int] = []
+
+    def commit_in_between(conn: object, *_: object) -> None:
+        if not fired:
+            fired.append(1)
+            writer.observe_many([workload_report(f"w{j}", arms, [2, 3]) for j in range(25)])
+
+    event.listen(reader.engine, "after_cursor_execute", commit_in_between)
+    try:
+        report = svc.verify()
+    finally:
+        event.remove(reader.engine, "after_cursor_execute", commit_in_between)
+    assert fired
+    assert report.ok, report.problems
+    assert svc.verify().ok
+    assert svc.traces(limit=1)[1] == 36
+    reader.close()
+    writer_store.close()
