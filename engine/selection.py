@@ -788,16 +788,56 @@ def _ascending(key: FloatArray) -> IntArray:
     return order
 
 
-PARTIAL_SORT_FROM = 512
-"""From this many candidates on, `_pack_ranked` sorts only the best ones the budget can hold."""
+BUCKETED_FROM = 256
+"""From this many candidates on, `_pack_ranked` sorts them into rank buckets instead of
+sorting them (measured: bench/select.py)."""
+
+BUCKET_OCTAVES = 32
+"""Rank buckets cover this many halvings below the best rank; lower ranks share the last."""
+
+_LOWEST_BUCKETED_TOP = 2.0**-512
+"""`_pack_ranked` buckets only when the best rank is at least this (and finite)."""
+
+SORT_IN_PYTHON_BELOW = 48
+"""`_greedy` sorts and packs in plain Python below this many arms."""
 
 
-def _fitting_count(key: FloatArray, costs: IntArray, room: int) -> int:
-    """About how many of the best-ranked arms (lowest `key`) fit in `room` together, read
-    off a strided sample of at most 256 of them."""
-    step = -(-key.size // 256)
-    spent = costs[::step][key[::step].argsort()].cumsum()
-    return int(spent.searchsorted(room // step, "right")) * step
+def _greedy(
+    cand: IntArray, rank: FloatArray, cand_costs: IntArray, costs: IntArray, room: int, taken: Taken
+) -> int:
+    """The greedy pass over `cand` in descending `rank` (ties in position order): appends the
+    arms taken to `taken` and returns their tokens. `rank` and `cand_costs` are per
+    candidate, `costs` per arm."""
+    if cand.size >= SORT_IN_PYTHON_BELOW:
+        more, used = _pack(cand[_ascending(-rank)], costs, room)
+        taken.extend(more)
+        return used
+    ids = cand.tolist()
+    tokens = cand_costs.tolist()
+    ranks = rank.tolist()
+    picked = []
+    used = 0
+    # sorted(reverse=True) keeps equal keys in their original order
+    for k in sorted(range(len(ids)), key=ranks.__getitem__, reverse=True):
+        cost = tokens[k]
+        if cost <= room:
+            picked.append(ids[k])
+            room -= cost
+            used += cost
+    taken.append(picked)
+    return used
+
+
+def _rank_buckets(rank: FloatArray, best: np.float64) -> tuple[IntArray, int]:
+    """Each rank's bucket (see `_pack_ranked`), 0 for `best` (the highest rank, finite and
+    at least _LOWEST_BUCKETED_TOP), and the number of the last bucket."""
+    fine = min(max(rank.size.bit_length() - 7, 0), 9)
+    buckets = BUCKET_OCTAVES << fine
+    # unsigned: a negative rank's bits wrap to a difference beyond the last bucket
+    bucket = np.subtract(best.view(np.uint64), rank.view(np.uint64))
+    bucket >>= 52 - fine
+    np.minimum(bucket, buckets, out=bucket)
+    return bucket.view(np.int64), buckets
 
 
 def _pack_ranked(
@@ -806,48 +846,93 @@ def _pack_ranked(
     costs: IntArray,
     room: int,
     candidate_costs: IntArray | None = None,
-    per_token: bool = False,
 ) -> tuple[Taken, int]:
     """`_pack` over `candidates` in descending `rank` (ties in index order), without sorting
-    all of them. `candidate_costs`, when given, is `costs[candidates]`.
+    them. `candidate_costs`, when given, is `costs[candidates]`.
 
-    The greedy pass takes a prefix of the ranking until an arm does not fit; after that only
-    arms no dearer than what is left can still go in. So: split off the best arms (about `k`,
-    enough to fill the room, with a margin; every arm tied with the `k`-th goes with them),
-    sort and pack those, then sort and pack only the rest that still fit. Every arm of the
-    first part ranks above every arm of the second, so the result is the greedy pass over the
-    full order; a `k` too small costs time, never a different selection. `k` comes from the
-    candidates' average cost, or, when `per_token` says the rank is a score per token (the
-    best arms are the cheap ones, so the average would guess far too few), from a sample of
-    the ranking (`_fitting_count`)."""
-    n = candidates.size
-    k = n
-    key = -rank[candidates]
-    if n >= PARTIAL_SORT_FROM and room > 0:
-        if candidate_costs is None:
-            candidate_costs = costs[candidates]
-        if per_token:
-            k = int(1.25 * _fitting_count(key, candidate_costs, room)) + 64
-        else:
-            mean = max(float(candidate_costs.sum()) / n, 1.0)
-            k = int(1.25 * room / mean) + 64
-    if k >= n * 3 // 4:  # few candidates, or the budget holds most of them: sort them all
-        return _pack(candidates[_ascending(key)], costs, room)
-    assert candidate_costs is not None
-    kth = key.copy()
-    kth.partition(k - 1)
-    first = key <= kth[k - 1]
-    best = first.nonzero()[0]
-    taken, used = _pack(candidates[best[_ascending(key[best])]], costs, room)
-    left = room - used
-    second = candidate_costs <= left
-    second &= ~first
-    if second.any():
-        others = second.nonzero()[0]
-        more, extra = _pack(candidates[others[_ascending(key[others])]], costs, left)
+    The greedy pass takes every arm of a run of best arms that fits the room together, in
+    whatever order they come; only where the room runs out does the order matter. So the
+    ranks go into buckets of constant ratio below the best one: a non-negative float's bit
+    pattern, read as an integer, grows with the float and its top bits are its binary
+    logarithm, so `(bits(best) - bits(rank)) >> shift` is the bucket (0 holds the best
+    rank, 2**fine buckets per halving, everything BUCKET_OCTAVES halvings down, zero and
+    negative ranks included, in the last). A better rank never lands in a later bucket.
+    The tokens per bucket, summed in order, show the first bucket that does not fit whole:
+    every arm before it is taken, that bucket is packed exactly (sorted), and after it only
+    the arms of later buckets no dearer than the room left can still go in; they are packed
+    the same way. A best rank that is infinite, NaN, zero or negative (a free arm ranked by
+    score per token) falls back to sorting."""
+    taken: Taken = []
+    used = 0
+    cand = candidates
+    rk = rank[cand]
+    cc = costs[cand] if candidate_costs is None else candidate_costs
+    while cand.size >= BUCKETED_FROM and room >= 0:
+        best = rk.max()
+        if not _LOWEST_BUCKETED_TOP <= best < math.inf:
+            break
+        bucket, buckets = _rank_buckets(rk, best)
+        through = np.bincount(bucket, cc, buckets + 1).cumsum()
+        if through[-1] <= room:  # everything fits
+            taken.append(cand)
+            return taken, used + int(through[-1])
+        first = int(through.searchsorted(room, "right"))
+        if first:
+            spent = int(through[first - 1])
+            taken.append(cand[bucket < first])
+            used += spent
+            room -= spent
+        at = (bucket == first).nonzero()[0]
+        spent = _greedy(cand[at], rk[at], cc[at], costs, room, taken)
+        used += spent
+        room -= spent
+        fits = cc <= room
+        fits &= bucket > first
+        later = fits.nonzero()[0]
+        cand, rk, cc = cand[later], rk[later], cc[later]
+    if cand.size and room >= 0:
+        used += _greedy(cand, rk, cc, costs, room, taken)
+    return taken, used
+
+
+def _pack_inventory(
+    rank: FloatArray, forced: BoolArray, costs: IntArray, budget: int
+) -> tuple[BoolArray, int] | None:
+    """`_select_vectorised`'s packing in one pass over the whole inventory: the forced arms
+    go into a bucket of their own ahead of every rank bucket, so they are taken first
+    whatever their rank and the rest are packed as `_pack_ranked` packs them, without
+    gathering the candidates first. Returns the mask of the arms taken and their tokens, or
+    None when the ranks cannot be bucketed."""
+    best = rank.max()
+    if rank.size < BUCKETED_FROM or not _LOWEST_BUCKETED_TOP <= best < math.inf:
+        return None
+    bucket, buckets = _rank_buckets(rank, best)
+    bucket += 1
+    bucket[forced] = 0
+    through = np.bincount(bucket, costs, buckets + 2).cumsum()
+    if through[-1] <= budget:  # everything fits
+        return np.ones(rank.size, dtype=bool), int(through[-1])
+    first = int(through.searchsorted(budget, "right"))
+    if not first:  # the forced arms alone are over budget: nothing else fits
+        return forced.copy(), int(through[0])
+    mask = bucket < first
+    used = int(through[first - 1])
+    room = budget - used
+    taken: Taken = []
+    at = (bucket == first).nonzero()[0]
+    spent = _greedy(at, rank[at], costs[at], costs, room, taken)
+    used += spent
+    room -= spent
+    fits = costs <= room
+    fits &= bucket > first
+    later = fits.nonzero()[0]
+    if later.size:
+        more, extra = _pack_ranked(later, rank, costs, room)
         taken.extend(more)
         used += extra
-    return taken, used
+    for chosen in taken:
+        mask[chosen] = True
+    return mask, used
 
 
 def _scores(post: PosteriorArrays, exploration: float, gen: np.random.Generator) -> FloatArray:
@@ -1215,6 +1300,10 @@ def _select_vectorised(
     if seeds.positions:
         forced |= seeds.mask
     rank = scores if config.packing == "score" else scores * arm_set.per_token
+    if config.min_score <= 0.0:
+        whole = _pack_inventory(rank, forced, costs, budget)
+        if whole is not None:
+            return Selection._chosen(arm_set, whole[0], None, False, budget, whole[1], None)
     eligible = ~forced
     if config.min_score > 0.0:
         eligible &= scores >= config.min_score
@@ -1225,8 +1314,7 @@ def _select_vectorised(
         rest = eligible.nonzero()[0]
         rest_costs = costs[rest]
         forced_cost = arm_set.total_cost - int(rest_costs.sum())
-    per_token = config.packing != "score"
-    taken, packed = _pack_ranked(rest, rank, costs, budget - forced_cost, rest_costs, per_token)
+    taken, packed = _pack_ranked(rest, rank, costs, budget - forced_cost, rest_costs)
     return _masked(arm_set, forced, taken, False, budget, forced_cost + packed)
 
 

@@ -72,10 +72,18 @@ class SpyGenerator(np.random.Generator):
         return out
 
 
+PATHS = ("small", "sorted", "bucketed")
+"""The ways `select_arms` can rank and pack: plain Python, arrays sorted, arrays bucketed."""
+
+
 @contextmanager
-def small_path(on: bool) -> Iterator[None]:
-    """Force `select_arms` onto the small-inventory path (on) or the array path (off)."""
-    with mock.patch.object(selection, "SMALL_INVENTORY", 10**9 if on else 0):
+def selection_path(name: str) -> Iterator[None]:
+    """Force `select_arms` onto one of PATHS, whatever the size of the inventory."""
+    small, bucketed_from = {"small": (10**9, 1), "sorted": (0, 10**9), "bucketed": (0, 1)}[name]
+    with (
+        mock.patch.object(selection, "SMALL_INVENTORY", small),
+        mock.patch.object(selection, "BUCKETED_FROM", bucketed_from),
+    ):
         yield
 
 
@@ -516,14 +524,14 @@ def selection_cases(draw: st.DrawFn) -> tuple[list[Arm], dict[str, Posterior], L
 def test_matches_a_per_arm_reference_with_the_same_scores(
     case: tuple[list[Arm], dict[str, Posterior], LearningConfig], seed: int
 ) -> None:
-    """Both paths (plain Python for small inventories, arrays for large ones) take the same
-    draws from the generator in the same order, make the reference's selection from them, and
-    leave the generator in the same state."""
+    """Every path (plain Python for small inventories, arrays sorted or bucketed for large
+    ones) takes the same draws from the generator in the same order, makes the reference's
+    selection from them, and leaves the generator in the same state."""
     arms, posteriors, cfg = case
     results = []
-    for small in (True, False):
+    for name in PATHS:
         spy = SpyGenerator(seed)
-        with small_path(small):
+        with selection_path(name):
             sel = select_arms(arms, posteriors, cfg, rng=spy)
         check_invariants(sel, arms)
         results.append((sel, spy.beta_draws, spy.permutations, spy.bit_generator.state))
@@ -562,14 +570,15 @@ def test_matches_a_per_arm_reference_with_the_same_scores(
         if forced_cost <= cfg.token_budget:
             assert sel.used_tokens <= cfg.token_budget
             assert sel.over_budget is False
-    (small_sel, *small_draws), (array_sel, *array_draws) = results
-    assert small_sel == array_sel
-    assert small_sel.is_baseline == array_sel.is_baseline
-    for small_part, array_part in zip(small_draws[:2], array_draws[:2], strict=True):
-        assert len(small_part) == len(array_part)
-        for a, b in zip(small_part, array_part, strict=True):
-            assert np.array_equal(a, b)
-    assert small_draws[2] == array_draws[2], "both paths leave the generator in one state"
+    (small_sel, *small_draws), *others = results
+    for array_sel, *array_draws in others:
+        assert small_sel == array_sel
+        assert small_sel.is_baseline == array_sel.is_baseline
+        for small_part, array_part in zip(small_draws[:2], array_draws[:2], strict=True):
+            assert len(small_part) == len(array_part)
+            for a, b in zip(small_part, array_part, strict=True):
+                assert np.array_equal(a, b)
+        assert small_draws[2] == array_draws[2], "every path leaves the generator in one state"
 
 
 @st.composite
@@ -595,21 +604,21 @@ def test_both_paths_agree_with_every_option(
 ) -> None:
     arms, posteriors, cfg = case
     got = []
-    for small in (True, False):
+    for name in PATHS:
         gen = np.random.default_rng(seed)
-        with small_path(small):
+        with selection_path(name):
             sel = select_arms(arms, posteriors, cfg, rng=gen)
         check_invariants(sel, arms)
         got.append((sel, gen.bit_generator.state))
-    assert got[0] == got[1]
+    assert got[0] == got[1] == got[2]
 
 
 def test_equal_scores_keep_inventory_order_on_both_paths() -> None:
     arms = inventory([40, 10, 30, 20, 50, 10])
     posteriors = {a.id: Posterior(5.0, 5.0, 10) for a in arms}
     cfg = config(token_budget=60, exploration=0.0)  # every score is the same mean
-    for small in (True, False):
-        with small_path(small):
+    for name in PATHS:
+        with selection_path(name):
             sel = select_arms(arms, posteriors, cfg, rng=0)
         # greedy in inventory order: a0 (40) in, a1 (10) in, a2 (30) no, a3 (20) no, ...
         assert sel.selected == (arms[0].id, arms[1].id, arms[5].id)
@@ -767,36 +776,95 @@ def _greedy_reference(rank: list[float], costs: list[int], room: int) -> set[int
     return chosen
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(
     n=st.integers(1, 3000),
-    share=st.floats(0.0, 1.2),
-    cheap_first=st.booleans(),
-    tied=st.booleans(),
-    per_token=st.booleans(),
+    share=st.floats(-0.05, 1.2),
+    forced_share=st.sampled_from([0.0, 0.02, 0.3, 1.0]),
+    ranks=st.sampled_from(["uniform", "per_token", "tied", "skewed", "zeros"]),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_partial_sort_packing_equals_the_greedy_pass_over_the_full_ranking(
-    n: int, share: float, cheap_first: bool, tied: bool, per_token: bool, seed: int
+def test_whole_inventory_packing_takes_the_forced_arms_then_the_greedy_pass(
+    n: int, share: float, forced_share: float, ranks: str, seed: int
 ) -> None:
-    """Above PARTIAL_SORT_FROM candidates only the best part is sorted first, its size
-    guessed from the average cost or (per_token) from a sample of the ranking; whatever the
-    room, when the best arms are so cheap that the guess cannot fill it, and when many ranks
-    tie, the arms taken are those of the greedy pass over the whole ranking."""
+    """`_pack_inventory` buckets the forced arms ahead of every rank: they are all taken,
+    even over budget, and the rest are those of the greedy pass over the ranking in the room
+    they leave (none when they are over budget)."""
     from unittest import mock
 
     from engine import selection
 
     rng = np.random.default_rng(seed)
-    costs = np.clip(np.round(rng.lognormal(5.0, 1.2, n)), 1, 20_000).astype(np.int64)
-    rank = 1.0 / costs + 1e-6 * rng.random(n) if cheap_first else rng.random(n)
-    if tied:
-        rank = np.round(rank * 8 / rank.max()) / 8
+    costs = np.clip(np.round(rng.lognormal(5.0, 1.2, n)), 0, 20_000).astype(np.int64)
+    rank = {
+        "uniform": lambda: rng.random(n),
+        "per_token": lambda: rng.random(n) / np.maximum(costs, 1),
+        "tied": lambda: np.round(rng.random(n) * 8) / 8,
+        "skewed": lambda: rng.beta(0.3, 30.0, n),
+        "zeros": lambda: np.where(rng.random(n) < 0.3, 0.0, rng.random(n)),
+    }[ranks]()
+    forced = rng.random(n) < forced_share
+    budget = int(share * costs.sum())
+    with mock.patch.object(selection, "BUCKETED_FROM", 1):
+        packed = selection._pack_inventory(rank, forced, costs, budget)
+    if not rank.max() > 0:
+        assert packed is None
+        return
+    assert packed is not None
+    mask, used = packed
+    forced_cost = int(costs[forced].sum())
+    rest = np.flatnonzero(~forced).tolist()
+    expected = set(np.flatnonzero(forced).tolist()) | {
+        rest[j]
+        for j in _greedy_reference(
+            [float(rank[i]) for i in rest], [int(costs[i]) for i in rest], budget - forced_cost
+        )
+    }
+    assert set(np.flatnonzero(mask).tolist()) == expected
+    assert used == int(costs[mask].sum())
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    n=st.integers(1, 3000),
+    share=st.floats(-0.05, 1.2),
+    ranks=st.sampled_from(["uniform", "per_token", "tied", "skewed", "zeros", "signed", "wide"]),
+    bucketed_from=st.sampled_from([2, 8, 256]),
+    python_below=st.sampled_from([0, 5, 48, 10**6]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_bucketed_packing_equals_the_greedy_pass_over_the_full_ranking(
+    n: int, share: float, ranks: str, bucketed_from: int, python_below: int, seed: int
+) -> None:
+    """From BUCKETED_FROM candidates on, the ranking is cut into buckets instead of sorted;
+    whatever the room (negative included), however the ranks spread (cheap arms first, many
+    ties, most ranks near zero, zeros, negative ranks, ranks many halvings apart), and
+    whichever of the Python and numpy passes packs the small parts, the arms taken are
+    those of the greedy pass over the whole ranking."""
+    from unittest import mock
+
+    from engine import selection
+
+    rng = np.random.default_rng(seed)
+    costs = np.clip(np.round(rng.lognormal(5.0, 1.2, n)), 0, 20_000).astype(np.int64)
+    rank = {
+        "uniform": lambda: rng.random(n),
+        "per_token": lambda: rng.random(n) / np.maximum(costs, 1),
+        "tied": lambda: np.round(rng.random(n) * 8) / 8,
+        "skewed": lambda: rng.beta(0.3, 30.0, n),
+        "zeros": lambda: np.where(rng.random(n) < 0.3, 0.0, rng.random(n)),
+        "signed": lambda: rng.normal(0.0, 1.0, n),
+        "wide": lambda: np.exp2(rng.uniform(-80.0, 0.0, n)),
+    }[ranks]()
     room = int(share * costs.sum())
     candidates = np.flatnonzero(rng.random(n) < 0.9)
-    with mock.patch.object(selection, "PARTIAL_SORT_FROM", 8):
-        taken, used = selection._pack_ranked(candidates, rank, costs, room, per_token=per_token)
-    got = {int(i) for part in taken for i in part}
+    with (
+        mock.patch.object(selection, "BUCKETED_FROM", bucketed_from),
+        mock.patch.object(selection, "SORT_IN_PYTHON_BELOW", python_below),
+    ):
+        taken, used = selection._pack_ranked(candidates, rank, costs, room)
+    got = [int(i) for part in taken for i in part]
+    assert len(got) == len(set(got))
     sub = candidates.tolist()
     expected = {
         sub[j]
@@ -804,5 +872,5 @@ def test_partial_sort_packing_equals_the_greedy_pass_over_the_full_ranking(
             [float(rank[i]) for i in sub], [int(costs[i]) for i in sub], room
         )
     }
-    assert got == expected
+    assert set(got) == expected
     assert used == sum(int(costs[i]) for i in got) <= max(room, 0)
