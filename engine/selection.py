@@ -817,6 +817,7 @@ def _greedy(
     ranks = rank.tolist()
     picked = []
     used = 0
+    cheapest = min(tokens, default=0)
     # sorted(reverse=True) keeps equal keys in their original order
     for k in sorted(range(len(ids)), key=ranks.__getitem__, reverse=True):
         cost = tokens[k]
@@ -824,20 +825,23 @@ def _greedy(
             picked.append(ids[k])
             room -= cost
             used += cost
+            if room < cheapest:
+                break
     taken.append(picked)
     return used
 
 
-def _rank_buckets(rank: FloatArray, best: np.float64) -> tuple[IntArray, int]:
-    """Each rank's bucket (see `_pack_ranked`), 0 for `best` (the highest rank, finite and
-    at least _LOWEST_BUCKETED_TOP), and the number of the last bucket."""
+def _rank_buckets(rank: FloatArray, best: np.float64, first: int = 0) -> tuple[IntArray, int]:
+    """Each rank's bucket (see `_pack_ranked`), counted from `first` for `best` (the highest
+    rank, finite and at least _LOWEST_BUCKETED_TOP), and the number of the last bucket."""
     fine = min(max(rank.size.bit_length() - 7, 0), 9)
-    buckets = BUCKET_OCTAVES << fine
+    shift = 52 - fine
+    last = (BUCKET_OCTAVES << fine) + first
     # unsigned: a negative rank's bits wrap to a difference beyond the last bucket
-    bucket = np.subtract(best.view(np.uint64), rank.view(np.uint64))
-    bucket >>= 52 - fine
-    np.minimum(bucket, buckets, out=bucket)
-    return bucket.view(np.int64), buckets
+    bucket = np.subtract(int(best.view(np.uint64)) + (first << shift), rank.view(np.uint64))
+    bucket >>= shift
+    np.minimum(bucket, last, out=bucket)
+    return bucket.view(np.int64), last
 
 
 def _pack_ranked(
@@ -871,8 +875,8 @@ def _pack_ranked(
         best = rk.max()
         if not _LOWEST_BUCKETED_TOP <= best < math.inf:
             break
-        bucket, buckets = _rank_buckets(rk, best)
-        through = np.bincount(bucket, cc, buckets + 1).cumsum()
+        bucket, last = _rank_buckets(rk, best)
+        through = np.bincount(bucket, cc, last + 1).cumsum()
         if through[-1] <= room:  # everything fits
             taken.append(cand)
             return taken, used + int(through[-1])
@@ -906,10 +910,9 @@ def _pack_inventory(
     best = rank.max()
     if rank.size < BUCKETED_FROM or not _LOWEST_BUCKETED_TOP <= best < math.inf:
         return None
-    bucket, buckets = _rank_buckets(rank, best)
-    bucket += 1
+    bucket, last = _rank_buckets(rank, best, first=1)
     bucket[forced] = 0
-    through = np.bincount(bucket, costs, buckets + 2).cumsum()
+    through = np.bincount(bucket, costs, last + 1).cumsum()
     if through[-1] <= budget:  # everything fits
         return np.ones(rank.size, dtype=bool), int(through[-1])
     first = int(through.searchsorted(budget, "right"))
