@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.arms import Arm, ArmType, parse_arm_id
+from engine.bounds import MAX_TOKEN_COST
 from engine.config import LearningConfig, Phase
 from engine.errors import InvalidArmId, InvalidInput
 from engine.posterior import Posterior, prior_parameters
@@ -798,6 +799,10 @@ BUCKET_OCTAVES = 32
 _LOWEST_BUCKETED_TOP = 2.0**-512
 """`_pack_ranked` buckets only when the best rank is at least this (and finite)."""
 
+BUCKETED_UP_TO = 2**53 // MAX_TOKEN_COST
+"""The most candidates `_pack_ranked` buckets: the tokens per bucket are summed in float64,
+exact while the sum of every candidate's cost stays below 2**53."""
+
 SORT_IN_PYTHON_BELOW = 48
 """`_greedy` sorts and packs in plain Python below this many arms."""
 
@@ -871,7 +876,7 @@ def _pack_ranked(
     cand = candidates
     rk = rank[cand]
     cc = costs[cand] if candidate_costs is None else candidate_costs
-    while cand.size >= BUCKETED_FROM and room >= 0:
+    while BUCKETED_FROM <= cand.size <= BUCKETED_UP_TO and room >= 0:
         best = rk.max()
         if not _LOWEST_BUCKETED_TOP <= best < math.inf:
             break
@@ -907,8 +912,10 @@ def _pack_inventory(
     whatever their rank and the rest are packed as `_pack_ranked` packs them, without
     gathering the candidates first. Returns the mask of the arms taken and their tokens, or
     None when the ranks cannot be bucketed."""
+    if not BUCKETED_FROM <= rank.size <= BUCKETED_UP_TO:
+        return None
     best = rank.max()
-    if rank.size < BUCKETED_FROM or not _LOWEST_BUCKETED_TOP <= best < math.inf:
+    if not _LOWEST_BUCKETED_TOP <= best < math.inf:
         return None
     bucket, last = _rank_buckets(rank, best, first=1)
     bucket[forced] = 0

@@ -798,6 +798,30 @@ def costs_and_ranks(
     return costs, rank
 
 
+def test_more_candidates_than_float_sums_hold_exactly_are_sorted_not_bucketed() -> None:
+    """Bucket tokens are summed in float64; past BUCKETED_UP_TO candidates (sums that could
+    pass 2**53) packing sorts instead, with the same result."""
+    from unittest import mock
+
+    from engine import selection
+
+    rng = np.random.default_rng(5)
+    costs, rank = costs_and_ranks(rng, 600, "uniform")
+    forced = rng.random(600) < 0.05
+    budget = int(0.3 * costs.sum())
+    candidates = np.flatnonzero(~forced)
+    bucketed = selection._pack_ranked(candidates, rank, costs, budget)
+    assert selection._pack_inventory(rank, forced, costs, budget) is not None
+    with mock.patch.object(selection, "BUCKETED_UP_TO", 100):
+        assert selection._pack_inventory(rank, forced, costs, budget) is None
+        with mock.patch.object(selection, "_rank_buckets", side_effect=AssertionError):
+            sorted_ = selection._pack_ranked(candidates, rank, costs, budget)
+    assert sorted(int(i) for part in sorted_[0] for i in part) == sorted(
+        int(i) for part in bucketed[0] for i in part
+    )
+    assert sorted_[1] == bucketed[1]
+
+
 @settings(max_examples=120, deadline=None)
 @given(
     n=st.integers(1, 3000),
