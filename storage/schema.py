@@ -113,11 +113,12 @@ traces = Table(
 
 # One arm's outcome in one trace (the arm by its arm_key in the trace's learner). A row with a
 # reward is an automatic posterior change (or, on a passive trace, a bootstrapped one) of the
-# arm's posterior in `epoch`.
+# arm's posterior in `epoch`. trace_pk is the trace's id, with no foreign key (migration 0008):
+# outcomes are written only in the statement that writes their trace, and deleted before it.
 trace_arms = Table(
     "trace_arms",
     metadata,
-    Column("trace_pk", Id, ForeignKey("traces.id", ondelete="CASCADE"), nullable=False),
+    Column("trace_pk", Id, nullable=False),
     Column("arm_key", Integer, nullable=False),
     Column("included", Boolean, nullable=False),
     Column("referenced", Boolean, nullable=False),

@@ -1445,6 +1445,14 @@ class SqlStore:
         with write_transaction(self.engine) as conn:
             for table in (observations, run_stats, posteriors, audit):
                 conn.execute(delete(table).where(table.c.learner_id == learner_id))
+            # Outcomes first: no key ties them to their trace (migration 0008).
+            conn.execute(
+                delete(trace_arms).where(
+                    trace_arms.c.trace_pk.in_(
+                        select(traces.c.id).where(traces.c.learner_id == learner_id)
+                    )
+                )
+            )
             conn.execute(delete(traces).where(traces.c.learner_id == learner_id))
 
     def close(self) -> None:
