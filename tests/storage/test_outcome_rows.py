@@ -1,5 +1,6 @@
-"""Outcome rows and their traces since migration 0008 (no foreign key between them): removing a learner's data removes its outcomes, the migration keeps every row,
-and a run writes its trace and counters before it waits for the posterior rows it changes."""
+"""Outcome rows and their traces since migration 0008 (no foreign key between them):
+removing a learner's data removes its outcomes, the migration keeps every row, and a run
+writes its trace and counters before it waits for the posterior rows it changes."""
 
 from __future__ import annotations
 

@@ -31,9 +31,13 @@ COLUMNS = "trace_pk, arm_key, included, referenced, token_cost, reward, epoch, s
 
 
 def _rebuild_sqlite(with_key: bool) -> None:
-    view = op.get_bind().exec_driver_sql(
-        "SELECT sql FROM sqlite_master WHERE type = 'view' AND name = 'posterior_changes'"
-    ).scalar_one()
+    view = (
+        op.get_bind()
+        .exec_driver_sql(
+            "SELECT sql FROM sqlite_master WHERE type = 'view' AND name = 'posterior_changes'"
+        )
+        .scalar_one()
+    )
     op.execute("DROP VIEW posterior_changes")
     op.rename_table("trace_arms", "trace_arms_before_0008")
     key = (
