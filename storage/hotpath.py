@@ -214,20 +214,10 @@ WITH learner AS (
     RETURNING id, trace_id
 ), inserted AS (
     SELECT count(*) AS n FROM new_traces
-), counted AS ("""
-    + STATS_COLUMNS
-    + """    SELECT %(learner)s, go.stats_epoch, %(shard)s, %(trace_count)s, %(total_tokens)s,
-           %(min_ts)s, %(max_ts)s, %(baseline_runs)s, %(baseline_tokens)s,
-           %(baseline_duration)s, %(selected_runs)s, %(selected_tokens)s,
-           %(selected_duration)s, %(changes)s, %(offered_prompt_tokens)s,
-           %(selected_prompt_tokens)s
-    FROM go, inserted WHERE inserted.n = %(runs)s"""
-    + saturating(STATS_CONFLICT)
-    + """    RETURNING 1
 ), locked AS MATERIALIZED (
     SELECT arm_key FROM posteriors
     WHERE learner_id = %(learner)s AND arm_key = ANY(%(fold_key)s::int[])
-      AND (SELECT count(*) FROM counted) = 1
+      AND (SELECT n FROM inserted) = %(runs)s
     ORDER BY arm_id COLLATE "C" FOR UPDATE
 ), bumped AS (
     UPDATE posteriors AS p SET (alpha, beta, pulls, rewards, last_updated) = (
@@ -258,7 +248,16 @@ WITH learner AS (
         ON t.run = o.run
     LEFT JOIN bumped b ON b.arm_key = o.arm_key AND o.reward IS NOT NULL
     WHERE (SELECT n FROM inserted) = %(runs)s
-)
+), counted AS ("""
+    + STATS_COLUMNS
+    + """    SELECT %(learner)s, go.stats_epoch, %(shard)s, %(trace_count)s, %(total_tokens)s,
+           %(min_ts)s, %(max_ts)s, %(baseline_runs)s, %(baseline_tokens)s,
+           %(baseline_duration)s, %(selected_runs)s, %(selected_tokens)s,
+           %(selected_duration)s, (SELECT coalesce(sum(n), 0) FROM bumped),
+           %(offered_prompt_tokens)s, %(selected_prompt_tokens)s
+    FROM go, inserted WHERE inserted.n = %(runs)s"""
+    + saturating(STATS_CONFLICT)
+    + """)
 SELECT learner.half_life, (SELECT count(*) FROM go), ARRAY(SELECT trace_id FROM new_traces)
 FROM learner
 """
@@ -299,13 +298,10 @@ In order, each step waiting for the one before through the rows it reads: the le
 (`go`: the half-life is the one the caller folded with and every arm key has its posterior
 row, else nothing is written); the traces (a trace id already stored, or being stored by a
 concurrent caller, is skipped: ON CONFLICT waits for the other transaction); then, only when
-every run was new, the counters (their `changes` are the posterior changes the folds make: the
-gate saw every arm's row), and last the posterior rows, locked in code-point order of their
-ids (as every other writer locks them: no deadlock), updated by engine.forgetting.forget in
-its order of operations, and the outcomes with the epoch and order (`seq`) of each change.
-Every writer of the same arms waits on those rows until this statement's commit is flushed,
-so the work after the lock is kept to what needs the rows (the lock's subquery reads the
-counters' RETURNING, which runs them first). Returns the learner's half-life, whether the
+every run was new, the posterior rows locked in code-point order of their ids (as every other
+writer locks them: no deadlock), updated by engine.forgetting.forget in its order of
+operations, the outcomes with the epoch and order (`seq`) of each change, and the counters,
+whose `changes` are the posterior changes made. Returns the learner's half-life, whether the
 gate passed and the trace ids inserted.
 
 Posterior rows are reached by key through index scans and each arm's change by binary search
@@ -430,7 +426,6 @@ def postgres_params(
     }
     params.update(zip(_STATS_NAMES, stats[2:13], strict=True))
     params.update(zip(_OFFERED_NAMES, stats[14:], strict=True))
-    params["changes"] = sum(pulls)
     return params
 
 

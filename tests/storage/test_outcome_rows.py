@@ -1,11 +1,8 @@
 """Outcome rows and their traces since migration 0008 (no foreign key between them):
-removing a learner's data removes its outcomes, the migration keeps every row, and a run
-writes its trace and counters before it waits for the posterior rows it changes."""
+removing a learner's data removes its outcomes, the migration keeps every row, and the
+observe write is what keeps every outcome row with a stored trace."""
 
 from __future__ import annotations
-
-import threading
-import time
 
 import pytest
 import sqlalchemy as sa
@@ -13,7 +10,6 @@ import sqlalchemy as sa
 from engine import LearningConfig, Phase
 from engine.service import LearningService
 from storage import HEAD_REVISION, SqlStore
-from storage.hotpath import SHARDS
 
 from .helpers import ARMS, report
 
@@ -102,58 +98,6 @@ def test_the_migration_drops_the_key_and_keeps_every_row(database_url: str) -> N
     assert view_rows(store) == changes
     assert service.verify().ok
     assert service.observe(report("after")).recorded
-    store.close()
-
-
-def test_a_run_writes_its_trace_and_counters_before_it_waits_for_posterior_rows(
-    postgres_url: str,
-) -> None:
-    """While another transaction holds an arm's posterior row, an observe of that arm waits,
-    already holding its counter row: it locks the posterior rows last, so other writers wait
-    on them for as short a time as possible. Once the row is free, the run is recorded whole."""
-    store = SqlStore(postgres_url)
-    service = LearningService(store, ACTIVE, cache_ttl=0)
-    i = 0
-    with store.engine.connect() as conn:
-        count = sa.text("SELECT count(*) FROM run_stats WHERE learner_id = :l")
-        while conn.execute(count, {"l": service.learner_id}).scalar() < SHARDS:
-            assert service.observe(report(f"warm-{i}")).recorded
-            i += 1
-            assert i < 2000, "every counter shard should exist after a few hundred runs"
-    first = min((a.id for a in ARMS), key=lambda a: a.encode())
-    holder = store.engine.connect()
-    holder.execute(
-        sa.text("SELECT 1 FROM posteriors WHERE learner_id = :l AND arm_id = :a FOR UPDATE"),
-        {"l": service.learner_id, "a": first},
-    )
-    results: list[bool] = []
-    writer = threading.Thread(
-        target=lambda: results.append(service.observe(report("blocked")).recorded)
-    )
-    writer.start()
-    free = sa.text(
-        "SELECT shard FROM run_stats WHERE learner_id = :l ORDER BY shard FOR UPDATE SKIP LOCKED"
-    )
-    waiting = False
-    try:
-        with store.engine.connect() as probe:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                unlocked = probe.execute(free, {"l": service.learner_id}).scalars().all()
-                probe.rollback()
-                if len(unlocked) == SHARDS - 1:
-                    waiting = True
-                    break
-                time.sleep(0.02)
-        assert not results, "the observe should wait for the posterior row held elsewhere"
-    finally:
-        holder.rollback()
-        holder.close()
-        writer.join(timeout=30)
-    assert waiting, "the waiting observe should hold one counter row"
-    assert results == [True]
-    assert service.verify().ok
-    assert service.status().summary.trace_count == i + 1
     store.close()
 
 
