@@ -47,7 +47,8 @@ learners = Table(
 )
 
 # The current posterior of one arm: prior_* (its base since the last reset) plus the changes
-# recorded in its current epoch.
+# recorded in its current epoch. On PostgreSQL its pages are filled to half (migration 0008),
+# so that the row versions each observe writes stay on their page.
 posteriors = Table(
     "posteriors",
     metadata,

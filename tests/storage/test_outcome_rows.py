@@ -55,6 +55,23 @@ def outcome_key(url: str) -> bool:
     return any(k["referred_table"] == "traces" for k in keys)
 
 
+def posterior_fill(url: str) -> list[str] | None:
+    """The storage options of the posteriors table on PostgreSQL (None on SQLite)."""
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        if engine.dialect.name != "postgresql":
+            return None
+        with engine.connect() as conn:
+            return conn.execute(
+                sa.text(
+                    "SELECT coalesce(reloptions, '{}') FROM pg_class "
+                    "WHERE oid = to_regclass('posteriors')"
+                )
+            ).scalar_one()
+    finally:
+        engine.dispose()
+
+
 def test_removing_a_learners_data_removes_its_outcomes(database_url: str) -> None:
     """delete_learner_data takes a learner's outcome rows with its traces (nothing cascades
     any more), and leaves the other learner's alone."""
@@ -73,7 +90,8 @@ def test_removing_a_learners_data_removes_its_outcomes(database_url: str) -> Non
 
 def test_the_migration_drops_the_key_and_keeps_every_row(database_url: str) -> None:
     """0008 drops the outcome rows' key (SQLite rebuilds the table) and changes no row; the
-    view of posterior changes reads the same; going back down restores the key."""
+    view of posterior changes reads the same; on PostgreSQL posterior pages are filled to
+    half. Going back down restores the key and the default fill."""
     from alembic import command
 
     from storage.database import _alembic_config, make_engine, upgrade, write_transaction
@@ -83,17 +101,21 @@ def test_the_migration_drops_the_key_and_keeps_every_row(database_url: str) -> N
     for i in range(5):
         assert service.observe(report(f"m-{i}", calls=("Read", "Bash"))).recorded
     assert not outcome_key(database_url)
+    postgres = store.engine.dialect.name == "postgresql"
+    assert posterior_fill(database_url) == (["fillfactor=50"] if postgres else None)
     before = outcome_rows(store)
     changes = view_rows(store)
     engine = make_engine(database_url)
     with write_transaction(engine) as conn:
         command.downgrade(_alembic_config(conn), "0007")
     assert outcome_key(database_url)
+    assert posterior_fill(database_url) == ([] if postgres else None)
     assert outcome_rows(store) == before
     assert view_rows(store) == changes
     assert upgrade(engine) == ("0007", HEAD_REVISION)
     engine.dispose()
     assert not outcome_key(database_url)
+    assert posterior_fill(database_url) == (["fillfactor=50"] if postgres else None)
     assert outcome_rows(store) == before
     assert view_rows(store) == changes
     assert service.verify().ok

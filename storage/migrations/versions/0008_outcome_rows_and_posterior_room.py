@@ -1,4 +1,7 @@
-"""outcome rows without a foreign key: `trace_arms.trace_pk` no longer references `traces.id`.
+"""observe under concurrent writers: outcome rows without a foreign key, and posterior rows
+with room to be rewritten in place on PostgreSQL.
+
+`trace_arms.trace_pk` no longer references `traces.id`.
 
 Every observed run writes one outcome row per arm in the statement that inserts its trace, so
 the reference could never fail, yet PostgreSQL checked it row by row at the end of that
@@ -10,6 +13,14 @@ removes them first, so the cascade the key gave is not needed either.
 On SQLite the table is rebuilt without the key (SQLite cannot drop one in place), its rows
 copied as they are; the posterior_changes view, which reads it, is dropped and made again
 from its own definition around that.
+
+On PostgreSQL `posteriors` gets a fill factor of 50. Every observed run rewrites the row of
+each of its arms, and a page can only be pruned of old versions when no other backend has it
+pinned, which is rare while other writers work on the same rows. With the page full, the new
+version goes to another page and both indexes get a new entry: one update in six at 4
+writers, and a 20-arm table grown to 4.5 MB in 3 seconds. With half of each page left free,
+most versions stay on their page (heap-only updates). Pages written before the migration
+fill up as before until the table is rewritten (VACUUM FULL, or a dump and restore).
 
 Revision ID: 0008
 Revises: 0007
@@ -72,11 +83,13 @@ def upgrade() -> None:
         _rebuild_sqlite(with_key=False)
     else:
         op.drop_constraint(KEY, "trace_arms", type_="foreignkey")
+        op.execute("ALTER TABLE posteriors SET (fillfactor = 50)")
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "sqlite":
         _rebuild_sqlite(with_key=True)
     else:
+        op.execute("ALTER TABLE posteriors RESET (fillfactor)")
         op.execute("DELETE FROM trace_arms WHERE trace_pk NOT IN (SELECT id FROM traces)")
         op.create_foreign_key(KEY, "trace_arms", "traces", ["trace_pk"], ["id"], ondelete="CASCADE")
