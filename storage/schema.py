@@ -115,7 +115,7 @@ traces = Table(
 # One arm's outcome in one trace (the arm by its arm_key in the trace's learner). A row with a
 # reward is an automatic posterior change (or, on a passive trace, a bootstrapped one) of the
 # arm's posterior in `epoch`. trace_pk is the trace's id, with no foreign key (migration 0008):
-# outcomes are written only in the statement that writes their trace, and deleted before it.
+# outcomes are written only in the write that stores their trace, and deleted before it.
 trace_arms = Table(
     "trace_arms",
     metadata,
