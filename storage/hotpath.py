@@ -3,7 +3,8 @@
 It runs for every agent request, so it skips the ORM and SQL compilation, and touches
 posterior rows in sorted arm order (PostgreSQL then never deadlocks on them). On SQLite a
 batch of runs is one transaction of a few statements whatever its size; on PostgreSQL it is
-one statement (PG_RECORD), which for a single run is sent alone in autocommit: one round trip.
+one call of a server-side function (PG_RECORD), which for a single run is sent alone in
+autocommit: one round trip, one transaction.
 """
 
 from __future__ import annotations
@@ -195,118 +196,68 @@ def target(row: str, side: str, type_prior: str) -> str:
     )
 
 
-_PG_RECORD = (
-    """
-WITH learner AS (
-    SELECT stats_epoch, half_life FROM learners WHERE id = %(learner)s FOR KEY SHARE
-), go AS (
-    SELECT stats_epoch FROM learner
-    WHERE half_life = %(half_life)s
-      AND (SELECT count(*) FROM posteriors
-           WHERE learner_id = %(learner)s AND arm_key = ANY(%(keys)s::int[]))
-          = cardinality(%(keys)s::int[])
-), new_traces AS (
-    INSERT INTO traces (COLUMNS)
-    SELECT VALUES FROM go, json_populate_recordset(NULL::traces, %(traces)s::json)
-        WITH ORDINALITY AS r
-    ORDER BY r.ordinality
-    ON CONFLICT (learner_id, trace_id) DO NOTHING
-    RETURNING id, trace_id
-), inserted AS (
-    SELECT count(*) AS n FROM new_traces
-), locked AS MATERIALIZED (
-    SELECT arm_key FROM posteriors
-    WHERE learner_id = %(learner)s AND arm_key = ANY(%(fold_key)s::int[])
-      AND (SELECT n FROM inserted) = %(runs)s
-    ORDER BY arm_id COLLATE "C" FOR UPDATE
-), bumped AS (
-    UPDATE posteriors AS p SET (alpha, beta, pulls, rewards, last_updated) = (
-        SELECT p.alpha * f + """
-    + target("p.", "alpha", "ta")
-    + """ * (1.0 - f) + da,
-               p.beta * f + """
-    + target("p.", "beta", "tb")
-    + """ * (1.0 - f) + db,
-               p.pulls + n, p.rewards + dr, %(at)s
-        FROM (SELECT (%(keep)s::float8[])[i] AS f, (%(prior_alpha)s::float8[])[i] AS ta,
-                     (%(alpha_gain)s::float8[])[i] AS da, (%(prior_beta)s::float8[])[i] AS tb,
-                     (%(beta_gain)s::float8[])[i] AS db, (%(pulls)s::int[])[i] AS n,
-                     (%(rewards)s::float8[])[i] AS dr
-              FROM (SELECT width_bucket(p.arm_key, %(fold_key)s::int[]) AS i) AS w) AS d)
-    WHERE p.learner_id = %(learner)s AND p.arm_key = ANY(ARRAY(SELECT arm_key FROM locked))
-    RETURNING p.arm_key, p.epoch, p.pulls,
-        (%(pulls)s::int[])[width_bucket(p.arm_key, %(fold_key)s::int[])] AS n
-), outcomes AS (
-    INSERT INTO trace_arms (trace_pk, arm_key, included, referenced, token_cost, reward, epoch,
-                            seq)
-    SELECT t.id, o.arm_key, o.included, o.referenced, o.token_cost, o.reward, b.epoch,
-           b.pulls - b.n + o.k
-    FROM unnest(%(run)s::int[], %(arm_key)s::int[], %(included)s::bool[],
-                %(referenced)s::bool[], %(token_cost)s::int[], %(reward)s::float8[],
-                %(k)s::int[]) AS o(run, arm_key, included, referenced, token_cost, reward, k)
-    JOIN (SELECT id, row_number() OVER (ORDER BY id) AS run FROM new_traces) AS t
-        ON t.run = o.run
-    LEFT JOIN bumped b ON b.arm_key = o.arm_key AND o.reward IS NOT NULL
-    WHERE (SELECT n FROM inserted) = %(runs)s
-), counted AS ("""
-    + STATS_COLUMNS
-    + """    SELECT %(learner)s, go.stats_epoch, %(shard)s, %(trace_count)s, %(total_tokens)s,
-           %(min_ts)s, %(max_ts)s, %(baseline_runs)s, %(baseline_tokens)s,
-           %(baseline_duration)s, %(selected_runs)s, %(selected_tokens)s,
-           %(selected_duration)s, (SELECT coalesce(sum(n), 0) FROM bumped),
-           %(offered_prompt_tokens)s, %(selected_prompt_tokens)s
-    FROM go, inserted WHERE inserted.n = %(runs)s"""
-    + saturating(STATS_CONFLICT)
-    + """)
-SELECT learner.half_life, (SELECT count(*) FROM go), ARRAY(SELECT trace_id FROM new_traces)
-FROM learner
-"""
+PG_RECORD_PARAMS: tuple[tuple[str, str], ...] = (
+    ("learner", "bigint"),
+    ("half_life", "float8"),
+    ("keys", "int[]"),
+    ("traces", "json"),
+    ("fold_key", "int[]"),
+    ("runs", "bigint"),
+    ("at", "bigint"),
+    ("keep", "float8[]"),
+    ("prior_alpha", "float8[]"),
+    ("alpha_gain", "float8[]"),
+    ("prior_beta", "float8[]"),
+    ("beta_gain", "float8[]"),
+    ("pulls", "int[]"),
+    ("rewards", "float8[]"),
+    ("run", "int[]"),
+    ("arm_key", "int[]"),
+    ("included", "bool[]"),
+    ("referenced", "bool[]"),
+    ("token_cost", "int[]"),
+    ("reward", "float8[]"),
+    ("k", "int[]"),
+    ("shard", "bigint"),
+    ("trace_count", "bigint"),
+    ("total_tokens", "bigint"),
+    ("min_ts", "bigint"),
+    ("max_ts", "bigint"),
+    ("baseline_runs", "bigint"),
+    ("baseline_tokens", "bigint"),
+    ("baseline_duration", "bigint"),
+    ("selected_runs", "bigint"),
+    ("selected_tokens", "bigint"),
+    ("selected_duration", "bigint"),
+    ("offered_prompt_tokens", "bigint"),
+    ("selected_prompt_tokens", "bigint"),
 )
-_TRACE_VALUES = {
-    "learner_id": "%(learner)s",
-    "stats_epoch": "go.stats_epoch",
-    "bootstrapped": "false",
-}
-_PER_RUN = tuple(c for c in TRACE_COLUMNS if c not in _TRACE_VALUES)
-"""The `traces` columns that differ between runs, sent as one JSON object per run."""
+"""The parameters of `learning_bot_record_runs`, in its order, with their types."""
 
-
-def _numbered(sql: str) -> tuple[str, tuple[str, ...]]:
-    """`sql` with each %(name)s turned into PostgreSQL's own $n, and the names in $n order:
-    psycopg sends such a statement as it is, without parsing it on every call."""
-    names: list[str] = []
-
-    def number(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name not in names:
-            names.append(name)
-        return f"${names.index(name) + 1}"
-
-    return re.sub(r"%\((\w+)\)s", number, sql), tuple(names)
-
-
-PG_RECORD, PG_RECORD_PARAMS = _numbered(
-    _PG_RECORD.replace("COLUMNS", ", ".join(TRACE_COLUMNS)).replace(
-        "VALUES", ", ".join(_TRACE_VALUES.get(c, f"r.{c}") for c in TRACE_COLUMNS)
-    )
+PG_RECORD = (
+    "SELECT learner_half_life, gate_passed, inserted_trace_ids FROM learning_bot_record_runs("
+    + ", ".join(f"${i}::{kind}" for i, (_, kind) in enumerate(PG_RECORD_PARAMS, start=1))
+    + ")"
 )
-"""Runs, their outcomes, posterior changes and counters in one statement (PostgreSQL), and
-the names of its parameters in order.
+"""Runs, their outcomes, posterior changes and counters in one call of the server-side
+function `learning_bot_record_runs` (PostgreSQL; made by migration 0009, which holds its body).
 
-In order, each step waiting for the one before through the rows it reads: the learner row
-(share-locked, so a half-life change waits for this statement or this one sees it); the gate
-(`go`: the half-life is the one the caller folded with and every arm key has its posterior
-row, else nothing is written); the traces (a trace id already stored, or being stored by a
-concurrent caller, is skipped: ON CONFLICT waits for the other transaction); then, only when
-every run was new, the posterior rows locked in code-point order of their ids (as every other
-writer locks them: no deadlock), updated by engine.forgetting.forget in its order of
-operations, the outcomes with the epoch and order (`seq`) of each change, and the counters,
+In order: the learner row (share-locked, so a half-life change waits for this call or this
+call sees it); the gate (the half-life is the one the caller folded with and every arm key has
+its posterior row, else nothing is written); the traces (a trace id already stored, or being
+stored by a concurrent caller, is skipped: ON CONFLICT waits for the other transaction); then,
+only when every run was new, the posterior rows locked in code-point order of their ids (as
+every other writer locks them: no deadlock), updated by engine.forgetting.forget in its order
+of operations, the outcomes with the epoch and order (`seq`) of each change, and the counters,
 whose `changes` are the posterior changes made. Returns the learner's half-life, whether the
-gate passed and the trace ids inserted.
+gate passed and the trace ids inserted; no row when there is no such learner.
 
-Posterior rows are reached by key through index scans and each arm's change by binary search
-over the sorted keys (width_bucket), never by a join against posteriors: the plan stays
-linear in the arms even while the table has no statistics yet (a new database)."""
+Each step is a statement of its own with its own snapshot, so the update starts after the rows
+are locked and applies to their newest versions: a single statement would have rechecked every
+row a concurrent writer had just changed, while holding the rest. Posterior rows are reached by
+key through index scans and each arm's change by binary search over the sorted keys
+(width_bucket), never by a join against posteriors: the plans stay linear in the arms even
+while the table has no statistics yet (a new database)."""
 
 
 _STATS_NAMES = (
@@ -348,6 +299,10 @@ class Written:
 def _prior(arm_id: str) -> tuple[float, float]:
     return prior_parameters(parse_arm_id(arm_id).type)
 
+
+_PER_RUN = tuple(c for c in TRACE_COLUMNS if c not in ("learner_id", "stats_epoch", "bootstrapped"))
+"""The `traces` columns that differ between runs, sent as one JSON object per run (the function
+fills in the other three)."""
 
 _TRACE_INDEXES = [TRACE_COLUMNS.index(c) for c in _PER_RUN]
 
@@ -438,14 +393,14 @@ def record_postgres(
     half_life: float,
 ) -> Written:
     """Run PG_RECORD for `runs` (distinct trace ids) on a psycopg connection, prepared. Alone in
-    autocommit it is atomic; with several runs some may turn out stored already
+    autocommit it is one transaction; with several runs some may turn out stored already
     (Written.complete is then false) and the caller rolls its transaction back."""
     import psycopg
 
     params = postgres_params(learner_id, runs, at, keys, half_life)
     with psycopg.RawCursor(conn) as cur:
         row = cur.execute(
-            PG_RECORD, [params[name] for name in PG_RECORD_PARAMS], prepare=True
+            PG_RECORD, [params[name] for name, _ in PG_RECORD_PARAMS], prepare=True
         ).fetchone()
     if row is None:
         raise NotFound(f"no learner with id {learner_id}")
