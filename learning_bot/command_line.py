@@ -276,16 +276,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_arguments(discord)
 
-    mcp = sub.add_parser(
+    sub.add_parser(
         "mcp",
         help="serve the MCP tools over stdio (OpenClaw's learning backend; "
         "also: python -m learning_bot mcp --database-url=...)",
     )
-    # Accepted after the subcommand too: OpenClaw's gateway spawns `<python> -m learning_bot mcp
-    # --database-url=...` and passes the child no LEARNING_BOT_* variables.
-    mcp.add_argument("--database-url", default=argparse.SUPPRESS, help="SQLAlchemy URL")
-    mcp.add_argument("--config", default=argparse.SUPPRESS, help="a JSON or TOML config file")
-    mcp.add_argument("--learner", default=argparse.SUPPRESS, help="the default learner")
 
     sub.add_parser(
         "dashboard",
@@ -296,7 +291,34 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
 
+    _accept_after(sub, [a for a in parser._actions if a.dest in _GLOBAL])
     return parser
+
+
+_GLOBAL = ("database_url", "learner", "config", "url")
+"""The options that come before the command, and are taken after it as well."""
+
+
+def _accept_after(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], options: list[argparse.Action]
+) -> None:
+    """Let every command (and Discord's own `sync` and `run`) take the global options after
+    its name too: `learning-bot status --database-url=...` reads as `learning-bot
+    --database-url=... status`, and OpenClaw's gateway spawns `<python> -m learning_bot mcp
+    --database-url=...`. Given there, an option overrides the one given before the command;
+    not given, it leaves that one (its default here is to set nothing)."""
+    for child in sub.choices.values():
+        for option in options:
+            child.add_argument(
+                *option.option_strings,
+                dest=option.dest,
+                metavar=option.metavar,
+                default=argparse.SUPPRESS,
+                help=option.help,
+            )
+        for action in child._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _accept_after(action, options)
 
 
 def _read_only(args: argparse.Namespace) -> bool:

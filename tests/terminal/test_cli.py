@@ -112,6 +112,10 @@ def test_reward_and_phase_from_the_terminal(db: str) -> None:
         (("--url", "http://127.0.0.1:1", "simulate"), 2, "--url does not apply to `simulate`"),
         (("--url", "http://127.0.0.1:1", "status"), 1, "cannot reach http://127.0.0.1:1"),
         (("--url", "http://127.0.0.1:1", "dashboard"), 1, "cannot reach http://127.0.0.1:1"),
+        (("status", "--url", "http://127.0.0.1:1"), 1, "cannot reach http://127.0.0.1:1"),
+        (("export", "--url", "http://127.0.0.1:1"), 2, "--url does not apply to `export`"),
+        (("status", "--databse-url", "x"), 2, "did you mean --database-url?"),
+        (("reward", "Read", "--learner", "defualt"), 2, "did you mean --learner default?"),
     ],
 )
 def test_errors_are_one_line_and_exit_codes(
@@ -125,6 +129,28 @@ def test_errors_are_one_line_and_exit_codes(
     first, *hint = result.stderr.splitlines()
     assert first.startswith("learning-bot: ") and len(hint) <= 1, result.stderr
     assert "/learning " not in result.stderr and "\x1b[" not in result.stderr
+
+
+def test_global_options_are_taken_after_the_command_too(tmp_path: Path) -> None:
+    """`learning-bot status --database-url=...` reads the database it names, as the same
+    option before the command does; given on both sides, the one after the command wins."""
+    here = f"sqlite:///{tmp_path}/here.sqlite"
+    elsewhere = f"sqlite:///{tmp_path}/elsewhere.sqlite"
+    assert run(elsewhere, "simulate", "--traces", "30", f"--database-url={here}").returncode == 0
+    after = run(elsewhere, "status", "--database-url", here)
+    before = run(elsewhere, "--database-url", here, "status")
+    assert after.returncode == 0 and after.stdout == before.stdout
+    assert "Traces         30\n" in after.stdout
+    assert "No traces recorded yet" in run(elsewhere, "status").stdout
+    both = run(elsewhere, "--database-url", elsewhere, "db", "url", "--database-url", here)
+    assert both.stdout.strip() == here
+    assert run(elsewhere, "db", "url").stdout.strip() == elsewhere
+    assert run(here, "learner", "create", "second").returncode == 0
+    assert "No traces recorded yet" in run(here, "status", "--learner", "second").stdout
+    assert (
+        "Traces         30\n"
+        in run(here, "--learner", "second", "status", "--learner", "default").stdout
+    )
 
 
 def test_version_help_and_json(db: str) -> None:
