@@ -11,7 +11,7 @@ import os
 import shlex
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from adapters.terminal.commands import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
 
@@ -299,9 +299,7 @@ _GLOBAL = ("database_url", "learner", "config", "url")
 """The options that come before the command, and are taken after it as well."""
 
 
-def _accept_after(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], options: list[argparse.Action]
-) -> None:
+def _accept_after(sub: argparse._SubParsersAction[Any], options: list[argparse.Action]) -> None:
     """Let every command (and Discord's own `sync` and `run`) take the global options after
     its name too: `learning-bot status --database-url=...` reads as `learning-bot
     --database-url=... status`, and OpenClaw's gateway spawns `<python> -m learning_bot mcp
