@@ -1,5 +1,6 @@
-"""The observe write: one statement per run on PostgreSQL, with the same outcomes as before on
-both backends (runs stored meanwhile, a half-life changed by another replica, arm rows gone)."""
+"""The observe write: one round trip per run on PostgreSQL (one call of the server-side
+function), with the same outcomes as before on both backends (runs stored meanwhile, a
+half-life changed by another replica, arm rows gone)."""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def _answers(files: list[Any]) -> int:
 def test_an_observe_is_one_round_trip_on_postgresql(
     postgres_url: str, round_trips: list[Any]
 ) -> None:
-    """Once its arms are known, an observe is one statement, sent alone in autocommit: no
+    """Once its arms are known, an observe is one call, sent alone in autocommit: no
     BEGIN, no COMMIT, no ping, one answer from the server; a duplicate is one as well."""
     store = SqlStore(postgres_url)
     service = LearningService(store, ACTIVE, cache_ttl=3600)
