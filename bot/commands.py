@@ -16,13 +16,13 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from engine.bounds import MAX_CHAT_RESET_ARMS
 from engine.config import Phase
 from engine.errors import InvalidInput
 from engine.text import strip_controls
 
 MAX_INPUT_CHARS = 1000
 MAX_TOP = 25
-MAX_RESET_ARMS = 50
 
 GRAMMAR = (
     "/learning [status [top N] [public]]",
@@ -253,8 +253,8 @@ def _parse_reset(rest: list[str]) -> ResetCommand:
         return ResetCommand(arms=None, confirm=confirm)
     if any(word.lower() in ("all", "undo", "confirm") for word in rest):
         raise UsageError("use 'reset all', 'reset undo' or 'reset <arm ids...>'", "reset")
-    if len(rest) > MAX_RESET_ARMS:
-        raise UsageError(f"at most {MAX_RESET_ARMS} arms per reset", "reset")
+    if len(rest) > MAX_CHAT_RESET_ARMS:
+        raise UsageError(f"at most {MAX_CHAT_RESET_ARMS} arms per reset", "reset")
     return ResetCommand(arms=tuple(rest), confirm=confirm)
 
 

@@ -27,6 +27,22 @@ MAX_COUNT = 10**12
 MAX_TOKEN_COST = 2**31 - 1
 MAX_TIMESTAMP_MS = 253_402_300_799_999
 
+# The limits of the use cases, the one place each is written; surfaces check them at their edge
+# with these names so that every way in refuses the same input with the same number.
+MAX_REASON_CHARS = 500
+"""A manual reward's reason."""
+MAX_ACTOR_CHARS = 256
+"""Who gave a reward or made a change."""
+MAX_PAGE = 1000
+"""Rows one page of a listing (traces, exports) returns at most."""
+MAX_RESET_ARMS = 1000
+"""Arms one reset names at most (the service, the HTTP API and MCP)."""
+MAX_CHAT_RESET_ARMS = 50
+"""Arms a chat command's `reset` names at most: the chat grammar's own, smaller limit, so that a
+confirmation message listing them stays readable in Slack and Discord."""
+MAX_BATCH = 1000
+"""Run reports one HTTP request carries at most."""
+
 
 def check_count(name: str, value: Any, maximum: int = MAX_COUNT) -> int:
     """A whole number from 0 to `maximum` (a float with an integral value is accepted)."""

@@ -23,7 +23,14 @@ if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
     from engine.selection import ArmSet, Selection
 
 from engine.arms import Arm, parse_arm_id
-from engine.bounds import check_json, check_text
+from engine.bounds import (
+    MAX_ACTOR_CHARS,
+    MAX_PAGE,
+    MAX_REASON_CHARS,
+    MAX_RESET_ARMS,
+    check_json,
+    check_text,
+)
 from engine.cache import CachedArm, PosteriorCache
 from engine.config import LearningConfig, Phase
 from engine.errors import InvalidConfig, InvalidInput, NotFound, Unavailable
@@ -67,11 +74,6 @@ from engine.views import (
 
 MIN_TRACES_FOR_ACTIVE = 50
 """Switching to the active phase with fewer traces than this warns."""
-MAX_REASON_CHARS = 500
-MAX_ACTOR_CHARS = 256
-MAX_PAGE = 1000
-MAX_RESET_ARMS = 1000
-"""Most arms one reset may name."""
 WINDOWS = {"1h": 3_600_000, "1d": 86_400_000}
 
 _REWARD_WORDS = {"good": 1.0, "bad": 0.0, "accepted": 1.0, "rejected": 0.0}

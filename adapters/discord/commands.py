@@ -27,8 +27,8 @@ from bot.commands import (
     RewardCommand,
     StatusCommand,
 )
+from engine.bounds import MAX_REASON_CHARS
 from engine.config import Phase
-from engine.service import MAX_REASON_CHARS
 
 GROUP_NAME = "learning"
 DEFAULT_PERMISSIONS = discord.Permissions(send_messages=True)

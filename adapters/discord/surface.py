@@ -29,7 +29,6 @@ from adapters.discord.render import (
 from adapters.discord.settings import DiscordSettings
 from bot.bus import Actor, CommandBus, Invocation
 from bot.commands import (
-    MAX_RESET_ARMS,
     ArmNamesQuery,
     CancelCommand,
     Command,
@@ -39,6 +38,7 @@ from bot.commands import (
 )
 from bot.errors import FORBIDDEN
 from bot.replies import Reply, ReplyKind
+from engine.bounds import MAX_CHAT_RESET_ARMS
 from engine.errors import LearningError
 from engine.text import strip_controls
 
@@ -139,8 +139,10 @@ def reset_command(value: object) -> ResetCommand:
         return ResetCommand(undo=True)
     if not words or any(w in ("all", "undo", "confirm") for w in lowered):
         raise InvalidOption("arms takes all, undo, or arm ids or labels separated by spaces")
-    if len(words) > MAX_RESET_ARMS:
-        raise InvalidOption(f"arms names {len(words)} arms; at most {MAX_RESET_ARMS} per reset")
+    if len(words) > MAX_CHAT_RESET_ARMS:
+        raise InvalidOption(
+            f"arms names {len(words)} arms; at most {MAX_CHAT_RESET_ARMS} per reset"
+        )
     for word in words:
         if len(word) > MAX_ARM_CHARS:
             raise InvalidOption(f"an arm id in arms is longer than {MAX_ARM_CHARS} characters")

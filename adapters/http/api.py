@@ -36,7 +36,7 @@ from bot.shapes import (
     summary_json,
     trace_json,
 )
-from engine.bounds import check_json
+from engine.bounds import MAX_BATCH, MAX_RESET_ARMS, check_json
 from engine.config import Phase
 from engine.errors import Ambiguous, InvalidInput, Unavailable
 from engine.observation import RunReport
@@ -50,10 +50,8 @@ log = logging.getLogger("learning_bot.http")
 
 BASE = "/__openclaw__/api/learning"
 API_ACTOR = Actor("api", "api", is_admin=True)
-MAX_BATCH = 1000
 WORKER_THREADS = 40
 """Threads serving storage calls (as many as Starlette's thread pool has)."""
-MAX_RESET_ARMS = 1000
 
 
 @dataclass(frozen=True)
