@@ -75,18 +75,25 @@ class ReportedArm:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token usage of one run; `total` defaults to the sum of the parts."""
+    """Token usage of one run; `total` defaults to the sum of the parts.
+
+    `input` is the uncached prompt; `cache_read` the prompt read from the provider's prefix
+    cache and `cache_write` the prompt written to it (Anthropic's cache_creation_input_tokens),
+    priced apart by `engine.cost`. `cache_write` follows `total` so positional callers keep
+    their meaning."""
 
     input: int = 0
     output: int = 0
     cache_read: int = 0
     total: int = -1
+    cache_write: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("input", "output", "cache_read"):
+        for name in ("input", "output", "cache_read", "cache_write"):
             _check_count(f"usage.{name}", getattr(self, name))
         if self.total == -1:
-            object.__setattr__(self, "total", self.input + self.output + self.cache_read)
+            parts = self.input + self.output + self.cache_read + self.cache_write
+            object.__setattr__(self, "total", parts)
         _check_count("usage.total", self.total)
 
     def to_dict(self) -> dict[str, int]:
@@ -94,6 +101,7 @@ class Usage:
             "input": self.input,
             "output": self.output,
             "cacheRead": self.cache_read,
+            "cacheWrite": self.cache_write,
             "total": self.total,
         }
 

@@ -203,10 +203,11 @@ def _flag(name: str, value: Any) -> bool:
 
 
 def _usage_from_json(raw: Any) -> Usage:
-    if isinstance(raw, list):  # [input, output, cacheRead, total]
-        if len(raw) != 4:
-            raise InvalidInput("usage must hold input, output, cacheRead and total")
-        raw = dict(zip(("input", "output", "cacheRead", "total"), raw, strict=True))
+    if isinstance(raw, list):  # [input, output, cacheRead, total, cacheWrite?]
+        if len(raw) not in (4, 5):
+            raise InvalidInput("usage must hold input, output, cacheRead, total and cacheWrite")
+        names = ("input", "output", "cacheRead", "total", "cacheWrite")
+        raw = dict(zip(names, raw, strict=False))
     if not isinstance(raw, Mapping):
         raise InvalidInput("usage must be an object")
     return Usage(
@@ -214,6 +215,7 @@ def _usage_from_json(raw: Any) -> Usage:
         check_count("usage.output", raw.get("output", 0)),
         check_count("usage.cacheRead", _pick(raw, "cacheRead", "cache_read", 0)),
         check_count("usage.total", raw.get("total", 0)),
+        check_count("usage.cacheWrite", _pick(raw, "cacheWrite", "cache_write", 0)),
     )
 
 
@@ -314,6 +316,7 @@ TRACE_COLUMNS = (
     "usage_input",
     "usage_output",
     "usage_cache_read",
+    "usage_cache_write",
     "usage_total",
     "duration_ms",
     "system_prompt_chars",
@@ -347,6 +350,7 @@ def record_row(learner_id: int, record: RunRecord, stats_epoch: int) -> tuple[An
         usage.input,
         usage.output,
         usage.cache_read,
+        usage.cache_write,
         usage.total,
         record.duration_ms,
         record.system_prompt_chars,
@@ -382,6 +386,7 @@ def record_from_row(row: Any, arms: tuple[ArmOutcomeRecord, ...]) -> RunRecord:
             int(row.usage_output),
             int(row.usage_cache_read),
             int(row.usage_total),
+            int(row.usage_cache_write),
         ),
         duration_ms=int(row.duration_ms),
         system_prompt_chars=int(row.system_prompt_chars),
@@ -486,6 +491,7 @@ def report_from_json(data: Any) -> RunReport:
         raw_usage.get("output", 0),
         _pick(raw_usage, "cacheRead", "cache_read", 0),
         -1 if raw_usage.get("total") is None else raw_usage["total"],
+        _pick(raw_usage, "cacheWrite", "cache_write", 0),
     )
     context = data.get("context") or {}
     if not isinstance(context, Mapping):

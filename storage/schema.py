@@ -1,7 +1,8 @@
 """The database schema as SQLAlchemy Core tables (no ORM: the CLI starts faster without it).
 
 Beside these tables, a PostgreSQL database holds one function, `learning_bot_record_runs`
-(migration 0009): the write of observed runs into traces, trace_arms, posteriors and run_stats.
+(migration 0009, replaced by 0010 to insert the cache write): the write of observed runs into
+traces, trace_arms, posteriors and run_stats.
 A migration makes it, so a change to that write is a new migration replacing it."""
 
 from __future__ import annotations
@@ -103,6 +104,7 @@ traces = Table(
     Column("usage_input", BigInteger, nullable=False),
     Column("usage_output", BigInteger, nullable=False),
     Column("usage_cache_read", BigInteger, nullable=False),
+    Column("usage_cache_write", BigInteger, nullable=False, server_default="0"),
     Column("usage_total", BigInteger, nullable=False),
     Column("duration_ms", BigInteger, nullable=False),
     Column("system_prompt_chars", BigInteger, nullable=False),

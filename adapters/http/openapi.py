@@ -129,8 +129,8 @@ SCHEMAS: dict[str, Any] = {
         ],
     ),
     "Usage": _obj(
-        {"input": INT, "output": INT, "cacheRead": INT, "total": INT},
-        ["input", "output", "cacheRead", "total"],
+        {"input": INT, "output": INT, "cacheRead": INT, "cacheWrite": INT, "total": INT},
+        ["input", "output", "cacheRead", "cacheWrite", "total"],
     ),
     "TraceArm": _obj(
         {"armId": STR, "included": BOOL, "referenced": BOOL, "tokenCost": INT},
@@ -264,6 +264,7 @@ SCHEMAS: dict[str, Any] = {
                     "input": {"type": "integer", "minimum": 0},
                     "output": {"type": "integer", "minimum": 0},
                     "cacheRead": {"type": "integer", "minimum": 0},
+                    "cacheWrite": {"type": "integer", "minimum": 0},
                     "total": {"type": "integer", "minimum": 0},
                 }
             ),

@@ -549,6 +549,14 @@ def test_report_defaults(make_report: MakeReport) -> None:
     assert report.usage.total == 0
     assert report.included_arms == (READ,)
     assert Usage(input=3, output=4, cache_read=5).total == 12
+    assert Usage(input=3, output=4, cache_read=5, cache_write=6).total == 18
+    assert Usage(input=3, cache_write=6).to_dict() == {
+        "input": 3,
+        "output": 0,
+        "cacheRead": 0,
+        "cacheWrite": 6,
+        "total": 9,
+    }
 
 
 def test_report_needs_arms() -> None:
@@ -596,7 +604,7 @@ def test_report_rejects_bad_fields(changes: dict[str, object], fragment: str) ->
         RunReport(**fields)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("field", ["input", "output", "cache_read"])
+@pytest.mark.parametrize("field", ["input", "output", "cache_read", "cache_write"])
 def test_usage_rejects_negative_counts(field: str) -> None:
     with pytest.raises(InvalidInput, match=field):
         Usage(**{field: -1})
