@@ -281,6 +281,29 @@ def make_workload(
     return Workload(tuple(arms), usefulness, conversational_rate, drift_at, drifted)
 
 
+def make_tool_workload(
+    tools: int = 40,
+    tool_tokens: int = 16_000,
+    *,
+    seed: int = 0,
+    conversational_rate: float = 0.3,
+) -> Workload:
+    """An inventory of tools only, their lognormal costs scaled to add up to `tool_tokens`,
+    with the "realistic" profile's usefulness tiers (the two seed tools always used): the
+    tool definitions an agent sends at the head of its prompt."""
+    if isinstance(tools, bool) or not isinstance(tools, int) or tools < 1:
+        raise InvalidInput(f"tools must be a whole number >= 1, got {tools!r}")
+    if isinstance(tool_tokens, bool) or not isinstance(tool_tokens, int) or tool_tokens < tools:
+        raise InvalidInput(f"tool_tokens must be a whole number >= tools, got {tool_tokens!r}")
+    rng = np.random.default_rng(seed)
+    drawn = _realistic(tools, rng, conversational_rate, None, (ArmType.TOOL,))
+    raw = drawn.costs.astype(np.float64)
+    costs = np.maximum(1, np.rint(raw * (tool_tokens / raw.sum()))).astype(np.int64)
+    costs[int(np.argmax(costs))] += tool_tokens - int(costs.sum())
+    arms = tuple(Arm(a.id, int(c)) for a, c in zip(drawn.arms, costs, strict=True))
+    return Workload(arms, drawn.usefulness, conversational_rate, None, None, drawn.tiers)
+
+
 def _usefulness(count: int, useful_fraction: float, rng: np.random.Generator) -> FloatArray:
     useful = max(1, round(count * useful_fraction)) if useful_fraction > 0 else 0
     p = rng.uniform(0.0, 0.08, size=count)
@@ -290,9 +313,13 @@ def _usefulness(count: int, useful_fraction: float, rng: np.random.Generator) ->
 
 
 def _realistic(
-    count: int, rng: np.random.Generator, conversational_rate: float, drift_at: int | None
+    count: int,
+    rng: np.random.Generator,
+    conversational_rate: float,
+    drift_at: int | None,
+    kinds: tuple[ArmType, ...] = _REALISTIC_KINDS,
 ) -> Workload:
-    arms = _inventory(count, rng, _REALISTIC_KINDS)
+    arms = _inventory(count, rng, kinds)
     pinned = np.array(
         [a.type is ArmType.SECTION or a.id in DEFAULT_SEED_ARM_IDS for a in arms], dtype=bool
     )
@@ -440,19 +467,33 @@ def run_policy(
         included[t] = mask
         baseline[t] = selection.is_baseline
         if not conversational[t]:
-            hit = used[t] & mask
-            if keep != 1.0:
-                seen = np.flatnonzero(mask)
-                post.alpha[seen] = post.alpha[seen] * keep + target_alpha[seen] + hit[seen]
-                post.beta[seen] = post.beta[seen] * keep + target_beta[seen] + (~hit[seen])
-                np.add(post.pulls, mask, out=post.pulls)
-            else:
-                np.add(post.alpha, hit, out=post.alpha)
-                np.add(post.beta, mask ^ hit, out=post.beta)
-                np.add(post.pulls, mask, out=post.pulls)
+            observe_arrays(post, mask, used[t], keep, target_alpha, target_beta)
         if (t + 1) % every == 0:
             means[(t + 1) // every] = post.alpha / (post.alpha + post.beta)
     return PolicyRun(included, baseline, means, every, post)
+
+
+def observe_arrays(
+    post: PosteriorArrays,
+    mask: BoolArray,
+    used: BoolArray,
+    keep: float,
+    target_alpha: FloatArray,
+    target_beta: FloatArray,
+) -> None:
+    """The SPEC section 5 update of one working run, in place: included and used arms
+    alpha += 1, included and unused beta += 1, pulls += 1; with keep < 1 each included arm
+    first forgets toward its target (`prior * (1 - keep)`, engine.forgetting's arithmetic)."""
+    hit = used & mask
+    if keep != 1.0:
+        seen = np.flatnonzero(mask)
+        post.alpha[seen] = post.alpha[seen] * keep + target_alpha[seen] + hit[seen]
+        post.beta[seen] = post.beta[seen] * keep + target_beta[seen] + (~hit[seen])
+        np.add(post.pulls, mask, out=post.pulls)
+    else:
+        np.add(post.alpha, hit, out=post.alpha)
+        np.add(post.beta, mask ^ hit, out=post.beta)
+        np.add(post.pulls, mask, out=post.pulls)
 
 
 def stable_from(means: FloatArray, every: int, tolerance: float = 0.1) -> int:
