@@ -13,9 +13,12 @@ Policies, on the same sessions:
 - per request:  the real LearningService (SqlStore on SQLite in a temporary directory) asked
                 on every turn: a new draw and baseline coin per request;
 - per session:  the same service asked on a session's first turn only; that Selection's arms,
-                in its order, are sent on every later turn, with each tool a turn needed but
-                lacked appended for the next turn; the baseline coin is tossed per session.
-                (The harness keeps the set until the service does it itself.)
+                in its order, are sent on every later turn; the baseline coin is tossed per
+                session. (The harness keeps the set until the service does it itself.) A tool
+                a turn needed but lacked is, in three variants (engine.session_simulation
+                .Missing): appended to the tools for the next turn (SPEC 4a; "append"), loaded
+                into the conversation after that turn, as a runtime with tool search does
+                ("load"), or left out for the rest of the session ("never").
 - oracle:       the knapsack of the true usage probabilities, the same set on every turn.
 
 Both service policies observe every turn through `service.observe`, the report carrying the
@@ -42,7 +45,7 @@ import argparse  # noqa: E402
 import math  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
+from collections.abc import Mapping, Sequence  # noqa: E402
 from dataclasses import replace  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -53,6 +56,7 @@ from engine.selection import Selection  # noqa: E402
 from engine.service import LearningService  # noqa: E402
 from engine.session_simulation import (  # noqa: E402
     EveryArm,
+    Missing,
     OracleArms,
     Session,
     SessionRun,
@@ -105,22 +109,26 @@ class ServicePolicy:
     def is_baseline(self) -> bool:
         return self.selection is not None and self.selection.is_baseline
 
+    def loaded(self, session: Session) -> Mapping[int, Sequence[int]]:
+        return {}
+
 
 def service_run(
     workload: Workload,
     sessions: Sequence[Session],
     config: LearningConfig,
     seed: int,
-    per_session: bool,
+    missing: Missing | None,
 ) -> SessionRun:
-    """The sessions through a new learner of a real service on a SQLite file."""
+    """The sessions through a new learner of a real service on a SQLite file: per request, or
+    per session (`missing` says what becomes of a lacked tool)."""
     with tempfile.TemporaryDirectory() as folder:
         store = SqlStore(f"sqlite:///{folder}/learning.sqlite")
         try:
             service = LearningService(store, config, rng=seed, cache_ttl=0)
             start_ms = int(time.time() * 1000) - int(sessions[-1].times[-1] * 1000) - 60_000
             inner = ServicePolicy(service, workload, start_ms)
-            policy: TurnPolicy = SessionStable(inner) if per_session else inner
+            policy: TurnPolicy = inner if missing is None else SessionStable(inner, missing)
             return run_sessions(workload, sessions, policy, shape=SHAPE)
         finally:
             store.close()
@@ -135,8 +143,10 @@ def environment(env: int, sessions: int, seed: int) -> dict[str, SessionRun]:
     select_seed = seed * 1_000 + env
     return {
         "every tool": run_sessions(workload, drawn, EveryArm(TOOLS), shape=SHAPE),
-        "per request": service_run(workload, drawn, config, select_seed, per_session=False),
-        "per session": service_run(workload, drawn, config, select_seed, per_session=True),
+        "per request": service_run(workload, drawn, config, select_seed, None),
+        "per session, append": service_run(workload, drawn, config, select_seed, "append"),
+        "per session, load": service_run(workload, drawn, config, select_seed, "load"),
+        "per session, never": service_run(workload, drawn, config, select_seed, "never"),
         "oracle": run_sessions(workload, drawn, OracleArms(workload, config), shape=SHAPE),
     }
 

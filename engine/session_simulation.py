@@ -11,15 +11,16 @@ Policies (`TurnPolicy`) choose each turn's tools and learn from what the turn us
 engine.simulation.oracle_mask), `ThompsonArms` (select_arms on posterior arrays, a new draw and
 baseline coin on every request) and `SessionStable` around any of them (the first turn's set
 and order kept for the session, the baseline coin tossed once per session; an arm a turn
-needed but lacked joins at the end for the next turn). `run_sessions` drives one policy
+needed but lacked joins the tools at their end for the next turn, is loaded into the
+conversation, or stays out: `Missing`). `run_sessions` drives one policy
 through the sessions of `draw_sessions` and reports per-session cost, tokens and recall.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -82,12 +83,20 @@ class SessionShape:
         if not 0 <= self.long_gap_rate <= 1:
             raise InvalidInput(f"long_gap_rate must be in [0, 1], got {self.long_gap_rate!r}")
 
-    def blocks(self, tools: Sequence[Block], turn: int) -> list[Block]:
-        """The prompt of a session's turn: tools, system, earlier turns, the new message."""
+    def blocks(
+        self,
+        tools: Sequence[Block],
+        turn: int,
+        loaded: Mapping[int, Sequence[Block]] | None = None,
+    ) -> list[Block]:
+        """The prompt of a session's turn: tools, system, earlier turns, the new message;
+        `loaded[k]`: tool definitions loaded into the conversation after turn k's reply."""
         reply = self.history_tokens - self.message_tokens
         out = [*tools, Block("system", self.system_tokens)]
         for k in range(turn):
             out += [Block(f"message:{k}", self.message_tokens), Block(f"reply:{k}", reply)]
+            if loaded and k in loaded:
+                out += loaded[k]
         out.append(Block(f"message:{turn}", self.message_tokens))
         return out
 
@@ -135,6 +144,11 @@ class TurnPolicy(Protocol):
         """Whether the last choice was a baseline run (every arm offered)."""
         ...
 
+    def loaded(self, session: Session) -> Mapping[int, Sequence[int]]:
+        """Arms loaded into the session's conversation so far, by the turn after whose reply
+        they were loaded (a runtime with tool search); most policies load none."""
+        ...
+
 
 class EveryArm:
     """Every arm on every turn, in inventory order: the full prompt."""
@@ -150,6 +164,9 @@ class EveryArm:
 
     def is_baseline(self) -> bool:
         return False
+
+    def loaded(self, session: Session) -> Mapping[int, Sequence[int]]:
+        return {}
 
 
 class OracleArms:
@@ -170,6 +187,9 @@ class OracleArms:
 
     def is_baseline(self) -> bool:
         return False
+
+    def loaded(self, session: Session) -> Mapping[int, Sequence[int]]:
+        return {}
 
 
 class ThompsonArms:
@@ -208,36 +228,58 @@ class ThompsonArms:
     def is_baseline(self) -> bool:
         return self._baseline
 
+    def loaded(self, session: Session) -> Mapping[int, Sequence[int]]:
+        return {}
+
+
+Missing = Literal["append", "load", "never"]
+"""What happens to an arm a session's turn needed but lacked: "append" adds it to the end of
+the tool definitions for the next turns (everything after the tools, the whole conversation
+included, is then written to the cache again); "load" puts its definition into the
+conversation after that turn's reply, as a runtime with tool search loads a deferred tool (only
+the new definition is written); "never" leaves it out for the rest of the session."""
+
 
 class SessionStable:
     """A policy asked once per session: its first choice, in its order, for every turn of the
-    session (so the baseline coin is tossed once per session), with each arm a turn needed
-    but lacked appended for the turns after it. Every turn is observed by the inner policy."""
+    session (so the baseline coin is tossed once per session); an arm a turn needed but lacked
+    is handled as `missing` says (SPEC 4a: appended). Every turn is observed by the inner
+    policy."""
 
-    def __init__(self, inner: TurnPolicy) -> None:
+    def __init__(self, inner: TurnPolicy, missing: Missing = "append") -> None:
+        if missing not in ("append", "load", "never"):
+            raise InvalidInput(f"missing must be append, load or never, got {missing!r}")
         self.inner = inner
+        self.missing = missing
         self._key = ""
         self._order: list[int] = []
+        self._loaded: dict[int, list[int]] = {}
         self._baseline = False
 
     def choose(self, session: Session, turn: int) -> list[int]:
         if session.key != self._key or turn == 0:
             self._key = session.key
             self._order = list(self.inner.choose(session, turn))
+            self._loaded = {}
             self._baseline = self.inner.is_baseline()
         return list(self._order)
 
     def observe(self, session: Session, turn: int, included: Sequence[int], usage: Usage) -> None:
         self.inner.observe(session, turn, included, usage)
-        if session.conversational[turn]:
+        if session.conversational[turn] or self.missing == "never":
             return
         have = set(included)
-        for i in np.flatnonzero(session.used[turn]):
-            if int(i) not in have:
-                self._order.append(int(i))
+        lacked = [int(i) for i in np.flatnonzero(session.used[turn]) if int(i) not in have]
+        if self.missing == "append":
+            self._order += lacked
+        elif lacked:
+            self._loaded[turn] = lacked
 
     def is_baseline(self) -> bool:
         return self._baseline
+
+    def loaded(self, session: Session) -> Mapping[int, Sequence[int]]:
+        return self._loaded if session.key == self._key else {}
 
 
 @dataclass(frozen=True)
@@ -292,10 +334,16 @@ def run_sessions(
     baseline = np.zeros(n, dtype=bool)
     for s, session in enumerate(sessions):
         for turn in range(session.turns):
-            order = policy.choose(session, turn)
+            head = policy.choose(session, turn)
             if turn == 0:
                 baseline[s] = policy.is_baseline()
-            prompt = shape.blocks([blocks[i] for i in order], turn)
+            loaded = {k: arms for k, arms in policy.loaded(session).items() if k < turn}
+            order = head + [i for k in sorted(loaded) for i in loaded[k]]
+            prompt = shape.blocks(
+                [blocks[i] for i in head],
+                turn,
+                {k: [blocks[i] for i in arms] for k, arms in loaded.items()},
+            )
             usage = cache.request(session.key, float(session.times[turn]), prompt)
             usage = Usage(
                 input=usage.input,

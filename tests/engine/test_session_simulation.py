@@ -3,7 +3,7 @@ wrapper, and what each policy's sessions cost."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pytest
@@ -101,6 +101,9 @@ class Scripted:
     def is_baseline(self) -> bool:
         return self.calls == 1
 
+    def loaded(self, session: Session) -> Mapping[int, Sequence[int]]:
+        return {}
+
 
 def test_per_session_keeps_the_first_set_and_appends_what_a_turn_lacked() -> None:
     w = two_arm_workload()
@@ -117,6 +120,35 @@ def test_per_session_keeps_the_first_set_and_appends_what_a_turn_lacked() -> Non
     second = 1_000 + 3_000 + 1_200 + 2_500 + 100
     expected = (first + (second - 1_000) + 2_500) * 1.25 + (1_000 + second) * 0.1
     assert run.prompt_cost[0] == pytest.approx(expected)
+
+
+def test_a_lacked_tool_loaded_into_the_conversation_keeps_the_cache() -> None:
+    """Search, lacked on turn 0, is loaded after turn 0's reply: turn 1 reads turn 0's prompt
+    and writes the reply, Search and message 1; turn 2 reads all of turn 1's."""
+    w = two_arm_workload()
+    s = session([0, 30, 60], [[False, True], [False, False], [False, True]])
+    inner = Scripted([0])
+    run = run_sessions(w, [s], SessionStable(inner, missing="load"), shape=SHAPE)
+    assert inner.observed == [[0], [0, 1], [0, 1]]
+    assert (run.used[0], run.kept[0]) == (2, 1)
+    assert run.tool_tokens[0] == 1_000 + 2 * 4_000
+    first = 1_000 + 1_200 + 100
+    second = first + 2_400 + 3_000 + 100
+    expected = (first + (second - first) + 2_500) * 1.25 + (first + second) * 0.1
+    assert run.prompt_cost[0] == pytest.approx(expected)
+
+
+def test_a_lacked_tool_can_stay_out() -> None:
+    w = two_arm_workload()
+    s = session([0, 30, 60], [[False, True], [False, False], [False, True]])
+    inner = Scripted([0])
+    run = run_sessions(w, [s], SessionStable(inner, missing="never"), shape=SHAPE)
+    assert inner.observed == [[0], [0], [0]]
+    assert (run.used[0], run.kept[0]) == (2, 0)
+    # writes: turn 0 whole (2,300), then each new reply and message (2,500)
+    assert run.prompt_cost[0] == pytest.approx((2_300 + 2 * 2_500) * 1.25 + (2_300 + 4_800) * 0.1)
+    with pytest.raises(InvalidInput, match="missing"):
+        SessionStable(inner, missing="sometimes")  # type: ignore[arg-type]
 
 
 def test_per_request_changes_the_set_each_turn() -> None:
