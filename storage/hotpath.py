@@ -241,8 +241,8 @@ PG_RECORD = (
 )
 """Runs, their outcomes, posterior changes and counters in one call of the server-side
 function `learning_bot_record_runs` (PostgreSQL; made by migration 0009, which holds its body,
-and given the `usage_cache_write` column by 0010:
-changing what it does takes a new migration that replaces it, and HEAD_REVISION with it).
+and replaced by 0010 to insert `usage_cache_write`: changing what it does takes a new migration
+that replaces it, and HEAD_REVISION with it).
 
 In order: the learner row (share-locked, so a half-life change waits for this call or this
 call sees it); the gate (the half-life is the one the caller folded with and every arm key has
