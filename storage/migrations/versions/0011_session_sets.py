@@ -1,8 +1,8 @@
 """session sets: the arms a session's first select decided, kept for its later selects
 (SPEC section 4a), so that every replica answers a session with the same arms in one order.
 
-Revision ID: 0010
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 Create Date: 2026-11-26 18:00:00
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0010"
-down_revision = "0009"
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
