@@ -49,6 +49,7 @@ _CAMEL = {
     "half_life": "halfLife",
     "policy": "policy",
     "seed_boost": "seedBoost",
+    "session_idle_seconds": "sessionIdleSeconds",
 }
 POLICIES: dict[str, dict[str, Any]] = {
     "seed": {
@@ -80,6 +81,9 @@ POLICIES: dict[str, dict[str, Any]] = {
 width (exploration 0.5) and a half-life of 50 (bench/learning.py chose these values). Options
 given next to `policy` override the preset's values."""
 
+MAX_SESSION_IDLE_SECONDS = 86_400
+"""The longest a session's set is kept without a select: a day (prompt caches last minutes)."""
+
 DEFAULT_POLICY = "pooled-forgetting-per-token"
 """The policy of a configuration that names none. In the study (bench/learning.py,
 BENCHMARKS.md) it is no worse than the seed algorithm within two standard errors in every
@@ -92,6 +96,7 @@ _OPTIONAL_DEFAULTS: dict[str, Any] = {
     **POLICIES[DEFAULT_POLICY],
     "policy": DEFAULT_POLICY,
     "seed_boost": None,
+    "session_idle_seconds": 300,
 }
 _SNAKE = {camel: snake for snake, camel in _CAMEL.items()}
 
@@ -146,6 +151,11 @@ class LearningConfig:
     """None (default): seed arms start at their type's prior. A number b > 0: a seed arm
     seen for the first time starts at Beta(b, 1) instead (a reset still returns it to
     Beta(1, 1))."""
+    session_idle_seconds: int = 300
+    """A select naming a session returns the set decided on its first select, in the same
+    order, until the session has been idle this long (SPEC section 4a): the providers' default
+    prompt-cache lifetime, so a kept set keeps the cached prefix. 3600 suits 1-hour caching;
+    0 draws anew on every select, as a select without a session does."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -191,6 +201,17 @@ class LearningConfig:
             if not math.isfinite(boost) or not 0 < boost <= 1e6:
                 raise InvalidConfig("seed_boost", f"must be above 0 and at most 1e6, got {boost!r}")
             set_(self, "seed_boost", float(boost))
+        set_(
+            self,
+            "session_idle_seconds",
+            _whole("session_idle_seconds", self.session_idle_seconds, 0),
+        )
+        if self.session_idle_seconds > MAX_SESSION_IDLE_SECONDS:
+            raise InvalidConfig(
+                "session_idle_seconds",
+                f"must be at most {MAX_SESSION_IDLE_SECONDS} (a day), "
+                f"got {self.session_idle_seconds}",
+            )
 
     @classmethod
     def for_policy(cls, policy: str, **options: Any) -> LearningConfig:

@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from engine.config import Phase
 from engine.posterior import Posterior
 from engine.records import RunRecord
+from engine.session_sets import SessionSet
 
 
 class ObservationSource(enum.StrEnum):
@@ -283,3 +284,18 @@ class RunSessions(Protocol):
     def conversation_runs(
         self, learner_id: int, conversation: str, since: int
     ) -> list[RunRecord]: ...
+
+
+@runtime_checkable
+class SessionSets(Protocol):
+    """Session-stable selection's shared state (SPEC section 4a): the set each session's first
+    select decided. SqlStore implements it, so every replica answers a session alike; a store
+    without it selects per request."""
+
+    def session_set(self, learner_id: int, key: str) -> SessionSet | None: ...
+
+    def claim_session_set(
+        self, learner_id: int, candidate: SessionSet, idle_ms: int
+    ) -> SessionSet: ...
+
+    def save_session_set(self, learner_id: int, changed: SessionSet) -> bool: ...

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
 
     from engine.selection import ArmSet, Selection
 
-from engine.arms import Arm, parse_arm_id
+from engine.arms import Arm, ArmType, parse_arm_id
 from engine.bounds import (
     MAX_ACTOR_CHARS,
     MAX_PAGE,
@@ -53,6 +53,7 @@ from engine.ports import (
     RewardChange,
     RunSessions,
     RunWriter,
+    SessionSets,
     Store,
     TimeBucket,
     VerifyReport,
@@ -60,6 +61,13 @@ from engine.ports import (
 from engine.posterior import check_reward, now_ms
 from engine.records import ArmOutcomeRecord, RunRecord, record_from_report
 from engine.resolve import MAX_QUERY_CHARS, resolve_arm_query
+from engine.session_sets import (
+    MAX_SESSION_KEY_CHARS,
+    SessionCache,
+    continue_set,
+    first_set,
+    grow,
+)
 from engine.text import strip_controls
 from engine.views import (
     ArmView,
@@ -112,6 +120,38 @@ def clean_text(name: str, value: str | None, limit: int) -> str | None:
     return cleaned or None
 
 
+SESSION_ATTEMPTS = 4
+"""Reads of a session's set before a select gives up agreeing with other writers and answers
+what it computed (a replica appending at that very moment is the only cause)."""
+
+
+def _touch_ms(idle_seconds: int) -> int:
+    """How stale a live session's `used_at` may get before a select writes it again: a tenth
+    of the idle window, at most 30 s (a select of a live session reads, and rarely writes)."""
+    return min(30_000, idle_seconds * 100)
+
+
+def _tool_name(arm_id: str) -> str | None:
+    parsed = parse_arm_id(arm_id)
+    return parsed.name if parsed.type is ArmType.TOOL else None
+
+
+def session_key_of(context: Mapping[str, Any] | None, session_key: str | None = None) -> str:
+    """The session a select names: `session_key`, else `context["session_key"]`; "" for
+    none. Checked as every identifier is (text, at most MAX_SESSION_KEY_CHARS)."""
+    key: Any = session_key
+    if key is None and context is not None:
+        if not isinstance(context, Mapping):
+            raise InvalidInput(f"context must be an object, got {type(context).__name__}")
+        key = context.get("session_key", context.get("sessionKey"))
+    if key is None:
+        return ""
+    if not isinstance(key, str):
+        raise InvalidInput(f"session_key must be a string, got {type(key).__name__}")
+    check_text("session_key", key, MAX_SESSION_KEY_CHARS)
+    return key
+
+
 RECALL_WINDOW = 300
 """The estimated recall reads the inclusion rates of this many latest selected runs: recent
 enough that the posteriors describe the same usage (after a change in usage, a longer window
@@ -147,6 +187,7 @@ class LearningService:
         self._refreshing = False
         self._spool_by_name = spool_by_name
         self._learner_id: int | None = None
+        self._sessions = SessionCache(cache_ttl)
         self._keep = keep_factor(self.base_config.half_life)
         try:
             self._open()
@@ -244,9 +285,19 @@ class LearningService:
         return self._schedule is not None or self._clock() - cache.checked_at < self.cache_ttl
 
     def select(
-        self, arms: Sequence[Arm] | ArmSet, context: dict[str, Any] | None = None
+        self,
+        arms: Sequence[Arm] | ArmSet,
+        context: Mapping[str, Any] | None = None,
+        *,
+        session_key: str | None = None,
     ) -> Selection:
         """Choose the arms of the next prompt. Passive phase: every arm.
+
+        A session key (`session_key`, or `context["session_key"]`) makes the selection
+        session-stable (SPEC section 4a): the session's first select decides, its later ones
+        answer the same arms in the same order while it stays within `session_idle_seconds`.
+        Without one every select draws anew, which under a provider's prompt cache makes
+        each request a cache miss (README, "Sessions and cost").
 
         When storage cannot be reached the run still goes ahead with every arm included, and
         the Selection's `fallback` says why.
@@ -267,8 +318,16 @@ class LearningService:
         config = self.config
         if not config.is_active:
             return select_arms(arm_set, None, config)
-        with cache.lock:
-            return select_arms(arm_set, cache.arrays(arm_set), config, self._rng)
+        key = session_key_of(context, session_key)
+        if not key:
+            with cache.lock:
+                return select_arms(arm_set, cache.arrays(arm_set), config, self._rng)
+
+        def draw(offered: ArmSet, settings: LearningConfig) -> Selection:
+            with cache.lock:
+                return select_arms(offered, cache.arrays(offered), settings, self._rng)
+
+        return self._in_session(key, arm_set, config, draw)
 
     def observe(self, report: RunReport) -> ObserveResult:
         """Store the run's trace (both phases), apply the guard, update posteriors; a trace id
@@ -323,12 +382,88 @@ class LearningService:
             )
         if folds:
             self._cache.apply({a: f.as_tuple() for a, f in folds.items()}, now_ms())
+        if config.is_active:
+            self._grow_sessions(reports, config)
         known = self._cache.arms
         new_ids = {item.arm.id for r in reports for item in r.arms if item.arm.id not in known}
         if new_ids:
             self._boost_seeds(new_ids, config)
             self._cache.invalidate(reload=True)
         return out
+
+    # -- sessions (SPEC section 4a) ----------------------------------------------------------
+
+    def _in_session(
+        self,
+        key: str,
+        arm_set: ArmSet,
+        config: LearningConfig,
+        draw: Callable[[ArmSet, LearningConfig], Selection],
+    ) -> Selection:
+        """The selection of session `key`: its stored set when it is live, else a new draw
+        stored as its set (or the set another replica stored first). Storage that cannot be
+        reached gives a per-request draw: the run goes ahead, only its cached prefix is lost."""
+        store = self.store
+        idle = config.session_idle_seconds
+        if idle <= 0 or not isinstance(store, SessionSets):
+            return draw(arm_set, config)
+
+        def decide_new(new: ArmSet, budget: int) -> Selection:
+            return draw(new, replace(config, token_budget=budget, baseline_rate=0.0))
+
+        try:
+            learner_id = self.learner_id
+            for _ in range(SESSION_ATTEMPTS):
+                now = now_ms()
+                session = self._sessions.get(key, self._clock())
+                if session is None:
+                    session = store.session_set(learner_id, key)
+                if session is None or not session.is_live(now, idle):
+                    drawn = draw(arm_set, config)
+                    candidate = first_set(key, drawn, now)
+                    session = store.claim_session_set(learner_id, candidate, idle * 1000)
+                    self._sessions.put(session, self._clock())
+                    if session.decided_at == now and session.included == candidate.included:
+                        return drawn  # ours is the session's set
+                selection, changed = continue_set(session, arm_set, config.token_budget, decide_new)
+                if changed is session and now - session.used_at < _touch_ms(idle):
+                    return selection
+                changed = replace(changed, used_at=now)
+                if store.save_session_set(learner_id, changed):
+                    self._sessions.put(replace(changed, version=changed.version + 1), self._clock())
+                    return selection
+                self._sessions.drop(key)  # another replica changed it: read it again
+            return selection
+        except Unavailable:
+            self._sessions.drop(key)
+            return draw(arm_set, config)
+
+    def _grow_sessions(self, reports: Sequence[RunReport], config: LearningConfig) -> None:
+        """A tool the model called but its session had left out joins the session's set at the
+        end, for the session's next run (one miss per tool, not one per turn)."""
+        store = self.store
+        if config.session_idle_seconds <= 0 or not isinstance(store, SessionSets):
+            return
+        for report in reports:
+            key = report.session_key
+            if not key or not report.tool_calls:
+                continue
+            have = {item.arm.name for item in report.arms if item.included}
+            missing = {call.name for call in report.tool_calls} - have - config.meta_tools
+            if not missing:
+                continue
+            with contextlib.suppress(Unavailable):
+                for _ in range(SESSION_ATTEMPTS):
+                    session = store.session_set(self.learner_id, key)
+                    if session is None:
+                        break
+                    needed = [a for a in session.left_out if _tool_name(a) in missing]
+                    grown = grow(session, needed)
+                    if grown is None:
+                        break
+                    if store.save_session_set(self.learner_id, grown):
+                        self._sessions.drop(key)
+                        break
 
     def _boost_seeds(self, new_ids: Iterable[str], config: LearningConfig) -> None:
         """With `seed_boost`, seed arms this learner sees for the first time start at
@@ -395,13 +530,20 @@ class LearningService:
             raise InvalidInput(f"{exc.field}: {exc.detail}") from None
         cache = self._cache
         arm_set = ArmSet(arms)
+
+        def draw(offered: ArmSet, settings: LearningConfig) -> Selection:
+            with cache.lock:
+                chosen = select_arms(offered, cache.arrays(offered), settings, self._rng)
+            if 0 < k < len(chosen.selected):
+                chosen = self._cap(offered, chosen, k, settings)
+            return chosen
+
         if not config.is_active:
             selection = select_arms(arm_set, None, config)
+        elif session_key:
+            selection = self._in_session(session_key, arm_set, config, draw)
         else:
-            with cache.lock:
-                selection = select_arms(arm_set, cache.arrays(arm_set), config, self._rng)
-        if config.is_active and 0 < k < len(selection.selected):
-            selection = self._cap(arm_set, selection, k, config)
+            selection = draw(arm_set, config)
         chosen = set(selection.selected)
         trace_id = f"sel-{uuid.uuid4().hex}"
         outcomes = tuple(

@@ -267,3 +267,22 @@ rate_limits = Table(
     Column("window_start", BigInteger, nullable=False),
     Column("count", Integer, nullable=False),
 )
+
+# Session-stable selection (SPEC section 4a): what a session's first select decided, grown
+# since. `included` and `left_out` are JSON arrays of arm ids (`included` in prompt order);
+# `used_at` is the last select (the idle window counts from it) and `version` the compare-and-set
+# counter of appends. Rows idle longer than a day are deleted as new sessions start.
+session_sets = Table(
+    "session_sets",
+    metadata,
+    Column("learner_id", Id, ForeignKey("learners.id"), nullable=False),
+    Column("session_key", String(256), nullable=False),
+    Column("included", Text, nullable=False),
+    Column("left_out", Text, nullable=False),
+    Column("is_baseline", Boolean, nullable=False),
+    Column("decided_at", BigInteger, nullable=False),
+    Column("used_at", BigInteger, nullable=False),
+    Column("version", Integer, nullable=False),
+    PrimaryKeyConstraint("learner_id", "session_key"),
+    Index("ix_session_sets_used", "learner_id", "used_at"),
+)

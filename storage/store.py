@@ -52,6 +52,7 @@ from engine.ports import (
 )
 from engine.posterior import Posterior, now_ms, prior_parameters
 from engine.records import ArmOutcomeRecord, RunRecord, record_from_row
+from engine.session_sets import SessionSet
 from storage import queries
 from storage.database import (
     ensure_schema_later,
@@ -72,12 +73,14 @@ from storage.schema import (
     posteriors,
     resets,
     run_stats,
+    session_sets,
     trace_arms,
     traces,
 )
 from storage.schema import (
     reset_snapshots as snapshots,
 )
+from storage.session_sets import SessionSetTable
 
 _BOOTSTRAP_TRACES = """
 SELECT t.id FROM traces t
@@ -236,6 +239,7 @@ class SqlStore:
         self._pool_size = pool_size
         self._direct: tuple[Engine, Engine] | None = None
         """(the engine it serves, autocommit engine to its database) for PostgreSQL writes."""
+        self._session_sets = SessionSetTable(self.engine, self._insert)
 
     # -- learners -------------------------------------------------------------------------
 
@@ -852,6 +856,17 @@ class SqlStore:
             ).all()
             return self._traces_with_arms(conn, rows)
 
+    # -- session sets (SPEC section 4a) -------------------------------------------------------
+
+    def session_set(self, learner_id: int, key: str) -> SessionSet | None:
+        return self._session_sets.get(learner_id, key)
+
+    def claim_session_set(self, learner_id: int, candidate: SessionSet, idle_ms: int) -> SessionSet:
+        return self._session_sets.claim(learner_id, candidate, idle_ms)
+
+    def save_session_set(self, learner_id: int, changed: SessionSet) -> bool:
+        return self._session_sets.save(learner_id, changed)
+
     # -- resets -------------------------------------------------------------------------------
 
     def reset(
@@ -1443,7 +1458,7 @@ class SqlStore:
     def delete_learner_data(self, learner_id: int) -> None:
         """Remove every trace, observation and posterior of a learner (used by tests/tools)."""
         with write_transaction(self.engine) as conn:
-            for table in (observations, run_stats, posteriors, audit):
+            for table in (observations, run_stats, posteriors, audit, session_sets):
                 conn.execute(delete(table).where(table.c.learner_id == learner_id))
             # Outcomes first: no key ties them to their trace (migration 0008).
             conn.execute(

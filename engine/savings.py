@@ -1,0 +1,93 @@
+"""The prompt-cost saving as measured: selected sessions against baseline sessions.
+
+Baseline sessions (the `baselineRate` share, decided per session, every offered arm for the
+whole session) are a randomised control group, so the saving is what the bill shows: the
+prompt cost per run of selected sessions against that of baseline sessions, each priced from
+the usage the provider reported (cache reads and writes included). The session is the unit of
+randomisation, so the interval treats each session as one observation (a ratio of means with
+its variance by linearisation, the interval taken on the log of the ratio).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+MIN_SESSIONS = 2
+"""Sessions each group needs before a saving is shown (an interval needs two)."""
+
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True, slots=True)
+class SessionCost:
+    """One session's runs and their prompt cost (in input-token units)."""
+
+    is_baseline: bool
+    runs: int
+    cost: float
+
+
+@dataclass(frozen=True, slots=True)
+class CostSavings:
+    """`percent` saved per run against baseline sessions, with its 95% interval (`low`,
+    `high`), or None with `reason` when it cannot be measured."""
+
+    percent: float | None
+    low: float | None
+    high: float | None
+    selected_sessions: int
+    baseline_sessions: int
+    selected_cost_per_run: float | None
+    baseline_cost_per_run: float | None
+    reason: str | None = None
+
+    @property
+    def sessions(self) -> int:
+        return self.selected_sessions + self.baseline_sessions
+
+
+def _ratio(group: list[SessionCost]) -> tuple[float, float]:
+    """Cost per run over the group's sessions, and the variance of that ratio."""
+    runs = sum(s.runs for s in group)
+    cost = sum(s.cost for s in group)
+    ratio = cost / runs
+    m = len(group)
+    mean_runs = runs / m
+    spread = sum(((s.cost - ratio * s.runs) / mean_runs) ** 2 for s in group)
+    return ratio, spread / (m * (m - 1))
+
+
+def cost_savings(sessions: Iterable[SessionCost], *, cache_reported: bool) -> CostSavings:
+    """The saving of selected sessions' prompt cost per run against baseline sessions'.
+
+    `cache_reported`: whether the runs reported the provider's cache fields; without them a
+    cost under the prompt cache cannot be told from a token count, and no figure is given."""
+    selected = [s for s in sessions if s.runs > 0 and not s.is_baseline]
+    baseline = [s for s in sessions if s.runs > 0 and s.is_baseline]
+    counts = (len(selected), len(baseline))
+
+    def unmeasured(reason: str) -> CostSavings:
+        return CostSavings(None, None, None, *counts, None, None, reason)
+
+    if not cache_reported:
+        return unmeasured(
+            "the runs report no prompt-cache usage (cacheRead / cacheWrite), so their cost "
+            "under the provider's cache is unknown"
+        )
+    if len(baseline) < MIN_SESSIONS or len(selected) < MIN_SESSIONS:
+        return unmeasured(
+            f"{len(selected)} selected and {len(baseline)} baseline sessions so far; "
+            f"each group needs {MIN_SESSIONS}"
+        )
+    r_sel, v_sel = _ratio(selected)
+    r_base, v_base = _ratio(baseline)
+    if r_base <= 0 or r_sel <= 0:
+        return unmeasured("the baseline sessions report no prompt cost")
+    log_ratio = math.log(r_sel / r_base)
+    se = math.sqrt(v_sel / r_sel**2 + v_base / r_base**2)
+    percent = 100.0 * (1.0 - r_sel / r_base)
+    low = 100.0 * (1.0 - math.exp(log_ratio + Z95 * se))
+    high = 100.0 * (1.0 - math.exp(log_ratio - Z95 * se))
+    return CostSavings(percent, low, high, *counts, r_sel, r_base)

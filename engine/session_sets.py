@@ -1,0 +1,187 @@
+"""Session-stable selection (SPEC section 4a): one decision per conversation, kept in order.
+
+Providers cache the prompt prefix and the tool definitions come first in it, so a tool set
+that changes between the turns of one conversation makes the whole prompt, history included,
+a cache miss. A select that names a session therefore decides once, on the session's first
+select (the baseline coin included), and every later select of the session returns the same
+arms in the same order. Arms new to the inventory are decided on their own and appended;
+arms no longer offered drop out of the answer (they keep their place should they come back);
+a tool the model needed but did not have joins at the end for the next run. Nothing is ever
+reordered, so the prefix the provider cached stays a prefix.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
+    from engine.selection import ArmSet, Selection
+
+MAX_SESSION_KEY_CHARS = 256
+"""A session key's length limit (the traces' `session_key` column)."""
+
+DecideNew = Callable[["ArmSet", int], "Selection"]
+"""Decides arms a session has not met yet, given them and the token budget left."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSet:
+    """What a session's first select decided, grown since.
+
+    `included` is the prompt order (the first decision's order, then every arm appended);
+    `left_out` the arms decided and left out. `used_at` is the last select (ms), which the
+    idle window counts from; `version` increases with every stored change, so replicas
+    appending at once cannot lose each other's arms (compare and set).
+    """
+
+    key: str
+    included: tuple[str, ...]
+    left_out: tuple[str, ...]
+    is_baseline: bool
+    decided_at: int
+    used_at: int
+    version: int = 0
+
+    def is_live(self, now_ms: int, idle_seconds: int) -> bool:
+        """Whether the session was used within its idle window (0: sessions are never kept)."""
+        return idle_seconds > 0 and now_ms - self.used_at <= idle_seconds * 1000
+
+    def decided(self) -> frozenset[str]:
+        return frozenset(self.included) | frozenset(self.left_out)
+
+
+def first_set(key: str, selection: Selection, now_ms: int) -> SessionSet:
+    """The session decided by its first select's `selection`."""
+    return SessionSet(
+        key=key,
+        included=selection.selected,
+        left_out=selection.excluded,
+        is_baseline=selection.is_baseline,
+        decided_at=now_ms,
+        used_at=now_ms,
+    )
+
+
+def continue_set(
+    session: SessionSet, arm_set: ArmSet, token_budget: int, decide_new: DecideNew
+) -> tuple[Selection, SessionSet]:
+    """The selection a later select of `session` answers for the arms offered now, and the
+    session with any arms new to it appended (the same object when nothing was new).
+
+    Kept arms come first in the session's order; arms it has never met are decided by
+    `decide_new` within the budget the kept arms leave (a baseline session takes them all, as
+    it takes every offered arm) and appended in the order that decision gives.
+    """
+    from engine.selection import ArmSet, Selection
+
+    offered = arm_set.index
+    costs = arm_set.costs
+    kept = [arm_id for arm_id in session.included if arm_id in offered]
+    decided = session.decided()
+    new_arms = [
+        arm for arm, arm_id in zip(arm_set.arms, arm_set.ids, strict=True) if arm_id not in decided
+    ]
+    appended: tuple[str, ...] = ()
+    newly_left: tuple[str, ...] = ()
+    if new_arms:
+        if session.is_baseline:
+            appended = tuple(arm.id for arm in new_arms)
+        else:
+            used = sum(int(costs[offered[arm_id]]) for arm_id in kept)
+            verdict = decide_new(ArmSet(new_arms), max(0, token_budget - used))
+            appended = verdict.selected
+            newly_left = verdict.excluded
+        session = replace(
+            session,
+            included=session.included + appended,
+            left_out=session.left_out + newly_left,
+        )
+    chosen = [*kept, *appended]
+    taken = frozenset(chosen)
+    excluded = [arm_id for arm_id in arm_set.ids if arm_id not in taken]
+    used_tokens = min(sum(int(costs[offered[arm_id]]) for arm_id in chosen), 2**63 - 1)
+    selection = Selection(
+        chosen,
+        excluded,
+        session.is_baseline,
+        token_budget,
+        used_tokens,
+        used_tokens > token_budget,
+    )
+    return selection, session
+
+
+MAX_CACHED_SESSIONS = 10_000
+"""Sessions a process keeps in memory between two selects of theirs."""
+
+
+class SessionCache:
+    """The session sets this process read or wrote lately, trusted for `ttl` seconds (the
+    posterior cache's interval), so a live session's select reads storage at most that often;
+    an LRU of at most MAX_CACHED_SESSIONS sets. Safe to share between threads."""
+
+    def __init__(self, ttl: float, size: int = MAX_CACHED_SESSIONS) -> None:
+        self._ttl = ttl
+        self._size = size
+        self._sets: OrderedDict[str, tuple[SessionSet, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str, now: float) -> SessionSet | None:
+        with self._lock:
+            entry = self._sets.get(key)
+            if entry is None:
+                return None
+            if now - entry[1] >= self._ttl:
+                del self._sets[key]
+                return None
+            self._sets.move_to_end(key)
+            return entry[0]
+
+    def put(self, session: SessionSet, now: float) -> None:
+        with self._lock:
+            self._sets[session.key] = (session, now)
+            self._sets.move_to_end(session.key)
+            while len(self._sets) > self._size:
+                self._sets.popitem(last=False)
+
+    def drop(self, key: str) -> None:
+        with self._lock:
+            self._sets.pop(key, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._sets.clear()
+
+
+def grow(session: SessionSet, needed: Iterable[str]) -> SessionSet | None:
+    """The session with the arms it left out but the model needed appended at the end (for
+    the session's next run), or None when there are none: one miss per arm, not one per
+    turn."""
+    left_out = frozenset(session.left_out)
+    joining: list[str] = []
+    for arm_id in needed:
+        if arm_id in left_out and arm_id not in joining:
+            joining.append(arm_id)
+    if not joining:
+        return None
+    gone = frozenset(joining)
+    return replace(
+        session,
+        included=session.included + tuple(joining),
+        left_out=tuple(arm_id for arm_id in session.left_out if arm_id not in gone),
+    )
+
+
+__all__ = [
+    "MAX_SESSION_KEY_CHARS",
+    "DecideNew",
+    "SessionCache",
+    "SessionSet",
+    "continue_set",
+    "first_set",
+    "grow",
+]

@@ -1,0 +1,134 @@
+"""Session sets in the database: the first writer of a session wins, appends compare and set.
+
+Two replicas asked for the same new session at the same moment both draw a set; the insert
+of one of them lands and the other reads it back and answers with it, so a session has one
+set whichever replica answers. A session idle past its window is replaced by the next first
+select (the same upsert, conditioned on the stored row being idle). Appends (arms new to the
+inventory, arms the model needed) carry the version they were made from and are refused when
+another replica got there first: the caller reads again and recomputes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import Engine, delete, select, update
+
+from engine.session_sets import SessionSet
+from storage.database import reading, with_retries, write_transaction
+from storage.schema import session_sets
+
+IDLE_ROWS_KEPT_MS = 86_400_000
+"""Rows idle for longer than a day are deleted as new sessions start (the longest idle
+window a learner may set is a day), so a learner keeps at most a day of sessions."""
+
+PURGE_EVERY = 256
+"""New sessions between two deletions of idle rows (per process)."""
+
+
+def _row_to_set(row: Any) -> SessionSet:
+    return SessionSet(
+        key=row.session_key,
+        included=tuple(json.loads(row.included)),
+        left_out=tuple(json.loads(row.left_out)),
+        is_baseline=bool(row.is_baseline),
+        decided_at=int(row.decided_at),
+        used_at=int(row.used_at),
+        version=int(row.version),
+    )
+
+
+def _ids(arm_ids: tuple[str, ...]) -> str:
+    return json.dumps(list(arm_ids), ensure_ascii=False, separators=(",", ":"))
+
+
+class SessionSetTable:
+    """The `session_sets` table of one database (SQLite or PostgreSQL)."""
+
+    def __init__(self, engine: Engine, insert: Any) -> None:
+        self._engine = engine
+        self._insert = insert
+        self._claims = 0
+
+    def get(self, learner_id: int, key: str) -> SessionSet | None:
+        s = session_sets.c
+        with reading(self._engine) as conn:
+            row = conn.execute(
+                select(session_sets).where(s.learner_id == learner_id, s.session_key == key)
+            ).first()
+        return None if row is None else _row_to_set(row)
+
+    def claim(self, learner_id: int, candidate: SessionSet, idle_ms: int) -> SessionSet:
+        """Store `candidate` as the session's set unless a set used within `idle_ms` of its
+        decision is stored already; returns the set that holds (the stored one, or it)."""
+        s = session_sets.c
+        values = {
+            "learner_id": learner_id,
+            "session_key": candidate.key,
+            "included": _ids(candidate.included),
+            "left_out": _ids(candidate.left_out),
+            "is_baseline": candidate.is_baseline,
+            "decided_at": candidate.decided_at,
+            "used_at": candidate.used_at,
+            "version": 0,
+        }
+        stmt = self._insert(session_sets).values(**values)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["learner_id", "session_key"],
+            set_={
+                "included": stmt.excluded.included,
+                "left_out": stmt.excluded.left_out,
+                "is_baseline": stmt.excluded.is_baseline,
+                "decided_at": stmt.excluded.decided_at,
+                "used_at": stmt.excluded.used_at,
+                "version": s.version + 1,
+            },
+            where=s.used_at < candidate.decided_at - idle_ms,
+        )
+        self._claims += 1
+        purge = self._claims % PURGE_EVERY == 1
+
+        def run() -> SessionSet:
+            with write_transaction(self._engine) as conn:
+                if purge:
+                    conn.execute(
+                        delete(session_sets).where(
+                            s.learner_id == learner_id,
+                            s.used_at < candidate.decided_at - IDLE_ROWS_KEPT_MS,
+                        )
+                    )
+                conn.execute(stmt)
+                row = conn.execute(
+                    select(session_sets).where(
+                        s.learner_id == learner_id, s.session_key == candidate.key
+                    )
+                ).one()
+                return _row_to_set(row)
+
+        return with_retries(run)
+
+    def save(self, learner_id: int, changed: SessionSet) -> bool:
+        """Write `changed` (its arms and `used_at`) over the stored set it was made from
+        (`changed.version`); False when another writer changed the set first."""
+        s = session_sets.c
+
+        def run() -> bool:
+            with write_transaction(self._engine) as conn:
+                result = conn.execute(
+                    update(session_sets)
+                    .where(
+                        s.learner_id == learner_id,
+                        s.session_key == changed.key,
+                        s.version == changed.version,
+                    )
+                    .values(
+                        included=_ids(changed.included),
+                        left_out=_ids(changed.left_out),
+                        used_at=changed.used_at,
+                        version=changed.version + 1,
+                    )
+                )
+                return bool(result.rowcount)
+
+        return with_retries(run)

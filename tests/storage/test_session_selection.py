@@ -1,0 +1,196 @@
+"""Session-stable selection (SPEC section 4a) through LearningService on a real SqlStore: one
+decision per session, the same arms in the same order on later selects, on every replica."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport
+from engine.observation import ToolCall
+from engine.service import LearningService
+from storage import SqlStore
+
+
+def tools(count: int = 40, cost: int = 400) -> list[Arm]:
+    return [Arm(f"tool:t:Tool{i:02d}", token_cost=cost) for i in range(count)]
+
+
+def config(**options: object) -> LearningConfig:
+    # a tight budget and no seeds, so draws differ from request to request
+    settings: dict[str, object] = {
+        "phase": Phase.ACTIVE,
+        "token_budget": 4000,
+        "seed_arm_ids": (),
+        "min_pulls": 0,
+        "baseline_rate": 0.0,
+    }
+    return LearningConfig.for_policy("seed", **{**settings, **options})
+
+
+@pytest.fixture
+def replicas(database_url: str) -> Iterator[tuple[LearningService, LearningService]]:
+    """Two services, each with its own SqlStore (its own pool and caches), on one database."""
+    a, b = SqlStore(database_url), SqlStore(database_url)
+    yield (
+        LearningService(a, config(), rng=1, cache_ttl=0),
+        LearningService(b, config(), rng=2, cache_ttl=0),
+    )
+    a.close()
+    b.close()
+
+
+def test_a_session_keeps_its_first_set_in_order(store: SqlStore) -> None:
+    service = LearningService(store, config(), rng=3, cache_ttl=0)
+    arms = tools()
+    first = service.select(arms, {"session_key": "s1"})
+    assert 0 < len(first.selected) < len(arms)
+    for _ in range(5):
+        again = service.select(arms, {"session_key": "s1"})
+        assert again.selected == first.selected
+        assert again.excluded == first.excluded
+    # the keyword argument names the same session
+    assert service.select(arms, session_key="s1").selected == first.selected
+    # without a session every select draws anew
+    draws = {service.select(arms).selected for _ in range(8)}
+    assert len(draws) > 1
+
+
+def test_sessions_are_independent(store: SqlStore) -> None:
+    service = LearningService(store, config(), rng=4, cache_ttl=0)
+    arms = tools()
+    sets = {service.select(arms, {"session_key": f"s{i}"}).selected for i in range(8)}
+    assert len(sets) > 1
+
+
+def test_new_arms_are_appended_and_gone_arms_drop_out(store: SqlStore) -> None:
+    service = LearningService(store, config(), rng=5, cache_ttl=0)
+    arms = tools(20, cost=100)  # 2,000 tokens: everything fits the 4,000 budget
+    first = service.select(arms, {"session_key": "grow"})
+    assert first.selected == tuple(a.id for a in arms)
+    newcomer = Arm("tool:t:Newcomer", token_cost=100)
+    with_new = service.select([newcomer, *arms], {"session_key": "grow"})
+    assert with_new.selected == (*first.selected, newcomer.id)  # appended, not reordered
+    without = service.select([newcomer, *arms[1:]], {"session_key": "grow"})
+    assert without.selected == (*first.selected[1:], newcomer.id)
+    back = service.select([newcomer, *arms], {"session_key": "grow"})
+    assert back.selected == with_new.selected
+
+
+def test_a_tool_the_model_needed_joins_at_the_end(store: SqlStore) -> None:
+    service = LearningService(store, config(), rng=6, cache_ttl=0)
+    arms = tools()
+    first = service.select(arms, {"session_key": "miss"})
+    missing = first.excluded[0]
+    name = missing.rsplit(":", 1)[1]
+    service.observe(
+        RunReport(
+            trace_id="t-miss",
+            session_key="miss",
+            arms=[ReportedArm(a) for a in arms if a.id in first.selected],
+            tool_calls=[ToolCall(name)],
+        )
+    )
+    after = service.select(arms, {"session_key": "miss"})
+    assert after.selected == (*first.selected, missing)
+    # one miss, not one per turn: the set stays as it is from then on
+    assert service.select(arms, {"session_key": "miss"}).selected == after.selected
+
+
+def test_an_idle_session_draws_again(store: SqlStore) -> None:
+    service = LearningService(store, config(session_idle_seconds=1), rng=7, cache_ttl=0)
+    arms = tools()
+    first = service.select(arms, {"session_key": "idle"})
+    assert service.select(arms, {"session_key": "idle"}).selected == first.selected
+    seen = set()
+    for _ in range(2):
+        time.sleep(1.05)
+        seen.add(service.select(arms, {"session_key": "idle"}).selected)
+    assert seen - {first.selected}, "an idle session never drew again"
+
+
+def test_no_session_idle_window_selects_per_request(store: SqlStore) -> None:
+    service = LearningService(store, config(session_idle_seconds=0), rng=8, cache_ttl=0)
+    arms = tools()
+    assert len({service.select(arms, {"session_key": "k"}).selected for _ in range(8)}) > 1
+
+
+def test_baseline_is_decided_once_per_session(store: SqlStore) -> None:
+    service = LearningService(store, config().merged({"baseline_rate": 0.5}), rng=9, cache_ttl=0)
+    arms = tools()
+    for i in range(12):
+        first = service.select(arms, {"session_key": f"b{i}"})
+        for _ in range(3):
+            again = service.select(arms, {"session_key": f"b{i}"})
+            assert again.is_baseline == first.is_baseline
+            assert again.selected == first.selected
+
+
+def test_two_replicas_answer_a_session_alike(
+    replicas: tuple[LearningService, LearningService],
+) -> None:
+    a, b = replicas
+    arms = tools()
+    for i in range(10):
+        key = f"r{i}"
+        first = (a if i % 2 else b).select(arms, {"session_key": key})
+        for service in (a, b, a, b):
+            assert service.select(arms, {"session_key": key}).selected == first.selected
+
+
+def test_two_replicas_at_the_same_moment_agree(
+    replicas: tuple[LearningService, LearningService],
+) -> None:
+    a, b = replicas
+    arms = tools()
+    for i in range(10):
+        key = f"c{i}"
+        answers: dict[str, tuple[str, ...]] = {}
+        start = threading.Barrier(2)
+
+        def ask(
+            name: str,
+            service: LearningService,
+            key: str = key,
+            start: threading.Barrier = start,
+            answers: dict[str, tuple[str, ...]] = answers,
+        ) -> None:
+            start.wait()
+            answers[name] = service.select(arms, {"session_key": key}).selected
+
+        threads = [threading.Thread(target=ask, args=(n, s)) for n, s in (("a", a), ("b", b))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert answers["a"] == answers["b"], key
+        assert a.select(arms, {"session_key": key}).selected == answers["a"]
+
+
+def test_session_keys_are_checked(store: SqlStore) -> None:
+    from engine import InvalidInput
+
+    service = LearningService(store, config(), rng=10, cache_ttl=0)
+    arms = tools(3)
+    with pytest.raises(InvalidInput, match="session_key"):
+        service.select(arms, {"session_key": "x" * 300})
+    with pytest.raises(InvalidInput, match="session_key"):
+        service.select(arms, {"session_key": 5})
+    with pytest.raises(InvalidInput, match="session_key"):
+        service.select(arms, {"session_key": "a\x00b"})
+
+
+def test_passive_phase_ignores_sessions(store: SqlStore) -> None:
+    service = LearningService(store, config(phase=Phase.PASSIVE), rng=11, cache_ttl=0)
+    arms = tools()
+    assert service.select(arms, {"session_key": "p"}).selected == tuple(a.id for a in arms)
+
+
+def test_learner_data_removal_removes_sessions(store: SqlStore) -> None:
+    service = LearningService(store, config(), rng=12, cache_ttl=0)
+    service.select(tools(), {"session_key": "gone"})
+    store.delete_learner_data(service.learner_id)
+    assert store.session_set(service.learner_id, "gone") is None
