@@ -14,10 +14,52 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from engine.cost import PriceTable, prompt_cost
+from engine.observation import Usage
+
 MIN_SESSIONS = 2
 """Sessions each group needs before a saving is shown (an interval needs two)."""
 
 Z95 = 1.959963984540054
+
+
+COST_WINDOW = 5000
+"""The saving is measured over the learner's latest this many active runs (since its last full
+reset): recent enough to describe the current model and tools."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionUsage:
+    """The summed usage of one session's runs of one model (a run without a session key is a
+    session of its own: per-request selection randomises per run)."""
+
+    key: str
+    is_baseline: bool
+    provider: str
+    model: str
+    runs: int
+    input: int
+    cache_read: int
+    cache_write: int
+
+
+def price_sessions(
+    usages: Iterable[SessionUsage], prices: PriceTable
+) -> tuple[list[SessionCost], bool]:
+    """Each session's runs and prompt cost, and whether any run reported cache usage."""
+    totals: dict[tuple[str, bool], list[float]] = {}
+    cached = False
+    for u in usages:
+        cost = prompt_cost(
+            Usage(input=u.input, cache_read=u.cache_read, cache_write=u.cache_write),
+            prices.prices_for(u.provider, u.model),
+        )
+        cached = cached or u.cache_read > 0 or u.cache_write > 0
+        entry = totals.setdefault((u.key, u.is_baseline), [0.0, 0.0])
+        entry[0] += u.runs
+        entry[1] += cost
+    sessions = [SessionCost(base, int(runs), cost) for (_, base), (runs, cost) in totals.items()]
+    return sessions, cached
 
 
 @dataclass(frozen=True, slots=True)
