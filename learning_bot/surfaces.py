@@ -1,8 +1,10 @@
-"""Which surfaces `learning-bot serve` runs beside the HTTP API, from the environment.
+"""The surfaces: which ones `learning-bot serve` runs beside the HTTP API, from the
+environment, and the subcommands they bring to the command line (`learning-bot slack`, ...).
 
 Adding a surface: implement `bot.surface.Surface` in a new folder under `adapters/`, and add
-one entry to SURFACES below (a test of whether the environment asks for it, a factory, and the
-line that says how to turn it on)."""
+one entry to SURFACES below (a test of whether the environment asks for it, a factory, the
+line that says how to turn it on, and its own subcommand if it has one). Nothing else names a
+surface: `serve`, the command line and its --url rule all read this registry."""
 
 from __future__ import annotations
 
@@ -11,11 +13,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bot.surface import Surface
-from learning_bot.app import App
+from adapters.discord.cli import DISCORD_COMMAND
+from adapters.slack.command import SLACK_COMMAND
+from bot.surface import Surface, SurfaceCommand
 
 if TYPE_CHECKING:
     from adapters.mcp.tools import LearningTools
+    from learning_bot.app import App
 
 
 @dataclass(frozen=True)
@@ -25,35 +29,37 @@ class SurfaceEntry:
     build: Callable[[App, Mapping[str, str]], Surface]
     describe: Callable[[Surface], str]
     how_to_enable: str
+    command: SurfaceCommand | None = None
+    """Its own `learning-bot <name>` subcommand, if it has one."""
     every_worker: bool = False
     """Serves only HTTP routes that hold no state of their own, so every worker process of
     `serve --workers N` runs it (a chat connection runs in the first worker only)."""
 
 
 def _slack_wanted(env: Mapping[str, str]) -> bool:
-    from adapters.slack.service import slack_configured
+    from adapters.slack.surface import slack_configured
 
     return slack_configured(env)
 
 
 def _slack(app: App, env: Mapping[str, str]) -> Surface:
-    from adapters.slack.service import slack_service
+    from adapters.slack.surface import slack_surface
 
-    return slack_service(app.bus, env, installation_engine=app.engine)
+    return slack_surface(app.bus, env, installation_engine=app.engine)
 
 
 def _slack_note(surface: Surface) -> str:
-    from adapters.slack.service import SlackService
+    from adapters.slack.surface import SlackSurface
 
-    socket = isinstance(surface, SlackService) and surface.settings.socket_mode
+    socket = isinstance(surface, SlackSurface) and surface.settings.socket_mode
     return "Socket Mode" if socket else "HTTP, events at POST /slack/events"
 
 
 def _discord(app: App, env: Mapping[str, str]) -> Surface:
-    from adapters.discord.client import DiscordService
     from adapters.discord.settings import load_discord_settings
+    from adapters.discord.surface import DiscordSurface
 
-    return DiscordService(load_discord_settings(env), app.bus)
+    return DiscordSurface(load_discord_settings(env), app.bus)
 
 
 def _mcp(app: App, env: Mapping[str, str]) -> Surface:
@@ -99,6 +105,7 @@ SURFACES = (
         _slack_note,
         "set SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET for /slack/events, "
         "or SLACK_APP_TOKEN for Socket Mode",
+        command=SLACK_COMMAND,
     ),
     SurfaceEntry(
         "Discord",
@@ -106,6 +113,7 @@ SURFACES = (
         _discord,
         lambda _: "commands are registered separately: learning-bot discord sync",
         "set DISCORD_TOKEN to enable",
+        command=DISCORD_COMMAND,
     ),
     SurfaceEntry(
         "MCP",
