@@ -44,6 +44,14 @@ class Surface(Protocol):
     async def stop(self) -> None: ...
 
 
+class SurfaceParts(Protocol):
+    """What the composition root builds a surface from (its app): a registry entry's builder
+    that needs no more than this can live in the surface's own adapter."""
+
+    @property
+    def bus(self) -> CommandBus: ...
+
+
 class SurfaceHost(Protocol):
     """What the composition root lends a surface's own subcommand: the app (built on first use,
     closed when the command ends) and the two ways a surface is run."""

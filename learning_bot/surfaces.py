@@ -27,6 +27,7 @@ class SurfaceEntry:
     name: str
     wanted: Callable[[Mapping[str, str]], bool]
     build: Callable[[App, Mapping[str, str]], Surface]
+    """The surface from the app (a `bot.surface.SurfaceParts`) and the environment."""
     describe: Callable[[Surface], str]
     how_to_enable: str
     command: SurfaceCommand | None = None
