@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import argparse
@@ -50,6 +50,12 @@ class SurfaceParts(Protocol):
 
     @property
     def bus(self) -> CommandBus: ...
+
+    @property
+    def engine(self) -> Any:
+        """The SQLAlchemy engine of the project's database, or None: where a surface may keep
+        tables of its own (Slack's installations)."""
+        ...
 
 
 class SurfaceHost(Protocol):

@@ -3,8 +3,9 @@ environment, and the subcommands they bring to the command line (`learning-bot s
 
 Adding a surface: implement `bot.surface.Surface` in a new folder under `adapters/`, and add
 one entry to SURFACES below (a test of whether the environment asks for it, a factory, the
-line that says how to turn it on, and its own subcommand if it has one). Nothing else names a
-surface: `serve`, the command line and its --url rule all read this registry."""
+line that says how to turn it on, and its own subcommand if it has one), from the parts its
+adapter declares without importing its libraries (`adapters/slack/registration.py`). Nothing
+else names a surface: `serve`, the command line and its --url rule all read this registry."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from adapters.discord.cli import DISCORD_COMMAND
-from adapters.slack.command import SLACK_COMMAND
+from adapters.discord import registration as discord
+from adapters.slack import registration as slack
 from bot.surface import Surface, SurfaceCommand
 
 if TYPE_CHECKING:
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class SurfaceEntry:
+    """One surface: when to run it, how to build it, what `serve` says about it."""
+
     name: str
     wanted: Callable[[Mapping[str, str]], bool]
     build: Callable[[App, Mapping[str, str]], Surface]
@@ -35,32 +38,6 @@ class SurfaceEntry:
     every_worker: bool = False
     """Serves only HTTP routes that hold no state of their own, so every worker process of
     `serve --workers N` runs it (a chat connection runs in the first worker only)."""
-
-
-def _slack_wanted(env: Mapping[str, str]) -> bool:
-    from adapters.slack.surface import slack_configured
-
-    return slack_configured(env)
-
-
-def _slack(app: App, env: Mapping[str, str]) -> Surface:
-    from adapters.slack.surface import slack_surface
-
-    return slack_surface(app.bus, env, installation_engine=app.engine)
-
-
-def _slack_note(surface: Surface) -> str:
-    from adapters.slack.surface import SlackSurface
-
-    socket = isinstance(surface, SlackSurface) and surface.settings.socket_mode
-    return "Socket Mode" if socket else "HTTP, events at POST /slack/events"
-
-
-def _discord(app: App, env: Mapping[str, str]) -> Surface:
-    from adapters.discord.settings import load_discord_settings
-    from adapters.discord.surface import DiscordSurface
-
-    return DiscordSurface(load_discord_settings(env), app.bus)
 
 
 def _mcp(app: App, env: Mapping[str, str]) -> Surface:
@@ -100,21 +77,15 @@ def _version() -> str:
 
 SURFACES = (
     SurfaceEntry(
-        "Slack",
-        _slack_wanted,
-        _slack,
-        _slack_note,
-        "set SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET for /slack/events, "
-        "or SLACK_APP_TOKEN for Socket Mode",
-        command=SLACK_COMMAND,
+        "Slack", slack.wanted, slack.build, slack.describe, slack.HOW_TO_ENABLE, slack.SLACK_COMMAND
     ),
     SurfaceEntry(
         "Discord",
-        lambda env: bool(env.get("DISCORD_TOKEN", "").strip()),
-        _discord,
-        lambda _: "commands are registered separately: learning-bot discord sync",
-        "set DISCORD_TOKEN to enable",
-        command=DISCORD_COMMAND,
+        discord.wanted,
+        discord.build,
+        discord.describe,
+        discord.HOW_TO_ENABLE,
+        discord.DISCORD_COMMAND,
     ),
     SurfaceEntry(
         "MCP",

@@ -1,11 +1,38 @@
-"""`learning-bot slack`: Slack on its own, declared without importing slack-bolt."""
+"""What the surface registry (learning_bot.surfaces) takes from Slack: when the environment
+asks for it, how to build it, the line `serve` prints about it, and `learning-bot slack`.
+Declared without importing slack-bolt (the command line is built from these)."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 
-from bot.surface import SurfaceCommand, SurfaceHost
+from bot.surface import Surface, SurfaceCommand, SurfaceHost, SurfaceParts
 from engine.errors import InvalidInput
+
+HOW_TO_ENABLE = (
+    "set SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET for /slack/events, "
+    "or SLACK_APP_TOKEN for Socket Mode"
+)
+
+
+def wanted(env: Mapping[str, str]) -> bool:
+    from adapters.slack.surface import slack_configured
+
+    return slack_configured(env)
+
+
+def build(parts: SurfaceParts, env: Mapping[str, str]) -> Surface:
+    from adapters.slack.surface import slack_surface
+
+    return slack_surface(parts.bus, env, installation_engine=parts.engine)
+
+
+def describe(surface: Surface) -> str:
+    from adapters.slack.surface import SlackSurface
+
+    socket = isinstance(surface, SlackSurface) and surface.settings.socket_mode
+    return "Socket Mode" if socket else "HTTP, events at POST /slack/events"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
