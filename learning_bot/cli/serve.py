@@ -46,15 +46,11 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     return _serve(settings, args.host, args.port, args.workers)
 
 
-def check_port(port: int) -> None:
-    if not 1 <= port <= 65535:
-        raise CliError(f"--port must be from 1 to 65535, got {port}", EXIT_USAGE)
-
-
 def _serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
     from adapters.http.server import http_settings, is_loopback, serve_workers
 
-    check_port(port)
+    if not 1 <= port <= 65535:
+        raise CliError(f"--port must be from 1 to 65535, got {port}", EXIT_USAGE)
     if not 1 <= workers <= 64:
         raise CliError(f"--workers must be from 1 to 64, got {workers}", EXIT_USAGE)
     http = http_settings()
