@@ -55,7 +55,7 @@ import discord  # noqa: E402
 import numpy as np  # noqa: E402
 
 from adapters.discord import DiscordSettings, LearningClient, create_client  # noqa: E402
-from adapters.discord.surface import arm_suggestions  # noqa: E402
+from adapters.discord.interactions import arm_suggestions  # noqa: E402
 from bot.bus import Actor, Invocation  # noqa: E402
 from bot.commands import (  # noqa: E402
     CancelCommand,

@@ -1,8 +1,11 @@
-"""Which surfaces `learning-bot serve` runs beside the HTTP API, from the environment.
+"""The surfaces: which ones `learning-bot serve` runs beside the HTTP API, from the
+environment, and the subcommands they bring to the command line (`learning-bot slack`, ...).
 
 Adding a surface: implement `bot.surface.Surface` in a new folder under `adapters/`, and add
-one entry to SURFACES below (a test of whether the environment asks for it, a factory, and the
-line that says how to turn it on)."""
+one entry to SURFACES below (a test of whether the environment asks for it, a factory, the
+line that says how to turn it on, and its own subcommand if it has one), from the parts its
+adapter declares without importing its libraries (`adapters/slack/registration.py`). Nothing
+else names a surface: `serve`, the command line and its --url rule all read this registry."""
 
 from __future__ import annotations
 
@@ -11,49 +14,30 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bot.surface import Surface
-from learning_bot.app import App
+from adapters.discord import registration as discord
+from adapters.slack import registration as slack
+from bot.surface import Surface, SurfaceCommand
 
 if TYPE_CHECKING:
     from adapters.mcp.tools import LearningTools
+    from learning_bot.app import App
 
 
 @dataclass(frozen=True)
 class SurfaceEntry:
+    """One surface: when to run it, how to build it, what `serve` says about it."""
+
     name: str
     wanted: Callable[[Mapping[str, str]], bool]
     build: Callable[[App, Mapping[str, str]], Surface]
+    """The surface from the app (a `bot.surface.SurfaceParts`) and the environment."""
     describe: Callable[[Surface], str]
     how_to_enable: str
+    command: SurfaceCommand | None = None
+    """Its own `learning-bot <name>` subcommand, if it has one."""
     every_worker: bool = False
     """Serves only HTTP routes that hold no state of their own, so every worker process of
     `serve --workers N` runs it (a chat connection runs in the first worker only)."""
-
-
-def _slack_wanted(env: Mapping[str, str]) -> bool:
-    from adapters.slack.service import slack_configured
-
-    return slack_configured(env)
-
-
-def _slack(app: App, env: Mapping[str, str]) -> Surface:
-    from adapters.slack.service import slack_service
-
-    return slack_service(app.bus, env, installation_engine=app.engine)
-
-
-def _slack_note(surface: Surface) -> str:
-    from adapters.slack.service import SlackService
-
-    socket = isinstance(surface, SlackService) and surface.settings.socket_mode
-    return "Socket Mode" if socket else "HTTP, events at POST /slack/events"
-
-
-def _discord(app: App, env: Mapping[str, str]) -> Surface:
-    from adapters.discord.client import DiscordService
-    from adapters.discord.settings import load_discord_settings
-
-    return DiscordService(load_discord_settings(env), app.bus)
 
 
 def _mcp(app: App, env: Mapping[str, str]) -> Surface:
@@ -93,19 +77,15 @@ def _version() -> str:
 
 SURFACES = (
     SurfaceEntry(
-        "Slack",
-        _slack_wanted,
-        _slack,
-        _slack_note,
-        "set SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET for /slack/events, "
-        "or SLACK_APP_TOKEN for Socket Mode",
+        "Slack", slack.wanted, slack.build, slack.describe, slack.HOW_TO_ENABLE, slack.SLACK_COMMAND
     ),
     SurfaceEntry(
         "Discord",
-        lambda env: bool(env.get("DISCORD_TOKEN", "").strip()),
-        _discord,
-        lambda _: "commands are registered separately: learning-bot discord sync",
-        "set DISCORD_TOKEN to enable",
+        discord.wanted,
+        discord.build,
+        discord.describe,
+        discord.HOW_TO_ENABLE,
+        discord.DISCORD_COMMAND,
     ),
     SurfaceEntry(
         "MCP",

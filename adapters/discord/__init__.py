@@ -1,7 +1,7 @@
 """The Discord surface: `/learning` as discord.py slash commands over the command bus.
 
 Names are imported on first use, so a command line can declare the Discord subcommands
-(`adapters.discord.arguments`) without importing discord.py."""
+(`adapters.discord.cli`) without importing discord.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _LAZY = {
-    "DiscordService": "adapters.discord.client",
+    "DiscordInteractions": "adapters.discord.interactions",
+    "DiscordSurface": "adapters.discord.surface",
     "LearningClient": "adapters.discord.client",
     "clear_commands": "adapters.discord.client",
     "command_schema": "adapters.discord.client",
@@ -21,14 +22,15 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from adapters.discord.client import (
-        DiscordService,
         LearningClient,
         clear_commands,
         command_schema,
         create_client,
         sync_commands,
     )
+    from adapters.discord.interactions import DiscordInteractions
     from adapters.discord.settings import DiscordSettings, load_discord_settings
+    from adapters.discord.surface import DiscordSurface
 
 
 def __getattr__(name: str) -> Any:
@@ -41,8 +43,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "DiscordService",
+    "DiscordInteractions",
     "DiscordSettings",
+    "DiscordSurface",
     "LearningClient",
     "clear_commands",
     "command_schema",

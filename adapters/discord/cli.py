@@ -3,26 +3,25 @@
     learning-bot discord sync [--guild ID]... [--global] [--clear]
     learning-bot discord run
 
-`adapters.discord.arguments.add_arguments` declares the subcommands (without importing
-discord.py) and `run_command` runs them; the `learning-bot` command line mounts both."""
+`DISCORD_COMMAND` declares them for the `learning-bot` command line (`add_arguments` from
+`adapters.discord.arguments`) and runs them with `run_command`; discord.py is imported only
+when one runs."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
-import signal
 import sys
 from collections.abc import Sequence
-from typing import TextIO
-
-import discord
+from typing import TYPE_CHECKING, TextIO
 
 from adapters.discord.arguments import add_arguments, sync_targets
-from adapters.discord.client import clear_commands, create_client, sync_commands
 from adapters.discord.settings import DiscordSettings
-from bot.bus import CommandBus
+from bot.surface import SurfaceCommand
 from engine.errors import InvalidConfig
+
+if TYPE_CHECKING:
+    from bot.bus import CommandBus
+    from bot.surface import SurfaceHost
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -36,6 +35,8 @@ async def sync_from_cli(
     out: TextIO | None = None,
 ) -> int:
     """Log in, sync (or clear) each target, log out. Prints one line per target."""
+    from adapters.discord.client import clear_commands, create_client, sync_commands
+
     out = out or sys.stdout
     token = settings.require_token()
     async with create_client(settings, bus) as client:
@@ -67,6 +68,14 @@ def run_command(
     err: TextIO | None = None,
 ) -> int:
     """Run the subcommand `add_arguments` parsed. Errors: one line on `err`, exit 1 or 2."""
+    import asyncio
+    import logging
+    import signal
+
+    import discord
+
+    from adapters.discord.client import create_client
+
     out = out or sys.stdout
     err = err or sys.stderr
     try:
@@ -102,4 +111,28 @@ def run_command(
         return EXIT_ERROR
 
 
-__all__ = ["add_arguments", "run_command", "sync_from_cli", "sync_targets"]
+def run(args: argparse.Namespace, host: SurfaceHost) -> int:
+    """`learning-bot discord ...`: its settings first, then the app's bus."""
+    from adapters.discord.settings import load_discord_settings
+
+    settings = load_discord_settings()
+    return run_command(args, host.bus, settings)
+
+
+DISCORD_COMMAND = SurfaceCommand(
+    name="discord",
+    help="the Discord surface: sync the /learning commands, or run the bot alone",
+    description="sync: register /learning with Discord; run: serve it without the API.",
+    add_arguments=add_arguments,
+    run=run,
+    no_url="it runs or registers the Discord bot itself",
+)
+
+__all__ = [
+    "DISCORD_COMMAND",
+    "add_arguments",
+    "run",
+    "run_command",
+    "sync_from_cli",
+    "sync_targets",
+]

@@ -4,16 +4,15 @@ answers, and the explicit command sync (never done on start-up: Discord rate-lim
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import Any
 
 import discord
 from discord import app_commands
 
 from adapters.discord.commands import GROUP_NAME, LearningCommands
+from adapters.discord.interactions import DiscordInteractions
 from adapters.discord.render import NO_MENTIONS, Interaction
 from adapters.discord.settings import DiscordSettings
-from adapters.discord.surface import DiscordSurface
 from bot.bus import CommandBus
 
 log = logging.getLogger("learning_bot.discord")
@@ -24,7 +23,7 @@ class LearningTree(app_commands.CommandTree[discord.Client]):
 
     def __init__(self, client: LearningClient) -> None:
         super().__init__(client)
-        self.surface = client.surface
+        self.interactions = client.interactions
 
     async def interaction_check(self, interaction: Interaction) -> bool:
         if interaction.guild_id is None:
@@ -32,50 +31,32 @@ class LearningTree(app_commands.CommandTree[discord.Client]):
         return True
 
     async def on_error(self, interaction: Interaction, error: app_commands.AppCommandError) -> None:
-        await self.surface.report_failure(interaction, error)
+        await self.interactions.report_failure(interaction, error)
 
 
 class LearningClient(discord.Client):
     """Slash commands only: the guilds intent (no privileged intents, no message content) and
     no pings."""
 
-    def __init__(self, surface: DiscordSurface, **options: Any) -> None:
+    def __init__(self, interactions: DiscordInteractions, **options: Any) -> None:
         options.setdefault("intents", discord.Intents(guilds=True))
         options["allowed_mentions"] = NO_MENTIONS
         super().__init__(**options)
-        self.surface = surface
+        self.interactions = interactions
         self.tree = LearningTree(self)
-        self.tree.add_command(LearningCommands(surface))
+        self.tree.add_command(LearningCommands(interactions))
 
     async def on_ready(self) -> None:
         log.info("connected to Discord as %s (application %s)", self.user, self.application_id)
 
     async def on_interaction(self, interaction: Interaction) -> None:
-        await self.surface.route_orphan_click(interaction)
+        await self.interactions.route_orphan_click(interaction)
 
 
 def create_client(settings: DiscordSettings, bus: CommandBus, **options: Any) -> LearningClient:
-    """The Discord surface over a command bus. Start it with
+    """The discord.py client over a command bus. Start it with
     `client.run(settings.require_token())`; register its commands with `sync_commands`."""
-    return LearningClient(DiscordSurface(bus, settings), **options)
-
-
-class DiscordService:
-    """The Discord surface as a server runs it (the `bot.surface.Surface` contract): it
-    connects out to the gateway, so it mounts no routes."""
-
-    name = "discord"
-    routes: Sequence[object] = ()
-
-    def __init__(self, settings: DiscordSettings, bus: CommandBus, **options: Any) -> None:
-        self.settings = settings
-        self.client = create_client(settings, bus, **options)
-
-    async def run(self) -> None:
-        await self.client.start(self.settings.require_token())
-
-    async def stop(self) -> None:
-        await self.client.close()
+    return LearningClient(DiscordInteractions(bus, settings), **options)
 
 
 async def sync_commands(

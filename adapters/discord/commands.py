@@ -9,16 +9,16 @@ from typing import Literal
 import discord
 from discord import app_commands
 
-from adapters.discord.render import Interaction
-from adapters.discord.surface import (
+from adapters.discord.interactions import (
     MAX_ARM_CHARS,
-    DiscordSurface,
+    DiscordInteractions,
     option_bool,
     option_choice,
     option_int,
     option_text,
     reset_command,
 )
+from adapters.discord.render import Interaction
 from bot.commands import (
     COMMAND_NAMES,
     MAX_TOP,
@@ -40,7 +40,7 @@ REWARD_VALUES = {"good": 1.0, "bad": 0.0}
 class LearningCommands(app_commands.Group):
     """/learning status | reward | reset | phase | help"""
 
-    def __init__(self, surface: DiscordSurface) -> None:
+    def __init__(self, interactions: DiscordInteractions) -> None:
         super().__init__(
             name=GROUP_NAME,
             description="The prompt learning layer: status, rewards, resets and phases",
@@ -51,7 +51,7 @@ class LearningCommands(app_commands.Group):
             allowed_installs=app_commands.AppInstallationType(guild=True, user=False),
             default_permissions=DEFAULT_PERMISSIONS,
         )
-        self.surface = surface
+        self.interactions = interactions
 
     @app_commands.command(
         name="status", description="Phase, traces, token savings, the best and worst arms"
@@ -73,7 +73,7 @@ class LearningCommands(app_commands.Group):
             public=option_bool("public", public),
             arm=option_text("arm", arm, MAX_ARM_CHARS),
         )
-        await self.surface.run(interaction, command, public=command.public)
+        await self.interactions.run(interaction, command, public=command.public)
 
     @app_commands.command(
         name="reward",
@@ -100,7 +100,7 @@ class LearningCommands(app_commands.Group):
             reason=option_text("reason", reason, MAX_REASON_CHARS),
             public=option_bool("public", public),
         )
-        await self.surface.run(interaction, command, public=command.public)
+        await self.interactions.run(interaction, command, public=command.public)
 
     @app_commands.command(
         name="reset",
@@ -110,7 +110,7 @@ class LearningCommands(app_commands.Group):
         arms="all, undo (the last reset), or arm ids or labels separated by spaces",
     )
     async def reset(self, interaction: Interaction, arms: app_commands.Range[str, 1, 4000]) -> None:
-        await self.surface.run(interaction, reset_command(arms), public=False)
+        await self.interactions.run(interaction, reset_command(arms), public=False)
 
     @app_commands.command(
         name="phase", description="Show the phase, or set it (admins; asks to confirm)"
@@ -123,7 +123,7 @@ class LearningCommands(app_commands.Group):
     ) -> None:
         word = option_choice("phase", phase, ("passive", "active"))
         command = PhaseCommand(Phase(word) if word else None)
-        await self.surface.run(interaction, command, public=False)
+        await self.interactions.run(interaction, command, public=False)
 
     @app_commands.command(name="help", description="What each /learning command does")
     @app_commands.describe(command="Explain one command")
@@ -133,22 +133,22 @@ class LearningCommands(app_commands.Group):
         command: Literal["status", "reward", "reset", "phase", "help"] | None = None,
     ) -> None:
         topic = option_choice("command", command, COMMAND_NAMES)
-        await self.surface.run(interaction, HelpCommand(topic), public=False)
+        await self.interactions.run(interaction, HelpCommand(topic), public=False)
 
     @status.autocomplete("arm")
     async def _status_arm(
         self, interaction: Interaction, current: str
     ) -> list[app_commands.Choice[str]]:
-        return await self.surface.arm_choices(interaction, current)
+        return await self.interactions.arm_choices(interaction, current)
 
     @reward.autocomplete("arm")
     async def _reward_arm(
         self, interaction: Interaction, current: str
     ) -> list[app_commands.Choice[str]]:
-        return await self.surface.arm_choices(interaction, current)
+        return await self.interactions.arm_choices(interaction, current)
 
     @reset.autocomplete("arms")
     async def _reset_arms(
         self, interaction: Interaction, current: str
     ) -> list[app_commands.Choice[str]]:
-        return await self.surface.arm_choices(interaction, current, several=True)
+        return await self.interactions.arm_choices(interaction, current, several=True)

@@ -1,4 +1,4 @@
-"""The Slack surface: `/learning` and its confirm/cancel buttons on an async slack-bolt app.
+"""Slack's interactions: `/learning` and its confirm/cancel buttons on an async slack-bolt app.
 
 Each slash command or click becomes one bus Invocation (the workspace is the scope, the channel
 or thread the conversation, the trigger id the idempotency key) and each Reply becomes Block
@@ -88,8 +88,9 @@ def answers_inline(command: Command | None) -> bool:
     return command is None or not is_mutating(command)
 
 
-class SlackSurface:
-    """Translates Slack commands and clicks into bus Invocations, and Replies into Block Kit."""
+class SlackInteractions:
+    """Translates Slack commands and clicks into bus Invocations, and Replies into Block Kit
+    (the listeners registered on the bolt app)."""
 
     def __init__(
         self,
@@ -368,17 +369,17 @@ def create_app(
     One workspace: the bot token. Several: with SLACK_CLIENT_ID/SLACK_CLIENT_SECRET set, the
     OAuth install flow keeps installations in `engine`'s database (the project's).
     """
-    return create_surface(settings, bus, engine=engine, directory=directory)[0]
+    return create_app_and_interactions(settings, bus, engine=engine, directory=directory)[0]
 
 
-def create_surface(
+def create_app_and_interactions(
     settings: SlackSettings,
     bus: CommandBus,
     *,
     engine: Engine | None = None,
     directory: SlackDirectory | None = None,
-) -> tuple[AsyncApp, SlackSurface]:
-    """`create_app`, plus the SlackSurface registered on it (to wait for its follow-ups)."""
+) -> tuple[AsyncApp, SlackInteractions]:
+    """`create_app`, plus the SlackInteractions registered on it (to wait for its follow-ups)."""
     client = AsyncWebClient(
         token=None if settings.oauth else settings.bot_token, base_url=settings.api_url
     )
@@ -403,6 +404,6 @@ def create_surface(
         process_before_response=True,
         user_facing_authorize_error_message=NOT_INSTALLED_TEXT,
     )
-    surface = SlackSurface(settings, bus, directory)
-    surface.register(app)
-    return app, surface
+    interactions = SlackInteractions(settings, bus, directory)
+    interactions.register(app)
+    return app, interactions

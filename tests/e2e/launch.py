@@ -1,6 +1,8 @@
 """The documented ways of running learning-bot, one command line each, and a process started
 from one of them: its own HOME, XDG directories and SQLite file, its output captured in files,
-stopped by a signal and killed (with its process group) if it outlives the test."""
+stopped by a signal and killed (with its process group) if it outlives the test. `served` is
+the same for a test that only needs `learning-bot serve` up: started, and waited for until its
+health check answers."""
 
 from __future__ import annotations
 
@@ -14,9 +16,11 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -151,3 +155,72 @@ class Process:
 
     def stderr_text(self) -> str:
         return self.stderr.read_text(errors="replace") if self.stderr.exists() else ""
+
+
+API_PATH = "/__openclaw__/api/learning"
+
+
+@dataclass
+class Served:
+    """A `learning-bot serve` that answers: its process, and where to reach it."""
+
+    proc: subprocess.Popen[str]
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base(self) -> str:
+        """The learning API's base URL."""
+        return self.url + API_PATH
+
+
+@contextlib.contextmanager
+def served(
+    env: Mapping[str, str],
+    *options: str,
+    cwd: Path | None = None,
+    stdout: int | IO[Any] | None = subprocess.PIPE,
+    stderr: int | IO[Any] | None = subprocess.STDOUT,
+    timeout: float = 60.0,
+) -> Iterator[Served]:
+    """`learning-bot serve --port P [options]` under `env`, yielded once GET healthz answers
+    2xx; stopped with SIGTERM (killed after 30 s) on leaving, unless the test stopped it.
+    Its output goes to `stdout`/`stderr` (Popen's arguments: a pipe to read, a file, DEVNULL)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [LEARNING_BOT, "serve", "--port", str(port), *options],
+        env=dict(env),
+        cwd=cwd,
+        stdout=stdout,
+        stderr=stderr,
+        text=True,
+    )
+    try:
+        server = Served(proc, port)
+        _wait_for_health(server, timeout)
+        yield server
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+
+
+def _wait_for_health(server: Served, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{server.base}/healthz", timeout=2):
+                return
+        except OSError:
+            if server.proc.poll() is not None or time.monotonic() > deadline:
+                stream = server.proc.stdout if server.proc.poll() is not None else None
+                out = stream.read() if stream is not None else ""
+                raise AssertionError(f"learning-bot serve did not come up: {out}") from None
+            time.sleep(0.1)

@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from .launch import served
 
 pytestmark = pytest.mark.e2e
 
@@ -103,12 +102,6 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _run(code: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", code],
@@ -140,33 +133,11 @@ def test_block_runs_as_written(block: Block, tmp_path: Path) -> None:
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.needs == SERVER], ids=lambda b: b.id)
 def test_block_runs_against_a_server(block: Block, tmp_path: Path) -> None:
     env = _env(tmp_path)
-    port = _free_port()
-    server = subprocess.Popen(
-        [str(BIN / "learning-bot"), "serve", "--port", str(port)],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        base = f"http://127.0.0.1:{port}/__openclaw__/api/learning"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/healthz", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise AssertionError("learning-bot serve did not come up") from None
-                time.sleep(0.2)
-        code = block.code.replace("127.0.0.1:8787", f"127.0.0.1:{port}")
+    with served(env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as server:
+        code = block.code.replace("127.0.0.1:8787", f"127.0.0.1:{server.port}")
         result = _run(code, env, tmp_path)
         assert result.returncode == 0, f"{block.id}\n{result.stdout}\n{result.stderr}"
         assert result.stdout.strip() and '"error"' not in result.stdout, result.stdout
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 @pytest.mark.parametrize(

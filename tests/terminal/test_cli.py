@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bot.export import POSTERIOR_CSV_HEADER, TRACE_CSV_HEADER
+from tests.e2e.launch import served
 
 EXE = str(Path(sys.executable).with_name("learning-bot"))
 
@@ -387,49 +388,20 @@ def test_policy_and_half_life_come_from_the_environment(tmp_path: Path) -> None:
             load_settings({f"LEARNING_BOT_{name}": bad})
 
 
-def _wait_until_listening(port: int, timeout: float = 30.0) -> None:
-    """The server announces its surfaces as it starts them: a client that starts at once can
-    come before the port listens."""
-    import socket
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
-
-
 def test_serve_announces_the_public_url_and_status_links_its_dashboard(db: str) -> None:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     run(db, "simulate", "--traces", "20", "--arms", "6")
     public = "https://learning.example.com"
     env = {**os.environ, "LEARNING_BOT_DATABASE_URL": db, "LEARNING_BOT_PUBLIC_URL": public}
-    server = subprocess.Popen(
-        [EXE, "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        lines = []
+    with served(env) as server:
+        assert server.proc.stdout is not None
+        lines: list[str] = []
         while not any("live surfaces" in line for line in lines):
-            line = server.stdout.readline()
+            line = server.proc.stdout.readline()
             assert line, "".join(lines)
             lines.append(line)
         dashboard = f"{public}/__openclaw__/api/learning/dashboard"
         assert any(f"public address {public}" in line and dashboard in line for line in lines)
-        url = f"http://127.0.0.1:{port}"
-        _wait_until_listening(port)
+        url = server.url
         status = run(db, "--url", url, "status", "--json")
         assert status.returncode == 0, status.stderr
         data = json.loads(status.stdout)
@@ -437,6 +409,3 @@ def test_serve_announces_the_public_url_and_status_links_its_dashboard(db: str) 
         assert data["compact"]["headline"][:2] == [["Phase", "ACTIVE"], ["Traces", "20"]]
         asked = run(db, "--url", url, "dashboard")
         assert asked.stdout.strip() == f"{url}/__openclaw__/api/learning/dashboard"
-    finally:
-        server.terminate()
-        server.wait(timeout=30)

@@ -27,17 +27,17 @@ from engine.config import LearningConfig, Phase
 from engine.observation import ReportedArm, RunReport, ToolCall, Usage
 from engine.service import LearningService
 from learning_bot.app import build_app, build_read_app
-from learning_bot.command_line import _parser
+from learning_bot.cli.general import build_parser
 from learning_bot.settings import Settings, load_settings
 from learning_bot.simulate import simulate
 from learning_bot.status import command, remote, reply, terminal
 
 EXE = str(Path(sys.executable).with_name("learning-bot"))
-GENERAL = "import sys\nfrom learning_bot.command_line import main\nsys.exit(main(sys.argv[1:]))\n"
+GENERAL = "import sys\nfrom learning_bot.cli.general import main\nsys.exit(main(sys.argv[1:]))\n"
 HEAVY = ("numpy", "sqlalchemy", "bot", "engine", "adapters", "email", "ssl")
 HEAVY_MODULES = (
     "http.client",
-    "learning_bot.command_line",
+    "learning_bot.cli.general",
     "learning_bot.app",
     "learning_bot.settings",
 )
@@ -486,7 +486,7 @@ def test_an_unreachable_server_is_worded_as_before(simulated: str, server: _Serv
 def test_it_reads_the_command_line_as_argparse_does(argv: list[str]) -> None:
     request = command.parse(argv)
     assert request is not None
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     assert (args.command, args.words, args.json) == ("status", request.words, request.as_json)
     assert (args.database_url, args.learner, args.config, args.url) == (
         request.database_url,

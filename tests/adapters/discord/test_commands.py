@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from adapters.discord.surface import ADMIN_HINT
+from adapters.discord.interactions import ADMIN_HINT
 from engine import Arm
 
 from .conftest import (
@@ -298,7 +298,7 @@ async def test_unexpected_failures_answer_in_one_line_and_are_logged(
     def broken(invocation: object) -> object:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(h.client.surface.bus, "dispatch", broken)
+    monkeypatch.setattr(h.client.interactions.bus, "dispatch", broken)
     with caplog.at_level(logging.ERROR, logger="learning_bot.discord"):
         payload = await h.command("status")
     text = error_text(h.reply(payload))

@@ -14,11 +14,8 @@ import os
 import re
 import shlex
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +23,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from tests.e2e.launch import served as serve
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 EXE = str(Path(sys.executable).with_name("learning-bot"))
@@ -60,26 +59,6 @@ class Served:
         return response.json()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for(url: str, proc: subprocess.Popen[str], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if httpx.get(url).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            out = proc.stdout.read() if proc.stdout and proc.poll() is not None else ""
-            raise AssertionError(f"{url} did not answer: {out}")
-        time.sleep(0.1)
-
-
 def run_cli(args: list[str], env: dict[str, str]) -> str:
     result = subprocess.run(
         [EXE, *args], env=env, capture_output=True, text=True, timeout=600, check=False
@@ -109,17 +88,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         XDG_DATA_HOME=str(tmp / "home" / ".local" / "share"),
     )
     run_cli(["simulate", "--traces", "300"], env)
-    port = free_port()
-    proc = subprocess.Popen(
-        [EXE, "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(url + BASE + "/healthz", proc)
+    with serve(env) as server:
+        url = server.url
         artifacts_root = os.environ.get("LEARNING_BOT_ARTIFACTS")
         artifacts = (
             Path(artifacts_root) / "dashboard"
@@ -128,13 +98,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         )
         artifacts.mkdir(parents=True, exist_ok=True)
         yield Served(url, env, artifacts)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
 
 
 @pytest.fixture(scope="module")

@@ -4,14 +4,13 @@ and a restart, then the whole output is searched for the configured secrets."""
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
+
+from tests.e2e.launch import served
 
 EXE = str(Path(sys.executable).with_name("learning-bot"))
 SECRETS = {
@@ -21,14 +20,7 @@ SECRETS = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_a_full_run_logs_no_secret(tmp_path: Path) -> None:
-    port = free_port()
     log = tmp_path / "server.log"
     env = {
         **os.environ,
@@ -37,36 +29,20 @@ def test_a_full_run_logs_no_secret(tmp_path: Path) -> None:
         "LEARNING_BOT_LOG_LEVEL": "debug",
         "LEARNING_BOT_SPOOL_DIR": str(tmp_path / "spool"),
     }
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [EXE, "serve", "--port", str(port)], env=env, stdout=out, stderr=out
-        )
-        try:
-            base = f"http://127.0.0.1:{port}/__openclaw__/api/learning"
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(base + "/healthz").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                assert time.monotonic() < deadline, log.read_text()
-                time.sleep(0.1)
-            good = {"Authorization": f"Bearer {SECRETS['LEARNING_BOT_API_TOKEN']}"}
-            wrong = {"Authorization": "Bearer " + SECRETS["LEARNING_BOT_API_TOKEN"][:-1] + "Q"}
-            report = {
-                "traceId": "s1",
-                "arms": [{"armId": "tool:fs:Read", "tokenCost": 10}],
-                "toolCalls": [{"name": "Read"}],
-            }
-            assert httpx.post(base + "/observe", json=report, headers=good).status_code == 200
-            assert httpx.post(base + "/observe", json=report, headers=wrong).status_code == 401
-            assert httpx.post(base + "/observe", content=b"{bad", headers=good).status_code == 400
-            assert httpx.post(base + "/reset", json={}, headers=good).status_code == 200
-            httpx.get(base + "/nope")
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=30)
+    with open(log, "wb") as out, served(env, stdout=out, stderr=out) as server:
+        base = server.base
+        good = {"Authorization": f"Bearer {SECRETS['LEARNING_BOT_API_TOKEN']}"}
+        wrong = {"Authorization": "Bearer " + SECRETS["LEARNING_BOT_API_TOKEN"][:-1] + "Q"}
+        report = {
+            "traceId": "s1",
+            "arms": [{"armId": "tool:fs:Read", "tokenCost": 10}],
+            "toolCalls": [{"name": "Read"}],
+        }
+        assert httpx.post(base + "/observe", json=report, headers=good).status_code == 200
+        assert httpx.post(base + "/observe", json=report, headers=wrong).status_code == 401
+        assert httpx.post(base + "/observe", content=b"{bad", headers=good).status_code == 400
+        assert httpx.post(base + "/reset", json={}, headers=good).status_code == 200
+        httpx.get(base + "/nope")
     for args in (["db", "verify"], ["status"], ["reset", "--confirm"]):
         result = subprocess.run([EXE, *args], env=env, capture_output=True, text=True)
         with open(log, "a") as out:

@@ -19,6 +19,7 @@ from adapters.http.server import serve
 from learning_bot.app import build_app
 from learning_bot.settings import Settings
 from learning_bot.surfaces import configured_surfaces
+from tests.e2e.launch import served
 
 EXE = str(Path(sys.executable).with_name("learning-bot"))
 
@@ -46,22 +47,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for(url: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if httpx.get(url).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{url} did not answer")
-        time.sleep(0.1)
-
-
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_serve_starts_answers_and_stops_quickly(tmp_path: Path, sig: signal.Signals) -> None:
-    port = free_port()
     env = {
         **os.environ,
         "LEARNING_BOT_DATABASE_URL": f"sqlite:///{tmp_path}/serve.sqlite",
@@ -69,25 +56,14 @@ def test_serve_starts_answers_and_stops_quickly(tmp_path: Path, sig: signal.Sign
     }
     env.pop("DISCORD_TOKEN", None)
     env.pop("SLACK_BOT_TOKEN", None)
-    proc = subprocess.Popen(
-        [EXE, "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        base = f"http://127.0.0.1:{port}/__openclaw__/api/learning"
-        wait_for(base + "/healthz")
+    with served(env) as server:
+        proc, base = server.proc, server.base
         assert httpx.get(base + "/summary").json()["traceCount"] == 0
         assert "<title>learning-bot dashboard</title>" in httpx.get(base + "/dashboard").text
         t0 = time.monotonic()
         proc.send_signal(sig)
         out, _ = proc.communicate(timeout=15)
         took = time.monotonic() - t0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 0, out
     assert took < 5
     assert "live surfaces: http" in out
@@ -178,22 +154,13 @@ def test_slack_is_mounted_when_its_tokens_are_set(tmp_path: Path) -> None:
 
 
 def test_several_workers_share_the_port_and_stop_together(tmp_path: Path) -> None:
-    port = free_port()
     env = {
         **os.environ,
         "LEARNING_BOT_DATABASE_URL": f"sqlite:///{tmp_path}/w.sqlite",
         "LEARNING_BOT_SPOOL_DIR": str(tmp_path / "spool"),
     }
-    proc = subprocess.Popen(
-        [EXE, "serve", "--port", str(port), "--workers", "2"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        base = f"http://127.0.0.1:{port}/__openclaw__/api/learning"
-        wait_for(base + "/healthz")
+    with served(env, "--workers", "2") as server:
+        proc, port, base = server.proc, server.port, server.base
         report = {
             "traceId": "",
             "arms": [{"armId": "tool:fs:Read", "tokenCost": 10}],
@@ -211,9 +178,6 @@ def test_several_workers_share_the_port_and_stop_together(tmp_path: Path) -> Non
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=20)
         took = time.monotonic() - t0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 0, out
     assert took < 5
     assert "2 worker processes serve port" in out
@@ -244,23 +208,12 @@ def test_serve_backs_up_and_upgrades_an_older_sqlite_file(tmp_path: Path) -> Non
     env["LEARNING_BOT_SPOOL_DIR"] = str(tmp_path / "spool")
     status = subprocess.run([EXE, "status"], env=env, capture_output=True, text=True, timeout=60)
     assert status.returncode == 1 and "learning-bot db upgrade" in status.stderr
-    port = free_port()
-    proc = subprocess.Popen(
-        [EXE, "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        wait_for(f"http://127.0.0.1:{port}/__openclaw__/api/learning/healthz")
-        summary = httpx.get(f"http://127.0.0.1:{port}/__openclaw__/api/learning/summary")
+    with served(env) as server:
+        proc = server.proc
+        summary = httpx.get(server.base + "/summary")
         assert summary.status_code == 200 and summary.json()["traceCount"] == 0
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 0, out
     backup = tmp_path / "old.sqlite.rev0004.bak"
     with sqlite3.connect(backup) as conn:

@@ -12,7 +12,7 @@ from slack_bolt.async_app import AsyncApp
 from sqlalchemy import Engine
 from starlette.routing import BaseRoute
 
-from adapters.slack.app import SlackSurface, create_surface
+from adapters.slack.app import SlackInteractions, create_app_and_interactions
 from adapters.slack.http import slack_routes
 from adapters.slack.settings import SlackSettings, slack_settings_from_env
 from adapters.slack.socket_mode import start_socket_mode
@@ -30,14 +30,15 @@ def slack_configured(env: Mapping[str, str]) -> bool:
 
 
 @dataclass
-class SlackService:
-    """What a server needs: `routes` to mount (POST /slack/events in HTTP mode, the OAuth
-    pages when the multi-workspace install is on), `run` and `stop`. `run` lasts as long as
-    the surface is live, in both modes, so a server can treat its end as the surface stopping."""
+class SlackSurface:
+    """The Slack surface (a `bot.surface.Surface`): `routes` to mount (POST /slack/events in
+    HTTP mode, the OAuth pages when the multi-workspace install is on), `run` and `stop`. `run`
+    lasts as long as the surface is live, in both modes, so a server can treat its end as the
+    surface stopping."""
 
     settings: SlackSettings
     app: AsyncApp
-    surface: SlackSurface
+    interactions: SlackInteractions
     routes: list[BaseRoute] = field(default_factory=list)
     _handler: AsyncSocketModeHandler | None = None
     name: str = "slack"
@@ -59,7 +60,7 @@ class SlackService:
         response_url go out (for up to STOP_SECONDS)."""
         self._stopped.set()
         await self._disconnect()
-        await self.surface.wait_for_follow_ups(STOP_SECONDS)
+        await self.interactions.wait_for_follow_ups(STOP_SECONDS)
 
     async def _disconnect(self) -> None:
         handler, self._handler = self._handler, None
@@ -67,16 +68,16 @@ class SlackService:
             await handler.close_async()  # type: ignore[no-untyped-call]  # unannotated in bolt
 
 
-def slack_service(
+def slack_surface(
     bus: CommandBus,
     env: Mapping[str, str] | None = None,
     *,
     installation_engine: Engine | None = None,
-) -> SlackService:
+) -> SlackSurface:
     """The Slack surface over a command bus, configured from SLACK_* variables. The
     multi-workspace install keeps its installations in `installation_engine`'s database."""
     settings = slack_settings_from_env(env)
-    bolt, surface = create_surface(settings, bus, engine=installation_engine)
+    bolt, interactions = create_app_and_interactions(settings, bus, engine=installation_engine)
     # In Socket Mode nothing is posted to us, and there may be no signing secret to check.
     routes = slack_routes(bolt, events=not settings.socket_mode)
-    return SlackService(settings, bolt, surface, routes)
+    return SlackSurface(settings, bolt, interactions, routes)

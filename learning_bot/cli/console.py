@@ -1,0 +1,41 @@
+"""`learning-bot console`: the interactive prompt, on the local database or a running server."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from learning_bot.cli.parser import Commands
+
+if TYPE_CHECKING:
+    from learning_bot.settings import Settings
+
+
+def register(sub: Commands) -> None:
+    console = sub.add_parser(
+        "console",
+        help="an interactive prompt for the commands, with history and Tab completion",
+        description=(
+            "An interactive prompt: type status, reward, reset, phase or help as after "
+            "`learning-bot`. Up and Down walk the history (kept in the data directory), Tab "
+            "completes commands and arm ids or labels, `quit` leaves."
+        ),
+    )
+    console.set_defaults(run=_run, no_url=None)
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    if args.url:
+        from adapters.terminal import remote_sender, run_console
+
+        return run_console(remote_sender(args.url, args.learner, "console"))
+    from adapters.terminal import local_sender, run_console
+    from learning_bot.app import build_app
+    from learning_bot.cli.chat import check_learner
+
+    app = build_app(settings)
+    try:
+        check_learner(app, args)
+        return run_console(local_sender(app.bus, "console", surface="console"))
+    finally:
+        app.close()

@@ -1,0 +1,77 @@
+"""`learning-bot db upgrade|verify|url`: database maintenance."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from adapters.terminal.commands import EXIT_ERROR, EXIT_OK
+from learning_bot.cli.parser import Commands
+
+if TYPE_CHECKING:
+    from learning_bot.settings import Settings
+
+
+def register(sub: Commands) -> None:
+    db = sub.add_parser("db", help="database maintenance", description="Database maintenance.")
+    db.add_argument(
+        "action",
+        choices=("upgrade", "verify", "url"),
+        help="upgrade: migrate the schema; verify: recompute every posterior from its "
+        "observations; url: print the database URL in use",
+    )
+    db.set_defaults(run=_run, no_url="it maintains the database directly")
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    return _db(args.action, settings.database_url)
+
+
+def _db(action: str, url: str | None) -> int:
+    from storage import default_database_url, make_engine, upgrade
+    from storage.database import ensure_schema
+
+    target = url or default_database_url()
+    if action == "url":
+        print(target)
+        return EXIT_OK
+    engine = make_engine(target)
+    try:
+        if action == "upgrade":
+            before, after = upgrade(engine)
+            if before == after:
+                print(f"The schema is already at revision {after}.")
+            else:
+                print(f"Upgraded the schema from {before or 'empty'} to revision {after}.")
+            return EXIT_OK
+        ensure_schema(engine, auto_create=False)
+    finally:
+        engine.dispose()
+    from engine.service import LearningService
+    from storage import SqlStore
+
+    store = SqlStore(target, auto_create=False)
+    failed = False
+    try:
+        for name in store.learner_names():
+            report = LearningService(store, learner=name).verify()
+            state = "ok" if report.ok else "FAILED"
+            print(
+                f"{name}: {state} — {report.arms_checked} arms, {report.traces_checked} traces, "
+                f"{report.observations_checked} changes in current epochs"
+            )
+            for problem in report.problems:
+                print(f"  {problem.arm_id or '-'}: {problem.message}")
+            failed |= not report.ok
+    finally:
+        store.close()
+    from storage.spool import dead_letters, default_spool_root
+
+    root = default_spool_root(target)
+    dead = dead_letters(root)
+    if dead:
+        print(
+            f"spool: {len(dead)} run(s) the database refused on replay are kept in "
+            f"{root / 'dead-letter.jsonl'} (latest reason: {dead[-1].get('reason', '?')})"
+        )
+    return EXIT_ERROR if failed else EXIT_OK

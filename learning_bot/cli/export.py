@@ -1,0 +1,77 @@
+"""`learning-bot export`: the learner's traces and posteriors on stdout."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from adapters.terminal.commands import EXIT_OK, EXIT_USAGE, CliError
+from learning_bot.cli.parser import Commands
+
+if TYPE_CHECKING:
+    from learning_bot.app import App
+    from learning_bot.settings import Settings
+
+
+def register(sub: Commands) -> None:
+    export = sub.add_parser(
+        "export",
+        help="traces and posteriors as JSON, JSON lines or CSV (on stdout)",
+        description="Write the learner's traces and posteriors to stdout.",
+    )
+    export.add_argument(
+        "--format",
+        choices=("json", "jsonl", "csv"),
+        default="json",
+        help="json: one document (default); jsonl: one trace per line, for large learners; "
+        "csv: one table, chosen with --table",
+    )
+    export.add_argument(
+        "--table", choices=("traces", "posteriors"), help="csv: the one table to write"
+    )
+    export.add_argument("--no-traces", action="store_true", help="json: leave the traces out")
+    export.add_argument(
+        "--no-posteriors", action="store_true", help="json: leave the posteriors out"
+    )
+    export.add_argument("--compact", action="store_true", help="json: one line, no indentation")
+    export.set_defaults(run=_run, no_url="it reads the database directly")
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    from learning_bot.app import build_app
+    from learning_bot.cli.chat import check_learner
+
+    app = build_app(settings)
+    try:
+        check_learner(app, args)
+        return _export(app, args)
+    finally:
+        app.close()
+
+
+def _export(app: App, args: argparse.Namespace) -> int:
+    from bot.export import export_csv, export_json, export_jsonl
+
+    service = app.service()
+    if args.format == "csv":
+        if args.table is None:
+            raise CliError(
+                "--format csv writes one table", EXIT_USAGE, hint="add --table traces or posteriors"
+            )
+        chunks = export_csv(service, args.table)
+    elif args.format == "jsonl":
+        chunks = export_jsonl(service)
+    else:
+        if args.no_traces and args.no_posteriors:
+            raise CliError("nothing to export: --no-traces and --no-posteriors", EXIT_USAGE)
+        chunks = export_json(
+            service,
+            traces=not args.no_traces,
+            posteriors=not args.no_posteriors,
+            indent=not args.compact,
+        )
+    for chunk in chunks:
+        sys.stdout.write(chunk)
+    sys.stdout.flush()
+    return EXIT_OK

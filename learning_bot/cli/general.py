@@ -1,0 +1,160 @@
+"""The general command line: the parser, built from the commands' registrations (each command
+module adds its sub-parser with `set_defaults(run=..., no_url=...)`, and so does every registry
+entry of learning_bot.surfaces that brings a subcommand); the settings; the chosen command's
+handler; and whatever it raises turned into one line on stderr and an exit code.
+
+learning_bot.cli.main, the entry point, sends here every command that learning_bot.status
+does not answer on its own."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from adapters.terminal.commands import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return _run(args)
+    except BaseException as exc:
+        return failed(exc)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("learning-bot")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The global options, then every command in the order `--help` lists them."""
+    from learning_bot.cli import chat, console, dashboard, db, export, learner, mcp, serve, simulate
+    from learning_bot.cli.host import register_surface_commands
+    from learning_bot.cli.parser import CommandLineParser
+
+    parser = CommandLineParser(
+        prog="learning-bot",
+        description="The learning layer for LLM agent prompts, and its chat-ops front end.",
+        epilog=(
+            "Start with `learning-bot simulate`, then `learning-bot status`. "
+            "`learning-bot <command> --help` explains a command."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"learning-bot {_version()}")
+    parser.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="SQLAlchemy URL (else LEARNING_BOT_DATABASE_URL, "
+        "else a SQLite file in your data directory)",
+    )
+    parser.add_argument(
+        "--learner", metavar="NAME", help="learner name (default: LEARNING_BOT_LEARNER or default)"
+    )
+    parser.add_argument("--config", metavar="FILE", help="a JSON or TOML config file")
+    parser.add_argument(
+        "--url",
+        help="talk to a running server (e.g. http://127.0.0.1:8787) instead of the database: "
+        "status, reward, reset, phase, help, console and dashboard",
+    )
+    sub = parser.add_subparsers(
+        dest="command", required=True, parser_class=CommandLineParser, metavar="<command>"
+    )
+    for module in (chat, export, console, simulate, learner, db, serve):
+        module.register(sub)
+    register_surface_commands(sub)
+    for module in (mcp, dashboard):
+        module.register(sub)
+    _accept_after(sub, [a for a in parser._actions if a.dest in _GLOBAL])
+    return parser
+
+
+_GLOBAL = ("database_url", "learner", "config", "url")
+"""The options that come before the command, and are taken after it as well."""
+
+
+def _accept_after(sub: argparse._SubParsersAction[Any], options: list[argparse.Action]) -> None:
+    """Let every command (and a surface's own subcommands, e.g. Discord's `sync` and `run`)
+    take the global options after its name too: `learning-bot status --database-url=...` reads
+    as `learning-bot --database-url=... status`, and OpenClaw's gateway spawns `<python> -m
+    learning_bot mcp --database-url=...`. Given there, an option overrides the one given before
+    the command; not given, it leaves that one (its default here is to set nothing)."""
+    for child in sub.choices.values():
+        for option in options:
+            child.add_argument(
+                *option.option_strings,
+                dest=option.dest,
+                metavar=option.metavar,
+                default=argparse.SUPPRESS,
+                help=option.help,
+            )
+        for action in child._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _accept_after(action, options)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command's handler (its `run` default), after the settings and a --url it refuses
+    (its `no_url` default says why; None: it takes --url)."""
+    from learning_bot.settings import load_settings
+
+    settings = load_settings(
+        database_url=args.database_url, learner=args.learner, config_path=args.config
+    )
+    if args.url and args.no_url is not None:
+        raise CliError(
+            f"--url does not apply to `{args.command}`: {args.no_url}",
+            EXIT_USAGE,
+            hint="drop --url, or give --database-url to point at the server's database",
+        )
+    code: int = args.run(args, settings)
+    return code
+
+
+def _error(message: str, hint: str | None = None) -> None:
+    """`learning-bot: <what is wrong>` on one line, then at most one hint line (a "did you
+    mean" folded into the message becomes the hint)."""
+    from adapters.terminal.style import Style
+
+    head, sep, close = message.partition("; did you mean ")
+    if sep and hint is None:
+        message, hint = head, f"did you mean {close}"
+    style = Style.for_stream(sys.stderr)
+    print(f"learning-bot: {style.error(message)}", file=sys.stderr)
+    if hint:
+        print(style.dim(hint), file=sys.stderr)
+
+
+def failed(exc: BaseException) -> int:
+    """The exit code of a command that raised `exc`, after its one-line message on stderr;
+    anything but an error (SystemExit from --help) goes on up, and with LEARNING_BOT_DEBUG
+    set, so does an unexpected error."""
+    from bot.errors import error_kind
+    from engine.errors import LearningError
+
+    if isinstance(exc, CliError):
+        _error(str(exc), exc.hint)
+        return exc.code
+    if isinstance(exc, LearningError):
+        _error(str(exc))
+        return error_kind(exc).exit_code
+    if isinstance(exc, KeyboardInterrupt):
+        print("learning-bot: interrupted", file=sys.stderr)
+        return 130
+    if isinstance(exc, BrokenPipeError):
+        return EXIT_OK
+    if not isinstance(exc, Exception) or os.environ.get("LEARNING_BOT_DEBUG"):
+        raise exc
+    print(
+        f"learning-bot: unexpected error: {type(exc).__name__}: {exc}",
+        file=sys.stderr,
+    )
+    print("set LEARNING_BOT_DEBUG=1 for the details", file=sys.stderr)
+    return EXIT_ERROR

@@ -1,0 +1,120 @@
+"""The surfaces' own subcommands (`learning-bot slack`, `learning-bot discord ...`): each
+registry entry of learning_bot.surfaces that brings one is added to the command line here, and
+run with a `CommandHost`, the composition root's side of `bot.surface.SurfaceHost`."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from adapters.terminal.commands import EXIT_ERROR, EXIT_OK, CliError
+from bot.surface import Surface
+from learning_bot.cli.parser import Commands
+from learning_bot.cli.serve import announce_public, run_loop, say
+from learning_bot.surfaces import SURFACES, SurfaceEntry
+
+if TYPE_CHECKING:
+    from bot.bus import CommandBus
+    from learning_bot.app import App
+    from learning_bot.settings import Settings
+
+
+def register_surface_commands(sub: Commands) -> None:
+    """Add the subcommand of every registry entry that has one, in the registry's order."""
+    for entry in SURFACES:
+        command = entry.command
+        if command is None:
+            continue
+        parser = sub.add_parser(command.name, help=command.help, description=command.description)
+        command.add_arguments(parser)
+        parser.set_defaults(run=functools.partial(_run, entry), no_url=command.no_url)
+
+
+def _run(entry: SurfaceEntry, args: argparse.Namespace, settings: Settings) -> int:
+    assert entry.command is not None
+    host = CommandHost(settings, entry)
+    try:
+        return entry.command.run(args, host)
+    finally:
+        host.close()
+
+
+class CommandHost:
+    """What a surface's subcommand gets from the composition root: the app, built for serving
+    on first use and closed when the command ends, and the ways of running a surface."""
+
+    def __init__(self, settings: Settings, entry: SurfaceEntry) -> None:
+        self.settings = settings
+        self.entry = entry
+        self._app: App | None = None
+
+    def app(self) -> App:
+        if self._app is None:
+            from learning_bot.app import build_app
+
+            self._app = build_app(self.settings, serving=True)
+        return self._app
+
+    @property
+    def bus(self) -> CommandBus:
+        return self.app().bus
+
+    def surface(self) -> Surface:
+        return self.entry.build(self.app(), os.environ)
+
+    def serve_http(self, surfaces: Sequence[Surface], host: str, port: int) -> int:
+        from adapters.http.server import SurfaceFailed, http_settings, serve
+
+        announce_public(self.settings, say)
+        run = serve(
+            self.bus,
+            host=host,
+            port=port,
+            settings=http_settings(),
+            surfaces=list(surfaces),
+            announce=say,
+        )
+        try:
+            run_loop(run)
+        except SurfaceFailed as exc:
+            print(f"learning-bot: {exc}", file=sys.stderr, flush=True)
+            return EXIT_ERROR
+        return EXIT_OK
+
+    def run_alone(self, surface: Surface) -> int:
+        announce_public(self.settings, say)
+        run_loop(_alone(surface))
+        return EXIT_OK
+
+    def close(self) -> None:
+        if self._app is not None:
+            self._app.close()
+
+
+async def _alone(surface: Surface) -> None:
+    """Run one surface until SIGINT/SIGTERM, then stop it."""
+    import asyncio
+    import contextlib
+    import signal
+
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stopping.set)
+    say(f"learning-bot: {surface.name} connected out; stop with Ctrl-C")
+    task = asyncio.create_task(surface.run())
+    waiter = asyncio.create_task(stopping.wait())
+    try:
+        await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        await asyncio.wait_for(surface.stop(), 10)
+        waiter.cancel()
+        if task.done() and task.exception() is not None:
+            raise CliError(f"the {surface.name} surface failed: {task.exception()}")
+        task.cancel()
+    say("learning-bot: stopped")

@@ -1,0 +1,42 @@
+"""`learning-bot mcp`: the MCP tools over stdio (OpenClaw's learning backend)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from adapters.terminal.commands import EXIT_OK
+from learning_bot.cli.parser import Commands
+
+if TYPE_CHECKING:
+    from learning_bot.settings import Settings
+
+
+def register(sub: Commands) -> None:
+    mcp = sub.add_parser(
+        "mcp",
+        help="serve the MCP tools over stdio (OpenClaw's learning backend; "
+        "also: python -m learning_bot mcp --database-url=...)",
+    )
+    mcp.set_defaults(run=_run, no_url="it works locally")
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    return _mcp_stdio(settings)
+
+
+def _mcp_stdio(settings: Settings) -> int:
+    """MCP over stdin/stdout until stdin closes or SIGTERM; stdout carries only JSON-RPC."""
+    import anyio
+
+    from adapters.mcp.server import build_server
+    from adapters.mcp.surface import serve_stdio
+    from learning_bot.app import build_app
+    from learning_bot.surfaces import mcp_tools
+
+    app = build_app(settings, serving=True)
+    try:
+        anyio.run(serve_stdio, build_server(mcp_tools(app)), app.close)
+    finally:
+        app.close()
+    return EXIT_OK

@@ -1,0 +1,126 @@
+"""`learning-bot serve`: the HTTP API, the dashboard and every configured surface, in one or
+several worker processes."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from adapters.terminal.commands import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
+from learning_bot.cli.parser import Commands
+
+if TYPE_CHECKING:
+    from learning_bot.settings import Settings
+
+
+def register(sub: Commands) -> None:
+    serve = sub.add_parser(
+        "serve",
+        help="run the HTTP API, the dashboard and the chat surfaces",
+        description=(
+            "Serve the learning API and the dashboard, plus Slack and Discord when their "
+            "settings are present. Runs until SIGINT or SIGTERM."
+        ),
+    )
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; another needs LEARNING_BOT_API_TOKEN)",
+    )
+    serve.add_argument("--port", type=int, default=8787, help="port to listen on (default 8787)")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        default=int(os.environ.get("LEARNING_BOT_WORKERS", "1") or 1),
+        help="processes serving the API, 1-64 (default LEARNING_BOT_WORKERS or 1; one per "
+        "core; chat surfaces run in the first)",
+    )
+    serve.set_defaults(run=_run, no_url="it is the server")
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    return _serve(settings, args.host, args.port, args.workers)
+
+
+def _serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
+    from adapters.http.server import http_settings, is_loopback, serve_workers
+
+    if not 1 <= port <= 65535:
+        raise CliError(f"--port must be from 1 to 65535, got {port}", EXIT_USAGE)
+    if not 1 <= workers <= 64:
+        raise CliError(f"--workers must be from 1 to 64, got {workers}", EXIT_USAGE)
+    http = http_settings()
+    if http.api_token is None and not is_loopback(host):
+        raise CliError(
+            f"--host: refusing to listen on {host} without LEARNING_BOT_API_TOKEN: anyone "
+            "could reset posteriors",
+            EXIT_USAGE,
+            hint="set a token, or bind to 127.0.0.1",
+        )
+    if workers == 1:
+        return _serve_one(settings, host, port, None, surfaces=True)
+
+    def worker(index: int, sock: object) -> None:
+        code = _serve_one(settings, host, port, sock, surfaces=index == 0, quiet=index > 0)
+        if code:
+            raise SystemExit(code)
+
+    return serve_workers(worker, host=host, port=port, workers=workers)
+
+
+def _serve_one(
+    settings: Settings,
+    host: str,
+    port: int,
+    sock: object,
+    *,
+    surfaces: bool,
+    quiet: bool = False,
+) -> int:
+    from adapters.http.server import SurfaceFailed, serve
+    from learning_bot.app import build_app
+    from learning_bot.surfaces import configured_surfaces
+
+    app = build_app(settings, serving=True)
+    try:
+        live, notes = configured_surfaces(app, first_worker=surfaces)
+        for note in notes if not quiet else ():
+            print(f"learning-bot: {note}", flush=True)
+        announce = (lambda _line: None) if quiet else say
+        announce_public(settings, announce)
+        run = serve(app.bus, host=host, port=port, surfaces=live, announce=announce, sock=sock)  # type: ignore[arg-type]
+        try:
+            run_loop(run)
+        except SurfaceFailed as exc:
+            print(f"learning-bot: {exc}", file=sys.stderr, flush=True)
+            return EXIT_ERROR
+        return EXIT_OK
+    finally:
+        app.close()
+
+
+def announce_public(settings: Settings, announce: Callable[[str], None]) -> None:
+    if settings.public_url:
+        announce(
+            f"learning-bot: public address {settings.public_url}; status replies link the "
+            f"dashboard at {settings.dashboard_url}"
+        )
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+def run_loop(main: object) -> None:
+    import asyncio
+
+    try:  # uvloop's event loop when it is installed (it is on Linux and macOS)
+        import uvloop
+
+        uvloop.run(main)  # type: ignore[arg-type]
+    except ImportError:
+        asyncio.run(main)  # type: ignore[arg-type]

@@ -1,0 +1,77 @@
+"""`learning-bot simulate`: a synthetic agent workload, so there is something to look at."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from adapters.terminal.commands import EXIT_OK
+from learning_bot.cli.parser import Commands
+
+if TYPE_CHECKING:
+    from learning_bot.app import App
+    from learning_bot.settings import Settings
+
+
+def register(sub: Commands) -> None:
+    sim = sub.add_parser(
+        "simulate",
+        help="run a synthetic agent workload to watch it learn",
+        description=(
+            "Record synthetic runs of an agent whose arms help with hidden probabilities, so "
+            "status and the dashboard have something to show. Refuses a learner with real "
+            "traces unless --force."
+        ),
+    )
+    sim.add_argument(
+        "--traces", type=int, default=300, metavar="N", help="runs to simulate (default 300)"
+    )
+    sim.add_argument(
+        "--arms", type=int, default=40, metavar="N", help="arms in the inventory (default 40)"
+    )
+    sim.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="random seed, for repeatable runs (default 0)",
+    )
+    sim.add_argument(
+        "--force", action="store_true", help="simulate even into a learner with real traces"
+    )
+    sim.set_defaults(run=_run, no_url="it writes synthetic runs into the database directly")
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    from learning_bot.app import build_app
+
+    app = build_app(settings)
+    try:
+        return _simulate(app, args.traces, args.arms, args.seed, args.force)
+    finally:
+        app.close()
+
+
+def _simulate(app: App, traces: int, arms: int, seed: int, force: bool) -> int:
+    from learning_bot.simulate import progress_bar, simulate
+
+    service = app.service(create=True)
+    result = simulate(
+        service,
+        traces=traces,
+        arms=arms,
+        seed=seed,
+        force=force,
+        progress=progress_bar(traces),
+    )
+    if result.switched_to_active:
+        print(f"Switched learner '{service.learner}' to the active phase so selection runs.")
+    print(
+        f"Simulated {result.traces:,} runs of a {result.arms}-arm agent (seed {seed}) into "
+        f"learner '{service.learner}': {result.baseline_runs:,} baseline, "
+        f"{result.selected_runs:,} selected."
+    )
+    for line in result.report_lines():
+        print(line)
+    print("Next: `learning-bot status` to see the posteriors, `learning-bot console` to chat.")
+    return EXIT_OK
