@@ -111,7 +111,7 @@ async def in_process(db: Path, calls: int) -> dict[str, tuple[float, float]]:
 
     app = build_app(load_settings(database_url=f"sqlite:///{db}"))
     try:
-        tools = LearningTools(app.bus, lambda _: True)
+        tools = LearningTools(app.bus)
         tools.learning_phase("active", True, LEARNER)
         methods = {"qortex_learning_select": tools.select, "qortex_learning_observe": tools.observe}
 

@@ -58,12 +58,7 @@ def mcp_tools(app: App) -> LearningTools:
     """The MCP tools over the app's bus; reads of a learner that does not exist create none."""
     from adapters.mcp.tools import LearningTools
 
-    names = getattr(app.store, "learner_names", None)
-
-    def exists(learner: str) -> bool:
-        return names is None or learner in names()
-
-    return LearningTools(app.bus, exists)
+    return LearningTools(app.bus)
 
 
 def _version() -> str:

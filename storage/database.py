@@ -80,15 +80,34 @@ def make_engine(url: str, *, pool_size: int = 8) -> Engine:
             conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
         return engine
-    if backend == "postgresql":
-        return create_engine(
-            url,
-            pool_size=pool_size,
-            max_overflow=pool_size,
-            pool_pre_ping=True,
-            connect_args={"connect_timeout": 10},
+    try:
+        if backend == "postgresql":
+            return create_engine(
+                url,
+                pool_size=pool_size,
+                max_overflow=pool_size,
+                pool_pre_ping=True,
+                connect_args={"connect_timeout": 10},
+            )
+        return create_engine(url)
+    except ImportError as exc:
+        raise InvalidInput(_missing_driver(parsed.drivername, exc)) from None
+
+
+def _missing_driver(drivername: str, exc: ImportError) -> str:
+    """One line naming the driver a database URL needs and how to install it: PostgreSQL's
+    (psycopg) comes with the `postgres` extra, which a plain install leaves out."""
+    module = exc.name or str(exc)
+    if not drivername.startswith("postgresql"):
+        return f"the database driver {module} for {drivername}:// URLs is not installed"
+    if module == "psycopg":
+        return (
+            "the PostgreSQL driver psycopg is not installed: pip install 'learning-bot[postgres]'"
         )
-    return create_engine(url)
+    return (
+        f"the PostgreSQL driver {module} is not installed; learning-bot uses psycopg: "
+        "pip install 'learning-bot[postgres]' and a postgresql+psycopg:// URL"
+    )
 
 
 def _driver_error(exc: BaseException) -> BaseException | None:

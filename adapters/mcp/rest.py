@@ -15,6 +15,8 @@ from starlette.routing import BaseRoute, Route
 
 from adapters.mcp.tools import LearningTools, ToolFailed
 from bot.errors import error_kind, user_message
+from engine.arms import parse_arm_id
+from engine.errors import InvalidInput
 
 Guard = Callable[[Request], Response | None]
 """Refuses a request (a JSON error response) or lets it through (None)."""
@@ -48,6 +50,29 @@ async def _json_body(request: Request, limit: int) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise BodyError(400, "the body must be a JSON object of the tool's arguments")
     return data
+
+
+def _arm_ids(request: Request) -> list[str] | None:
+    """`?arm_ids=`, repeated (`arm_ids=a&arm_ids=b`) or comma-separated (`arm_ids=a,b`, as
+    a JavaScript client joins an array); None (every arm) when absent. A value is read as a
+    list only when each of its comma-separated parts is an arm id, since an arm id's name may
+    itself contain a comma."""
+    values = request.query_params.getlist("arm_ids")
+    if not values:
+        return None
+    ids: list[str] = []
+    for value in values:
+        parts = value.split(",")
+        ids.extend(parts if len(parts) > 1 and all(map(_is_arm_id, parts)) else [value])
+    return ids
+
+
+def _is_arm_id(text: str) -> bool:
+    try:
+        parse_arm_id(text)
+    except InvalidInput:
+        return False
+    return True
 
 
 def rest_routes(tools: LearningTools, guard: Guard, max_body_bytes: int) -> list[BaseRoute]:
@@ -100,8 +125,7 @@ def rest_routes(tools: LearningTools, guard: Guard, max_body_bytes: int) -> list
         )
 
     def posteriors(request: Request, _: dict[str, Any]) -> Any:
-        ids = request.query_params.getlist("arm_ids") or None
-        return tools.posteriors(request.path_params["learner"], None, ids)
+        return tools.posteriors(request.path_params["learner"], None, _arm_ids(request))
 
     def metrics(request: Request, _: dict[str, Any]) -> Any:
         raw = request.query_params.get("window")

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from adapters.mcp.tools import LearningTools
@@ -23,6 +24,21 @@ from engine.errors import LearningError
 
 log = logging.getLogger("learning_bot.mcp")
 T = TypeVar("T")
+
+DISTRIBUTION = "learning-bot"
+
+# What each tool does to the learner's state, for clients deciding what to confirm with a
+# person. Nothing reaches outside the learner's database, so no tool is open-world.
+READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+RECORDS = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+)
+SETS = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+RESETS = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
+)
 
 Learner = Annotated[
     str,
@@ -53,11 +69,23 @@ async def _call(fn: Callable[..., T], *args: Any) -> T:
         raise ToolError(user_message(exc)) from None
 
 
-def build_server(tools: LearningTools, *, version: str = "") -> MCPServer:
-    """An MCPServer serving the qortex learning tools and our own /learning tools."""
+def installed_version() -> str:
+    """The installed learning-bot's version, or "unknown" when it runs from a source tree that
+    was never installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def build_server(tools: LearningTools, *, version: str | None = None) -> MCPServer:
+    """An MCPServer serving the qortex learning tools and our own /learning tools; it reports
+    `version`, by default the installed package's."""
     server = MCPServer(
         "learning-bot",
-        version=version,
+        version=version or installed_version(),
         instructions=(
             "A Thompson-sampling learning layer for agent prompts. Agent gateways call "
             "qortex_learning_select before a model request and qortex_learning_observe for each "
@@ -68,11 +96,12 @@ def build_server(tools: LearningTools, *, version: str = "") -> MCPServer:
     )
 
     @server.tool(
+        annotations=RECORDS,
         description="Choose which prompt components (arms) go into the next model request, "
         "under a token budget, and record the selection as a run. In the passive phase every "
         "candidate is selected. Returns selected_arms and excluded_arms ({id, metadata, "
         "token_cost}), is_baseline, scores (each candidate's posterior mean), token_budget and "
-        "used_tokens."
+        "used_tokens.",
     )
     async def qortex_learning_select(
         learner: Learner,
@@ -117,10 +146,11 @@ def build_server(tools: LearningTools, *, version: str = "") -> MCPServer:
         )
 
     @server.tool(
+        annotations=RECORDS,
         description="Report one selected arm's outcome after the run: accepted (the model used "
         "it, reward 1), rejected (unused, reward 0) or partial (0.5), or an explicit reward in "
         "[0, 1]. Attaches to the latest select with the same context.session_key. In the "
-        "active phase the posterior changes at once; returns {arm_id, alpha, beta, mean, pulls}."
+        "active phase the posterior changes at once; returns {arm_id, alpha, beta, mean, pulls}.",
     )
     async def qortex_learning_observe(
         learner: Learner,
@@ -138,8 +168,9 @@ def build_server(tools: LearningTools, *, version: str = "") -> MCPServer:
         return await _call(tools.observe, learner, arm_id, outcome, reward, context)
 
     @server.tool(
+        annotations=READS,
         description="The learner's posteriors: {learner, posteriors: {arm_id: {alpha, beta, "
-        "pulls, total_reward, last_updated, mean}}}. Context does not split posteriors."
+        "pulls, total_reward, last_updated, mean}}}. Context does not split posteriors.",
     )
     async def qortex_learning_posteriors(
         learner: Learner,
@@ -151,9 +182,10 @@ def build_server(tools: LearningTools, *, version: str = "") -> MCPServer:
         return await _call(tools.posteriors, learner, context, arm_ids)
 
     @server.tool(
+        annotations=READS,
         description="Totals over the learner's arms: {learner, total_pulls, total_reward, "
         "accuracy (total_reward / total_pulls), arm_count, explore_ratio (share of baseline "
-        "runs)}."
+        "runs)}.",
     )
     async def qortex_learning_metrics(
         learner: Learner,
@@ -162,8 +194,9 @@ def build_server(tools: LearningTools, *, version: str = "") -> MCPServer:
         return await _call(tools.metrics, learner, window)
 
     @server.tool(
+        annotations=RECORDS,
         description="Open a session named after the agent's session key; returns {session_id, "
-        "learner}. The id stays valid across server restarts."
+        "learner}. The id stays valid across server restarts.",
     )
     async def qortex_learning_session_start(
         learner: Learner,
@@ -172,8 +205,9 @@ def build_server(tools: LearningTools, *, version: str = "") -> MCPServer:
         return await _call(tools.session_start, learner, session_name)
 
     @server.tool(
+        annotations=READS,
         description="Close a session; returns {session_id, learner, selected_arms, outcomes "
-        "(arm_id -> accepted|rejected|partial), started_at, ended_at}."
+        "(arm_id -> accepted|rejected|partial), started_at, ended_at}.",
     )
     async def qortex_learning_session_end(
         session_id: Annotated[str, Field(description="From qortex_learning_session_start.")],
@@ -181,9 +215,10 @@ def build_server(tools: LearningTools, *, version: str = "") -> MCPServer:
         return await _call(tools.session_end, session_id)
 
     @server.tool(
+        annotations=RESETS,
         description="Reset every arm (arm_ids null) or the listed ones to Beta(1, 1) with zero "
         "pulls, at once (the caller confirms; learning_reset with undo=true restores them). "
-        "Returns {learner, reset_count, arm_ids}."
+        "Returns {learner, reset_count, arm_ids}.",
     )
     async def qortex_learning_reset(
         learner: Learner,
@@ -193,6 +228,7 @@ def build_server(tools: LearningTools, *, version: str = "") -> MCPServer:
         return await _call(tools.reset, learner, arm_ids, context)
 
     @server.tool(
+        annotations=READS,
         description="/learning status: phase, settings, traces, prompt savings, best and worst "
         "arms (or one arm's details), as text.",
         structured_output=False,
@@ -204,6 +240,7 @@ def build_server(tools: LearningTools, *, version: str = "") -> MCPServer:
         return await _call(tools.learning_status, arm, learner)
 
     @server.tool(
+        annotations=RECORDS,
         description="/learning reward: manual feedback for one arm (id or label), 1 = good, "
         "0 = bad; answers the arm's new posterior as text.",
         structured_output=False,
@@ -217,6 +254,7 @@ def build_server(tools: LearningTools, *, version: str = "") -> MCPServer:
         return await _call(tools.learning_reward, arm, value, reason, learner)
 
     @server.tool(
+        annotations=RESETS,
         description="/learning reset: every arm (or the listed ones) back to Beta(1, 1). "
         "Without confirm=true it only says what would be reset; undo=true restores the last "
         "reset.",
@@ -233,6 +271,7 @@ def build_server(tools: LearningTools, *, version: str = "") -> MCPServer:
         return await _call(tools.learning_reset, arms, undo, confirm, learner)
 
     @server.tool(
+        annotations=SETS,
         description="/learning phase: show the phase, or switch to passive (record, include "
         "everything) or active (select and learn); switching needs confirm=true.",
         structured_output=False,
@@ -247,10 +286,15 @@ def build_server(tools: LearningTools, *, version: str = "") -> MCPServer:
         return await _call(tools.learning_phase, phase, confirm, learner)
 
     @server.tool(
-        description="/learning help: the commands and what they do.", structured_output=False
+        annotations=READS,
+        description="/learning help: the commands and what they do.",
+        structured_output=False,
     )
     async def learning_help(
-        topic: Annotated[str | None, Field(description="A command name.")] = None,
+        topic: Annotated[
+            Literal["status", "reward", "reset", "phase", "help"] | None,
+            Field(description="One command to explain; null: all of them."),
+        ] = None,
     ) -> str:
         return await _call(tools.learning_help, topic)
 

@@ -19,13 +19,14 @@ import binascii
 import json
 import math
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from bot.bus import CommandBus
 from bot.commands import (
+    COMMAND_NAMES,
     Command,
     HelpCommand,
     PhaseCommand,
@@ -38,6 +39,7 @@ from bot.invocation import Actor, Invocation
 from bot.render_text import render_text
 from bot.replies import ReplyKind
 from engine.arms import Arm
+from engine.bounds import check_learner_name
 from engine.config import Phase
 from engine.errors import InvalidInput, LearningError, NotFound
 from engine.posterior import now_ms
@@ -45,7 +47,6 @@ from engine.service import LearningService
 from engine.views import ArmView
 
 SURFACE = "mcp"
-MAX_LEARNER_CHARS = 128
 MAX_CANDIDATES = 10_000
 MAX_SESSION_ID_CHARS = 1024
 OUTCOME_REWARDS = {"accepted": 1.0, "partial": 0.5, "rejected": 0.0}
@@ -78,6 +79,14 @@ def _text(field: str, value: Any, *, limit: int, required: bool = True) -> str:
     if len(text) > limit:
         raise InvalidInput(f"{field}: at most {limit} characters")
     return text
+
+
+def _learner(value: Any) -> str:
+    """A learner name in the documented character set, or InvalidInput naming `learner`."""
+    try:
+        return check_learner_name(value)
+    except InvalidInput as exc:
+        raise InvalidInput(f"learner: {exc}") from None
 
 
 def _whole(field: str, value: Any, default: int) -> int:
@@ -147,29 +156,18 @@ class Session:
 
 
 class LearningTools:
-    """The tool implementations, bound to a command bus. `learner_exists` lets reads answer
-    an unknown learner without creating it."""
+    """The tool implementations, bound to a command bus. Reads of a learner that does not
+    exist raise NotFound and create nothing, as the learning API's reads do."""
 
-    def __init__(
-        self,
-        bus: CommandBus,
-        learner_exists: Callable[[str], bool],
-        *,
-        actor: Actor | None = None,
-    ) -> None:
+    def __init__(self, bus: CommandBus, *, actor: Actor | None = None) -> None:
         self.bus = bus
-        self.learner_exists = learner_exists
         self.actor = actor or Actor("mcp", "mcp client", is_admin=True)
 
     def _service(self, learner: Any) -> LearningService:
-        name = _text("learner", learner, limit=MAX_LEARNER_CHARS)
-        return self.bus.services.get(name)
+        return self.bus.services.get(_learner(learner))
 
-    def _existing(self, learner: Any) -> LearningService | None:
-        name = _text("learner", learner, limit=MAX_LEARNER_CHARS)
-        if not self.learner_exists(name):
-            return None
-        return self.bus.services.get(name)
+    def _existing(self, learner: Any) -> LearningService:
+        return self.bus.services.get(_learner(learner), create=False)
 
     # -- OpenClaw's learning backend (qortex's tool names and shapes) ---------------------------
 
@@ -286,11 +284,10 @@ class LearningTools:
         }
 
     def posteriors(self, learner: Any, context: Any = None, arm_ids: Any = None) -> dict[str, Any]:
-        name = _text("learner", learner, limit=MAX_LEARNER_CHARS)
+        name = _learner(learner)
         _context("context", context)  # recorded with runs only: it does not split posteriors
         wanted = _string_list("arm_ids", arm_ids, limit=MAX_CANDIDATES)
-        service = self._existing(name)
-        views = service.posteriors() if service is not None else []
+        views = self._existing(name).posteriors()
         if wanted is not None:
             keep = set(wanted)
             views = [v for v in views if v.arm_id in keep]
@@ -298,17 +295,15 @@ class LearningTools:
 
     def metrics(self, learner: Any, window: Any = None) -> dict[str, Any]:
         """Totals over the learner's arms; `window` is accepted and, as in qortex, ignored."""
-        name = _text("learner", learner, limit=MAX_LEARNER_CHARS)
+        name = _learner(learner)
         _whole("window", window, 0)
         service = self._existing(name)
-        views = service.posteriors() if service is not None else []
+        views = service.posteriors()
         pulls = sum(v.posterior.pulls for v in views)
         reward = sum(_total_reward(v) for v in views)
-        explore = 0.0
-        if service is not None:
-            summary = service.summary()
-            runs = summary.baseline_runs + summary.selected_runs
-            explore = summary.baseline_runs / runs if runs else service.config.baseline_rate
+        summary = service.summary()
+        runs = summary.baseline_runs + summary.selected_runs
+        explore = summary.baseline_runs / runs if runs else service.config.baseline_rate
         return {
             "learner": name,
             "total_pulls": pulls,
@@ -319,16 +314,17 @@ class LearningTools:
         }
 
     def session_start(self, learner: Any, session_name: Any) -> dict[str, Any]:
-        name = _text("learner", learner, limit=MAX_LEARNER_CHARS)
+        name = _learner(learner)
         key = _text("session_name", session_name, limit=256)
         self._service(name)  # a learner comes into being with its first session
         return {"session_id": Session(name, key, now_ms()).session_id, "learner": name}
 
     def session_end(self, session_id: Any) -> dict[str, Any]:
         session = Session.parse(session_id)
-        service = self._existing(session.learner)
-        if service is None:
-            raise NotFound(f"session_id: unknown learner {session.learner!r}")
+        try:
+            service = self._existing(session.learner)
+        except LearningError:
+            raise NotFound(f"session_id: unknown learner {session.learner[:80]!r}") from None
         runs = service.session_runs(session.name, session.started_at)
         selected: list[str] = []
         outcomes: dict[str, str] = {}
@@ -358,7 +354,7 @@ class LearningTools:
         }
 
     def reset(self, learner: Any, arm_ids: Any = None, context: Any = None) -> dict[str, Any]:
-        name = _text("learner", learner, limit=MAX_LEARNER_CHARS)
+        name = _learner(learner)
         ids = _string_list("arm_ids", arm_ids)
         _context("context", context)
         if ids == []:
@@ -388,7 +384,7 @@ class LearningTools:
         return data
 
     def _reply_text(self, command: Command, learner: Any) -> str:
-        name = None if learner is None else _text("learner", learner, limit=MAX_LEARNER_CHARS)
+        name = None if learner is None else _learner(learner)
         return str(self._dispatch(command, learner=name)["text"])
 
     def learning_status(self, arm: Any = None, learner: Any = None) -> str:
@@ -436,7 +432,11 @@ class LearningTools:
         return self._reply_text(PhaseCommand(target, confirm=confirm), learner)
 
     def learning_help(self, topic: Any = None) -> str:
-        subject = None if topic is None else _text("topic", topic, limit=64)
+        subject = None if topic is None else _text("topic", topic, limit=64).lower()
+        if subject is not None and subject not in COMMAND_NAMES:
+            raise InvalidInput(
+                f"topic: no help for {subject[:40]!r}; topics: {', '.join(COMMAND_NAMES)}"
+            )
         return self._reply_text(HelpCommand(subject), None)
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from adapters.mcp.tools import LearningTools
 from engine import LearningConfig
+from engine.errors import NotFound
 from learning_bot.app import App, build_app
 from learning_bot.settings import Settings
 from learning_bot.surfaces import mcp_tools
@@ -84,8 +85,10 @@ def test_an_observe_without_a_run_is_an_observation_of_its_own(tools: LearningTo
 
 
 def test_reads_of_an_unknown_learner_create_nothing(tools: LearningTools, app: App) -> None:
-    assert tools.posteriors("nobody") == {"learner": "nobody", "posteriors": {}}
-    assert tools.metrics("nobody")["arm_count"] == 0
+    with pytest.raises(NotFound, match="unknown learner 'nobody'"):
+        tools.posteriors("nobody")
+    with pytest.raises(NotFound, match="unknown learner 'nobody'"):
+        tools.metrics("nobody")
     names = getattr(app.store, "learner_names")()  # noqa: B009
     assert "nobody" not in names
 
