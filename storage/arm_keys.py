@@ -5,25 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sqlalchemy import (
-    Connection,
-    func,
-    select,
-)
+from sqlalchemy import Connection, func, select
 
 from engine.arms import parse_arm_id
-from engine.ports import (
-    ArmRecord,
-)
+from engine.ports import ArmRecord
 from engine.posterior import now_ms, prior_parameters
 from storage import queries
-from storage.database import (
-    reading,
-)
-from storage.schema import (
-    learners,
-    posteriors,
-)
+from storage.database import reading
+from storage.schema import learners, posteriors
 from storage.store_base import StoreBase
 
 

@@ -5,30 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import (
-    Connection,
-    select,
-    text,
-    update,
-)
+from sqlalchemy import Connection, select, text, update
 
-from engine.arms import parse_arm_id
 from engine.config import Phase
-from engine.forgetting import fold, forget, forgetting_prior
-from engine.ports import (
-    PhaseChangeRecord,
-)
-from engine.posterior import prior_parameters
-from storage.database import (
-    with_retries,
-    write_transaction,
-)
-from storage.forgetting import locked_keep
-from storage.schema import (
-    learners,
-    posteriors,
-    traces,
-)
+from engine.forgetting import fold, forget
+from engine.ports import PhaseChangeRecord
+from storage.database import with_retries, write_transaction
+from storage.forgetting import forgets_toward, locked_keep
+from storage.schema import learners, posteriors, traces
 from storage.store_base import StoreBase
 
 _BOOTSTRAP_TRACES = """
@@ -170,13 +154,7 @@ class Bootstrap(StoreBase):
         for arm_key, changes in by_arm.items():
             arm = arms[arm_key]
             f = fold((r for _, r in changes), keep)
-            pa, pb = forgetting_prior(
-                prior_parameters(parse_arm_id(arm.arm_id).type),
-                float(arm.prior_alpha),
-                float(arm.prior_beta),
-                int(arm.prior_pulls),
-                int(arm.reset_trace_pk),
-            )
+            pa, pb = forgets_toward(arm)
             for k, (trace_pk, _) in enumerate(changes, start=1):
                 seqs.append({"pk": trace_pk, "key": arm_key, "seq": int(arm.pulls) + k})
             updates.append(

@@ -10,7 +10,7 @@ from sqlalchemy import Connection, Row, TextClause, select, text
 
 from engine.arms import parse_arm_id
 from engine.errors import NotFound
-from engine.forgetting import keep_factor
+from engine.forgetting import forgetting_prior, keep_factor
 from engine.posterior import prior_parameters
 from storage.schema import learners
 
@@ -73,6 +73,18 @@ def add_reward(
         "arm": arm_id,
     }
     return conn.execute(_reward_statement(), params).first()
+
+
+def forgets_toward(row: Any) -> tuple[float, float]:
+    """engine.forgetting.forgetting_prior for a posterior row read from the table (its arm id,
+    base and reset), with its arm type's prior: what its evidence decays toward."""
+    return forgetting_prior(
+        prior_parameters(parse_arm_id(row.arm_id).type),
+        float(row.prior_alpha),
+        float(row.prior_beta),
+        int(row.prior_pulls),
+        int(row.reset_trace_pk),
+    )
 
 
 def locked_half_life(conn: Connection, learner_id: int) -> float:

@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-from sqlalchemy import (
-    Connection,
-    select,
-)
+from sqlalchemy import Connection, select
 
 from engine.config import Phase
 from engine.errors import InvalidInput, NotFound
-from engine.ports import (
-    LearnerState,
-)
+from engine.ports import LearnerState
 from engine.posterior import now_ms
 from storage import queries
-from storage.database import (
-    reading,
-    with_retries,
-    write_transaction,
-)
-from storage.schema import (
-    learners,
-)
+from storage.database import reading, with_retries, write_transaction
+from storage.schema import learners
 from storage.store_base import StoreBase
 
 

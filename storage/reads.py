@@ -6,28 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import (
-    Connection,
-    func,
-    select,
-    text,
-)
+from sqlalchemy import Connection, func, select, text
 
 from engine.errors import InvalidInput, NotFound
-from engine.ports import (
-    RunStats,
-    TimeBucket,
-)
+from engine.ports import RunStats, TimeBucket
 from engine.records import ArmOutcomeRecord, RunRecord, record_from_row
 from storage import queries
-from storage.database import (
-    reading,
-)
-from storage.schema import (
-    posteriors,
-    trace_arms,
-    traces,
-)
+from storage.database import reading
+from storage.schema import posteriors, trace_arms, traces
 from storage.store_base import StoreBase
 
 _CONVERGENCE = """
@@ -67,7 +53,10 @@ class Reads(StoreBase):
 
     def run_stats(self, learner_id: int) -> RunStats:
         with reading(self.engine) as conn:
-            row = conn.exec_driver_sql(self._sql(queries.RUN_STATS), (learner_id,)).first()
+            return self._run_stats(conn, learner_id)
+
+    def _run_stats(self, conn: Connection, learner_id: int) -> RunStats:
+        row = conn.exec_driver_sql(self._sql(queries.RUN_STATS), (learner_id,)).first()
         if row is None:
             raise NotFound(f"no learner with id {learner_id}")
         return queries.run_stats(row)

@@ -6,34 +6,14 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from sqlalchemy import (
-    Connection,
-    bindparam,
-    func,
-    insert,
-    select,
-    update,
-)
+from sqlalchemy import Connection, bindparam, func, insert, select, update
 
 from engine.errors import Conflict, InvalidInput, NotFound
-from engine.ports import (
-    ResetRecord,
-)
+from engine.ports import ResetRecord
 from storage import queries
-from storage.database import (
-    reading,
-    with_retries,
-    write_transaction,
-)
-from storage.schema import (
-    learners,
-    posteriors,
-    resets,
-    traces,
-)
-from storage.schema import (
-    reset_snapshots as snapshots,
-)
+from storage.database import reading, with_retries, write_transaction
+from storage.schema import learners, posteriors, resets, traces
+from storage.schema import reset_snapshots as snapshots
 from storage.store_base import StoreBase
 
 

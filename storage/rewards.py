@@ -5,28 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import (
-    insert,
-    select,
-    update,
-)
+from sqlalchemy import insert, select, update
 
 from engine.errors import InvalidInput, NotFound
 from engine.forgetting import keep_factor
-from engine.ports import (
-    RewardChange,
-)
-from storage.database import (
-    with_retries,
-    write_transaction,
-)
+from engine.ports import RewardChange
+from storage.database import with_retries, write_transaction
 from storage.forgetting import add_reward, locked_half_life, locked_keep
-from storage.schema import (
-    learners,
-    observations,
-    posteriors,
-    traces,
-)
+from storage.schema import learners, observations, posteriors, traces
 from storage.store_base import StoreBase
 
 

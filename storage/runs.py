@@ -7,26 +7,14 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from sqlalchemy import (
-    URL,
-    Engine,
-    create_engine,
-    event,
-)
+from sqlalchemy import URL, Engine, create_engine, event
 
 from engine.errors import Conflict, InvalidInput
-from engine.ports import (
-    RecordResult,
-    RunStatus,
-)
+from engine.ports import RecordResult, RunStatus
 from engine.posterior import now_ms
 from engine.records import RunRecord
 from storage.arm_keys import ArmKeys
-from storage.database import (
-    sqlite_write_cursor,
-    with_retries,
-    write_transaction,
-)
+from storage.database import sqlite_write_cursor, with_retries, write_transaction
 from storage.hotpath import Written, record_postgres
 
 _MAX_ATTEMPTS = 16

@@ -5,33 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import (
-    insert,
-    select,
-    update,
-)
+from sqlalchemy import insert, select, update
 
 from engine.arms import parse_arm_id
 from engine.errors import NotFound
-from engine.ports import (
-    ArmOutcome,
-)
+from engine.ports import ArmOutcome
 from engine.posterior import Posterior
 from engine.records import RunRecord
 from storage.arm_keys import ArmKeys
-from storage.database import (
-    reading,
-    with_retries,
-    write_transaction,
-)
+from storage.database import reading, with_retries, write_transaction
 from storage.forgetting import add_reward, locked_keep
 from storage.reads import traces_with_arms
-from storage.schema import (
-    observations,
-    posteriors,
-    trace_arms,
-    traces,
-)
+from storage.schema import observations, posteriors, trace_arms, traces
 
 
 class Sessions(ArmKeys):

@@ -28,7 +28,7 @@ from storage.sessions import Sessions
 from storage.verify import Verify
 
 
-class SqlStore(Learners, Runs, Rewards, Sessions, Resets, Bootstrap, Reads, Verify, ArmKeys):
+class SqlStore(Learners, Runs, Rewards, Sessions, Resets, Bootstrap, Verify, Reads, ArmKeys):
     """The Store and RunSessions ports on a SQLAlchemy engine (SQLite file by default,
     PostgreSQL at scale)."""
 

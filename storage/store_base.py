@@ -6,16 +6,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from sqlalchemy import (
-    Connection,
-    Engine,
-)
+from sqlalchemy import Connection, Engine
 
 from storage import queries
-from storage.database import (
-    ensure_schema_later,
-    make_engine,
-)
+from storage.database import ensure_schema_later, make_engine
 from storage.hotpath import HotPath, stats_params
 from storage.location import default_database_url
 
@@ -49,7 +43,9 @@ class StoreBase:
 
             self._insert = sqlite_insert
         self._known: dict[int, dict[str, tuple[str, int]]] = {}
+        """Per learner, arm id -> (label, token cost) as this process last wrote or read them."""
         self._keys: dict[int, dict[str, int]] = {}
+        """Per learner, arm id -> arm key (storage.arm_keys)."""
         self._lock = threading.Lock()
         self._hot = HotPath(self.dialect)
         self._half_lives: dict[int, float] = {}

@@ -6,32 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import (
-    Connection,
-    func,
-    select,
-    text,
-)
+from sqlalchemy import Connection, func, select, text
 
-from engine.arms import parse_arm_id
-from engine.errors import NotFound
-from engine.forgetting import forget, forgetting_prior, keep_factor
-from engine.ports import (
-    VerifyProblem,
-    VerifyReport,
-)
-from engine.posterior import prior_parameters
-from storage import queries
-from storage.database import (
-    reading,
-)
-from storage.schema import (
-    learners,
-    posteriors,
-    trace_arms,
-    traces,
-)
-from storage.store_base import StoreBase
+from engine.forgetting import forget, keep_factor
+from engine.ports import VerifyProblem, VerifyReport
+from storage.database import reading
+from storage.forgetting import forgets_toward
+from storage.reads import Reads
+from storage.schema import learners, posteriors, trace_arms, traces
 
 _CHANGES_BY_ARM = """
 SELECT arm_id, epoch, SUM(gained) AS gained, SUM(n) AS n FROM (
@@ -58,7 +40,7 @@ SELECT arm_id, gained, seq FROM (
 """
 
 
-class Verify(StoreBase):
+class Verify(Reads):
     """The Store port's verify."""
 
     def verify(self, learner_id: int) -> VerifyReport:
@@ -142,10 +124,7 @@ class Verify(StoreBase):
                 problems.append(
                     VerifyProblem(None, f"{unknown} arm(s) appear in traces without a posterior")
                 )
-            stats = conn.exec_driver_sql(self._sql(queries.RUN_STATS), (learner_id,)).first()
-        if stats is None:
-            raise NotFound(f"no learner with id {learner_id}")
-        counted = queries.run_stats(stats).all_time_traces
+            counted = self._run_stats(conn, learner_id).all_time_traces
         if counted != n_traces:
             problems.append(
                 VerifyProblem(None, f"counters say {counted} traces, the table holds {n_traces}")
@@ -172,13 +151,7 @@ def _replay(
         want = list(range(int(r.prior_pulls) + 1, int(r.prior_pulls) + len(items) + 1))
         if [s for _, s in items] != want:
             problems.append(VerifyProblem(arm_id, "its recorded changes are not numbered in order"))
-        pa, pb = forgetting_prior(
-            prior_parameters(parse_arm_id(arm_id).type),
-            float(r.prior_alpha),
-            float(r.prior_beta),
-            int(r.prior_pulls),
-            int(r.reset_trace_pk),
-        )
+        pa, pb = forgets_toward(r)
         alpha, beta = float(r.prior_alpha), float(r.prior_beta)
         for gained, _ in items:
             alpha = forget(alpha, pa, keep, gained)
