@@ -12,7 +12,7 @@ script creates and drops) it prints:
    first writer's start to the last writer's end. After each run: `verify()` passes, the traces
    stored equal the traces sent, the posterior changes equal traces x arms, no call raised, and
    the number of transactions the store had to rerun (deadlock, serialisation failure, lock
-   timeout, duplicate id; counted by wrapping `storage.store.with_retries` in the writers).
+   timeout, duplicate id; counted by wrapping `storage.runs.with_retries` in the writers).
 2. the reference, measured in the same run: a plain SQLAlchemy ORM read-modify-write loop on a
    table of its own (arm id, alpha, beta, pulls). Per trace it computes the rewards with the same
    `rewards_for_run`, opens a Session, `get`s each arm row, adds the reward in Python and commits.
@@ -303,7 +303,7 @@ RETRIES: Counter[str] = Counter()
 
 def _count_retries() -> None:
     """Count every transaction attempt the store reruns, by cause, in RETRIES."""
-    import storage.store as store_module
+    import storage.runs as store_module
 
     original = store_module.with_retries
     if getattr(original, "counting", False):

@@ -38,7 +38,7 @@ def forgetting_prior(
       it forgets toward, not its type's optimistic prior.
     - Otherwise its type's prior.
 
-    Storage evaluates the same rule in SQL (storage.hotpath) on the same row, so stored
+    Storage evaluates the same rule in SQL (storage.forgetting) on the same row, so stored
     posteriors, the cache and `db verify` agree."""
     if base_pulls == 0:
         return float(base_alpha), float(base_beta)

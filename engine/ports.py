@@ -5,7 +5,6 @@ The engine defines this protocol; `storage.SqlStore` implements it with SQLAlche
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -14,14 +13,6 @@ from engine.config import Phase
 from engine.posterior import Posterior
 from engine.records import RunRecord
 from engine.session_sets import SessionSet
-
-
-class ObservationSource(enum.StrEnum):
-    """Where a posterior change came from."""
-
-    AUTO = "auto"
-    MANUAL = "manual"
-    BOOTSTRAP = "bootstrap"
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +163,13 @@ class AuditEntry:
     at: int
 
 
+class SpoolHealth(Protocol):
+    """The local spool's state, as healthz and status report it: runs pending, bytes, whether
+    it is full, and its dead letters."""
+
+    def health(self) -> dict[str, Any]: ...
+
+
 class RunWriter(Protocol):
     """Where runs are written: the Store itself, or a wrapper that batches concurrent writes
     (group commit) or spools them while storage is unavailable."""
@@ -240,10 +238,6 @@ class Store(Protocol):
     ) -> list[TimeBucket]: ...
 
     def verify(self, learner_id: int) -> VerifyReport: ...
-
-    def record_audit(self, learner_id: int, entry: AuditEntry) -> None: ...
-
-    def audit_log(self, learner_id: int, limit: int = 50) -> list[AuditEntry]: ...
 
     def close(self) -> None: ...
 

@@ -54,6 +54,7 @@ from engine.ports import (
     RunSessions,
     RunWriter,
     SessionSets,
+    SpoolHealth,
     Store,
     TimeBucket,
     VerifyReport,
@@ -173,8 +174,12 @@ class LearningService:
         writer: RunWriter | None = None,
         schedule: Schedule | None = None,
         spool_by_name: SpoolByName | None = None,
+        spool: SpoolHealth | None = None,
     ) -> None:
         self.store = store
+        self.spool = spool
+        """The local spool the writer keeps runs in while storage is down, whose state healthz
+        reports (None: runs are not spooled)."""
         self.writer: RunWriter = writer if writer is not None else store
         self.base_config = config if config is not None else LearningConfig()
         self.learner = learner
@@ -934,6 +939,10 @@ class LearningService:
             out.extend(reversed(points))
         out.sort(key=lambda b: (b.t, b.arm_id or ""))
         return out
+
+    def spool_health(self) -> dict[str, Any] | None:
+        """The spool's state (pending runs, bytes, full, dead letters), or None without one."""
+        return None if self.spool is None else self.spool.health()
 
     def verify(self) -> VerifyReport:
         """Check that every posterior equals its prior plus its observations since its last

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from bot.bus import DEFAULT_LEARNER, BusSettings, CommandBus, LearnerServices
 from bot.ports import CommandBatch
 from engine.errors import Unavailable
-from engine.ports import RunWriter, Store
+from engine.ports import RunWriter, SpoolHealth, Store
 from engine.service import LearningService, SpoolByName
 from learning_bot.settings import Settings
 
@@ -71,12 +71,13 @@ def build_app(settings: Settings, *, spool: bool = True, serving: bool = False) 
     sql = SqlStore(settings.database_url, upgrade_sqlite=serving)
     writer: RunWriter = sql
     by_name: SpoolByName | None = None
+    spooled: SpoolHealth | None = None
     if spool:
         from storage.spool import Spool, SpoolingStore, default_spool_root
 
         limit = round(settings.spool_max_mb * 1024 * 1024)
         spooling = SpoolingStore(sql, Spool(default_spool_root(sql.url), max_bytes=limit))
-        writer, by_name = spooling, spooling.record_runs_by_name
+        writer, by_name, spooled = spooling, spooling.record_runs_by_name, spooling
     writer = GroupCommitWriter(writer)
 
     def make(learner: str) -> LearningService:
@@ -88,6 +89,7 @@ def build_app(settings: Settings, *, spool: bool = True, serving: bool = False) 
             writer=writer,
             schedule=run_in_background,
             spool_by_name=by_name,
+            spool=spooled,
         )
 
     implicit = frozenset({DEFAULT_LEARNER, *settings.learners.values()})

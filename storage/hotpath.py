@@ -22,6 +22,7 @@ from engine.errors import NotFound
 from engine.forgetting import Fold, keep_factor
 from engine.posterior import prior_parameters
 from engine.records import TRACE_COLUMNS, RunRecord, record_row
+from storage.forgetting import forget_sql
 
 SHARDS = 16
 """Counter rows per learner and epoch; writers pick one at random to avoid a hot row."""
@@ -103,8 +104,8 @@ class HotPath:
         )
         # engine.forgetting.forget, in the same order of operations
         self.increment = (
-            f"UPDATE posteriors SET alpha = alpha * ? + {target('', 'alpha', '?')} "
-            f"* (1.0 - ?) + ?, beta = beta * ? + {target('', 'beta', '?')} * (1.0 - ?) + ?, "
+            f"UPDATE posteriors SET alpha = {forget_sql('alpha', '?', '?', '?')}, "
+            f"beta = {forget_sql('beta', '?', '?', '?')}, "
             "pulls = pulls + ?, rewards = rewards + ?, "
             "last_updated = ? WHERE learner_id = ? AND arm_id = ?"
         )
@@ -185,15 +186,6 @@ class HotPath:
             for pk, trace_id in cur.fetchall():
                 pks[trace_id] = int(pk)
         return pks, half_life
-
-
-def target(row: str, side: str, type_prior: str) -> str:
-    """engine.forgetting.forgetting_prior in SQL, on the row being updated (`row`: its alias
-    and a dot, or nothing); `type_prior` is the bound value of the arm type's prior."""
-    return (
-        f"(CASE WHEN {row}prior_pulls = 0 THEN {row}prior_{side} "
-        f"WHEN {row}reset_trace_pk > 0 THEN 1.0 ELSE {type_prior} END)"
-    )
 
 
 PG_RECORD_PARAMS: tuple[tuple[str, str], ...] = (

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from engine.errors import Unavailable
     from engine.ports import (
         ArmRecord,
-        AuditEntry,
         LearnerState,
         PhaseChangeRecord,
         RecordResult,
@@ -204,10 +203,4 @@ class LiteReader:
         raise self._refuse()
 
     def verify(self, learner_id: int) -> VerifyReport:
-        raise self._refuse()
-
-    def record_audit(self, learner_id: int, entry: AuditEntry) -> None:
-        raise self._refuse()
-
-    def audit_log(self, learner_id: int, limit: int = 50) -> list[AuditEntry]:
         raise self._refuse()

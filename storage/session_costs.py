@@ -3,10 +3,11 @@ prompt-cost saving (engine.savings) is priced from."""
 
 from __future__ import annotations
 
-from sqlalchemy import Engine, text
+from sqlalchemy import text
 
 from engine.savings import COST_WINDOW, SessionUsage
 from storage.database import reading
+from storage.store_base import StoreBase
 
 _SESSION_USAGE = """
 SELECT CASE WHEN t.session_key = '' THEN t.trace_id ELSE t.session_key END AS k,
@@ -25,21 +26,26 @@ GROUP BY CASE WHEN t.session_key = '' THEN t.trace_id ELSE t.session_key END,
 """
 
 
-def session_usage(engine: Engine, learner_id: int, window: int = COST_WINDOW) -> list[SessionUsage]:
-    """Per session (and model), the usage of the learner's latest `window` active runs counted
-    by status."""
-    with reading(engine) as conn:
-        rows = conn.execute(text(_SESSION_USAGE), {"learner": learner_id, "window": window}).all()
-    return [
-        SessionUsage(
-            key=str(r.k),
-            is_baseline=bool(r.is_baseline),
-            provider=r.provider,
-            model=r.model,
-            runs=int(r.runs),
-            input=int(r.input),
-            cache_read=int(r.cache_read),
-            cache_write=int(r.cache_write),
-        )
-        for r in rows
-    ]
+class SessionCosts(StoreBase):
+    """The usage the measured cost saving is priced from (a part of SqlStore)."""
+
+    def session_usage(self, learner_id: int, window: int = COST_WINDOW) -> list[SessionUsage]:
+        """Per session (and model), the usage of the learner's latest `window` active runs
+        counted by status."""
+        with reading(self.engine) as conn:
+            rows = conn.execute(
+                text(_SESSION_USAGE), {"learner": learner_id, "window": window}
+            ).all()
+        return [
+            SessionUsage(
+                key=str(r.k),
+                is_baseline=bool(r.is_baseline),
+                provider=r.provider,
+                model=r.model,
+                runs=int(r.runs),
+                input=int(r.input),
+                cache_read=int(r.cache_read),
+                cache_write=int(r.cache_write),
+            )
+            for r in rows
+        ]

@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import Engine, delete, select, update
+from sqlalchemy import delete, select, update
 
 from engine.session_sets import SessionSet
 from storage.database import reading, with_retries, write_transaction
 from storage.schema import session_sets
+from storage.store_base import StoreBase
 
 IDLE_ROWS_KEPT_MS = 86_400_000
 """Rows idle for longer than a day are deleted as new sessions start (the longest idle
@@ -43,23 +44,20 @@ def _ids(arm_ids: tuple[str, ...]) -> str:
     return json.dumps(list(arm_ids), ensure_ascii=False, separators=(",", ":"))
 
 
-class SessionSetTable:
-    """The `session_sets` table of one database (SQLite or PostgreSQL)."""
+class SessionSetStore(StoreBase):
+    """The SessionSets port: the `session_sets` table (a part of SqlStore)."""
 
-    def __init__(self, engine: Engine, insert: Any) -> None:
-        self._engine = engine
-        self._insert = insert
-        self._claims = 0
+    _session_claims = 0
 
-    def get(self, learner_id: int, key: str) -> SessionSet | None:
+    def session_set(self, learner_id: int, key: str) -> SessionSet | None:
         s = session_sets.c
-        with reading(self._engine) as conn:
+        with reading(self.engine) as conn:
             row = conn.execute(
                 select(session_sets).where(s.learner_id == learner_id, s.session_key == key)
             ).first()
         return None if row is None else _row_to_set(row)
 
-    def claim(self, learner_id: int, candidate: SessionSet, idle_ms: int) -> SessionSet:
+    def claim_session_set(self, learner_id: int, candidate: SessionSet, idle_ms: int) -> SessionSet:
         """Store `candidate` as the session's set unless a set used within `idle_ms` of its
         decision is stored already; returns the set that holds (the stored one, or it)."""
         s = session_sets.c
@@ -86,11 +84,11 @@ class SessionSetTable:
             },
             where=s.used_at < candidate.decided_at - idle_ms,
         )
-        self._claims += 1
-        purge = self._claims % PURGE_EVERY == 1
+        self._session_claims += 1
+        purge = self._session_claims % PURGE_EVERY == 1
 
         def run() -> SessionSet:
-            with write_transaction(self._engine) as conn:
+            with write_transaction(self.engine) as conn:
                 if purge:
                     conn.execute(
                         delete(session_sets).where(
@@ -108,13 +106,13 @@ class SessionSetTable:
 
         return with_retries(run)
 
-    def save(self, learner_id: int, changed: SessionSet) -> bool:
+    def save_session_set(self, learner_id: int, changed: SessionSet) -> bool:
         """Write `changed` (its arms and `used_at`) over the stored set it was made from
         (`changed.version`); False when another writer changed the set first."""
         s = session_sets.c
 
         def run() -> bool:
-            with write_transaction(self._engine) as conn:
+            with write_transaction(self.engine) as conn:
                 result = conn.execute(
                     update(session_sets)
                     .where(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import select
 
 from bot.bus import CommandBus
 from bot.commands import CancelCommand, ConfirmCommand
@@ -10,6 +11,7 @@ from bot.render_text import render_text
 from bot.replies import Reply, ReplyKind
 from engine import Arm, Phase, ReportedArm, RunReport, ToolCall, Usage
 from storage import SqlStore
+from storage.schema import audit_log
 
 from .conftest import ADMIN, GUEST, MEMBER, Actor, make_bus, say
 
@@ -242,7 +244,12 @@ def test_mutating_commands_are_audited(bus: CommandBus, store: SqlStore) -> None
     say(bus, "reset all confirm", actor=MEMBER)  # refused, still audited
     say(bus, "status")
     learner = store.open_learner("default", Phase.ACTIVE)
-    entries = [e for e in store.audit_log(learner.id) if e.kind == "command"]
+    with store.engine.connect() as conn:
+        entries = conn.execute(
+            select(audit_log)
+            .where(audit_log.c.learner_id == learner.id, audit_log.c.kind == "command")
+            .order_by(audit_log.c.id.desc())
+        ).all()
     assert [(e.actor, e.surface, e.result.split(":")[0]) for e in entries] == [
         ("U-member", "test", "error"),
         ("U-member", "test", "ok"),

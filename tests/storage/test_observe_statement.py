@@ -256,7 +256,7 @@ def test_writers_meeting_new_arms_create_them_one_at_a_time(
     import threading
 
     import storage.database as database
-    import storage.store as store_module
+    import storage.runs as runs_module
 
     retried: list[BaseException] = []
     is_retryable = database.is_retryable
@@ -267,7 +267,7 @@ def test_writers_meeting_new_arms_create_them_one_at_a_time(
 
     monkeypatch.setattr(database, "is_retryable", counting)
     holding, release = threading.Event(), threading.Event()
-    record = store_module.record_postgres
+    record = runs_module.record_postgres
 
     def pausing(*args: Any, **kwargs: Any) -> Any:
         if threading.current_thread().name == "first" and not release.is_set():
@@ -275,7 +275,7 @@ def test_writers_meeting_new_arms_create_them_one_at_a_time(
             release.wait(10)
         return record(*args, **kwargs)
 
-    monkeypatch.setattr(store_module, "record_postgres", pausing)
+    monkeypatch.setattr(runs_module, "record_postgres", pausing)
     stores = [SqlStore(postgres_url), SqlStore(postgres_url)]
     services = [LearningService(s, ACTIVE, cache_ttl=0) for s in stores]
     first = threading.Thread(target=services[0].observe, args=(report("a1"),), name="first")

@@ -1,0 +1,60 @@
+"""Learners: opened (or created) by name, listed, and their state read."""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, select
+
+from engine.config import Phase
+from engine.errors import InvalidInput, NotFound
+from engine.ports import LearnerState
+from engine.posterior import now_ms
+from storage import queries
+from storage.database import reading, with_retries, write_transaction
+from storage.schema import learners
+from storage.store_base import StoreBase
+
+
+class Learners(StoreBase):
+    """The learner rows: open by name, list, read state."""
+
+    def open_learner(self, name: str, initial_phase: Phase) -> LearnerState:
+        if not isinstance(name, str) or not name.strip() or len(name) > 128:
+            raise InvalidInput("learner name must be 1-128 characters")
+
+        def run() -> None:
+            with write_transaction(self.engine) as conn:
+                stmt = self._insert(learners).values(
+                    name=name,
+                    phase=Phase(initial_phase).value,
+                    stats_epoch=0,
+                    status_from_epoch=0,
+                    created_at=now_ms(),
+                )
+                conn.execute(stmt.on_conflict_do_nothing(index_elements=["name"]))
+
+        with reading(self.engine) as conn:
+            row = conn.execute(select(learners.c.id).where(learners.c.name == name)).first()
+        if row is None:
+            with_retries(run)
+            with reading(self.engine) as conn:
+                row = conn.execute(select(learners.c.id).where(learners.c.name == name)).one()
+        return self.learner_state(int(row.id))
+
+    def learner_names(self) -> list[str]:
+        """Every learner's name, sorted."""
+        with reading(self.engine) as conn:
+            return [r[0] for r in conn.execute(select(learners.c.name).order_by(learners.c.name))]
+
+    def learner_state(self, learner_id: int) -> LearnerState:
+        with reading(self.engine) as conn:
+            return self._state(conn, learner_id)
+
+    def _state(self, conn: Connection, learner_id: int) -> LearnerState:
+        row = conn.exec_driver_sql(self._sql(queries.LEARNER_STATE), (learner_id,)).first()
+        if row is None:
+            raise NotFound(f"no learner with id {learner_id}")
+        state = queries.learner_state(row)
+        # what PostgreSQL's observe statement folds with first (it checks it, and a stale
+        # value costs one more attempt, not a wrong write)
+        self._half_lives[learner_id] = state.half_life
+        return state

@@ -1,0 +1,109 @@
+"""Rewards and half-life: manual (lagged) rewards applied with forgetting, and changing the
+forgetting itself (which rebases every posterior)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import insert, select, update
+
+from engine.errors import InvalidInput, NotFound
+from engine.forgetting import keep_factor
+from engine.ports import RewardChange
+from storage.database import with_retries, write_transaction
+from storage.forgetting import add_reward, locked_half_life, locked_keep
+from storage.schema import learners, observations, posteriors, traces
+from storage.store_base import StoreBase
+
+
+class Rewards(StoreBase):
+    """record_rewards and set_half_life of the Store port."""
+
+    def record_rewards(
+        self,
+        learner_id: int,
+        changes: Sequence[RewardChange],
+        *,
+        actor: str,
+        reason: str | None,
+        trace_id: str | None,
+        at: int,
+    ) -> int:
+        """Apply manual (lagged) rewards atomically; every arm must already be known."""
+        if not changes:
+            raise InvalidInput("no rewards to record")
+        ordered = sorted(changes, key=lambda c: c.arm_id)
+
+        def run() -> int:
+            with write_transaction(self.engine) as conn:
+                trace_pk = None
+                if trace_id is not None:
+                    trace_pk = conn.execute(
+                        select(traces.c.id).where(
+                            traces.c.learner_id == learner_id, traces.c.trace_id == trace_id
+                        )
+                    ).scalar()
+                keep = locked_keep(conn, learner_id)
+                for change in ordered:
+                    found = add_reward(
+                        conn, learner_id, change.arm_id, change.reward, keep=keep, at=at
+                    )
+                    if found is None:
+                        raise NotFound(f"unknown arm {change.arm_id!r}")
+                    epoch, seq = found.epoch, found.pulls
+                    conn.execute(
+                        insert(observations).values(
+                            learner_id=learner_id,
+                            arm_id=change.arm_id,
+                            epoch=epoch,
+                            reward=change.reward,
+                            source="manual",
+                            lagged=True,
+                            actor=actor,
+                            reason=reason,
+                            trace_pk=trace_pk,
+                            created_at=at,
+                            seq=seq,
+                        )
+                    )
+                self._bump(conn, learner_id, len(ordered))
+                return len(ordered)
+
+        return with_retries(run)
+
+    def set_half_life(self, learner_id: int, half_life: float, *, at: int) -> None:
+        """Make `half_life` the learner's forgetting. A change rebases every posterior (its
+        base becomes its current value, in a new epoch), so `verify` replays each arm's later
+        changes with the new factor from there; resets and undo work as before."""
+        keep_factor(half_life)  # validates
+
+        def run() -> None:
+            with write_transaction(self.engine) as conn:
+                if locked_half_life(conn, learner_id) == float(half_life):
+                    return
+                p = posteriors.c
+                arms = conn.execute(
+                    select(p.arm_id)
+                    .where(p.learner_id == learner_id)
+                    .order_by(self._lock_order(p.arm_id))
+                    .with_for_update()
+                ).all()
+                conn.execute(
+                    update(learners)
+                    .where(learners.c.id == learner_id)
+                    .values(half_life=float(half_life))
+                )
+                conn.execute(
+                    update(posteriors)
+                    .where(p.learner_id == learner_id)
+                    .values(
+                        prior_alpha=p.alpha,
+                        prior_beta=p.beta,
+                        prior_pulls=p.pulls,
+                        prior_rewards=p.rewards,
+                        epoch=p.epoch + 1,
+                    )
+                )
+                self._bump(conn, learner_id, max(1, len(arms)))
+
+        with_retries(run)

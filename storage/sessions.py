@@ -1,0 +1,178 @@
+"""Gateway sessions (engine.ports.RunSessions): runs recorded at selection time and completed
+arm by arm afterwards, seed priors, and a conversation's runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import insert, select, update
+
+from engine.arms import parse_arm_id
+from engine.errors import NotFound
+from engine.ports import ArmOutcome
+from engine.posterior import Posterior
+from engine.records import RunRecord
+from storage.arm_keys import ArmKeys
+from storage.database import reading, with_retries, write_transaction
+from storage.forgetting import add_reward, locked_keep
+from storage.reads import traces_with_arms
+from storage.schema import observations, posteriors, trace_arms, traces
+
+
+class Sessions(ArmKeys):
+    """The RunSessions port on SQL."""
+
+    def record_arm_outcome(
+        self,
+        learner_id: int,
+        arm_id: str,
+        reward: float,
+        *,
+        referenced: bool,
+        conversation: str | None,
+        apply_reward: bool,
+        at: int,
+    ) -> ArmOutcome:
+        """One arm's outcome, in one transaction: marked on the latest run of `conversation`
+        that offered the arm and holds no outcome for it yet (referenced, and the reward with
+        `apply_reward`), and, with `apply_reward`, added to the posterior at once. Without such
+        a run the change is kept as an automatic observation of its own. An arm never seen
+        before gets its posterior row (at its type's prior) first."""
+        parsed = parse_arm_id(arm_id)
+        p = posteriors.c
+        t = traces.c
+        a = trace_arms.c
+
+        def run() -> tuple[ArmOutcome, dict[str, tuple[str, int]], dict[str, int]]:
+            with write_transaction(self.engine) as conn:
+                remembered: dict[str, tuple[str, int]] = {}
+                keys: dict[str, int] = {}
+                row = conn.execute(
+                    select(p.arm_key, p.epoch).where(p.learner_id == learner_id, p.arm_id == arm_id)
+                ).first()
+                if row is None:
+                    remembered, keys = self._ensure_arms(
+                        conn, learner_id, {arm_id: (parsed.name, 0)}
+                    )
+                    row = conn.execute(
+                        select(p.arm_key, p.epoch).where(
+                            p.learner_id == learner_id, p.arm_id == arm_id
+                        )
+                    ).one()
+                arm_key, epoch = int(row.arm_key), int(row.epoch)
+                trace_pk: int | None = None
+                trace_id: str | None = None
+                if conversation:
+                    found = conn.execute(
+                        select(t.id, t.trace_id)
+                        .select_from(traces.join(trace_arms, a.trace_pk == t.id))
+                        .where(
+                            t.learner_id == learner_id,
+                            t.conversation == conversation,
+                            a.arm_key == arm_key,
+                            a.included == True,  # noqa: E712
+                            a.reward.is_(None),
+                            a.referenced == False,  # noqa: E712
+                        )
+                        .order_by(t.timestamp.desc(), t.id.desc())
+                        .limit(1)
+                    ).first()
+                    if found is not None:
+                        trace_pk, trace_id = int(found.id), str(found.trace_id)
+                # The posterior first (forgetting as the learner's other writes do): its pull
+                # count after the change orders the change for `verify`'s replay (seq).
+                if apply_reward:
+                    keep = locked_keep(conn, learner_id)
+                    self._bump(conn, learner_id, 1)
+                    state = add_reward(conn, learner_id, arm_id, reward, keep=keep, at=at)
+                    if state is None:
+                        raise NotFound(f"unknown arm {arm_id!r}")
+                else:
+                    state = conn.execute(
+                        update(posteriors)
+                        .where(p.learner_id == learner_id, p.arm_id == arm_id)
+                        .values(arm_key=p.arm_key)
+                        .returning(p.alpha, p.beta, p.pulls, p.last_updated)
+                    ).one()
+                seq = int(state.pulls) if apply_reward else None
+                if trace_pk is not None:
+                    conn.execute(
+                        update(trace_arms)
+                        .where(a.trace_pk == trace_pk, a.arm_key == arm_key)
+                        .values(
+                            referenced=referenced,
+                            reward=reward if apply_reward else None,
+                            epoch=epoch if apply_reward else None,
+                            seq=seq,
+                        )
+                    )
+                    conn.execute(update(traces).where(t.id == trace_pk).values(guard=None))
+                elif apply_reward:
+                    conn.execute(
+                        insert(observations).values(
+                            learner_id=learner_id,
+                            arm_id=arm_id,
+                            epoch=epoch,
+                            reward=reward,
+                            source="auto",
+                            lagged=False,
+                            actor=None,
+                            reason=None,
+                            trace_pk=None,
+                            created_at=at,
+                            seq=seq,
+                        )
+                    )
+                posterior = Posterior.trusted(
+                    float(state.alpha), float(state.beta), int(state.pulls), state.last_updated
+                )
+                outcome = ArmOutcome(arm_id, posterior, trace_id, apply_reward)
+                return outcome, remembered, keys
+
+        outcome, remembered, keys = with_retries(run)
+        self._remember(learner_id, remembered, keys)
+        return outcome
+
+    def boost_priors(self, learner_id: int, arm_ids: Sequence[str], alpha: float) -> int:
+        """Start these arms at Beta(alpha, 1) (the seedBoost option): their prior becomes it and
+        their posterior moves by the same amount, so whatever they have learnt is kept and
+        `verify` still holds. Only arms never reset are touched; a second call with the same
+        alpha changes nothing. Returns how many rows were changed."""
+        if not arm_ids:
+            return 0
+        p = posteriors.c
+
+        def run() -> int:
+            with write_transaction(self.engine) as conn:
+                result = conn.execute(
+                    update(posteriors)
+                    .where(
+                        p.learner_id == learner_id,
+                        p.arm_id.in_(sorted(set(arm_ids))),
+                        p.epoch == 0,
+                        p.prior_alpha != alpha,
+                    )
+                    .values(alpha=p.alpha + (alpha - p.prior_alpha), prior_alpha=alpha)
+                )
+                changed = int(result.rowcount or 0)
+                if changed:
+                    self._bump(conn, learner_id, changed)
+                return changed
+
+        return with_retries(run)
+
+    def conversation_runs(self, learner_id: int, conversation: str, since: int) -> list[RunRecord]:
+        """The runs recorded in `conversation` from `since` (ms) on, oldest first."""
+        t = traces.c
+        with reading(self.engine) as conn:
+            rows = conn.execute(
+                select(traces)
+                .where(
+                    t.learner_id == learner_id,
+                    t.conversation == conversation,
+                    t.timestamp >= since,
+                )
+                .order_by(t.timestamp, t.id)
+                .limit(1000)
+            ).all()
+            return traces_with_arms(conn, rows)

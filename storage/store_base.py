@@ -1,0 +1,69 @@
+"""StoreBase: what every part of SqlStore works on (the engine and its dialect, what this
+process remembers of learners and arms) and the small steps they share."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+
+from storage import queries
+from storage.database import ensure_schema_later, make_engine
+from storage.hotpath import HotPath, stats_params
+from storage.location import default_database_url
+
+
+class StoreBase:
+    """The engine, the dialect's SQL, and the per-process memory the parts of SqlStore share;
+    each part (learners, arm keys, runs, rewards, sessions, resets, bootstrap, reads, verify)
+    is a mixin on it, composed by storage.store.SqlStore."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        auto_create: bool = True,
+        pool_size: int = 8,
+        upgrade_sqlite: bool = False,
+    ) -> None:
+        """`upgrade_sqlite`: an outdated SQLite file is backed up and upgraded rather than
+        refused (the serving commands; one-shot commands ask for `learning-bot db upgrade`)."""
+        self.url = url or default_database_url()
+        self.engine: Engine = make_engine(self.url, pool_size=pool_size)
+        self.dialect = self.engine.dialect.name
+        ensure_schema_later(self.engine, auto_create=auto_create, upgrade_sqlite=upgrade_sqlite)
+        self._insert: Any
+        if self.dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            self._insert = pg_insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            self._insert = sqlite_insert
+        self._known: dict[int, dict[str, tuple[str, int]]] = {}
+        """Per learner, arm id -> (label, token cost) as this process last wrote or read them."""
+        self._keys: dict[int, dict[str, int]] = {}
+        """Per learner, arm id -> arm key (storage.arm_keys)."""
+        self._lock = threading.Lock()
+        self._hot = HotPath(self.dialect)
+        self._half_lives: dict[int, float] = {}
+        """Per learner, the half-life the last write found: what runs are folded with."""
+        self._pool_size = pool_size
+        self._direct: tuple[Engine, Engine] | None = None
+        """(the engine it serves, autocommit engine to its database) for PostgreSQL writes."""
+
+    def _sql(self, text: str) -> str:
+        """A storage.queries text for this dialect."""
+        return queries.for_postgres(text) if self.dialect == "postgresql" else text
+
+    def _lock_order(self, column: Any) -> Any:
+        """`column` to ORDER BY when locking rows: by code point everywhere (PostgreSQL's
+        database collation may order ids differently from Python's `sorted`, which orders the
+        upserts), so every transaction takes row locks in the same order."""
+        return column.collate("C") if self.dialect == "postgresql" else column
+
+    def _bump(self, conn: Connection, learner_id: int, changes: int) -> None:
+        """Count `changes` posterior changes in the learner's counters (its version grows)."""
+        conn.exec_driver_sql(self._hot.stats_add, stats_params(learner_id, [], changes))
