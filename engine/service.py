@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
     import numpy as np
 
-    from engine.selection import ArmSet, Selection
+    from engine.inventory import ArmSet
+    from engine.selection import Selection
 
 from engine.arms import Arm, parse_arm_id
 from engine.bounds import (
@@ -227,7 +228,7 @@ class LearningService:
     @property
     def _rng(self) -> np.random.Generator:
         if self._rng_made is None:
-            from engine.selection import as_generator
+            from engine.draws import as_generator
 
             self._rng_made = as_generator(self._rng_seed)
         return self._rng_made
@@ -251,7 +252,8 @@ class LearningService:
         When storage cannot be reached the run still goes ahead with every arm included, and
         the Selection's `fallback` says why.
         """
-        from engine.selection import ArmSet, include_everything, select_arms
+        from engine.inventory import ArmSet
+        from engine.selection import include_everything, select_arms
 
         cache = self._cache
         arm_set = ArmSet.of(arms)
@@ -368,7 +370,8 @@ class LearningService:
         selection and the run's trace id. The run's usage is the token cost of the selected
         arms (what the caller is known to send); it reads as conversational until its first
         outcome arrives."""
-        from engine.selection import ArmSet, select_arms
+        from engine.inventory import ArmSet
+        from engine.selection import select_arms
 
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise InvalidInput(f"k must be a whole number >= 0, got {k!r}")
