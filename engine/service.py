@@ -113,6 +113,12 @@ def clean_text(name: str, value: str | None, limit: int) -> str | None:
     return cleaned or None
 
 
+def recorded_actor(actor: str | None) -> str:
+    """Who made a change, as it is recorded: cleaned as `clean_text` cleans, "unknown" when
+    empty."""
+    return clean_text("actor", actor, MAX_ACTOR_CHARS) or "unknown"
+
+
 RECALL_WINDOW = 300
 """The estimated recall reads the inclusion rates of this many latest selected runs: recent
 enough that the posteriors describe the same usage (after a change in usage, a longer window
@@ -253,7 +259,7 @@ class LearningService:
         the Selection's `fallback` says why.
         """
         from engine.inventory import ArmSet
-        from engine.selection import include_everything, select_arms
+        from engine.selection import include_everything
 
         cache = self._cache
         arm_set = ArmSet.of(arms)
@@ -266,11 +272,17 @@ class LearningService:
                     return include_everything(arm_set, self.base_config, reason)
         elif self._clock() - cache.checked_at >= self.cache_ttl:
             self._refresh_later()
-        config = self.config
+        return self._select_cached(arm_set, self.config)
+
+    def _select_cached(self, arm_set: ArmSet, config: LearningConfig) -> Selection:
+        """`select_arms` under `config`: from the cached posteriors, under the cache's lock,
+        when active; passive or disabled, every arm without reading a posterior."""
+        from engine.selection import select_arms
+
         if not config.is_active:
             return select_arms(arm_set, None, config)
-        with cache.lock:
-            return select_arms(arm_set, cache.arrays(arm_set), config, self._rng)
+        with self._cache.lock:
+            return select_arms(arm_set, self._cache.arrays(arm_set), config, self._rng)
 
     def observe(self, report: RunReport) -> ObserveResult:
         """Store the run's trace (both phases), apply the guard, update posteriors; a trace id
@@ -325,12 +337,17 @@ class LearningService:
             )
         if folds:
             self._cache.apply({a: f.as_tuple() for a, f in folds.items()}, now_ms())
+        self._first_seen((item.arm.id for r in reports for item in r.arms), config)
+        return out
+
+    def _first_seen(self, arm_ids: Iterable[str], config: LearningConfig) -> None:
+        """Arms the cache does not hold yet: the seeds among them get `seed_boost`, and the
+        cache reloads so that they show."""
         known = self._cache.arms
-        new_ids = {item.arm.id for r in reports for item in r.arms if item.arm.id not in known}
+        new_ids = {arm_id for arm_id in arm_ids if arm_id not in known}
         if new_ids:
             self._boost_seeds(new_ids, config)
             self._cache.invalidate(reload=True)
-        return out
 
     def _boost_seeds(self, new_ids: Iterable[str], config: LearningConfig) -> None:
         """With `seed_boost`, seed arms this learner sees for the first time start at
@@ -371,7 +388,6 @@ class LearningService:
         arms (what the caller is known to send); it reads as conversational until its first
         outcome arrives."""
         from engine.inventory import ArmSet
-        from engine.selection import select_arms
 
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise InvalidInput(f"k must be a whole number >= 0, got {k!r}")
@@ -396,13 +412,8 @@ class LearningService:
             config = self.config.merged(changes)
         except InvalidConfig as exc:
             raise InvalidInput(f"{exc.field}: {exc.detail}") from None
-        cache = self._cache
         arm_set = ArmSet(arms)
-        if not config.is_active:
-            selection = select_arms(arm_set, None, config)
-        else:
-            with cache.lock:
-                selection = select_arms(arm_set, cache.arrays(arm_set), config, self._rng)
+        selection = self._select_cached(arm_set, config)
         if config.is_active and 0 < k < len(selection.selected):
             selection = self._cap(arm_set, selection, k, config)
         chosen = set(selection.selected)
@@ -433,11 +444,7 @@ class LearningService:
             arms=outcomes,
         )
         self.writer.record_runs(self.learner_id, [record])
-        known = cache.arms
-        new_ids = [a.id for a in arm_set.arms if a.id not in known]
-        if new_ids:
-            self._boost_seeds(new_ids, config)
-            cache.invalidate(reload=True)
+        self._first_seen(arm_set.ids, config)
         return selection, trace_id
 
     def _cap(
@@ -559,7 +566,7 @@ class LearningService:
         """A manual (lagged) reward for one arm, or, without an arm, for the arms the latest
         run in `conversation` referenced. The cached posteriors are updated in place."""
         r = reward_value(value)
-        actor_text = clean_text("actor", actor, MAX_ACTOR_CHARS) or "unknown"
+        actor_text = recorded_actor(actor)
         reason_text = clean_text("reason", reason, MAX_REASON_CHARS)
         trace_id: str | None = None
         if arm is not None:
@@ -597,7 +604,7 @@ class LearningService:
 
     def reset(self, arm_ids: Iterable[str] | None = None, actor: str = "unknown") -> ResetResult:
         """Every arm (or the listed ones, by id or label) back to Beta(1, 1) with zero pulls."""
-        actor_text = clean_text("actor", actor, MAX_ACTOR_CHARS) or "unknown"
+        actor_text = recorded_actor(actor)
         ids: list[str] | None = None
         if arm_ids is not None:
             requested = list(arm_ids)
@@ -612,7 +619,7 @@ class LearningService:
 
     def undo_reset(self, actor: str = "unknown") -> ResetResult:
         """Restore the posteriors the last reset replaced, keeping what was learnt since."""
-        actor_text = clean_text("actor", actor, MAX_ACTOR_CHARS) or "unknown"
+        actor_text = recorded_actor(actor)
         record = self.store.undo_reset(self.learner_id, actor=actor_text, at=now_ms())
         self._cache.invalidate(reload=True)
         return ResetResult(
@@ -637,7 +644,7 @@ class LearningService:
             raise InvalidInput(
                 f"unknown phase {str(phase)[:40]!r}; expected passive or active"
             ) from None
-        actor_text = clean_text("actor", actor, MAX_ACTOR_CHARS) or "unknown"
+        actor_text = recorded_actor(actor)
         current = self.phase()
         if current is target:
             return PhaseChange(current, target, False, None)
