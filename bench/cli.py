@@ -41,8 +41,8 @@ def build_database(url: str, traces: int, seed: int = 0) -> None:
     import numpy as np
 
     from engine.config import LearningConfig, Phase
+    from engine.inventory import ArmSet
     from engine.posterior import now_ms
-    from engine.selection import ArmSet
     from engine.service import LearningService
     from engine.simulation import make_workload
     from storage import SqlStore

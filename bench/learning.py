@@ -13,7 +13,7 @@ the same selection seeds. Policies:
                       (`engine.forgetting`, the arithmetic stored posteriors use);
 - pooled prior:       per token, pooled_prior=True, exploration=0.7 (each score drawn under a
                       prior of usage probabilities fitted to every arm's evidence, the draw
-                      tempered by 1/0.7; see `engine.selection._pooled_scores`);
+                      tempered by 1/0.7; see `engine.draws._pooled_scores`);
 - preset pooled-forgetting / preset pooled-forgetting-per-token: the named policies of
                       `engine.config.POLICIES` (pooled prior + half-life 100, packing by score
                       or by score per token);
@@ -87,8 +87,8 @@ import numpy as np  # noqa: E402
 import numpy.typing as npt  # noqa: E402
 
 from engine import ArmSet, LearningConfig, Phase  # noqa: E402
+from engine.inventory import PosteriorArrays  # noqa: E402
 from engine.metrics import recommended_baseline_rate, usefulness_estimates  # noqa: E402
-from engine.selection import PosteriorArrays  # noqa: E402
 from engine.service import RECALL_WINDOW  # noqa: E402
 from engine.simulation import make_workload, oracle_mask, run_policy, stable_from  # noqa: E402
 

@@ -20,7 +20,7 @@ posteriors from simulated pulls) this prints the median latency of:
 - default:  `select_arms` prepared as above under the default policy
             (`engine.config.DEFAULT_POLICY`: pooled prior, per-token packing, exploration
             0.5) on the posteriors of the last selection, whose pooled fit is kept
-            (`engine.selection._PooledFits`): the draw only;
+            (`engine.draws._PooledFits`): the draw only;
 - refit:    the same with the kept fits dropped before each call, as after an observe
             changed the posteriors: the pooled fit and the draw.
 Every method but the last two runs `policy = "seed"`, the algorithm the floor and the loop
@@ -73,9 +73,10 @@ from engine import (  # noqa: E402
     initial_prior,
     select_arms,
 )
+from engine import draws as draws_module  # noqa: E402
 from engine import selection as selection_module  # noqa: E402
+from engine.inventory import align_posteriors  # noqa: E402
 from engine.records import MAX_ARMS_PER_RUN  # noqa: E402
-from engine.selection import align_posteriors  # noqa: E402
 from engine.simulation import make_workload  # noqa: E402
 
 SIZES = (10, 30, 1_000, 100_000)
@@ -298,7 +299,7 @@ def callables(case: Case, seed: int) -> dict[str, Timed]:
         "new": from_tuples,
         "loop": loop,
         "default": default,
-        "refit": (selection_module._POOLED_FITS.clear, refit),
+        "refit": (draws_module._POOLED_FITS.clear, refit),
     }
 
 

@@ -54,16 +54,9 @@ _EXPORTS = {
         "initial_prior",
         "now_ms",
     ),
-    "engine.selection": (
-        "ArmSet",
-        "align_posteriors",
-        "PosteriorArrays",
-        "Selection",
-        "discounted",
-        "excluded_tools_guidance",
-        "include_everything",
-        "select_arms",
-    ),
+    "engine.guidance": ("excluded_tools_guidance",),
+    "engine.inventory": ("ArmSet", "align_posteriors", "PosteriorArrays"),
+    "engine.selection": ("Selection", "include_everything", "select_arms"),
 }
 _LAZY = {name: module for module, names in _EXPORTS.items() for name in names}
 
@@ -89,6 +82,8 @@ if TYPE_CHECKING:
         NotFound,
         Unavailable,
     )
+    from engine.guidance import excluded_tools_guidance
+    from engine.inventory import ArmSet, PosteriorArrays, align_posteriors
     from engine.metrics import recommended_baseline_rate, token_savings_percent
     from engine.observation import (
         MAX_ARMS_PER_RUN,
@@ -113,16 +108,7 @@ if TYPE_CHECKING:
         initial_prior,
         now_ms,
     )
-    from engine.selection import (
-        ArmSet,
-        PosteriorArrays,
-        Selection,
-        align_posteriors,
-        discounted,
-        excluded_tools_guidance,
-        include_everything,
-        select_arms,
-    )
+    from engine.selection import Selection, include_everything, select_arms
 
 
 def __getattr__(name: str) -> Any:
@@ -172,7 +158,6 @@ __all__ = [
     "check_reward",
     "confidence_for_pulls",
     "detect_reference",
-    "discounted",
     "estimate_tokens",
     "excluded_tools_guidance",
     "include_everything",

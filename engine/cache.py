@@ -22,7 +22,7 @@ from engine.ports import ArmRecord
 from engine.posterior import Posterior, prior_parameters
 
 if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
-    from engine.selection import ArmSet, PosteriorArrays
+    from engine.inventory import ArmSet, PosteriorArrays
 
 
 class CachedArm:
@@ -186,7 +186,7 @@ class PosteriorCache:
         """The cached posteriors aligned to `arm_set` (call with the lock held)."""
         aligned = self._aligned.get(arm_set)
         if aligned is None or aligned.version != self.version:
-            from engine.selection import align_posteriors
+            from engine.inventory import align_posteriors
 
             aligned = _Aligned(self.version, align_posteriors(arm_set, self.arms))
             self._aligned[arm_set] = aligned

@@ -25,12 +25,6 @@ def ambiguous(query: str, candidates: list[str]) -> Ambiguous:
     )
 
 
-def did_you_mean(query: str, choices: list[str], limit: int = 3) -> str:
-    """ "; did you mean a, b?" for the closest choices, or ""."""
-    close = difflib.get_close_matches(query, choices, n=limit, cutoff=0.6)
-    return f"; did you mean {', '.join(close)}?" if close else ""
-
-
 def resolve_arm_query(query: str, labels: Mapping[str, str]) -> str:
     """The arm id `query` names among `labels` (arm id -> label): the exact id, then an exact
     last segment or label (case-sensitive, then not), then a unique case-insensitive

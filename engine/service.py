@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
     import numpy as np
 
-    from engine.selection import ArmSet, Selection
+    from engine.inventory import ArmSet
+    from engine.selection import Selection
 
 from engine.arms import Arm, ArmType, parse_arm_id
 from engine.bounds import (
@@ -153,6 +154,12 @@ def session_key_of(context: Mapping[str, Any] | None, session_key: str | None = 
     return key
 
 
+def recorded_actor(actor: str | None) -> str:
+    """Who made a change, as it is recorded: cleaned as `clean_text` cleans, "unknown" when
+    empty."""
+    return clean_text("actor", actor, MAX_ACTOR_CHARS) or "unknown"
+
+
 RECALL_WINDOW = 300
 """The estimated recall reads the inclusion rates of this many latest selected runs: recent
 enough that the posteriors describe the same usage (after a change in usage, a longer window
@@ -273,7 +280,7 @@ class LearningService:
     @property
     def _rng(self) -> np.random.Generator:
         if self._rng_made is None:
-            from engine.selection import as_generator
+            from engine.draws import as_generator
 
             self._rng_made = as_generator(self._rng_seed)
         return self._rng_made
@@ -307,7 +314,8 @@ class LearningService:
         When storage cannot be reached the run still goes ahead with every arm included, and
         the Selection's `fallback` says why.
         """
-        from engine.selection import ArmSet, include_everything, select_arms
+        from engine.inventory import ArmSet
+        from engine.selection import include_everything
 
         cache = self._cache
         arm_set = ArmSet.of(arms)
@@ -321,18 +329,20 @@ class LearningService:
         elif self._clock() - cache.checked_at >= self.cache_ttl:
             self._refresh_later()
         config = self.config
+        key = session_key_of(context, session_key)
+        if key and config.is_active:
+            return self._in_session(key, arm_set, config, self._select_cached)
+        return self._select_cached(arm_set, config)
+
+    def _select_cached(self, arm_set: ArmSet, config: LearningConfig) -> Selection:
+        """`select_arms` under `config`: from the cached posteriors, under the cache's lock,
+        when active; passive or disabled, every arm without reading a posterior."""
+        from engine.selection import select_arms
+
         if not config.is_active:
             return select_arms(arm_set, None, config)
-        key = session_key_of(context, session_key)
-        if not key:
-            with cache.lock:
-                return select_arms(arm_set, cache.arrays(arm_set), config, self._rng)
-
-        def draw(offered: ArmSet, settings: LearningConfig) -> Selection:
-            with cache.lock:
-                return select_arms(offered, cache.arrays(offered), settings, self._rng)
-
-        return self._in_session(key, arm_set, config, draw)
+        with self._cache.lock:
+            return select_arms(arm_set, self._cache.arrays(arm_set), config, self._rng)
 
     def observe(self, report: RunReport) -> ObserveResult:
         """Store the run's trace (both phases), apply the guard, update posteriors; a trace id
@@ -389,12 +399,17 @@ class LearningService:
             self._cache.apply({a: f.as_tuple() for a, f in folds.items()}, now_ms())
         if config.is_active:
             self._grow_sessions(reports, config)
+        self._first_seen((item.arm.id for r in reports for item in r.arms), config)
+        return out
+
+    def _first_seen(self, arm_ids: Iterable[str], config: LearningConfig) -> None:
+        """Arms the cache does not hold yet: the seeds among them get `seed_boost`, and the
+        cache reloads so that they show."""
         known = self._cache.arms
-        new_ids = {item.arm.id for r in reports for item in r.arms if item.arm.id not in known}
+        new_ids = {arm_id for arm_id in arm_ids if arm_id not in known}
         if new_ids:
             self._boost_seeds(new_ids, config)
             self._cache.invalidate(reload=True)
-        return out
 
     # -- sessions (SPEC section 4a) ----------------------------------------------------------
 
@@ -508,7 +523,7 @@ class LearningService:
         selection and the run's trace id. The run's usage is the token cost of the selected
         arms (what the caller is known to send); it reads as conversational until its first
         outcome arrives."""
-        from engine.selection import ArmSet, select_arms
+        from engine.inventory import ArmSet
 
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise InvalidInput(f"k must be a whole number >= 0, got {k!r}")
@@ -533,19 +548,15 @@ class LearningService:
             config = self.config.merged(changes)
         except InvalidConfig as exc:
             raise InvalidInput(f"{exc.field}: {exc.detail}") from None
-        cache = self._cache
         arm_set = ArmSet(arms)
 
         def draw(offered: ArmSet, settings: LearningConfig) -> Selection:
-            with cache.lock:
-                chosen = select_arms(offered, cache.arrays(offered), settings, self._rng)
-            if 0 < k < len(chosen.selected):
+            chosen = self._select_cached(offered, settings)
+            if settings.is_active and 0 < k < len(chosen.selected):
                 chosen = self._cap(offered, chosen, k, settings)
             return chosen
 
-        if not config.is_active:
-            selection = select_arms(arm_set, None, config)
-        elif session_key:
+        if session_key and config.is_active:
             selection = self._in_session(session_key, arm_set, config, draw)
         else:
             selection = draw(arm_set, config)
@@ -577,11 +588,7 @@ class LearningService:
             arms=outcomes,
         )
         self.writer.record_runs(self.learner_id, [record])
-        known = cache.arms
-        new_ids = [a.id for a in arm_set.arms if a.id not in known]
-        if new_ids:
-            self._boost_seeds(new_ids, config)
-            cache.invalidate(reload=True)
+        self._first_seen(arm_set.ids, config)
         return selection, trace_id
 
     def _cap(
@@ -703,7 +710,7 @@ class LearningService:
         """A manual (lagged) reward for one arm, or, without an arm, for the arms the latest
         run in `conversation` referenced. The cached posteriors are updated in place."""
         r = reward_value(value)
-        actor_text = clean_text("actor", actor, MAX_ACTOR_CHARS) or "unknown"
+        actor_text = recorded_actor(actor)
         reason_text = clean_text("reason", reason, MAX_REASON_CHARS)
         trace_id: str | None = None
         if arm is not None:
@@ -741,7 +748,7 @@ class LearningService:
 
     def reset(self, arm_ids: Iterable[str] | None = None, actor: str = "unknown") -> ResetResult:
         """Every arm (or the listed ones, by id or label) back to Beta(1, 1) with zero pulls."""
-        actor_text = clean_text("actor", actor, MAX_ACTOR_CHARS) or "unknown"
+        actor_text = recorded_actor(actor)
         ids: list[str] | None = None
         if arm_ids is not None:
             requested = list(arm_ids)
@@ -756,7 +763,7 @@ class LearningService:
 
     def undo_reset(self, actor: str = "unknown") -> ResetResult:
         """Restore the posteriors the last reset replaced, keeping what was learnt since."""
-        actor_text = clean_text("actor", actor, MAX_ACTOR_CHARS) or "unknown"
+        actor_text = recorded_actor(actor)
         record = self.store.undo_reset(self.learner_id, actor=actor_text, at=now_ms())
         self._cache.invalidate(reload=True)
         return ResetResult(
@@ -781,7 +788,7 @@ class LearningService:
             raise InvalidInput(
                 f"unknown phase {str(phase)[:40]!r}; expected passive or active"
             ) from None
-        actor_text = clean_text("actor", actor, MAX_ACTOR_CHARS) or "unknown"
+        actor_text = recorded_actor(actor)
         current = self.phase()
         if current is target:
             return PhaseChange(current, target, False, None)

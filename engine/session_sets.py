@@ -19,7 +19,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
-    from engine.selection import ArmSet, Selection
+    from engine.inventory import ArmSet
+    from engine.selection import Selection
 
 MAX_SESSION_KEY_CHARS = 256
 """A session key's length limit (the traces' `session_key` column)."""
@@ -76,7 +77,8 @@ def continue_set(
     `decide_new` within the budget the kept arms leave (a baseline session takes them all, as
     it takes every offered arm) and appended in the order that decision gives.
     """
-    from engine.selection import ArmSet, Selection
+    from engine.inventory import ArmSet
+    from engine.selection import Selection
 
     offered = arm_set.index
     costs = arm_set.costs

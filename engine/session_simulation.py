@@ -23,18 +23,16 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import numpy as np
-import numpy.typing as npt
 
 from engine.config import LearningConfig
 from engine.cost import ANTHROPIC, TokenPrices, output_cost, prompt_cost
 from engine.errors import InvalidInput
 from engine.forgetting import keep_factor
+from engine.inventory import ArmSet, BoolArray, FloatArray, IntArray, PosteriorArrays
 from engine.observation import Usage
 from engine.prompt_cache import Block, PromptCache
-from engine.selection import ArmSet, PosteriorArrays, select_arms
-from engine.simulation import BoolArray, FloatArray, Workload, observe_arrays, oracle_mask
-
-IntArray = npt.NDArray[np.int64]
+from engine.selection import select_arms
+from engine.simulation import Workload, observe_arrays, oracle_mask
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,9 @@ from engine.arms import Arm, ArmType
 from engine.config import DEFAULT_SEED_ARM_IDS, LearningConfig
 from engine.errors import InvalidInput
 from engine.forgetting import keep_factor
+from engine.inventory import ArmSet, BoolArray, FloatArray, IntArray, PosteriorArrays
 from engine.observation import ReportedArm, RunReport, ToolCall, Usage
-from engine.selection import ArmSet, PosteriorArrays, select_arms
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
+from engine.selection import select_arms
 
 PROFILES = ("two-tier", "realistic")
 

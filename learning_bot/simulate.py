@@ -15,8 +15,8 @@ import numpy as np
 
 from engine.config import Phase
 from engine.errors import Conflict, InvalidInput
+from engine.inventory import ArmSet
 from engine.posterior import now_ms
-from engine.selection import ArmSet
 from engine.service import RECALL_WINDOW, LearningService
 from engine.simulation import make_workload
 

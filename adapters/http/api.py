@@ -44,7 +44,8 @@ from engine.records import report_from_json
 from engine.service import LearningService
 
 if TYPE_CHECKING:
-    from engine.selection import ArmSet, Selection
+    from engine.inventory import ArmSet
+    from engine.selection import Selection
 
 log = logging.getLogger("learning_bot.http")
 
@@ -519,7 +520,7 @@ class Api:
         return await self.call(service.select, known.arms, known.context), known.names
 
     def _select(self, service: LearningService, data: Any, raw: bytes) -> Selection:
-        from engine.selection import ArmSet, RepeatedArmIds
+        from engine.inventory import ArmSet, RepeatedArmIds
 
         if not isinstance(data, dict):
             raise ApiError(400, "the body must be a JSON object with arms")

@@ -20,7 +20,6 @@ from engine import (
     LearningConfig,
     Phase,
     PosteriorArrays,
-    discounted,
     rewards_for_run,
     select_arms,
 )
@@ -305,57 +304,46 @@ def test_mask_follows_the_selected_ids_and_is_read_only() -> None:
 # --- forgetting ---------------------------------------------------------------------------------
 
 
-def test_discounted_halves_the_evidence_and_keeps_the_mean() -> None:
-    prior_a, prior_b = np.array([1.0, 3.0, 3.0]), np.array([1.0, 1.0, 1.0])
-    post = PosteriorArrays(
-        np.array([41.0, 3.0, 1.0]), np.array([21.0, 9.0, 1.0]), np.array([60, 8, 0])
-    )
-    once = discounted(post, prior_a, prior_b, 100, 100)
-    # Evidence beyond the prior's strength (62 - 2 = 60 and 12 - 4 = 8) halves: 2 + 30, 4 + 4.
-    assert np.allclose(once.alpha + once.beta, [32.0, 8.0, 2.0])
-    assert np.allclose(once.alpha / (once.alpha + once.beta), post.alpha / (post.alpha + post.beta))
-    assert np.allclose(once.alpha, [41 / 62 * 32, 3 / 12 * 8, 1.0])
-    # A posterior weaker than its prior (the third arm, reset to Beta(1, 1)) is left alone.
-    assert once.alpha[2] == 1.0 and once.beta[2] == 1.0
-    assert np.array_equal(once.pulls, post.pulls)
-    twice = discounted(once, prior_a, prior_b, 50, 100)
-    direct = discounted(post, prior_a, prior_b, 150, 100)
-    assert np.allclose(twice.alpha, direct.alpha) and np.allclose(twice.beta, direct.beta)
-    same = discounted(post, prior_a, prior_b, 0, 100)
-    assert np.allclose(same.alpha, post.alpha) and np.allclose(same.beta, post.beta)
-    far = discounted(post, prior_a, prior_b, 10_000, 10)
-    assert np.allclose((far.alpha + far.beta)[:2], (prior_a + prior_b)[:2])
-    assert post.alpha[0] == 41.0  # the input is left alone
-    each = discounted(post, prior_a, prior_b, np.array([100, 0, 5]), 100)
-    assert np.isclose(each.alpha[0], once.alpha[0]) and each.alpha[1] == post.alpha[1]
+def test_forgetting_in_steps_equals_forgetting_at_once_and_returns_to_the_prior() -> None:
+    """Without new evidence, each half-life halves what an arm holds beyond its prior, k
+    observations then m forget as k + m do, no half-life forgets nothing, and a long run
+    brings every arm back to its own prior."""
+    from engine.forgetting import forget, keep_factor
+
+    prior = np.array([3.0, 1.0, 1.0])
+    alpha = np.array([41.0, 3.0, 1.0])
+    keep = keep_factor(100)
+    once = forget(alpha, prior, keep**100, 0.0)
+    assert np.allclose(once - prior, (alpha - prior) / 2)
+    twice = forget(once, prior, keep**50, 0.0)
+    assert np.allclose(twice, forget(alpha, prior, keep**150, 0.0))
+    assert np.array_equal(forget(alpha, prior, keep_factor(0), 0.0), alpha)
+    far = forget(alpha, prior, keep_factor(10) ** 10_000, 0.0)
+    assert np.allclose(far, prior)
+    assert alpha[0] == 41.0  # the input is left alone
 
 
 def test_forgetting_lets_a_learner_follow_a_shift() -> None:
     """An arm that was never used and then always is: with forgetting its mean climbs faster."""
-    prior = (np.array([1.0]), np.array([1.0]))
-    plain = PosteriorArrays(np.array([1.0]), np.array([201.0]), np.array([200]))
+    from engine.forgetting import forget, keep_factor
+
+    plain = (1.0, 201.0)
     forgetful = plain
+    keep = keep_factor(20)
     for _ in range(100):
-        plain = PosteriorArrays(plain.alpha + 1, plain.beta, plain.pulls + 1)
-        forgetful = discounted(
-            PosteriorArrays(forgetful.alpha + 1, forgetful.beta, forgetful.pulls + 1),
-            *prior,
-            1,
-            20,
-        )
-    mean = float(plain.alpha[0] / (plain.alpha[0] + plain.beta[0]))
-    forgetful_mean = float(forgetful.alpha[0] / (forgetful.alpha[0] + forgetful.beta[0]))
+        plain = (plain[0] + 1.0, plain[1])
+        forgetful = (forget(forgetful[0], 1.0, keep, 1.0), forget(forgetful[1], 1.0, keep, 0.0))
+    mean = plain[0] / (plain[0] + plain[1])
+    forgetful_mean = forgetful[0] / (forgetful[0] + forgetful[1])
     assert mean < 0.35 and forgetful_mean > 0.75
 
 
-@pytest.mark.parametrize(
-    ("elapsed", "half_life"),
-    [(-1, 10), (1, 0), (1, -2), (math.nan, 5), (1, math.inf), (True, 5), ([1, -1], 5)],
-)
-def test_discounted_rejects_bad_arguments(elapsed: Any, half_life: float) -> None:
-    post = PosteriorArrays(np.ones(2), np.ones(2), np.zeros(2, dtype=np.int64))
+@pytest.mark.parametrize("half_life", [-2, -0.5, math.nan, math.inf, True, "5"])
+def test_keep_factor_rejects_bad_half_lives(half_life: Any) -> None:
+    from engine.forgetting import keep_factor
+
     with pytest.raises(InvalidInput):
-        discounted(post, np.ones(2), np.ones(2), elapsed, half_life)
+        keep_factor(half_life)
 
 
 # --- the workload's knobs -----------------------------------------------------------------------
@@ -611,7 +599,7 @@ def test_pooled_prior_scores_stay_in_the_unit_interval_and_are_seeded() -> None:
     again = [select_arms(arms, post, cfg, rng=seed).selected for seed in range(20)]
     assert first == again
     assert len(set(first)) > 1  # exploration 1: the draws vary from seed to seed
-    from engine.selection import _pooled_scores
+    from engine.draws import _pooled_scores
 
     for e in (1.0, 0.5, 0.0):
         scores = _pooled_scores(post, e, np.random.default_rng(3))
@@ -713,90 +701,3 @@ def test_usefulness_estimates_add_up_to_the_true_usage_of_rarely_seen_arms() -> 
     truth = float(p[few].sum())
     assert abs(estimated - truth) < 0.12 * truth
     assert abs(flat - truth) > abs(estimated - truth)
-
-
-def test_pooled_prior_on_a_large_inventory_draws_from_the_matched_beta() -> None:
-    """Above POOLED_EXACT_MAX arms the pooled prior is fitted on a spread sample and matched
-    by a Beta: arms keep the order their evidence gives, an arm with no evidence is drawn
-    around how arms in general turned out, and the group means agree with the exact path."""
-    from engine.selection import POOLED_EXACT_MAX, POOLED_FLOOR, _pooled_scores
-
-    def case(n: int) -> PosteriorArrays:
-        used = np.arange(n) % 4 == 0  # a quarter of the arms are used 9 times in 10
-        alpha = np.where(used, 37.0, 3.0)
-        beta = np.where(used, 5.0, 39.0)
-        alpha[1], beta[1] = 1.0, 1.0  # never observed
-        return PosteriorArrays(alpha, beta, np.full(n, 40))
-
-    large, exact = case(4 * POOLED_EXACT_MAX), case(POOLED_EXACT_MAX)
-    a = _pooled_scores(large, 1.0, np.random.default_rng(0))
-    b = _pooled_scores(large, 1.0, np.random.default_rng(0))
-    assert np.array_equal(a, b)
-    assert a.shape == (len(large.alpha),) and ((a > 0) & (a < 1)).all()
-    e = _pooled_scores(exact, 1.0, np.random.default_rng(0))
-    group = np.arange(len(large.alpha)) % 4 == 0
-    small_group = np.arange(len(exact.alpha)) % 4 == 0
-    assert a[group].mean() == pytest.approx(e[small_group].mean(), abs=0.05)
-    assert a[~group].mean() == pytest.approx(e[~small_group].mean(), abs=0.05)
-    # the never-observed arm, drawn many times, centres near the population's mean use
-    fresh = PosteriorArrays(
-        np.concatenate([large.alpha, np.ones(500)]),
-        np.concatenate([large.beta, np.ones(500)]),
-        np.zeros(len(large.alpha) + 500, dtype=np.int64),
-    )
-    drawn = _pooled_scores(fresh, 1.0, np.random.default_rng(1))[-500:]
-    observed = large.alpha + large.beta > 2
-    rate = float(
-        ((large.alpha[observed] - 1) / (large.alpha[observed] + large.beta[observed] - 2)).mean()
-    )
-    expected = (1 - POOLED_FLOOR) * rate + POOLED_FLOOR * 0.5  # the fit, with its uniform share
-    assert drawn.mean() == pytest.approx(expected, abs=0.05)
-    means = _pooled_scores(large, 0.0, np.random.default_rng(0))
-    assert (means[group] > 0.7).all() and (means[~group][1:] < 0.2).all()
-
-
-def _pooled_reference(
-    post: PosteriorArrays, exploration: float, seed: int
-) -> npt.NDArray[np.float64]:
-    """The pooled draw written out arm by arm: each arm's tempered grid posterior, a cell
-    found by counting the cumulative weights below a uniform, a uniform point of the cell."""
-    from engine.selection import POOLED_GRID, _fit_pooled_prior
-
-    hits = np.maximum(post.alpha - 1.0, 0.0)
-    misses = np.maximum(post.beta - 1.0, 0.0)
-    loglik, prior = _fit_pooled_prior(hits, misses)
-    gen = np.random.default_rng(seed)
-    first, second = gen.random(len(hits)), gen.random(len(hits))
-    scores = []
-    for i in range(len(hits)):
-        logw = (loglik[i] + np.log(prior)) / exploration
-        weights = np.exp(logw - logw.max())
-        cumulative = np.cumsum(weights / weights.sum())
-        cell = min(int((cumulative < first[i]).sum()), POOLED_GRID - 1)
-        scores.append((cell + second[i]) / POOLED_GRID)
-    return np.array(scores)
-
-
-@pytest.mark.parametrize("n", [7, 300])
-def test_pooled_draws_repeat_the_arm_by_arm_draw_however_often_one_fit_is_drawn(n: int) -> None:
-    """A pooled fit is kept for the next selection on the same posteriors, and from
-    GUIDE_FROM arms on its later draws read a guide table: the first draw, the later ones and
-    a draw after the fits were dropped all match the arm-by-arm reference. Posteriors changed
-    in place are fitted again, never drawn from a stale fit."""
-    from engine.selection import _POOLED_FITS, GUIDE_FROM, _pooled_scores
-
-    rng = np.random.default_rng(n)
-    hits = np.where(rng.random(n) < 0.3, rng.integers(0, 60, n), 0).astype(np.float64)
-    misses = rng.integers(0, 300, n).astype(np.float64)
-    post = PosteriorArrays(1.0 + hits, 1.0 + misses, (hits + misses).astype(np.int64))
-    assert (n >= GUIDE_FROM) == (n == 300)
-    _POOLED_FITS.clear()
-    for seed in (1, 2, 3, 4, 1):
-        drawn = _pooled_scores(post, 0.5, np.random.default_rng(seed))
-        np.testing.assert_allclose(drawn, _pooled_reference(post, 0.5, seed), rtol=0, atol=1e-12)
-    for values in (post.beta, post.alpha):
-        values[: n // 2] += 5.0  # the same arrays, changed in place
-        changed = _pooled_scores(post, 0.5, np.random.default_rng(9))
-        np.testing.assert_allclose(changed, _pooled_reference(post, 0.5, 9), rtol=0, atol=1e-12)
-    _POOLED_FITS.clear()
-    assert np.array_equal(_pooled_scores(post, 0.5, np.random.default_rng(9)), changed)

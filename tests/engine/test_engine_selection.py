@@ -27,10 +27,10 @@ from engine import (
     excluded_tools_guidance,
     include_everything,
     initial_prior,
+    packing,
     select_arms,
     selection,
 )
-from engine.selection import align_posteriors
 
 N = 10_000_000.0
 """Total pseudo-count of a 'sharp' posterior: its draws stay within ~1e-4 of the mean."""
@@ -82,7 +82,7 @@ def selection_path(name: str) -> Iterator[None]:
     small, bucketed_from = {"small": (10**9, 1), "sorted": (0, 10**9), "bucketed": (0, 1)}[name]
     with (
         mock.patch.object(selection, "SMALL_INVENTORY", small),
-        mock.patch.object(selection, "BUCKETED_FROM", bucketed_from),
+        mock.patch.object(packing, "BUCKETED_FROM", bucketed_from),
     ):
         yield
 
@@ -254,49 +254,6 @@ def test_posterior_arrays_of_the_wrong_size_are_rejected() -> None:
     bad = PosteriorArrays(np.ones(2), np.ones(2), np.zeros(2, dtype=np.int64))
     with pytest.raises(InvalidInput):
         select_arms(ArmSet(arms), bad, config(), rng=0)
-
-
-def test_align_fills_missing_posteriors_with_priors() -> None:
-    arms = [Arm("tool:x:a", 1), Arm("file:w:b.md", 1), Arm("skill:go:main", 1)]
-    arrays = ArmSet(arms).align({"skill:go:main": Posterior(7, 8, 9)})
-    assert arrays.alpha.tolist() == [3.0, 1.0, 7.0]
-    assert arrays.beta.tolist() == [1.0, 1.0, 8.0]
-    assert arrays.pulls.tolist() == [0, 0, 9]
-
-
-def test_align_posteriors_reads_tuples_and_objects_alike() -> None:
-    arms = [Arm("tool:x:a", 1), Arm("file:w:b.md", 1), Arm("skill:go:main", 1)]
-    arm_set = ArmSet(arms)
-    tuples = align_posteriors(arm_set, {"skill:go:main": (7.0, 8.0, 9), "tool:x:gone": (1, 1, 1)})
-    objects = align_posteriors(arm_set, {"skill:go:main": Posterior(7, 8, 9)})
-    for arrays in (tuples, objects, arm_set.align({"skill:go:main": Posterior(7, 8, 9)})):
-        assert arrays.alpha.tolist() == [3.0, 1.0, 7.0]
-        assert arrays.beta.tolist() == [1.0, 1.0, 8.0]
-        assert arrays.pulls.tolist() == [0, 0, 9]
-        assert arrays.pulls.dtype == np.int64
-    empty = align_posteriors(arm_set, {})
-    assert empty.alpha.tolist() == [3.0, 1.0, 3.0]
-    empty.alpha[0] = 99.0  # the arrays are the caller's to update in place
-    assert align_posteriors(arm_set, None).alpha.tolist() == [3.0, 1.0, 3.0]
-
-
-@pytest.mark.parametrize(
-    "value",
-    [
-        (0.0, 1.0, 0),
-        (1.0, -2.0, 0),
-        (math.inf, 1.0, 0),
-        (math.nan, 1.0, 3),
-        (1.0, 1.0, -2),
-        (1.0, 1.0, 2.5),
-        (1.0, 1.0),
-        "abc",
-    ],
-)
-def test_align_posteriors_refuses_impossible_values(value: Any) -> None:
-    arm_set = ArmSet(inventory([1, 1]))
-    with pytest.raises(InvalidInput):
-        align_posteriors(arm_set, {arm_set.ids[1]: value})
 
 
 def test_duplicate_arm_ids_are_rejected() -> None:
@@ -719,43 +676,6 @@ def test_seeds_and_under_explored_in_every_one_of_many_draws() -> None:
 # --- guidance for excluded tools -----------------------------------------------------------
 
 
-def test_guidance_names_excluded_tools_only() -> None:
-    text = excluded_tools_guidance(
-        ["tool:web:WebSearch", "skill:go:main", "file:w:README.md", "tool:ext:Jira"]
-    )
-    assert text is not None
-    assert "WebSearch" in text
-    assert "Jira" in text
-    assert "go" not in text.split()
-    assert "README" not in text
-    lowered = text.lower()
-    assert "explain" in lowered
-    assert "alternative" in lowered
-
-
-@pytest.mark.parametrize(
-    "excluded", [[], ["skill:go:main", "memory:p:n1", "file:w:a.md", "section:s:intro"]]
-)
-def test_guidance_is_none_without_excluded_tools(excluded: list[str]) -> None:
-    assert excluded_tools_guidance(excluded) is None
-
-
-def test_guidance_cuts_names_at_64_characters() -> None:
-    text = excluded_tools_guidance([f"tool:x:{'T' * 100}", f"tool:x:{'S' * 64}"])
-    assert text is not None
-    assert "T" * 64 in text
-    assert "T" * 65 not in text
-    assert "S" * 64 in text
-
-
-def test_guidance_strips_control_characters() -> None:
-    text = excluded_tools_guidance(["tool:x:Evil\nIgnore\x00previous\x1b[2J\u202eTool"])
-    assert text is not None
-    assert "EvilIgnoreprevious[2JTool" in text
-    for ch in ("\n", "\x00", "\x1b", "\u202e"):
-        assert ch not in text
-
-
 def test_selection_guidance_follows_its_excluded_tools() -> None:
     arms = [Arm("tool:x:Cheap", 10), Arm("tool:x:Huge", 1000), Arm("skill:s:main", 1000)]
     posteriors = {a.id: sharp(0.5) for a in arms}
@@ -764,143 +684,3 @@ def test_selection_guidance_follows_its_excluded_tools() -> None:
     assert sel.guidance is not None
     assert "Huge" in sel.guidance
     assert "Cheap" not in sel.guidance
-
-
-def _greedy_reference(rank: list[float], costs: list[int], room: int) -> set[int]:
-    """Greedy packing over the whole ranking, best first, ties by position."""
-    chosen: set[int] = set()
-    for i in sorted(range(len(rank)), key=lambda i: (-rank[i], i)):
-        if costs[i] <= room:
-            chosen.add(i)
-            room -= costs[i]
-    return chosen
-
-
-RANK_KINDS = ("uniform", "per_token", "tied", "skewed", "zeros", "signed", "wide")
-"""How ranks spread in the packing tests: cheap arms first, many ties, most ranks near zero,
-zeros, negative ranks, ranks many halvings apart."""
-
-
-def costs_and_ranks(
-    rng: np.random.Generator, n: int, kind: str
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-    """Lognormal token costs (some free) and ranks spread as `kind` (one of RANK_KINDS) says."""
-    costs = np.clip(np.round(rng.lognormal(5.0, 1.2, n)), 0, 20_000).astype(np.int64)
-    rank = {
-        "uniform": lambda: rng.random(n),
-        "per_token": lambda: rng.random(n) / np.maximum(costs, 1),
-        "tied": lambda: np.round(rng.random(n) * 8) / 8,
-        "skewed": lambda: rng.beta(0.3, 30.0, n),
-        "zeros": lambda: np.where(rng.random(n) < 0.3, 0.0, rng.random(n)),
-        "signed": lambda: rng.normal(0.0, 1.0, n),
-        "wide": lambda: np.exp2(rng.uniform(-80.0, 0.0, n)),
-    }[kind]()
-    return costs, rank
-
-
-def test_more_candidates_than_float_sums_hold_exactly_are_sorted_not_bucketed() -> None:
-    """Bucket tokens are summed in float64; past BUCKETED_UP_TO candidates (sums that could
-    pass 2**53) packing sorts instead, with the same result."""
-    from unittest import mock
-
-    from engine import selection
-
-    rng = np.random.default_rng(5)
-    costs, rank = costs_and_ranks(rng, 600, "uniform")
-    forced = rng.random(600) < 0.05
-    budget = int(0.3 * costs.sum())
-    candidates = np.flatnonzero(~forced)
-    bucketed = selection._pack_ranked(candidates, rank, costs, budget)
-    assert selection._pack_inventory(rank, forced, costs, budget) is not None
-    with mock.patch.object(selection, "BUCKETED_UP_TO", 100):
-        assert selection._pack_inventory(rank, forced, costs, budget) is None
-        with mock.patch.object(selection, "_rank_buckets", side_effect=AssertionError):
-            sorted_ = selection._pack_ranked(candidates, rank, costs, budget)
-    assert sorted(int(i) for part in sorted_[0] for i in part) == sorted(
-        int(i) for part in bucketed[0] for i in part
-    )
-    assert sorted_[1] == bucketed[1]
-
-
-@settings(max_examples=120, deadline=None)
-@given(
-    n=st.integers(1, 3000),
-    share=st.floats(-0.05, 1.2),
-    forced_share=st.sampled_from([0.0, 0.02, 0.3, 1.0]),
-    ranks=st.sampled_from(RANK_KINDS),
-    seed=st.integers(0, 2**32 - 1),
-)
-def test_whole_inventory_packing_takes_the_forced_arms_then_the_greedy_pass(
-    n: int, share: float, forced_share: float, ranks: str, seed: int
-) -> None:
-    """`_pack_inventory` buckets the forced arms ahead of every rank: they are all taken,
-    even over budget, and the rest are those of the greedy pass over the ranking in the room
-    they leave (none when they are over budget)."""
-    from unittest import mock
-
-    from engine import selection
-
-    rng = np.random.default_rng(seed)
-    costs, rank = costs_and_ranks(rng, n, ranks)
-    forced = rng.random(n) < forced_share
-    budget = int(share * costs.sum())
-    with mock.patch.object(selection, "BUCKETED_FROM", 1):
-        packed = selection._pack_inventory(rank, forced, costs, budget)
-    if not rank.max() >= 2.0**-512:
-        assert packed is None
-        return
-    assert packed is not None
-    mask, used = packed
-    forced_cost = int(costs[forced].sum())
-    rest = np.flatnonzero(~forced).tolist()
-    expected = set(np.flatnonzero(forced).tolist()) | {
-        rest[j]
-        for j in _greedy_reference(
-            [float(rank[i]) for i in rest], [int(costs[i]) for i in rest], budget - forced_cost
-        )
-    }
-    assert set(np.flatnonzero(mask).tolist()) == expected
-    assert used == int(costs[mask].sum())
-
-
-@settings(max_examples=120, deadline=None)
-@given(
-    n=st.integers(1, 3000),
-    share=st.floats(-0.05, 1.2),
-    ranks=st.sampled_from(RANK_KINDS),
-    bucketed_from=st.sampled_from([2, 8, 256]),
-    python_below=st.sampled_from([0, 5, 48, 10**6]),
-    seed=st.integers(0, 2**32 - 1),
-)
-def test_bucketed_packing_equals_the_greedy_pass_over_the_full_ranking(
-    n: int, share: float, ranks: str, bucketed_from: int, python_below: int, seed: int
-) -> None:
-    """From BUCKETED_FROM candidates on, the ranking is cut into buckets instead of sorted;
-    whatever the room (negative included), however the ranks spread (cheap arms first, many
-    ties, most ranks near zero, zeros, negative ranks, ranks many halvings apart), and
-    whichever of the Python and numpy passes packs the small parts, the arms taken are
-    those of the greedy pass over the whole ranking."""
-    from unittest import mock
-
-    from engine import selection
-
-    rng = np.random.default_rng(seed)
-    costs, rank = costs_and_ranks(rng, n, ranks)
-    room = int(share * costs.sum())
-    candidates = np.flatnonzero(rng.random(n) < 0.9)
-    with (
-        mock.patch.object(selection, "BUCKETED_FROM", bucketed_from),
-        mock.patch.object(selection, "SORT_IN_PYTHON_BELOW", python_below),
-    ):
-        taken, used = selection._pack_ranked(candidates, rank, costs, room)
-    got = [int(i) for part in taken for i in part]
-    assert len(got) == len(set(got))
-    sub = candidates.tolist()
-    expected = {
-        sub[j]
-        for j in _greedy_reference(
-            [float(rank[i]) for i in sub], [int(costs[i]) for i in sub], room
-        )
-    }
-    assert set(got) == expected
-    assert used == sum(int(costs[i]) for i in got) <= max(room, 0)

@@ -10,7 +10,7 @@ from sqlalchemy import update
 
 from engine import LearningConfig, Phase
 from engine.forgetting import fold, forget, keep_factor
-from engine.selection import ArmSet
+from engine.inventory import ArmSet
 from engine.service import LearningService
 from engine.simulation import make_workload, run_policy
 from storage import SqlStore

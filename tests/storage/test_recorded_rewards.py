@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import update
 
 from engine import LearningConfig, Phase
-from engine.selection import ArmSet
+from engine.inventory import ArmSet
 from engine.service import LearningService
 from engine.simulation import make_workload
 from storage import SqlStore

@@ -21,8 +21,9 @@ from adapters.http.app import DirectRoutes
 from bot.bus import BusSettings, CommandBus, LearnerServices
 from bot.shapes import selection_json
 from engine import LearningConfig, Phase
+from engine.inventory import ArmSet
 from engine.records import report_from_json, report_to_json
-from engine.selection import ArmSet, Selection
+from engine.selection import Selection
 from engine.service import LearningService
 from engine.simulation import make_workload
 from storage import SqlStore

@@ -1,10 +1,12 @@
-"""Inventories and alignments found again instead of rebuilt: the ArmSet of an inventory seen
-lately (ArmSetCache) and the last alignment of an unchanged posterior mapping. Whatever is
-reused, the result must be what building everything afresh gives, errors included."""
+"""Inventories and the alignment of posteriors to them (engine.inventory), and both found
+again instead of rebuilt: the ArmSet of an inventory seen lately (ArmSetCache) and the last
+alignment of an unchanged posterior mapping. Whatever is reused, the result must be what
+building everything afresh gives, errors included."""
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import numpy as np
@@ -13,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import Arm, ArmSet, InvalidInput, LearningConfig, Phase, Posterior, select_arms
+from engine.inventory import ArmSetCache, align_posteriors
 from engine.records import arms_from_json
-from engine.selection import ArmSetCache, align_posteriors
 
 
 def arms(n: int = 5, cost: int = 10) -> list[Arm]:
@@ -23,6 +25,52 @@ def arms(n: int = 5, cost: int = 10) -> list[Arm]:
 
 def body(items: list[Arm]) -> list[dict[str, Any]]:
     return [{"armId": a.id, "tokenCost": a.token_cost, "label": a.label} for a in items]
+
+
+# --- alignment ------------------------------------------------------------------------------
+
+
+def test_align_fills_missing_posteriors_with_priors() -> None:
+    inventory = [Arm("tool:x:a", 1), Arm("file:w:b.md", 1), Arm("skill:go:main", 1)]
+    arrays = ArmSet(inventory).align({"skill:go:main": Posterior(7, 8, 9)})
+    assert arrays.alpha.tolist() == [3.0, 1.0, 7.0]
+    assert arrays.beta.tolist() == [1.0, 1.0, 8.0]
+    assert arrays.pulls.tolist() == [0, 0, 9]
+
+
+def test_align_posteriors_reads_tuples_and_objects_alike() -> None:
+    inventory = [Arm("tool:x:a", 1), Arm("file:w:b.md", 1), Arm("skill:go:main", 1)]
+    arm_set = ArmSet(inventory)
+    tuples = align_posteriors(arm_set, {"skill:go:main": (7.0, 8.0, 9), "tool:x:gone": (1, 1, 1)})
+    objects = align_posteriors(arm_set, {"skill:go:main": Posterior(7, 8, 9)})
+    for arrays in (tuples, objects, arm_set.align({"skill:go:main": Posterior(7, 8, 9)})):
+        assert arrays.alpha.tolist() == [3.0, 1.0, 7.0]
+        assert arrays.beta.tolist() == [1.0, 1.0, 8.0]
+        assert arrays.pulls.tolist() == [0, 0, 9]
+        assert arrays.pulls.dtype == np.int64
+    empty = align_posteriors(arm_set, {})
+    assert empty.alpha.tolist() == [3.0, 1.0, 3.0]
+    empty.alpha[0] = 99.0  # the arrays are the caller's to update in place
+    assert align_posteriors(arm_set, None).alpha.tolist() == [3.0, 1.0, 3.0]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        (0.0, 1.0, 0),
+        (1.0, -2.0, 0),
+        (math.inf, 1.0, 0),
+        (math.nan, 1.0, 3),
+        (1.0, 1.0, -2),
+        (1.0, 1.0, 2.5),
+        (1.0, 1.0),
+        "abc",
+    ],
+)
+def test_align_posteriors_refuses_impossible_values(value: Any) -> None:
+    arm_set = ArmSet(arms(2))
+    with pytest.raises(InvalidInput):
+        align_posteriors(arm_set, {arm_set.ids[1]: value})
 
 
 # --- ArmSetCache: lists of Arm ----------------------------------------------------------------
