@@ -12,6 +12,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from engine.config import Phase
 from engine.posterior import Posterior
 from engine.records import RunRecord
+from engine.savings import SessionUsage
 from engine.session_sets import SessionSet
 
 
@@ -293,3 +294,11 @@ class SessionSets(Protocol):
     ) -> SessionSet: ...
 
     def save_session_set(self, learner_id: int, changed: SessionSet) -> bool: ...
+
+
+@runtime_checkable
+class SessionUsages(Protocol):
+    """The usage of a learner's latest active runs summed per session, for the measured
+    prompt-cost saving (engine.savings). SqlStore implements it."""
+
+    def session_usage(self, learner_id: int, window: int = ...) -> list[SessionUsage]: ...

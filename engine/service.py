@@ -34,6 +34,7 @@ from engine.bounds import (
 )
 from engine.cache import CachedArm, PosteriorCache
 from engine.config import LearningConfig, Phase
+from engine.cost import PriceTable
 from engine.errors import InvalidConfig, InvalidInput, NotFound, Unavailable
 from engine.forgetting import Fold, keep_factor
 from engine.metrics import estimated_recall, usefulness_estimates
@@ -55,6 +56,7 @@ from engine.ports import (
     RunSessions,
     RunWriter,
     SessionSets,
+    SessionUsages,
     SpoolHealth,
     Store,
     TimeBucket,
@@ -63,6 +65,7 @@ from engine.ports import (
 from engine.posterior import check_reward, now_ms
 from engine.records import ArmOutcomeRecord, RunRecord, record_from_report
 from engine.resolve import MAX_QUERY_CHARS, resolve_arm_query
+from engine.savings import CostSavings, cost_savings, price_sessions
 from engine.session_sets import (
     MAX_SESSION_KEY_CHARS,
     SessionCache,
@@ -182,6 +185,7 @@ class LearningService:
         schedule: Schedule | None = None,
         spool_by_name: SpoolByName | None = None,
         spool: SpoolHealth | None = None,
+        prices: PriceTable | None = None,
     ) -> None:
         self.store = store
         self.spool = spool
@@ -200,6 +204,8 @@ class LearningService:
         self._spool_by_name = spool_by_name
         self._learner_id: int | None = None
         self._sessions = SessionCache(cache_ttl)
+        self.prices = prices if prices is not None else PriceTable()
+        """Token prices the measured cost saving is priced with (engine.cost)."""
         self._keep = keep_factor(self.base_config.half_life)
         try:
             self._open()
@@ -846,7 +852,16 @@ class LearningService:
         arms = list(self._cache.arms.values())
         pulls = sum(e.pulls for e in arms)
         reward = sum(e.rewards for e in arms)
-        return summarise(stats, len(arms), recall, pulls, reward)
+        return summarise(stats, len(arms), recall, pulls, reward, self._cost_savings())
+
+    def _cost_savings(self) -> CostSavings | None:
+        """The measured prompt-cost saving over the latest runs (engine.savings), or None
+        when the store keeps no per-run usage."""
+        store = self.store
+        if not isinstance(store, SessionUsages):
+            return None
+        sessions, cached = price_sessions(store.session_usage(self.learner_id), self.prices)
+        return cost_savings(sessions, cache_reported=cached)
 
     def _usefulness(self) -> dict[str, float]:
         """Each cached arm's estimated usage probability (engine.metrics)."""

@@ -12,6 +12,7 @@ from engine.metrics import token_savings_percent
 from engine.observation import SkipReason
 from engine.ports import ResetRecord, RunStats
 from engine.posterior import Confidence, Posterior
+from engine.savings import CostSavings
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +73,10 @@ class Summary:
     rewarded (None before the first)."""
     explore_ratio: float | None = None
     """The share of baseline runs among the runs counted (None without runs)."""
+    prompt_cost_savings: CostSavings | None = None
+    """The prompt cost per run of selected sessions against baseline sessions, as the provider
+    billed it (engine.savings); its `percent` is None, with a reason, when it cannot be
+    measured."""
 
 
 def _avg(total: int, n: int) -> float | None:
@@ -84,6 +89,7 @@ def summarise(
     estimated_recall: float | None = None,
     total_pulls: int = 0,
     total_reward: float = 0.0,
+    prompt_cost_savings: CostSavings | None = None,
 ) -> Summary:
     """The summary of a learner's run counters (and the estimated recall, metrics), and of
     its arms' evidence (`total_pulls` observations that brought `total_reward`)."""
@@ -115,6 +121,7 @@ def summarise(
         total_reward=total_reward,
         accuracy=total_reward / total_pulls if total_pulls else None,
         explore_ratio=_avg(stats.baseline_runs, stats.baseline_runs + stats.selected_runs),
+        prompt_cost_savings=prompt_cost_savings,
     )
 
 

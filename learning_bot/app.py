@@ -90,6 +90,7 @@ def build_app(settings: Settings, *, spool: bool = True, serving: bool = False) 
             schedule=run_in_background,
             spool_by_name=by_name,
             spool=spooled,
+            prices=settings.prices,
         )
 
     implicit = frozenset({DEFAULT_LEARNER, *settings.learners.values()})
@@ -120,7 +121,9 @@ def build_read_app(settings: Settings) -> App | None:
         return None
 
     def make(learner: str) -> LearningService:
-        return LearningService(reader, settings.config, learner=learner, cache_ttl=60.0)
+        return LearningService(
+            reader, settings.config, learner=learner, cache_ttl=60.0, prices=settings.prices
+        )
 
     services = LearnerServices(make, settings.config)
     bus = CommandBus(services, _NoCommandLog(), bus_settings(settings, rate_limit=0))

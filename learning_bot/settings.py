@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import LearningConfig
+from engine.cost import PriceTable
 from engine.errors import InvalidConfig
 
 ENV_PREFIX = "LEARNING_BOT_"
@@ -48,6 +49,9 @@ class Settings:
     rate_limit: int = 20
     spool_max_mb: float = 256.0
     """Bound of the local spool (LEARNING_BOT_SPOOL_MAX_MB); beyond it observe refuses loudly."""
+    prices: PriceTable = field(default_factory=PriceTable)
+    """Token prices per provider and model (engine.cost), with the config file's `prices` on
+    top of the built-in ones: what the measured cost saving is priced with."""
 
 
 DASHBOARD_PATH = "/__openclaw__/api/learning/dashboard"
@@ -100,7 +104,8 @@ def _env_value(key: str, raw: str) -> Any:
     return raw.strip()
 
 
-def _read_file(path: Path) -> dict[str, Any]:
+def _read_file(path: Path) -> tuple[dict[str, Any], Any]:
+    """The file's learning settings and its `prices` (None when it has none)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -114,7 +119,7 @@ def _read_file(path: Path) -> dict[str, Any]:
     learning = data.get("learning", data)
     if not isinstance(learning, dict):
         raise InvalidConfig("config file", "the `learning` section must be an object")
-    return learning
+    return learning, data.get("prices", learning.get("prices"))
 
 
 def _pairs(name: str, raw: str) -> dict[str, str]:
@@ -145,8 +150,12 @@ def load_settings(
     env = os.environ if env is None else env
     config = LearningConfig()
     path = config_path or env.get(f"{ENV_PREFIX}CONFIG")
+    prices = PriceTable()
     if path:
-        config = config.merged(_read_file(Path(path)))
+        learning, raw_prices = _read_file(Path(path))
+        config = config.merged({k: v for k, v in learning.items() if k != "prices"})
+        if raw_prices is not None:
+            prices = PriceTable.from_json(raw_prices)
     try:
         from_env = {
             key: _env_value(key, env[f"{ENV_PREFIX}{name}"])
@@ -207,4 +216,5 @@ def load_settings(
         cache_ttl=ttl,
         rate_limit=rate_limit,
         spool_max_mb=spool_max_mb,
+        prices=prices,
     )
