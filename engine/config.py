@@ -254,18 +254,21 @@ class LearningConfig:
         except InvalidConfig as exc:
             raise InvalidConfig(given.get(exc.field, exc.field), exc.detail) from None
 
-    def to_dict(self, camel: bool = True) -> dict[str, Any]:
+    def to_dict(self, camel: bool = True, *, complete: bool = False) -> dict[str, Any]:
         """Plain JSON-ready values, with the original camelCase keys by default.
 
         `policy` appears only when it is not DEFAULT_POLICY, and `packing`, `min_score`,
         `exploration`, `pooled_prior` and `half_life` only when they differ from what that
         policy sets; `from_dict` reads the result back to an equal config either way.
+        `complete` writes every setting.
         """
         out: dict[str, Any] = {}
         preset = POLICIES.get(self.policy, {})
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in preset:  # `from_dict` takes it from the policy named
+            if complete:
+                pass
+            elif f.name in preset:  # `from_dict` takes it from the policy named
                 if value == preset[f.name]:
                     continue
             elif f.name in _OPTIONAL_DEFAULTS and value == _OPTIONAL_DEFAULTS[f.name]:
@@ -278,6 +281,18 @@ class LearningConfig:
                 value = sorted(value)
             out[_CAMEL[f.name] if camel else f.name] = value
         return out
+
+    def learner_settings(self) -> dict[str, Any]:
+        """What a learner stores as its settings: `to_dict` without the phase (the phase is
+        state of its own, changed by the phase command)."""
+        out = self.to_dict()
+        out.pop("phase", None)
+        return out
+
+    def with_learner_settings(self, stored: Mapping[str, Any], phase: Phase) -> LearningConfig:
+        """The configuration of a learner whose stored settings are `stored`: the defaults
+        with them on top (not this configuration's: a learner's settings are its own)."""
+        return LearningConfig().merged({**stored, "phase": phase})
 
     @property
     def is_active(self) -> bool:

@@ -27,6 +27,9 @@ class LearnerState:
     """Grows with every committed posterior change, reset or phase change."""
     half_life: float = 0.0
     """The forgetting the store applies to this learner's posteriors (0: never)."""
+    settings: Mapping[str, Any] | None = None
+    """The learner's stored learning options (LearningConfig.to_dict without the phase), or
+    None for a learner made before settings were stored."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +184,16 @@ class RunWriter(Protocol):
 class Store(Protocol):
     """Persistence the LearningService needs; every write method is one atomic transaction."""
 
-    def open_learner(self, name: str, initial_phase: Phase) -> LearnerState: ...
+    def open_learner(
+        self,
+        name: str,
+        initial_phase: Phase,
+        settings: Mapping[str, Any] | None = None,
+        half_life: float = 0.0,
+    ) -> LearnerState:
+        """The learner named `name`, created with `settings` and `half_life` when it does not
+        exist; an existing learner's stored settings are never changed here."""
+        ...
 
     def learner_state(self, learner_id: int) -> LearnerState: ...
 
@@ -220,6 +232,13 @@ class Store(Protocol):
         """Make `half_life` the forgetting applied to every later change of the learner's
         posteriors (a change rebases every posterior, so `verify` replays each from its
         value at the change)."""
+        ...
+
+    def set_settings(
+        self, learner_id: int, settings: Mapping[str, Any], half_life: float, *, at: int
+    ) -> None:
+        """Store the learner's learning options and its half-life in one transaction (a new
+        half-life rebases its posteriors as `set_half_life` does)."""
         ...
 
     def inclusion_counts(self, learner_id: int, last: int) -> dict[str, tuple[int, int, int]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -84,6 +85,8 @@ from engine.views import (
     Summary,
     summarise,
 )
+
+log = logging.getLogger("learning_bot.engine")
 
 MIN_TRACES_FOR_ACTIVE = 50
 """Switching to the active phase with fewer traces than this warns."""
@@ -207,6 +210,11 @@ class LearningService:
         self.prices = prices if prices is not None else PriceTable()
         """Token prices the measured cost saving is priced with (engine.cost)."""
         self._keep = keep_factor(self.base_config.half_life)
+        self._settings = self.base_config
+        """The learner's settings (its stored ones once opened; the phase is the cache's)."""
+        self.settings_differ: str | None = None
+        """Set when the learner's stored settings differ from this process's configuration:
+        which, and how to change them."""
         try:
             self._open()
         except Unavailable:
@@ -216,19 +224,63 @@ class LearningService:
             # learner's name until the learner can be opened (or created).
 
     def _open(self) -> int:
-        state = self.store.open_learner(self.learner, self.base_config.phase)
+        """Open (or create) the learner. A learner's settings are its own state (SPEC section
+        4a): this process's configuration gives those of a learner it creates; an existing
+        learner keeps what it stored, and a difference is reported once (`settings_differ`),
+        never written: opening a learner writes nothing but a new learner's row."""
+        base = self.base_config
+        state = self.store.open_learner(
+            self.learner, base.phase, base.learner_settings(), base.half_life
+        )
         self._learner_id = state.id
         self._cache.phase = state.phase
-        self._keep = keep_factor(state.half_life)
-        """The forgetting storage applies (the learner's stored half-life): the cache applies
-        the same, so cached posteriors equal stored ones."""
-        if state.half_life != self.base_config.half_life:
-            # a read-only store (status) or storage that is down keeps the stored half-life
-            with contextlib.suppress(Unavailable):
-                self.store.set_half_life(state.id, self.base_config.half_life, at=now_ms())
-                self._keep = keep_factor(self.base_config.half_life)
-                self._cache.invalidate(reload=True)
+        self._adopt(state)
+        ours, theirs = base.learner_settings(), self._settings.learner_settings()
+        if ours != theirs:
+            stored = self._settings.to_dict(complete=True)
+            configured = base.to_dict(complete=True)
+            changed = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
+            shown = ", ".join(
+                f"{k} {stored.get(k)!r} (configured here: {configured.get(k)!r})" for k in changed
+            )
+            self.settings_differ = (
+                f"learner {self.learner!r} keeps its stored settings: {shown}; "
+                "`learning-bot learner set` changes them"
+            )
+            log.warning("%s", self.settings_differ)
         return state.id
+
+    def _adopt(self, state: LearnerState) -> None:
+        """Take the learner's stored settings and half-life as the ones selection and the
+        cache use (the half-life is what storage forgets with, so cached posteriors equal
+        stored ones)."""
+        if state.settings is not None:
+            self._settings = self.base_config.with_learner_settings(state.settings, state.phase)
+        else:  # a learner made before settings were stored: the process's, its half-life
+            self._settings = replace(self.base_config, half_life=state.half_life)
+        self._keep = keep_factor(state.half_life)
+
+    def set_settings(
+        self, changes: Mapping[str, Any], *, actor: str | None = None
+    ) -> LearningConfig:
+        """Change the learner's stored settings (camelCase or snake_case keys, as the config
+        file takes them; the phase has its own command). Every replica takes them at its next
+        refresh. Returns the learner's settings after the change."""
+        if not isinstance(changes, Mapping) or not changes:
+            raise InvalidInput("settings: give at least one setting to change")
+        if "phase" in changes:
+            raise InvalidInput("phase: change it with the phase command")
+        recorded_actor(actor)
+        self.refresh(force=True)
+        try:
+            updated = self._settings.merged(changes)
+        except InvalidConfig as exc:
+            raise InvalidInput(f"{exc.field}: {exc.detail}") from None
+        self.store.set_settings(
+            self.learner_id, updated.learner_settings(), updated.half_life, at=now_ms()
+        )
+        self.refresh(force=True)
+        return self.config
 
     @property
     def learner_id(self) -> int:
@@ -241,11 +293,12 @@ class LearningService:
 
     @property
     def config(self) -> LearningConfig:
-        """The configured settings with the learner's current phase."""
+        """The learner's settings with its current phase."""
         phase = self._cache.phase
-        if self.base_config.phase is phase:
-            return self.base_config
-        return replace(self.base_config, phase=phase)
+        settings = self._settings
+        if settings.phase is phase:
+            return settings
+        return replace(settings, phase=phase)
 
     def refresh(self, force: bool = False) -> None:
         """Bring the cache up to date if it is older than cache_ttl (or always, with force)."""
@@ -255,7 +308,7 @@ class LearningService:
             return
         generation = cache.generation
         state: LearnerState = self.store.learner_state(self.learner_id)
-        self._keep = keep_factor(state.half_life)
+        self._adopt(state)
         reload = force or cache.stale or state.version != cache.version
         # Read outside the lock, so selections keep using the old cache meanwhile; a local
         # update applied in between makes `install` refuse this read (see PosteriorCache).
@@ -331,7 +384,7 @@ class LearningService:
             except Unavailable as exc:
                 if not cache.arms:
                     reason = f"storage unavailable: {exc}"
-                    return include_everything(arm_set, self.base_config, reason)
+                    return include_everything(arm_set, self._settings, reason)
         elif self._clock() - cache.checked_at >= self.cache_ttl:
             self._refresh_later()
         config = self.config

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from typing import Any
+
 from sqlalchemy import Connection, select
 
 from engine.config import Phase
@@ -17,7 +21,13 @@ from storage.store_base import StoreBase
 class Learners(StoreBase):
     """The learner rows: open by name, list, read state."""
 
-    def open_learner(self, name: str, initial_phase: Phase) -> LearnerState:
+    def open_learner(
+        self,
+        name: str,
+        initial_phase: Phase,
+        settings: Mapping[str, Any] | None = None,
+        half_life: float = 0.0,
+    ) -> LearnerState:
         if not isinstance(name, str) or not name.strip() or len(name) > 128:
             raise InvalidInput("learner name must be 1-128 characters")
 
@@ -29,6 +39,8 @@ class Learners(StoreBase):
                     stats_epoch=0,
                     status_from_epoch=0,
                     created_at=now_ms(),
+                    half_life=float(half_life),
+                    settings=None if settings is None else _settings_json(settings),
                 )
                 conn.execute(stmt.on_conflict_do_nothing(index_elements=["name"]))
 
@@ -58,3 +70,8 @@ class Learners(StoreBase):
         # value costs one more attempt, not a wrong write)
         self._half_lives[learner_id] = state.half_life
         return state
+
+
+def _settings_json(settings: Mapping[str, Any]) -> str:
+    """A learner's settings as stored: compact JSON with sorted keys."""
+    return json.dumps(dict(settings), sort_keys=True, separators=(",", ":"), allow_nan=False)

@@ -9,7 +9,7 @@ engine's records."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -82,7 +82,7 @@ class LiteReader:
         return None if row is None else int(row[0])
 
     def learner_row(self, learner_id: int) -> tuple[Any, ...] | None:
-        """id, name, phase, version, half-life (queries.LEARNER_STATE)."""
+        """id, name, phase, version, half-life, settings (queries.LEARNER_STATE)."""
         row: tuple[Any, ...] | None = self.conn.execute(
             queries.LEARNER_STATE, (learner_id,)
         ).fetchone()
@@ -106,7 +106,13 @@ class LiteReader:
 
     # -- the Store port's reads ----------------------------------------------------------------
 
-    def open_learner(self, name: str, initial_phase: Phase) -> LearnerState:
+    def open_learner(
+        self,
+        name: str,
+        initial_phase: Phase,
+        settings: Mapping[str, Any] | None = None,
+        half_life: float = 0.0,
+    ) -> LearnerState:
         found = self._read(self.learner_id, name)
         if found is None:
             raise NotReadable(f"no learner named {name!r} yet")
@@ -161,6 +167,11 @@ class LiteReader:
         raise self._refuse()
 
     def set_half_life(self, learner_id: int, half_life: float, *, at: int) -> None:
+        raise self._refuse()
+
+    def set_settings(
+        self, learner_id: int, settings: Mapping[str, Any], half_life: float, *, at: int
+    ) -> None:
         raise self._refuse()
 
     def record_rewards(

@@ -19,7 +19,7 @@ LEARNER_BY_NAME = "SELECT id FROM learners WHERE name = ?"
 LEARNER_STATE = """
 SELECT l.id, l.name, l.phase,
        (SELECT COALESCE(SUM(s.changes), 0) FROM run_stats s WHERE s.learner_id = l.id),
-       l.half_life
+       l.half_life, l.settings
 FROM learners l WHERE l.id = ?
 """
 
@@ -102,10 +102,15 @@ def for_postgres(sql: str) -> str:
 
 
 def learner_state(row: Sequence[Any]) -> LearnerState:
+    import json
+
     from engine.config import Phase
     from engine.ports import LearnerState
 
-    return LearnerState(int(row[0]), row[1], Phase(row[2]), int(row[3]), float(row[4] or 0.0))
+    settings = json.loads(row[5]) if len(row) > 5 and row[5] is not None else None
+    return LearnerState(
+        int(row[0]), row[1], Phase(row[2]), int(row[3]), float(row[4] or 0.0), settings
+    )
 
 
 def inclusion_counts(rows: Sequence[Sequence[Any]]) -> dict[str, tuple[int, int, int]]:

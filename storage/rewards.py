@@ -3,9 +3,11 @@ forgetting itself (which rebases every posterior)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import Connection, insert, select, update
 
 from engine.errors import InvalidInput, NotFound
 from engine.forgetting import keep_factor
@@ -79,31 +81,50 @@ class Rewards(StoreBase):
 
         def run() -> None:
             with write_transaction(self.engine) as conn:
-                if locked_half_life(conn, learner_id) == float(half_life):
-                    return
-                p = posteriors.c
-                arms = conn.execute(
-                    select(p.arm_id)
-                    .where(p.learner_id == learner_id)
-                    .order_by(self._lock_order(p.arm_id))
-                    .with_for_update()
-                ).all()
-                conn.execute(
-                    update(learners)
-                    .where(learners.c.id == learner_id)
-                    .values(half_life=float(half_life))
-                )
-                conn.execute(
-                    update(posteriors)
-                    .where(p.learner_id == learner_id)
-                    .values(
-                        prior_alpha=p.alpha,
-                        prior_beta=p.beta,
-                        prior_pulls=p.pulls,
-                        prior_rewards=p.rewards,
-                        epoch=p.epoch + 1,
-                    )
-                )
-                self._bump(conn, learner_id, max(1, len(arms)))
+                self._rebase_half_life(conn, learner_id, half_life)
 
         with_retries(run)
+
+    def set_settings(
+        self, learner_id: int, settings: Mapping[str, Any], half_life: float, *, at: int
+    ) -> None:
+        """Store the learner's learning options and its half-life together (a new half-life
+        rebases its posteriors as `set_half_life` does)."""
+        keep_factor(half_life)  # validates
+        stored = json.dumps(dict(settings), sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+        def run() -> None:
+            with write_transaction(self.engine) as conn:
+                self._rebase_half_life(conn, learner_id, half_life)
+                conn.execute(
+                    update(learners).where(learners.c.id == learner_id).values(settings=stored)
+                )
+                self._bump(conn, learner_id, 1)
+
+        with_retries(run)
+
+    def _rebase_half_life(self, conn: Connection, learner_id: int, half_life: float) -> None:
+        if locked_half_life(conn, learner_id) == float(half_life):
+            return
+        p = posteriors.c
+        arms = conn.execute(
+            select(p.arm_id)
+            .where(p.learner_id == learner_id)
+            .order_by(self._lock_order(p.arm_id))
+            .with_for_update()
+        ).all()
+        conn.execute(
+            update(learners).where(learners.c.id == learner_id).values(half_life=float(half_life))
+        )
+        conn.execute(
+            update(posteriors)
+            .where(p.learner_id == learner_id)
+            .values(
+                prior_alpha=p.alpha,
+                prior_beta=p.beta,
+                prior_pulls=p.pulls,
+                prior_rewards=p.rewards,
+                epoch=p.epoch + 1,
+            )
+        )
+        self._bump(conn, learner_id, max(1, len(arms)))

@@ -49,6 +49,10 @@ learners = Table(
     Column("created_at", BigInteger, nullable=False),
     # Forgetting: observations of an arm over which its evidence halves (0: never forget).
     Column("half_life", Float, nullable=False, server_default="0"),
+    # The learner's learning options as JSON (LearningConfig.to_dict without the phase), set
+    # when it is created and by the settings command only (migration 0012); NULL for a learner
+    # made before: the opening process's settings apply to it.
+    Column("settings", Text, nullable=True),
 )
 
 # The current posterior of one arm: prior_* (its base since the last reset) plus the changes

@@ -15,7 +15,14 @@ from collections.abc import Callable
 from adapters.terminal.render import render
 from adapters.terminal.style import Style
 from bot.bus import CommandBus
-from bot.commands import CancelCommand, Command, ConfirmCommand, UsageError, parse_command
+from bot.commands import (
+    CancelCommand,
+    Command,
+    ConfirmCommand,
+    ResetCommand,
+    UsageError,
+    parse_command,
+)
 from bot.errors import kind_of_code
 from bot.handlers import usage_reply
 from bot.invocation import Actor, Invocation
@@ -111,13 +118,22 @@ def run_chat_command(
     data as JSON for scripts), return the exit code. A destructive command asks on a
     terminal, or needs `confirm`."""
     try:
-        parse_command(text)
+        command = parse_command(text)
     except UsageError as exc:
         raise CliError(str(exc), EXIT_USAGE, hint=usage_hint(exc)) from None
+    tty = sys.stdin.isatty() if interactive is None else interactive
+    if isinstance(command, ResetCommand) and not (confirm or command.confirm or tty):
+        # Refused before it reaches the bus: a refused command writes nothing (no pending
+        # confirmation, no audit or rate-limit row).
+        what = "reset undo" if command.undo else "reset"
+        raise CliError(
+            f"{what} asks for confirmation — not on a terminal",
+            EXIT_USAGE,
+            hint="add --confirm to do it without asking",
+        )
     reply = send(text)
     if reply.kind is ReplyKind.CONFIRM:
         token = reply.actions[0].token
-        tty = sys.stdin.isatty() if interactive is None else interactive
         if confirm:
             reply = send(ConfirmCommand(token))
         elif tty:

@@ -1,11 +1,14 @@
-"""`learning-bot learner create NAME`: make a learner before anything is written to it."""
+"""`learning-bot learner create NAME`: make a learner before anything is written to it;
+`learner show NAME` and `learner set NAME KEY=VALUE ...`: its stored settings (SPEC section
+4a: a learner's settings are its own state, changed only by this command or its equivalents)."""
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+import json
+from typing import TYPE_CHECKING, Any
 
-from adapters.terminal.commands import EXIT_OK
+from adapters.terminal.commands import EXIT_OK, CliError
 from learning_bot.cli.parser import Commands
 
 if TYPE_CHECKING:
@@ -16,22 +19,69 @@ if TYPE_CHECKING:
 def register(sub: Commands) -> None:
     learner = sub.add_parser(
         "learner",
-        help="create a learner before anything is written to it",
-        description="Create a learner (reads never create one).",
+        help="create a learner, show or change its stored settings",
+        description=(
+            "Create a learner (reads never create one), show its settings, or change them. "
+            "A learner's settings (policy, halfLife, tokenBudget, baselineRate, ...) are stored "
+            "with it: the configuration of the process that creates it gives them, and only "
+            "`learner set` changes them afterwards (every replica takes the change)."
+        ),
     )
-    learner.add_argument("action", choices=("create",), help="create: make the learner now")
+    learner.add_argument(
+        "action",
+        choices=("create", "show", "set"),
+        help="create: make the learner now; show: its settings; set: change them",
+    )
     learner.add_argument("name", help="1-64 letters, digits, '.', '_', ':' or '-'")
+    learner.add_argument(
+        "settings",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="set: the settings to change, e.g. halfLife=50 policy=seed (values as JSON)",
+    )
+    learner.add_argument("--json", action="store_true", help="show/set: print JSON")
     learner.set_defaults(run=_run, no_url="it works locally")
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     from learning_bot.app import build_app
 
+    if args.action != "set" and args.settings:
+        raise CliError(f"learner {args.action} takes no KEY=VALUE settings")
     app = build_app(settings)
     try:
-        return _learner_create(app, args.name)
+        if args.action == "create":
+            return _learner_create(app, args.name)
+        service = app.service(args.name)
+        if args.action == "set":
+            service.set_settings(_pairs(args.settings), actor="command line")
+        stored = service.config.learner_settings()
+        if args.json:
+            print(json.dumps({"learner": service.learner, "settings": stored}, indent=2))
+        else:
+            print(f"Learner '{service.learner}' settings:")
+            for key, value in sorted(service.config.to_dict(complete=True).items()):
+                if key != "phase":
+                    print(f"  {key} = {json.dumps(value)}")
+        return EXIT_OK
     finally:
         app.close()
+
+
+def _pairs(items: list[str]) -> dict[str, Any]:
+    """KEY=VALUE words as settings: a value is read as JSON, else taken as a string."""
+    if not items:
+        raise CliError("learner set needs at least one KEY=VALUE (e.g. halfLife=50)")
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise CliError(f"expected KEY=VALUE, got {item!r}")
+        try:
+            out[key] = json.loads(raw)
+        except ValueError:
+            out[key] = raw
+    return out
 
 
 def _learner_create(app: App, name: str) -> int:

@@ -146,9 +146,16 @@ def test_resets_undo_and_a_changed_half_life_keep_verify_passing(store: SqlStore
     service.undo_reset(actor="tester")
     drive_more(service)
     assert store.verify(service.learner_id).ok
-    # another replica configured with another half-life: the learner's posteriors rebase
+    # another replica configured with another half-life changes nothing: the learner's
+    # settings are its own; the settings command changes it and the posteriors rebase
     other = LearningService(store, config.merged({"halfLife": 40}), rng=3, cache_ttl=0)
+    assert store.learner_state(other.learner_id).half_life == 10.0
+    assert other.config.half_life == 10.0
+    assert other.settings_differ is not None and "halfLife" in other.settings_differ
+    other.set_settings({"halfLife": 40}, actor="tester")
     assert store.learner_state(other.learner_id).half_life == 40.0
+    service.refresh(force=True)
+    assert service.config.half_life == 40.0
     drive_more(other)
     assert store.verify(other.learner_id).ok
 

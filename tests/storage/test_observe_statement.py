@@ -139,7 +139,7 @@ def test_a_half_life_set_by_another_replica_is_used_by_the_next_write(database_u
     other = SqlStore(database_url)
     service = LearningService(writer, ACTIVE, cache_ttl=3600)
     before = service.observe(report("before"))
-    LearningService(other, LearningConfig.for_policy("seed", phase=Phase.ACTIVE, half_life=4.0))
+    LearningService(other, ACTIVE).set_settings({"halfLife": 4.0}, actor="other replica")
     after = service.observe(report("after", calls=("Bash",)))
     assert after.recorded
     stored = other.load_arms(service.learner_id)
