@@ -178,6 +178,19 @@ class LearningService:
             return self._open()
         return self._learner_id
 
+    def spool_health(self) -> dict[str, Any] | None:
+        """The spool's state, or None when runs are not spooled."""
+        writer: Any = self.writer
+        for _ in range(8):
+            health = getattr(writer, "health", None)
+            if callable(health):
+                result: dict[str, Any] = health()
+                return result
+            writer = getattr(writer, "inner", None)
+            if writer is None:
+                return None
+        return None
+
     # -- cache ----------------------------------------------------------------------------------
 
     @property

@@ -549,7 +549,8 @@ def _check_server(base: str) -> None:
 
 
 def _serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
-    from adapters.http.server import http_settings, is_loopback, serve_workers
+    from adapters.http.server import is_loopback, serve_workers
+    from adapters.http.settings import http_settings
 
     if not 1 <= port <= 65535:
         raise CliError(f"--port must be from 1 to 65535, got {port}", EXIT_USAGE)
@@ -648,7 +649,8 @@ def _run_loop(main: object) -> None:
 def _slack(settings: Settings, host: str, port: int) -> int:
     """Slack on its own: Socket Mode when SLACK_APP_TOKEN is set (no port is opened), else HTTP
     on --host/--port with Slack posting to /slack/events."""
-    from adapters.http.server import SurfaceFailed, http_settings, serve
+    from adapters.http.server import SurfaceFailed, serve
+    from adapters.http.settings import http_settings
     from adapters.slack.service import slack_service
     from learning_bot.app import build_app
 

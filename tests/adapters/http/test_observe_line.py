@@ -11,7 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.http.api import ApiError, _observe_answers
+from adapters.http.observe_line import _observe_answers
+from adapters.http.responses import ApiError
 from engine import LearningConfig, Phase
 from engine.errors import InvalidInput, Unavailable
 from engine.ports import RecordResult
@@ -152,7 +153,7 @@ def test_concurrent_observes_over_http_are_all_answered_for_themselves(live: Liv
 
 
 def test_a_turn_takes_at_most_a_thousand_runs_but_always_one_request() -> None:
-    from adapters.http.api import _turn
+    from adapters.http.observe_line import _turn
 
     def waiting(*sizes: int) -> list[Any]:
         return [({"reports": [{}] * n} if n > 1 else {}, None) for n in sizes]
