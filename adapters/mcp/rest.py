@@ -52,7 +52,7 @@ async def _json_body(request: Request, limit: int) -> dict[str, Any]:
 
 def rest_routes(tools: LearningTools, guard: Guard, max_body_bytes: int) -> list[BaseRoute]:
     """GET /v1/health and the learning routes; the POSTs (they write) go through `guard`
-    (bearer token, origin), the reads are open like the learning API's other reads."""
+    (the learning API's rules for writes), the reads are open like the learning API's."""
 
     def endpoint(
         work: Callable[[Request, dict[str, Any]], Any], *, body: bool = True, guarded: bool = True
