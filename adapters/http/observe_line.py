@@ -104,12 +104,13 @@ def _turn(waiting: list[_Waiting]) -> tuple[list[_Waiting], list[_Waiting]]:
 class ObserveLine:
     """Observe requests recorded together: for each learner a worker takes every request
     waiting and records their runs in one `observe_many` (one transaction); requests arriving
-    meanwhile wait for the next turn. Up to TURNS turns of a learner run at once, so that one
-    reads and scores its runs while another writes (group commit merges their writes when
-    they meet). With a thread per request the threads would contend for the interpreter with
-    the event loop, and each would wait to commit."""
+    meanwhile wait for the next turn. This is the only batching of observes: storage writes
+    each `observe_many` as it comes, so one turn of a learner runs at a time (TURNS), and the
+    turns never wait for each other's locks in the database. With a thread per request the
+    threads would contend for the interpreter with the event loop, and each would wait to
+    commit."""
 
-    TURNS = 2
+    TURNS = 1
 
     def __init__(self, call: Callable[..., Awaitable[Any]]) -> None:
         self._call = call
