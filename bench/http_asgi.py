@@ -34,9 +34,9 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from adapters.http.api import BASE, HttpSettings  # noqa: E402
+from adapters.http.api import BASE  # noqa: E402
 from adapters.http.app import create_app  # noqa: E402
-from adapters.http.server import LOOPBACK_NAMES  # noqa: E402
+from adapters.http.settings import LOOPBACK_NAMES, HttpSettings  # noqa: E402
 from engine import Arm, LearningConfig, Phase  # noqa: E402
 from engine.records import report_from_json, report_to_json  # noqa: E402
 from engine.simulation import make_workload  # noqa: E402

@@ -175,8 +175,8 @@ class SpoolHealth(Protocol):
 
 
 class RunWriter(Protocol):
-    """Where runs are written: the Store itself, or a wrapper that batches concurrent writes
-    (group commit) or spools them while storage is unavailable."""
+    """Where runs are written: the Store itself, or a wrapper that spools them while storage is
+    unavailable (concurrent observes are batched once, by the HTTP adapter's observe line)."""
 
     def record_runs(self, learner_id: int, runs: Sequence[RunRecord]) -> RecordResult: ...
 

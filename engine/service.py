@@ -10,7 +10,9 @@ The service starts no thread and does no I/O of its own: the store does the I/O,
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import heapq
+import json
 import logging
 import time
 import uuid
@@ -142,6 +144,18 @@ def _touch_ms(idle_seconds: int) -> int:
 def _tool_name(arm_id: str) -> str | None:
     parsed = parse_arm_id(arm_id)
     return parsed.name if parsed.type is ArmType.TOOL else None
+
+
+def _keyed(session_key: str, options: Mapping[str, Any], k: int) -> str:
+    """The key a session's set is kept under for one set of per-call options."""
+    shown = json.dumps({"k": k, **options}, sort_keys=True, default=str)
+    digest = hashlib.sha256(shown.encode()).hexdigest()[:16]
+    base = (
+        session_key
+        if len(session_key) <= MAX_SESSION_KEY_CHARS - 17
+        else (hashlib.sha256(session_key.encode()).hexdigest())
+    )
+    return f"{base}#{digest}"
 
 
 def session_key_of(context: Mapping[str, Any] | None, session_key: str | None = None) -> str:
@@ -616,7 +630,10 @@ class LearningService:
             return chosen
 
         if session_key and config.is_active:
-            selection = self._in_session(session_key, arm_set, config, draw)
+            # A caller that asks with other per-call options asks for another selection: the
+            # session's set is kept per set of options (a gateway sends the same every turn).
+            key = session_key if not changes and not k else _keyed(session_key, changes, k)
+            selection = self._in_session(key, arm_set, config, draw)
         else:
             selection = draw(arm_set, config)
         chosen = set(selection.selected)

@@ -1,4 +1,4 @@
-"""Wiring: settings -> store (with spool and group commit) -> learning services -> command bus."""
+"""Wiring: settings -> store (with spool) -> learning services -> command bus."""
 
 from __future__ import annotations
 
@@ -61,12 +61,10 @@ def bus_settings(settings: Settings, *, rate_limit: int | None = None) -> BusSet
 
 def build_app(settings: Settings, *, spool: bool = True, serving: bool = False) -> App:
     """Everything a surface needs. With `spool`, runs that storage cannot take are kept in a
-    local spool and replayed when it is back; concurrent writes share transactions. A
-    `serving` app (serve, slack, discord run, mcp) backs up and upgrades an outdated SQLite
-    file instead of refusing it."""
+    local spool and replayed when it is back. A `serving` app (serve, slack, discord run,
+    mcp) backs up and upgrades an outdated SQLite file instead of refusing it."""
     from storage import SqlStore
     from storage.command_log import SqlCommandLog
-    from storage.group_commit import GroupCommitWriter
 
     sql = SqlStore(settings.database_url, upgrade_sqlite=serving)
     writer: RunWriter = sql
@@ -78,7 +76,6 @@ def build_app(settings: Settings, *, spool: bool = True, serving: bool = False) 
         limit = round(settings.spool_max_mb * 1024 * 1024)
         spooling = SpoolingStore(sql, Spool(default_spool_root(sql.url), max_bytes=limit))
         writer, by_name, spooled = spooling, spooling.record_runs_by_name, spooling
-    writer = GroupCommitWriter(writer)
 
     def make(learner: str) -> LearningService:
         return LearningService(

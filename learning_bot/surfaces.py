@@ -41,14 +41,14 @@ class SurfaceEntry:
 
 
 def _mcp(app: App, env: Mapping[str, str]) -> Surface:
-    from adapters.http.server import http_settings
+    from adapters.http.guards import RequestGuard
+    from adapters.http.settings import http_settings
     from adapters.mcp.surface import McpSurface
 
     http = http_settings(env)
     return McpSurface(
         mcp_tools(app),
-        api_token=http.api_token,
-        allowed_origins=http.cors_origins,
+        guard=RequestGuard(http).refusal,
         max_body_bytes=http.max_body_bytes,
         version=_version(),
     )

@@ -15,8 +15,9 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from adapters.http.api import BASE, Api, HttpSettings
+from adapters.http.api import BASE, Api
 from adapters.http.openapi import openapi_document
+from adapters.http.settings import HttpSettings
 from bot.bus import CommandBus
 
 READ = ("GET",)
@@ -34,7 +35,7 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 class DirectRoutes:
     """The ASGI application `create_app` returns. `POST select` and `POST observe`, which an
     agent runtime calls around every model request, go straight to their handlers (`select`
-    to `Api.select_asgi`, which writes the ASGI messages itself; `observe` to the endpoint its
+    to `Api.fast_select`, which writes the ASGI messages itself; `observe` to the endpoint its
     Starlette route uses); every other request goes through Starlette's routing and
     middleware. With CORS origins configured everything goes through Starlette, whose CORS
     middleware adds the headers."""
@@ -144,5 +145,5 @@ def create_app(
     if settings.cors_origins:
         return app
     return DirectRoutes(
-        app, {f"{BASE}/select": api.select_asgi, f"{BASE}/observe": endpoint_app(observe)}
+        app, {f"{BASE}/select": api.fast_select, f"{BASE}/observe": endpoint_app(observe)}
     )

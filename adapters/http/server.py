@@ -12,12 +12,12 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from adapters.http.api import BASE, HttpSettings
+from adapters.http.api import BASE
 from adapters.http.app import create_app
+from adapters.http.settings import HttpSettings, http_settings, serving_settings
 from bot.bus import CommandBus
 from bot.surface import Surface
 from engine.errors import InvalidConfig
@@ -26,27 +26,6 @@ log = logging.getLogger("learning_bot.serve")
 SHUTDOWN_SECONDS = 4.0
 
 
-def http_settings(env: Mapping[str, str] | None = None) -> HttpSettings:
-    env = os.environ if env is None else env
-    token = env.get("LEARNING_BOT_API_TOKEN", "").strip() or None
-    if token is not None and len(token) < 16:
-        raise InvalidConfig("LEARNING_BOT_API_TOKEN", "must be at least 16 characters")
-    raw_max = env.get("LEARNING_BOT_MAX_BODY_BYTES", "").strip()
-    try:
-        max_body = int(raw_max) if raw_max else 4 * 1024 * 1024
-    except ValueError:
-        raise InvalidConfig(
-            "LEARNING_BOT_MAX_BODY_BYTES", f"must be bytes, got {raw_max!r}"
-        ) from None
-    if not 1024 <= max_body <= 256 * 1024 * 1024:
-        raise InvalidConfig("LEARNING_BOT_MAX_BODY_BYTES", "must be from 1 KiB to 256 MiB")
-    origins = tuple(
-        o.strip() for o in env.get("LEARNING_BOT_CORS_ORIGINS", "").split(",") if o.strip()
-    )
-    return HttpSettings(api_token=token, max_body_bytes=max_body, cors_origins=origins)
-
-
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 HEADER_SECONDS = 10.0
 """A connection that has not sent a whole request head within this time is closed."""
 KEEP_ALIVE_SECONDS = 5
@@ -213,8 +192,7 @@ async def serve(
             f"refusing to listen on {host} without LEARNING_BOT_API_TOKEN: anyone could "
             "reset posteriors; set a token or bind to 127.0.0.1",
         )
-    if settings.api_token is None and not settings.allowed_hosts:
-        settings = replace(settings, allowed_hosts=LOOPBACK_NAMES)
+    settings = serving_settings(settings)
     routes = [route for s in surfaces for route in s.routes]
     asgi = create_app(bus, settings, extra_routes=routes)
     config = uvicorn.Config(

@@ -77,7 +77,7 @@ def _is_arm_id(text: str) -> bool:
 
 def rest_routes(tools: LearningTools, guard: Guard, max_body_bytes: int) -> list[BaseRoute]:
     """GET /v1/health and the learning routes; the POSTs (they write) go through `guard`
-    (bearer token, origin), the reads are open like the learning API's other reads."""
+    (the learning API's rules for writes), the reads are open like the learning API's."""
 
     def endpoint(
         work: Callable[[Request, dict[str, Any]], Any], *, body: bool = True, guarded: bool = True

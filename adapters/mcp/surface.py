@@ -1,6 +1,7 @@
 """The MCP surface in `learning-bot serve`: MCP over Streamable HTTP at `/mcp` (stateless, so
 an idle client or a server restart never strands a session) and the `/v1` REST routes, both
-behind the bearer token when one is configured; and `serve_stdio` for `learning-bot mcp`.
+behind the guard of the server's writes (Host, Origin, content type, bearer token), which the
+composition root hands in; and `serve_stdio` for `learning-bot mcp`.
 
 `run()` holds the SDK's session manager open for as long as the server runs (a route inside
 another Starlette app never gets its own lifespan), and `/mcp` requests wait until it is.
@@ -9,20 +10,18 @@ another Starlette app never gets its own lifespan), and `/mcp` requests wait unt
 from __future__ import annotations
 
 import asyncio
-import hmac
 import os
 import signal
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import anyio
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
-from adapters.mcp.rest import rest_routes
+from adapters.mcp.rest import Guard, rest_routes
 from adapters.mcp.tools import LearningTools
 
 if TYPE_CHECKING:
@@ -30,38 +29,6 @@ if TYPE_CHECKING:
 
 MCP_PATH = "/mcp"
 READY_SECONDS = 10.0
-
-
-class RequestGuard:
-    """The rules of the learning API's mutating routes: a bearer token when one is configured,
-    and no cross-site browser requests (an Origin other than this host or an allowed one)."""
-
-    def __init__(self, api_token: str | None, allowed_origins: Sequence[str] = ()) -> None:
-        self.api_token = api_token
-        self.allowed_origins = frozenset(o.rstrip("/") for o in allowed_origins)
-
-    def __call__(self, request: Request) -> Response | None:
-        origin = request.headers.get("origin")
-        if origin and origin.rstrip("/") not in self.allowed_origins:
-            host = request.headers.get("host", "")
-            if urlsplit(origin).netloc != host:
-                return JSONResponse(
-                    {"error": "cross-site requests are refused (Origin is not this server)"},
-                    status_code=403,
-                )
-        token = self.api_token
-        if token is None:
-            return None
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            given.strip().encode(), token.encode()
-        ):
-            return JSONResponse(
-                {"error": "a valid bearer token is required (Authorization: Bearer ...)"},
-                status_code=401,
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-        return None
 
 
 class _McpEndpoint:
@@ -96,8 +63,7 @@ class McpSurface:
         self,
         tools: LearningTools,
         *,
-        api_token: str | None = None,
-        allowed_origins: Sequence[str] = (),
+        guard: Guard,
         max_body_bytes: int = 4 * 1024 * 1024,
         version: str = "",
     ) -> None:
@@ -107,7 +73,7 @@ class McpSurface:
         self._version = version
         self._max_body_bytes = max_body_bytes
         self.mcp_app: Any = None
-        self.guard = RequestGuard(api_token, allowed_origins)
+        self.guard = guard
         self.ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._routes: list[BaseRoute] = [
@@ -130,7 +96,7 @@ class McpSurface:
             stateless_http=True,
             json_response=True,
             max_request_body_size=self._max_body_bytes,
-            # Host and Origin are checked by RequestGuard with the rest of the API's rules.
+            # Host and Origin are checked by `guard` with the rest of the API's rules.
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
         return server

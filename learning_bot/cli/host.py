@@ -67,7 +67,8 @@ class CommandHost:
         return self.entry.build(self.app(), os.environ)
 
     def serve_http(self, surfaces: Sequence[Surface], host: str, port: int) -> int:
-        from adapters.http.server import SurfaceFailed, http_settings, serve
+        from adapters.http.server import SurfaceFailed, serve
+        from adapters.http.settings import http_settings
 
         announce_public(self.settings, say)
         run = serve(

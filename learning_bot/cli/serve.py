@@ -47,7 +47,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
-    from adapters.http.server import http_settings, is_loopback, serve_workers
+    from adapters.http.server import is_loopback, serve_workers
+    from adapters.http.settings import http_settings
 
     if not 1 <= port <= 65535:
         raise CliError(f"--port must be from 1 to 65535, got {port}", EXIT_USAGE)

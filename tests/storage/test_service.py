@@ -447,19 +447,15 @@ def test_cache_sees_other_replicas_writes(store: SqlStore) -> None:
 
 
 def test_a_trace_given_twice_is_recorded_once_and_counted_once(active: LearningService) -> None:
-    """De-duplication has one home, the store: the same trace twice in one call, or from two
-    concurrent callers sharing a transaction, is inserted once and reads as a duplicate."""
+    """De-duplication has one home, the store: the same trace twice in one call, or from
+    concurrent callers, is inserted once and reads as a duplicate."""
     import threading
-
-    from storage.group_commit import GroupCommitWriter
 
     first, second = active.observe_many([report("twice"), report("twice")])
     assert first.recorded and not first.duplicate
     assert second.duplicate and not second.recorded and second.rewards == {}
     assert active.traces()[1] == 1
     assert active.verify().ok
-    writer = GroupCommitWriter(active.store, linger=0.05)
-    active.writer = writer
     results: list[bool] = []
     barrier = threading.Barrier(4)
 

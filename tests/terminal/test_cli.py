@@ -360,7 +360,7 @@ def test_spool_bound_comes_from_the_environment(tmp_path: Path) -> None:
     assert settings.spool_max_mb == 0.5
     app = build_app(settings)
     try:
-        assert app.writer.inner.spool.max_bytes == 512 * 1024  # type: ignore[attr-defined]
+        assert app.writer.spool.max_bytes == 512 * 1024  # type: ignore[attr-defined]
     finally:
         app.close()
     for bad in ("0", "-1", "lots", "nan"):

@@ -330,7 +330,7 @@ def test_without_a_token_writes_must_be_addressed_to_loopback(sqlite_url: str) -
     """A DNS-rebound name (Origin and Host both the attacker's) cannot write either."""
     from starlette.testclient import TestClient
 
-    from adapters.http.server import LOOPBACK_NAMES
+    from adapters.http.settings import LOOPBACK_NAMES
     from learning_bot.app import build_app
     from learning_bot.settings import Settings
 

@@ -3,7 +3,9 @@ been alone, while the runs of the requests that waited together share one transa
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.http.api import ApiError, _observe_answers
+from adapters.http.observe_line import ObserveLine, _observe_answers
+from adapters.http.responses import ApiError
 from engine import LearningConfig, Phase
 from engine.errors import InvalidInput, Unavailable
 from engine.ports import RecordResult
@@ -36,13 +39,18 @@ def body(trace_id: str, calls: Sequence[str] = ("Read",)) -> dict[str, Any]:
 
 
 class Recording:
-    """The real store; writes down each transaction's trace ids, and can be told to fail."""
+    """The real store; writes down each transaction's trace ids and how many were written at
+    once, can be told to take its time, and to fail."""
 
     def __init__(self, store: SqlStore) -> None:
         self.store = store
         self.batches: list[list[str]] = []
         self.poison: str | None = None
         self.down = False
+        self.seconds = 0.0
+        self.writing = 0
+        self.most_at_once = 0
+        self._lock = threading.Lock()
 
     def record_runs(self, learner_id: int, runs: Sequence[RunRecord]) -> RecordResult:
         ids = [r.trace_id for r in runs]
@@ -50,8 +58,16 @@ class Recording:
             raise Unavailable("storage is down")
         if self.poison in ids:
             raise RuntimeError("this run cannot be written")
-        self.batches.append(ids)
-        return self.store.record_runs(learner_id, runs)
+        with self._lock:
+            self.writing += 1
+            self.most_at_once = max(self.most_at_once, self.writing)
+        try:
+            time.sleep(self.seconds)
+            self.batches.append(ids)
+            return self.store.record_runs(learner_id, runs)
+        finally:
+            with self._lock:
+                self.writing -= 1
 
 
 @pytest.fixture
@@ -112,6 +128,26 @@ def test_storage_down_fails_every_request_of_the_turn(
     assert writer.batches == []
 
 
+async def test_one_turn_of_a_learner_writes_at_a_time_and_the_next_takes_all_that_waited(
+    service: tuple[LearningService, Recording],
+) -> None:
+    """The line is the only batching of observes: while a learner's turn writes, the requests
+    arriving wait, and the next turn writes them all in one transaction."""
+    svc, writer = service
+    writer.seconds = 0.2
+    line = ObserveLine(asyncio.to_thread)
+    first = asyncio.create_task(line.observe(svc, body("first")))
+    while not writer.writing:
+        await asyncio.sleep(0.005)
+    waiting = [asyncio.create_task(line.observe(svc, body(f"w{i}"))) for i in range(5)]
+    answers = await asyncio.gather(first, *waiting)
+    assert [a["traceId"] for a in answers] == ["first", *(f"w{i}" for i in range(5))]
+    assert all(a["recorded"] for a in answers)
+    assert writer.batches == [["first"], [f"w{i}" for i in range(5)]]
+    assert writer.most_at_once == 1
+    assert svc.verify().ok
+
+
 def test_concurrent_observes_over_http_are_all_answered_for_themselves(live: Live) -> None:
     errors: list[str] = []
     recorded: list[str] = []
@@ -152,7 +188,7 @@ def test_concurrent_observes_over_http_are_all_answered_for_themselves(live: Liv
 
 
 def test_a_turn_takes_at_most_a_thousand_runs_but_always_one_request() -> None:
-    from adapters.http.api import _turn
+    from adapters.http.observe_line import _turn
 
     def waiting(*sizes: int) -> list[Any]:
         return [({"reports": [{}] * n} if n > 1 else {}, None) for n in sizes]

@@ -1,4 +1,4 @@
-"""`POST select` straight on ASGI (`Api.select_asgi`): the bytes, headers and errors of the
+"""`POST select` straight on ASGI (`Api.fast_select`): the bytes, headers and errors of the
 Starlette route, the draws of `LearningService.select` for the same seed, and bodies seen
 before answered without being read again."""
 
@@ -14,10 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import adapters.http.api as api_module
+import adapters.http.fast_select as fast_select_module
 from adapters.http import HttpSettings, create_app
-from adapters.http.api import _ENCODER, SelectBodies, selection_bytes
 from adapters.http.app import DirectRoutes
+from adapters.http.fast_select import SelectBodies, selection_bytes
+from adapters.http.responses import ENCODER
 from bot.bus import BusSettings, CommandBus, LearnerServices
 from bot.shapes import selection_json
 from engine import LearningConfig, Phase
@@ -129,7 +130,7 @@ def test_the_answers_are_the_bytes_and_draws_of_select_for_the_same_seed(
         seen = set()
         for _ in range(20):
             status, headers, answer = call(app, body)
-            expected = _ENCODER.encode(selection_json(service.select(ArmSet.from_json(ARMS))))
+            expected = ENCODER.encode(selection_json(service.select(ArmSet.from_json(ARMS))))
             assert status == 200
             assert answer == expected.encode("utf-8")
             assert headers == [
@@ -147,13 +148,13 @@ def test_a_body_seen_before_is_not_decoded_again(
     bus: CommandBus, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     decoded: list[bytes] = []
-    decode = api_module.decode_body
+    decode = fast_select_module.decode_body
 
     def counting(raw: bytes) -> Any:
         decoded.append(raw)
         return decode(raw)
 
-    monkeypatch.setattr(api_module, "decode_body", counting)
+    monkeypatch.setattr(fast_select_module, "decode_body", counting)
     app = create_app(bus, HttpSettings())
     body = json.dumps({"arms": ARMS}).encode()
     other = json.dumps({"arms": ARMS[:10], "context": {"channel": "c"}}).encode()
@@ -289,7 +290,7 @@ def test_selection_bytes_are_the_encoders(
 ) -> None:
     selection = Selection(ids[:split], ids[split:], baseline, budget, used, used > budget, fallback)
     names = {i: json.dumps(i, ensure_ascii=False) for i in ids[: len(ids) if known else -1]}
-    expected = _ENCODER.encode(selection_json(selection)).encode("utf-8")
+    expected = ENCODER.encode(selection_json(selection)).encode("utf-8")
     assert selection_bytes(selection, names) == expected
     assert selection_bytes(selection, None) == expected
 
@@ -302,5 +303,5 @@ def test_selection_bytes_of_other_kinds_go_through_the_encoder() -> None:
     with pytest.raises(TypeError):
         selection_bytes(odd, names)
     flag = Selection(["tool:fs:Read"], [], 1, 5, 1, False)  # type: ignore[arg-type]
-    assert selection_bytes(flag, names) == _ENCODER.encode(selection_json(flag)).encode()
+    assert selection_bytes(flag, names) == ENCODER.encode(selection_json(flag)).encode()
     assert b'"isBaseline":1' in selection_bytes(flag, names)
