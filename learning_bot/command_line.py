@@ -1,8 +1,7 @@
 """The `learning-bot` command line: the terminal surface's commands, the server, the Slack and
 Discord surfaces on their own, export, console, simulate and database maintenance.
 
-learning_bot.cli, the entry point, sends here every command that learning_bot.status does not
-answer on its own."""
+learning_bot.cli, the entry point, sends every command here."""
 
 from __future__ import annotations
 
