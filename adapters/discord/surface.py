@@ -397,7 +397,7 @@ class DiscordSurface:
         if reply.error_code == FORBIDDEN.code:
             await self.notice(interaction, f"{reply.summary} {ADMIN_HINT}")
             return
-        if not reply.data.get("replacesPrompt"):
+        if not reply.replaces_prompt:
             message = render_reply(reply, more_hint=self.more_hint)
             await self._send_private(interaction, message, deferred=deferred)
             return

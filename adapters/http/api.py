@@ -32,6 +32,7 @@ from bot.shapes import (
     bucket_json,
     config_json,
     observe_json,
+    reply_json,
     selection_json,
     summary_json,
     trace_json,
@@ -697,7 +698,7 @@ class Api:
             interactive=True,
             wording=wording,
         )
-        return reply.to_dict()
+        return reply_json(reply)
 
 
 _Waiting = tuple[Any, "asyncio.Future[Any]"]

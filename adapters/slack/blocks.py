@@ -20,6 +20,7 @@ from bot.replies import (
     Action,
     Actions,
     Block,
+    CompactStatus,
     Fields,
     Heading,
     Reply,
@@ -279,7 +280,7 @@ def dashboard_button(url: str) -> dict[str, Any] | None:
     }
 
 
-def compact_status(reply: Reply, compact: dict[str, Any]) -> list[dict[str, Any]]:
+def compact_status(reply: Reply, compact: CompactStatus) -> list[dict[str, Any]]:
     """A status for a phone: the title, the headline numbers, short "label · mean" lists and
     where the full tables are. The reply's other blocks (the full tables) are left out."""
     out: list[dict[str, Any]] = []
@@ -288,18 +289,15 @@ def compact_status(reply: Reply, compact: dict[str, Any]) -> list[dict[str, Any]
             badge = f"  [{block.badge}]" if block.badge else ""
             out.append(header(f"{block.text}{badge}"))
             break
-    pairs = compact.get("headline")
-    if isinstance(pairs, list) and pairs:
-        out.append(_pairs(pairs))
-    lists = compact.get("lists")
-    for entry in lists if isinstance(lists, list) else []:
-        rows = [f"{label} · {mean}" for label, mean in entry.get("items", [])]
+    if compact.headline:
+        out.append(_pairs(compact.headline))
+    for entry in compact.lists:
+        rows = [f"{label} · {mean}" for label, mean in entry.items]
         if rows:
-            out.append(_title(str(entry.get("title", ""))))
+            out.append(_title(entry.title))
             out.append(section("\n".join(rows)))
-    more = compact.get("more")
-    if isinstance(more, str) and more:
-        out.append(context(more))
+    if compact.more:
+        out.append(context(compact.more))
     return out
 
 
@@ -340,11 +338,11 @@ def _error_blocks(reply: Reply) -> tuple[str, list[dict[str, Any]]]:
     """One line that names what was wrong, and at most one muted line of help."""
     line = clean(reply.summary).strip().splitlines()[0] if reply.summary.strip() else "Error"
     blocks = [section(f"\u26a0\ufe0f {line}")]
-    usage = reply.data.get("usage")
+    usage = reply.usage
     hint: str | None = None
-    if isinstance(usage, list) and len(usage) == 1:
-        hint = "Usage: " + str(usage[0]).split(" — ")[0]
-    elif isinstance(usage, list) and usage:
+    if usage is not None and len(usage) == 1:
+        hint = "Usage: " + usage[0].split(" — ")[0]
+    elif usage:
         hint = "/learning help lists the commands."
     else:
         muted = [b.text for b in reply.blocks if isinstance(b, Text) and b.muted]
@@ -407,13 +405,12 @@ def render_reply(
     if reply.kind is ReplyKind.ERROR:
         line, blocks = _error_blocks(reply)
         return SlackMessage(cut(fallback_text(line), MAX_FALLBACK_CHARS), tuple(blocks))
-    compact = reply.data.get("compact")
-    if isinstance(compact, dict):
-        rendered = compact_status(reply, compact)
+    if reply.compact is not None:
+        rendered = compact_status(reply, reply.compact)
     else:
         rendered = render_blocks(reply.blocks, dashboard_url, table_blocks)
-    link = reply.data.get("dashboardUrl")
-    link_button = dashboard_button(link) if isinstance(link, str) else None
+    link = reply.dashboard_url
+    link_button = dashboard_button(link) if link is not None else None
     if link_button is not None:
         rendered = [*rendered[: MAX_BLOCKS - 1], {"type": "actions", "elements": [link_button]}]
     if not rendered:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from bot.bus import Actor, Invocation
+from bot.shapes import reply_json
 from learning_bot.app import build_app, build_read_app
 from learning_bot.settings import Settings, load_settings
 from learning_bot.simulate import simulate
@@ -240,7 +241,7 @@ def _bus_reply(env: dict[str, str], text: str) -> dict[str, Any]:
     assert app is not None
     try:
         invocation = Invocation("terminal", Actor("local:t", "t", is_admin=True), text)
-        return app.bus.dispatch(invocation).to_dict()
+        return reply_json(app.bus.dispatch(invocation))
     finally:
         app.close()
 
