@@ -215,8 +215,8 @@ class Handlers:
         if isinstance(command, HelpCommand):
             return self.help(command, surface)
         if isinstance(command, ArmNamesQuery):
-            names = [[v.arm_id, v.label] for v in service.posteriors()]
-            return Reply(ReplyKind.INFO, (), f"{len(names)} arms", data={"arms": names})
+            names = tuple((v.arm_id, v.label) for v in service.posteriors())
+            return Reply(ReplyKind.INFO, (), f"{len(names)} arms", arm_names=names)
         if isinstance(command, ConfirmCommand | CancelCommand):
             raise ValueError("confirmations are handled by the bus")
         raise ValueError(f"unknown command {command!r}")

@@ -118,6 +118,8 @@ class Reply:
     """The answer to a confirmation: surfaces show it in place of the prompt."""
     confirmed_by: str | None = None
     """Who confirmed the prompt this reply replaces."""
+    arm_names: tuple[tuple[str, str], ...] | None = None
+    """The learner's (arm id, label) pairs, for a surface's autocomplete."""
 
     @property
     def ok(self) -> bool:

@@ -172,6 +172,8 @@ def reply_data_json(reply: Reply) -> dict[str, Any]:
         data["replacesPrompt"] = True
     if reply.confirmed_by is not None:
         data["by"] = reply.confirmed_by
+    if reply.arm_names is not None:
+        data["arms"] = [list(pair) for pair in reply.arm_names]
     return data
 
 
@@ -187,6 +189,7 @@ def reply_from_json(data: dict[str, Any]) -> Reply:
     detail = _take(details, "detail", _string)
     link = _take(details, "dashboardUrl", _string)
     cancelled = _take(details, "cancelled", _true) is True
+    names = _take(details, "arms", _name_pairs)
     return Reply(
         kind=ReplyKind(data["kind"]),
         blocks=tuple(block_from_json(b) for b in data["blocks"]),
@@ -200,6 +203,7 @@ def reply_from_json(data: dict[str, Any]) -> Reply:
         cancelled=cancelled,
         replaces_prompt=replaces,
         confirmed_by=by,
+        arm_names=None if names is None else tuple((a, b) for a, b in names),
     )
 
 
@@ -214,6 +218,11 @@ def _string(value: object) -> bool:
 
 def _true(value: object) -> bool:
     return value is True
+
+
+def _name_pairs(value: object) -> bool:
+    """(arm id, label) pairs; not an empty list, which may be a reward's arms (arm_json)."""
+    return isinstance(value, list) and bool(value) and all(_strings(pair, 2) for pair in value)
 
 
 def compact_json(compact: CompactStatus) -> dict[str, Any]:

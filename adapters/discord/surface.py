@@ -449,7 +449,7 @@ class DiscordSurface:
 
     def _arm_names(self, invocation: Invocation) -> list[tuple[str, str]]:
         reply = self.bus.dispatch(invocation)
-        return [(str(arm_id), str(label)) for arm_id, label in reply.data.get("arms", [])]
+        return list(reply.arm_names or ())
 
     async def arm_choices(
         self, interaction: Interaction, current: str, *, several: bool = False

@@ -92,7 +92,9 @@ def test_a_replys_typed_fields_go_on_the_wire_after_its_data_under_their_names()
     assert list(reply_data_json(done)) == ["phase", "replacesPrompt", "by"]
     cancelled = Reply(ReplyKind.INFO, (), "c", cancelled=True, replaces_prompt=True)
     assert list(reply_data_json(cancelled)) == ["cancelled", "replacesPrompt"]
-    for reply in (status, usage, done, cancelled):
+    names = Reply(ReplyKind.INFO, (), "1 arms", arm_names=(("tool:fs:Read", "Read"),))
+    assert reply_data_json(names) == {"arms": [["tool:fs:Read", "Read"]]}
+    for reply in (status, usage, done, cancelled, names):
         assert reply_from_json(json.loads(json.dumps(reply_json(reply)))) == reply
 
 
@@ -104,6 +106,7 @@ def test_details_not_of_their_typed_shape_stay_as_they_came() -> None:
         "usage": 3,
         "dashboardUrl": ["u"],
         "cancelled": "yes",
+        "arms": [],
     }
     wire = {"kind": "info", "summary": "s", "visibility": "private", "blocks": [], "data": data}
     reply = reply_from_json(wire)
