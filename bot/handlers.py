@@ -98,6 +98,14 @@ def usage_reply(message: str, command: str | None = None, surface: str = "") -> 
     )
 
 
+def usage_grammar(reply: Reply) -> str | None:
+    """A usage error's grammar when it concerns one command: the words of its help paragraph
+    (HELP), not the explanation after the dash; None for the whole grammar or no usage."""
+    if reply.usage is None or len(reply.usage) != 1:
+        return None
+    return reply.usage[0].split(" — ", 1)[0]
+
+
 def fmt_time(ms: int | None) -> str:
     if ms is None:
         return "never"

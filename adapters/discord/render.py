@@ -10,7 +10,7 @@ from typing import TypeAlias
 
 import discord
 
-from bot.render_text import render_table
+from bot.render_text import render_table, two_to_a_line
 from bot.replies import (
     Actions,
     CompactStatus,
@@ -191,8 +191,12 @@ def _link_url(value: str | None) -> str | None:
 
 def _headline_lines(pairs: Sequence[tuple[str, str]]) -> list[str]:
     """Headline numbers, two to a line: `**Phase** ACTIVE · **Traces** 1,234`."""
-    items = [f"**{escape(k)}** {escape(v)}" for k, v in pairs]
-    return [" · ".join(items[i : i + 2]) for i in range(0, len(items), 2)]
+    return two_to_a_line([f"**{escape(k)}** {escape(v)}" for k, v in pairs])
+
+
+def _heading_title(block: Heading) -> str:
+    """A heading with its badge beside it: `Learning status — default [ACTIVE]`."""
+    return block.text + (f" [{block.badge}]" if block.badge else "")
 
 
 def _compact_layout(reply: Reply, compact: CompactStatus) -> _Layout:
@@ -201,7 +205,7 @@ def _compact_layout(reply: Reply, compact: CompactStatus) -> _Layout:
     layout = _Layout()
     for block in reply.blocks:
         if isinstance(block, Heading):
-            layout.title = block.text + (f" [{block.badge}]" if block.badge else "")
+            layout.title = _heading_title(block)
             break
     layout.parts.append("\n".join(_headline_lines(compact.headline)))
     for entry in compact.lists:
@@ -257,7 +261,7 @@ def _layout(reply: Reply) -> _Layout:
     has_table = any(isinstance(b, Table) for b in reply.blocks)
     for block in reply.blocks:
         if isinstance(block, Heading):
-            title = block.text + (f" [{block.badge}]" if block.badge else "")
+            title = _heading_title(block)
             if layout.title is None:
                 layout.title = title
             else:

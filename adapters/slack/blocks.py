@@ -15,7 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from bot.render_text import render_table, render_text
+from bot.handlers import usage_grammar
+from bot.render_text import render_table, render_text, two_to_a_line
 from bot.replies import (
     Action,
     Actions,
@@ -260,10 +261,9 @@ def _pairs(items: Sequence[Sequence[str]]) -> dict[str, Any]:
     shown = [(clean(str(k)), clean(str(v))) for k, v in items]
     if all(mrkdwn_safe(k) and mrkdwn_safe(v) for k, v in shown):
         parts = [f"*{k}* {v}" for k, v in shown]
-        lines = [" · ".join(parts[i : i + 2]) for i in range(0, len(parts), 2)]
+        lines = two_to_a_line(parts)
         return {"type": "section", "text": mrkdwn(cut("\n".join(lines), MAX_SECTION_CHARS))}
-    parts = [f"{k}: {v}" for k, v in shown]
-    return section("\n".join(" · ".join(parts[i : i + 2]) for i in range(0, len(parts), 2)))
+    return section("\n".join(two_to_a_line([f"{k}: {v}" for k, v in shown])))
 
 
 def dashboard_button(url: str) -> dict[str, Any] | None:
@@ -280,14 +280,18 @@ def dashboard_button(url: str) -> dict[str, Any] | None:
     }
 
 
+def _heading(block: Heading) -> dict[str, Any]:
+    """A heading with its badge beside it: `Learning status — default  [ACTIVE]`."""
+    return header(block.text + (f"  [{block.badge}]" if block.badge else ""))
+
+
 def compact_status(reply: Reply, compact: CompactStatus) -> list[dict[str, Any]]:
     """A status for a phone: the title, the headline numbers, short "label · mean" lists and
     where the full tables are. The reply's other blocks (the full tables) are left out."""
     out: list[dict[str, Any]] = []
     for block in reply.blocks:
         if isinstance(block, Heading):
-            badge = f"  [{block.badge}]" if block.badge else ""
-            out.append(header(f"{block.text}{badge}"))
+            out.append(_heading(block))
             break
     if compact.headline:
         out.append(_pairs(compact.headline))
@@ -338,11 +342,11 @@ def _error_blocks(reply: Reply) -> tuple[str, list[dict[str, Any]]]:
     """One line that names what was wrong, and at most one muted line of help."""
     line = clean(reply.summary).strip().splitlines()[0] if reply.summary.strip() else "Error"
     blocks = [section(f"\u26a0\ufe0f {line}")]
-    usage = reply.usage
+    grammar = usage_grammar(reply)
     hint: str | None = None
-    if usage is not None and len(usage) == 1:
-        hint = "Usage: " + usage[0].split(" — ")[0]
-    elif usage:
+    if grammar is not None:
+        hint = "Usage: " + grammar
+    elif reply.usage:
         hint = "/learning help lists the commands."
     else:
         muted = [b.text for b in reply.blocks if isinstance(b, Text) and b.muted]
@@ -363,8 +367,7 @@ def render_blocks(
     table_used = not table_blocks or tables > 1
     for block in blocks:
         if isinstance(block, Heading):
-            badge = f"  [{block.badge}]" if block.badge else ""
-            out.append(header(f"{block.text}{badge}"))
+            out.append(_heading(block))
         elif isinstance(block, Text):
             if block.text.strip():
                 out.append(context(block.text) if block.muted else section(block.text))

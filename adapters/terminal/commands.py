@@ -17,7 +17,7 @@ from adapters.terminal.style import Style
 from bot.bus import CommandBus
 from bot.commands import CancelCommand, Command, ConfirmCommand, UsageError, parse_command
 from bot.errors import kind_of_code
-from bot.handlers import usage_reply
+from bot.handlers import usage_grammar, usage_reply
 from bot.invocation import Actor, Invocation
 from bot.replies import Reply, ReplyKind
 from bot.shapes import reply_data_json, reply_from_json
@@ -135,8 +135,8 @@ def run_chat_command(
     if reply.kind is ReplyKind.ERROR:
         # The terminal is the operator's own: it shows the cause a chat reply keeps private.
         message = reply.detail or reply.summary
-        usage = reply.usage
-        hint = _usage_line(usage) if reply.error_code == "usage" and usage else None
+        usage = usage_grammar(reply)
+        hint = _usage_line(usage) if reply.error_code == "usage" and reply.usage else None
         raise CliError(message, kind_of_code(reply.error_code).exit_code, hint=hint)
     if as_json:
         print(json.dumps(reply_data_json(reply), indent=2, ensure_ascii=False))
@@ -147,12 +147,11 @@ def run_chat_command(
 
 def usage_hint(exc: UsageError) -> str:
     """The one hint line of a usage error: the grammar of the command it concerns."""
-    return _usage_line(usage_reply(str(exc), exc.command, "terminal").usage)
+    return _usage_line(usage_grammar(usage_reply(str(exc), exc.command, "terminal")))
 
 
-def _usage_line(lines: tuple[str, ...] | None) -> str:
-    """`usage: <grammar>` for one command (its words, not the explanation after the dash)."""
-    if lines is not None and len(lines) == 1:
-        grammar = lines[0].split(" — ", 1)[0]
+def _usage_line(grammar: str | None) -> str:
+    """`usage: <grammar>` for one command, else where the whole grammar is."""
+    if grammar is not None:
         return f"usage: {grammar} (see `learning-bot {grammar.split()[1]} --help`)"
     return "see `learning-bot --help`"
