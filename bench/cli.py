@@ -4,7 +4,8 @@ Builds the database once (100,000 traces over 30 arms, in the active phase: each
 selected by the service, its usage drawn from `engine.simulation`, and the runs written with
 `observe_many` in batches of 1,000), then times whole processes, taking turns:
 
-- `learning-bot status` (the local read of the SQLite file),
+- `learning-bot status` (the local read of the SQLite file, through the command bus on the
+  standard library's sqlite3 rather than SQLAlchemy: learning_bot.app.build_read_app),
 - `learning-bot --url http://127.0.0.1:PORT status` (reading a `learning-bot serve` started
   on the same database),
 - `python -c pass` (the interpreter's own start-up: the reference),

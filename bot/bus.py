@@ -33,6 +33,7 @@ from bot.middleware.idempotency import IN_FLIGHT, Idempotency
 from bot.middleware.rate_limit import RateLimit
 from bot.ports import CommandBatch, CommandStore, PendingConfirmation
 from bot.replies import Reply, error_reply
+from bot.shapes import reply_from_json, reply_json
 from engine.bounds import check_learner_name, unknown_learner_message
 from engine.config import LearningConfig
 from engine.errors import NotFound, Unavailable
@@ -218,7 +219,7 @@ class CommandBus:
             time.sleep(0.05)
             _, stored = self.commands.in_transaction(lambda b: b.claim(key, now_ms()))
             if stored is not None:
-                return Reply.from_dict(json.loads(stored))
+                return reply_from_json(json.loads(stored))
         return IN_FLIGHT
 
     @staticmethod
@@ -231,8 +232,8 @@ class CommandBus:
             if kind.code == "internal":
                 log.exception("command failed: %r from %s", call.command, call.invocation.surface)
             message = user_message(exc)
-            detail = {"detail": str(exc)} if message != str(exc) else {}
-            return error_reply(message, code=kind.code, **detail)
+            detail = str(exc) if message != str(exc) else None
+            return error_reply(message, code=kind.code, detail=detail)
 
     # -- execution -----------------------------------------------------------------------------
 
@@ -305,7 +306,7 @@ class CommandBus:
             service, confirmed, invocation.actor, invocation.conversation, invocation.speaks_as
         )
         reply = self.handlers.outcome(reply, invocation.actor)
-        self.commands.finish_confirmation(token, json.dumps(reply.to_dict()))
+        self.commands.finish_confirmation(token, json.dumps(reply_json(reply)))
         return reply
 
     def _cancel(self, invocation: Invocation, token: str) -> Reply:
@@ -317,7 +318,7 @@ class CommandBus:
         if not self.commands.use_confirmation(token, invocation.actor.id, now_ms()):
             return self._already_done(token, pending)
         reply = self.handlers.cancelled(pending, invocation.actor)
-        self.commands.finish_confirmation(token, json.dumps(reply.to_dict()))
+        self.commands.finish_confirmation(token, json.dumps(reply_json(reply)))
         return reply
 
     def _already_done(self, token: str, pending: PendingConfirmation) -> Reply:

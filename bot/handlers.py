@@ -24,6 +24,8 @@ from bot.replies import (
     Action,
     Actions,
     Column,
+    CompactList,
+    CompactStatus,
     Fields,
     Heading,
     Reply,
@@ -32,7 +34,7 @@ from bot.replies import (
     Text,
     Visibility,
 )
-from bot.shapes import arm_json, summary_json
+from bot.shapes import arm_json, reply_from_json, summary_json
 from engine.config import Phase
 from engine.service import MIN_TRACES_FOR_ACTIVE, LearningService
 from engine.views import ArmView, Status, Summary
@@ -91,8 +93,17 @@ def usage_reply(message: str, command: str | None = None, surface: str = "") -> 
         ReplyKind.ERROR,
         (Text(message), Text("Usage:\n" + "\n".join(lines), muted=True)),
         message,
-        data={"error": message, "errorCode": "usage", "usage": lines},
+        data={"error": message, "errorCode": "usage"},
+        usage=tuple(lines),
     )
+
+
+def usage_grammar(reply: Reply) -> str | None:
+    """A usage error's grammar when it concerns one command: the words of its help paragraph
+    (HELP), not the explanation after the dash; None for the whole grammar or no usage."""
+    if reply.usage is None or len(reply.usage) != 1:
+        return None
+    return reply.usage[0].split(" — ", 1)[0]
 
 
 def fmt_time(ms: int | None) -> str:
@@ -156,35 +167,35 @@ COMPACT_ITEMS = 3
 """Arms in each list of the compact status (phones); `status top N` shows the full tables."""
 
 
-def headline(status: Status) -> list[list[str]]:
+def headline(status: Status) -> tuple[tuple[str, str], ...]:
     """The numbers a status leads with: phase, traces, prompt savings, estimated recall (the
     savings against the baseline when the prompt savings are not known)."""
     s = status.summary
-    out = [["Phase", status.phase.value.upper()], ["Traces", fmt_int(s.trace_count)]]
+    out = [("Phase", status.phase.value.upper()), ("Traces", fmt_int(s.trace_count))]
     if s.prompt_savings_percent is not None:
-        out.append(["Prompt savings", f"{s.prompt_savings_percent:.0f}%"])
+        out.append(("Prompt savings", f"{s.prompt_savings_percent:.0f}%"))
     elif s.token_savings_percent is not None:
-        out.append(["Token savings", f"{s.token_savings_percent:.1f}%"])
+        out.append(("Token savings", f"{s.token_savings_percent:.1f}%"))
     if s.estimated_recall is not None:
-        out.append(["Estimated recall", f"{s.estimated_recall * 100:.0f}%"])
-    return out
+        out.append(("Estimated recall", f"{s.estimated_recall * 100:.0f}%"))
+    return tuple(out)
 
 
-def compact_status(status: Status, surface: str = "") -> dict[str, Any]:
+def compact_status(status: Status, surface: str = "") -> CompactStatus:
     """The status as a phone shows it: the headline numbers, then short "label · mean" lists;
     the full tables are one command (or the dashboard) away."""
 
-    def items(views: tuple[ArmView, ...] | list[ArmView]) -> list[list[str]]:
-        return [[v.label or v.arm_id, f"{v.mean:.2f}"] for v in views[:COMPACT_ITEMS]]
+    def items(views: tuple[ArmView, ...] | list[ArmView]) -> tuple[tuple[str, str], ...]:
+        return tuple((v.label or v.arm_id, f"{v.mean:.2f}") for v in views[:COMPACT_ITEMS])
 
-    lists: list[dict[str, Any]] = [{"title": "Best arms", "items": items(status.top)}]
+    lists = [CompactList("Best arms", items(status.top))]
     if status.bottom:
-        lists.append({"title": "Candidates for exclusion", "items": items(status.bottom)})
-    return {
-        "headline": headline(status),
-        "lists": lists,
-        "more": f"Full tables: {command_prefix(surface)} status top 10, or the dashboard.",
-    }
+        lists.append(CompactList("Candidates for exclusion", items(status.bottom)))
+    return CompactStatus(
+        headline(status),
+        tuple(lists),
+        f"Full tables: {command_prefix(surface)} status top 10, or the dashboard.",
+    )
 
 
 class Handlers:
@@ -212,8 +223,8 @@ class Handlers:
         if isinstance(command, HelpCommand):
             return self.help(command, surface)
         if isinstance(command, ArmNamesQuery):
-            names = [[v.arm_id, v.label] for v in service.posteriors()]
-            return Reply(ReplyKind.INFO, (), f"{len(names)} arms", data={"arms": names})
+            names = tuple((v.arm_id, v.label) for v in service.posteriors())
+            return Reply(ReplyKind.INFO, (), f"{len(names)} arms", arm_names=names)
         if isinstance(command, ConfirmCommand | CancelCommand):
             raise ValueError("confirmations are handled by the bus")
         raise ValueError(f"unknown command {command!r}")
@@ -309,18 +320,27 @@ class Handlers:
                 )
             data["bottom"] = [arm_json(v) for v in status.bottom]
         data["top"] = [arm_json(v) for v in status.top]
-        if self.settings.dashboard_url:
-            blocks.append(Text(f"Dashboard: {self.settings.dashboard_url}", muted=True))
-            data["dashboardUrl"] = self.settings.dashboard_url
-        if not status.empty and command.top is None:
-            data["compact"] = compact_status(status, surface)
+        dashboard_url: str | None = self.settings.dashboard_url or None
+        if dashboard_url:
+            blocks.append(Text(f"Dashboard: {dashboard_url}", muted=True))
+        compact = (
+            None if status.empty or command.top is not None else compact_status(status, surface)
+        )
         summary = f"{status.phase.value} phase, {s.trace_count:,} traces, {s.arm_count:,} arms" + (
             f", saved {s.prompt_savings_percent:.0f}% of prompt tokens"
             if s.prompt_savings_percent is not None
             else ""
         )
         visibility = Visibility.PUBLIC if command.public else Visibility.PRIVATE
-        return Reply(ReplyKind.INFO, tuple(blocks), summary, visibility, data)
+        return Reply(
+            ReplyKind.INFO,
+            tuple(blocks),
+            summary,
+            visibility,
+            data,
+            dashboard_url=dashboard_url,
+            compact=compact,
+        )
 
     def arm_detail(self, service: LearningService, command: StatusCommand) -> Reply:
         assert command.arm is not None
@@ -576,12 +596,13 @@ class Handlers:
         return replace(
             reply,
             blocks=(*reply.blocks, note),
-            data={**reply.data, "replacesPrompt": True, "by": actor.display},
+            replaces_prompt=True,
+            confirmed_by=actor.display,
         )
 
     def already_done(self, pending: PendingConfirmation) -> Reply:
         if pending.outcome:
-            previous = Reply.from_dict(json.loads(pending.outcome))
+            previous = reply_from_json(json.loads(pending.outcome))
             text = f"Already done: {previous.summary}"
         else:
             text = "This was already confirmed or cancelled."
@@ -594,6 +615,4 @@ class Handlers:
 
     def cancelled(self, pending: PendingConfirmation, actor: Any) -> Reply:
         text = f"Cancelled by {actor.display}; nothing changed."
-        return Reply(
-            ReplyKind.INFO, (Text(text),), text, data={"cancelled": True, "replacesPrompt": True}
-        )
+        return Reply(ReplyKind.INFO, (Text(text),), text, cancelled=True, replaces_prompt=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sequence
 
 from bot.replies import Actions, Fields, Heading, Reply, Table, Text
 from engine.text import strip_controls
@@ -47,6 +48,12 @@ def render_table(table: Table, max_cell: int = 48) -> list[str]:
             ).rstrip()
         )
     return lines
+
+
+def two_to_a_line(parts: Sequence[str]) -> list[str]:
+    """Short items two to a line, `a · b`: a status's headline numbers where a list of
+    key/value fields would stack into twice as many lines on a phone."""
+    return [" · ".join(parts[i : i + 2]) for i in range(0, len(parts), 2)]
 
 
 def render_text(reply: Reply) -> str:

@@ -77,6 +77,24 @@ Block = Heading | Text | Fields | Table | Actions
 
 
 @dataclass(frozen=True, slots=True)
+class CompactList:
+    """One short list of a compact status: (label, mean) pairs under a title."""
+
+    title: str
+    items: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CompactStatus:
+    """A status as a phone shows it: the headline numbers, short lists of arms, and `more`,
+    which says where the full tables are."""
+
+    headline: tuple[tuple[str, str], ...]
+    lists: tuple[CompactList, ...]
+    more: str
+
+
+@dataclass(frozen=True, slots=True)
 class Reply:
     kind: ReplyKind
     blocks: tuple[Block, ...]
@@ -84,7 +102,24 @@ class Reply:
     """One line saying what happened; surfaces use it as the notification text."""
     visibility: Visibility = Visibility.PRIVATE
     data: dict[str, Any] = field(default_factory=dict)
-    """Machine-readable details (for the HTTP surface and for tests)."""
+    """Machine-readable details (for the HTTP surface and for tests); bot.shapes writes them
+    on the wire together with the typed fields below."""
+    usage: tuple[str, ...] | None = None
+    """A usage error's grammar lines: one command's, or the whole grammar's."""
+    detail: str | None = None
+    """An error's cause, where the message shown in chat words it for users."""
+    dashboard_url: str | None = None
+    """The dashboard a status links to, when its address is known."""
+    compact: CompactStatus | None = None
+    """A status's phone layout (a status that asked for no number of arms)."""
+    cancelled: bool = False
+    """A confirmation prompt was cancelled."""
+    replaces_prompt: bool = False
+    """The answer to a confirmation: surfaces show it in place of the prompt."""
+    confirmed_by: str | None = None
+    """Who confirmed the prompt this reply replaces."""
+    arm_names: tuple[tuple[str, str], ...] | None = None
+    """The learner's (arm id, label) pairs, for a surface's autocomplete."""
 
     @property
     def ok(self) -> bool:
@@ -100,28 +135,14 @@ class Reply:
         code = self.data.get("errorCode")
         return code if isinstance(code, str) else None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind.value,
-            "summary": self.summary,
-            "visibility": self.visibility.value,
-            "blocks": [_block_to_dict(b) for b in self.blocks],
-            "data": self.data,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Reply:
-        return cls(
-            kind=ReplyKind(data["kind"]),
-            blocks=tuple(_block_from_dict(b) for b in data["blocks"]),
-            summary=data["summary"],
-            visibility=Visibility(data["visibility"]),
-            data=dict(data.get("data") or {}),
-        )
-
 
 def error_reply(
-    message: str, hint: str | None = None, *, code: str = "invalid_input", **data: Any
+    message: str,
+    hint: str | None = None,
+    *,
+    code: str = "invalid_input",
+    detail: str | None = None,
+    **data: Any,
 ) -> Reply:
     """An error answer; `code` names its row in the error table (bot.errors)."""
     blocks: list[Block] = [Text(message)]
@@ -132,55 +153,5 @@ def error_reply(
         tuple(blocks),
         message,
         data={"error": message, "errorCode": code, **data},
-    )
-
-
-def _block_to_dict(block: Block) -> dict[str, Any]:
-    if isinstance(block, Heading):
-        return {"type": "heading", "text": block.text, "badge": block.badge}
-    if isinstance(block, Text):
-        return {"type": "text", "text": block.text, "muted": block.muted}
-    if isinstance(block, Fields):
-        return {"type": "fields", "items": [list(i) for i in block.items]}
-    if isinstance(block, Table):
-        return {
-            "type": "table",
-            "title": block.title,
-            "columns": [{"name": c.name, "align": c.align} for c in block.columns],
-            "rows": [list(r) for r in block.rows],
-        }
-    return {
-        "type": "actions",
-        "actions": [
-            {
-                "label": a.label,
-                "command": a.command,
-                "token": a.token,
-                "style": a.style,
-                "confirmText": a.confirm_text,
-            }
-            for a in block.actions
-        ],
-    }
-
-
-def _block_from_dict(data: dict[str, Any]) -> Block:
-    kind = data["type"]
-    if kind == "heading":
-        return Heading(data["text"], data.get("badge"))
-    if kind == "text":
-        return Text(data["text"], bool(data.get("muted")))
-    if kind == "fields":
-        return Fields(tuple((str(k), str(v)) for k, v in data["items"]))
-    if kind == "table":
-        return Table(
-            tuple(Column(c["name"], c["align"]) for c in data["columns"]),
-            tuple(tuple(str(x) for x in r) for r in data["rows"]),
-            data.get("title"),
-        )
-    return Actions(
-        tuple(
-            Action(a["label"], a["command"], a["token"], a["style"], a.get("confirmText"))
-            for a in data["actions"]
-        )
+        detail=detail,
     )

@@ -4,8 +4,24 @@ uses these; the engine's results stay plain data."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from bot.replies import (
+    Action,
+    Actions,
+    Block,
+    Column,
+    CompactList,
+    CompactStatus,
+    Fields,
+    Heading,
+    Reply,
+    ReplyKind,
+    Table,
+    Text,
+    Visibility,
+)
 from engine.config import LearningConfig
 from engine.ports import TimeBucket
 from engine.posterior import Confidence
@@ -122,3 +138,189 @@ def bucket_json(bucket: TimeBucket) -> dict[str, Any]:
     if bucket.arm_id is not None:
         item["armId"] = bucket.arm_id
     return item
+
+
+# -- replies ---------------------------------------------------------------------------------
+
+
+def reply_json(reply: Reply) -> dict[str, Any]:
+    """A reply as the HTTP surface sends it, the bus stores it and `--url` reads it."""
+    return {
+        "kind": reply.kind.value,
+        "summary": reply.summary,
+        "visibility": reply.visibility.value,
+        "blocks": [block_json(b) for b in reply.blocks],
+        "data": reply_data_json(reply),
+    }
+
+
+def reply_data_json(reply: Reply) -> dict[str, Any]:
+    """A reply's machine-readable details (what `--json` prints): its data, then its typed
+    fields under their wire names."""
+    data = dict(reply.data)
+    if reply.usage is not None:
+        data["usage"] = list(reply.usage)
+    if reply.detail is not None:
+        data["detail"] = reply.detail
+    if reply.dashboard_url is not None:
+        data["dashboardUrl"] = reply.dashboard_url
+    if reply.compact is not None:
+        data["compact"] = compact_json(reply.compact)
+    if reply.cancelled:
+        data["cancelled"] = True
+    if reply.replaces_prompt:
+        data["replacesPrompt"] = True
+    if reply.confirmed_by is not None:
+        data["by"] = reply.confirmed_by
+    if reply.arm_names is not None:
+        data["arms"] = [list(pair) for pair in reply.arm_names]
+    return data
+
+
+def reply_from_json(data: dict[str, Any]) -> Reply:
+    """reply_json read back. A detail not of its typed shape stays in `data` as it came."""
+    details = dict(data.get("data") or {})
+    usage = _take(details, "usage", _strings)
+    compact = _compact_from_json(details.get("compact"))
+    if compact is not None:
+        del details["compact"]
+    replaces = _take(details, "replacesPrompt", _true) is True
+    by = _take(details, "by", _string) if replaces else None
+    detail = _take(details, "detail", _string)
+    link = _take(details, "dashboardUrl", _string)
+    cancelled = _take(details, "cancelled", _true) is True
+    names = _take(details, "arms", _name_pairs)
+    return Reply(
+        kind=ReplyKind(data["kind"]),
+        blocks=tuple(block_from_json(b) for b in data["blocks"]),
+        summary=data["summary"],
+        visibility=Visibility(data["visibility"]),
+        data=details,
+        usage=None if usage is None else tuple(usage),
+        detail=detail,
+        dashboard_url=link,
+        compact=compact,
+        cancelled=cancelled,
+        replaces_prompt=replaces,
+        confirmed_by=by,
+        arm_names=None if names is None else tuple((a, b) for a, b in names),
+    )
+
+
+def _take(details: dict[str, Any], key: str, fits: Callable[[object], bool]) -> Any:
+    """details[key], taken out of them, when it fits its typed field; else None."""
+    return details.pop(key) if key in details and fits(details[key]) else None
+
+
+def _string(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def _true(value: object) -> bool:
+    return value is True
+
+
+def _name_pairs(value: object) -> bool:
+    """(arm id, label) pairs; not an empty list, which may be a reward's arms (arm_json)."""
+    return isinstance(value, list) and bool(value) and all(_strings(pair, 2) for pair in value)
+
+
+def compact_json(compact: CompactStatus) -> dict[str, Any]:
+    """A compact status under `data.compact`."""
+    return {
+        "headline": [list(pair) for pair in compact.headline],
+        "lists": [
+            {"title": entry.title, "items": [list(pair) for pair in entry.items]}
+            for entry in compact.lists
+        ],
+        "more": compact.more,
+    }
+
+
+def _compact_from_json(value: object) -> CompactStatus | None:
+    """compact_json read back; None when the value is not of its shape."""
+    if not isinstance(value, dict) or set(value) != {"headline", "lists", "more"}:
+        return None
+    headline, lists, more = value["headline"], value["lists"], value["more"]
+    if not (
+        isinstance(headline, list)
+        and all(_strings(pair, 2) for pair in headline)
+        and isinstance(lists, list)
+        and all(
+            isinstance(entry, dict)
+            and set(entry) == {"title", "items"}
+            and isinstance(entry["title"], str)
+            and isinstance(entry["items"], list)
+            and all(_strings(pair, 2) for pair in entry["items"])
+            for entry in lists
+        )
+        and isinstance(more, str)
+    ):
+        return None
+    return CompactStatus(
+        tuple((k, v) for k, v in headline),
+        tuple(
+            CompactList(entry["title"], tuple((k, v) for k, v in entry["items"])) for entry in lists
+        ),
+        more,
+    )
+
+
+def _strings(value: object, count: int | None = None) -> bool:
+    """A list of strings (of `count` of them, when given)."""
+    return (
+        isinstance(value, list)
+        and (count is None or len(value) == count)
+        and all(isinstance(item, str) for item in value)
+    )
+
+
+def block_json(block: Block) -> dict[str, Any]:
+    if isinstance(block, Heading):
+        return {"type": "heading", "text": block.text, "badge": block.badge}
+    if isinstance(block, Text):
+        return {"type": "text", "text": block.text, "muted": block.muted}
+    if isinstance(block, Fields):
+        return {"type": "fields", "items": [list(i) for i in block.items]}
+    if isinstance(block, Table):
+        return {
+            "type": "table",
+            "title": block.title,
+            "columns": [{"name": c.name, "align": c.align} for c in block.columns],
+            "rows": [list(r) for r in block.rows],
+        }
+    return {
+        "type": "actions",
+        "actions": [
+            {
+                "label": a.label,
+                "command": a.command,
+                "token": a.token,
+                "style": a.style,
+                "confirmText": a.confirm_text,
+            }
+            for a in block.actions
+        ],
+    }
+
+
+def block_from_json(data: dict[str, Any]) -> Block:
+    kind = data["type"]
+    if kind == "heading":
+        return Heading(data["text"], data.get("badge"))
+    if kind == "text":
+        return Text(data["text"], bool(data.get("muted")))
+    if kind == "fields":
+        return Fields(tuple((str(k), str(v)) for k, v in data["items"]))
+    if kind == "table":
+        return Table(
+            tuple(Column(c["name"], c["align"]) for c in data["columns"]),
+            tuple(tuple(str(x) for x in r) for r in data["rows"]),
+            data.get("title"),
+        )
+    return Actions(
+        tuple(
+            Action(a["label"], a["command"], a["token"], a["style"], a.get("confirmText"))
+            for a in data["actions"]
+        )
+    )

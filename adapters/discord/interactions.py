@@ -397,7 +397,7 @@ class DiscordInteractions:
         if reply.error_code == FORBIDDEN.code:
             await self.notice(interaction, f"{reply.summary} {ADMIN_HINT}")
             return
-        if not reply.data.get("replacesPrompt"):
+        if not reply.replaces_prompt:
             message = render_reply(reply, more_hint=self.more_hint)
             await self._send_private(interaction, message, deferred=deferred)
             return
@@ -449,7 +449,7 @@ class DiscordInteractions:
 
     def _arm_names(self, invocation: Invocation) -> list[tuple[str, str]]:
         reply = self.bus.dispatch(invocation)
-        return [(str(arm_id), str(label)) for arm_id, label in reply.data.get("arms", [])]
+        return list(reply.arm_names or ())
 
     async def arm_choices(
         self, interaction: Interaction, current: str, *, several: bool = False

@@ -10,8 +10,18 @@ from typing import TypeAlias
 
 import discord
 
-from bot.render_text import render_table
-from bot.replies import Actions, Fields, Heading, Reply, ReplyKind, Table, Text, Visibility
+from bot.render_text import render_table, two_to_a_line
+from bot.replies import (
+    Actions,
+    CompactStatus,
+    Fields,
+    Heading,
+    Reply,
+    ReplyKind,
+    Table,
+    Text,
+    Visibility,
+)
 
 Interaction: TypeAlias = discord.Interaction[discord.Client]
 NO_MENTIONS = discord.AllowedMentions.none()
@@ -159,51 +169,49 @@ def render_reply(reply: Reply, *, more_hint: str = DEFAULT_MORE_HINT) -> Discord
     link button."""
     if reply.kind is ReplyKind.ERROR:
         return render_error(reply)
-    compact = reply.data.get("compact")
-    layout = _compact_layout(reply, compact) if isinstance(compact, dict) else _layout(reply)
+    compact = reply.compact
+    layout = _layout(reply) if compact is None else _compact_layout(reply, compact)
     embed, left_out = _embed(layout, reply.kind, more_hint)
     if not (embed.title or embed.description or embed.fields or embed.footer.text):
         embed.description = clip(escape(reply.summary.strip()), DESCRIPTION_LIMIT) or "–"
     ephemeral = reply.visibility is not Visibility.PUBLIC
-    url = _link_url(reply.data.get("dashboardUrl"))
+    url = _link_url(reply.dashboard_url)
     if url:
         embed.url = url
     link = ("Dashboard", url) if url else None
     return DiscordMessage(None, (embed,), ephemeral, left_out, link)
 
 
-def _link_url(value: object) -> str | None:
+def _link_url(value: str | None) -> str | None:
     """An http(s) URL Discord accepts for a link (512 characters at most), else None."""
-    if not isinstance(value, str) or len(value) > 512 or any(c.isspace() for c in value):
+    if value is None or len(value) > 512 or any(c.isspace() for c in value):
         return None
     return value if value.startswith(("https://", "http://")) else None
 
 
-def _headline_lines(pairs: object) -> list[str]:
+def _headline_lines(pairs: Sequence[tuple[str, str]]) -> list[str]:
     """Headline numbers, two to a line: `**Phase** ACTIVE · **Traces** 1,234`."""
-    items = [
-        f"**{escape(str(k))}** {escape(str(v))}"
-        for k, v in (pairs if isinstance(pairs, list) else [])
-    ]
-    return [" · ".join(items[i : i + 2]) for i in range(0, len(items), 2)]
+    return two_to_a_line([f"**{escape(k)}** {escape(v)}" for k, v in pairs])
 
 
-def _compact_layout(reply: Reply, compact: dict[str, object]) -> _Layout:
+def _heading_title(block: Heading) -> str:
+    """A heading with its badge beside it: `Learning status — default [ACTIVE]`."""
+    return block.text + (f" [{block.badge}]" if block.badge else "")
+
+
+def _compact_layout(reply: Reply, compact: CompactStatus) -> _Layout:
     """A status for a phone: the title, the headline numbers, short "label · mean" lists and
     where the full tables are. The reply's other blocks (the full tables) are left out."""
     layout = _Layout()
     for block in reply.blocks:
         if isinstance(block, Heading):
-            layout.title = block.text + (f" [{block.badge}]" if block.badge else "")
+            layout.title = _heading_title(block)
             break
-    layout.parts.append("\n".join(_headline_lines(compact.get("headline"))))
-    lists = compact.get("lists")
-    for entry in lists if isinstance(lists, list) else []:
-        rows = [f"{escape(str(label))} · {escape(str(mean))}" for label, mean in entry["items"]]
-        layout.parts.append(f"**{escape(str(entry['title']))}**\n" + "\n".join(rows))
-    more = compact.get("more")
-    if isinstance(more, str):
-        layout.parts.append(f"-# {escape(more)}")
+    layout.parts.append("\n".join(_headline_lines(compact.headline)))
+    for entry in compact.lists:
+        rows = [f"{escape(label)} · {escape(mean)}" for label, mean in entry.items]
+        layout.parts.append(f"**{escape(entry.title)}**\n" + "\n".join(rows))
+    layout.parts.append(f"-# {escape(compact.more)}")
     return layout
 
 
@@ -253,7 +261,7 @@ def _layout(reply: Reply) -> _Layout:
     has_table = any(isinstance(b, Table) for b in reply.blocks)
     for block in reply.blocks:
         if isinstance(block, Heading):
-            title = block.text + (f" [{block.badge}]" if block.badge else "")
+            title = _heading_title(block)
             if layout.title is None:
                 layout.title = title
             else:
@@ -264,7 +272,7 @@ def _layout(reply: Reply) -> _Layout:
         elif isinstance(block, Fields) and has_table:
             # Embed fields render after the description: with tables there, the numbers go
             # first in the description instead.
-            layout.parts.append("\n".join(_headline_lines([list(i) for i in block.items])))
+            layout.parts.append("\n".join(_headline_lines(block.items)))
         elif isinstance(block, Fields):
             layout.fields.extend(block.items)
         elif isinstance(block, Table):

@@ -30,6 +30,7 @@ from bot.shapes import (
     arm_json,
     bucket_json,
     config_json,
+    reply_json,
     selection_json,
     summary_json,
     trace_json,
@@ -317,7 +318,7 @@ class Api:
             interactive=True,
             wording=wording,
         )
-        return reply.to_dict()
+        return reply_json(reply)
 
 
 def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:

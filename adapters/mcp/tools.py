@@ -38,6 +38,7 @@ from bot.errors import kind_of_code
 from bot.invocation import Actor, Invocation
 from bot.render_text import render_text
 from bot.replies import ReplyKind
+from bot.shapes import reply_data_json
 from engine.arms import Arm
 from engine.bounds import check_learner_name
 from engine.config import Phase
@@ -379,7 +380,7 @@ class LearningTools:
         reply = self.bus.dispatch(invocation)
         if reply.kind is ReplyKind.ERROR:
             raise ToolFailed(render_text(reply), kind_of_code(reply.error_code).http_status)
-        data = dict(reply.data)
+        data = reply_data_json(reply)
         data["text"] = render_text(reply)
         return data
 

@@ -260,12 +260,12 @@ class SlackInteractions:
                 idempotency_key=key,
             )
         )
-        replaces = bool(reply.data.get("replacesPrompt"))
+        replaces = reply.replaces_prompt
         if isinstance(command, ConfirmCommand | CancelCommand):
             await self._respond(respond, reply, replace_original=replaces)
         else:
             await self._respond(respond, reply)
-        changed = reply.kind is ReplyKind.OK and not reply.data.get("cancelled")
+        changed = reply.kind is ReplyKind.OK and not reply.cancelled
         if announce and changed and key:
             await self._announce(client, key, reply, actor)
 

@@ -15,11 +15,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from bot.render_text import render_table, render_text
+from bot.handlers import usage_grammar
+from bot.render_text import render_table, render_text, two_to_a_line
 from bot.replies import (
     Action,
     Actions,
     Block,
+    CompactStatus,
     Fields,
     Heading,
     Reply,
@@ -259,10 +261,9 @@ def _pairs(items: Sequence[Sequence[str]]) -> dict[str, Any]:
     shown = [(clean(str(k)), clean(str(v))) for k, v in items]
     if all(mrkdwn_safe(k) and mrkdwn_safe(v) for k, v in shown):
         parts = [f"*{k}* {v}" for k, v in shown]
-        lines = [" · ".join(parts[i : i + 2]) for i in range(0, len(parts), 2)]
+        lines = two_to_a_line(parts)
         return {"type": "section", "text": mrkdwn(cut("\n".join(lines), MAX_SECTION_CHARS))}
-    parts = [f"{k}: {v}" for k, v in shown]
-    return section("\n".join(" · ".join(parts[i : i + 2]) for i in range(0, len(parts), 2)))
+    return section("\n".join(two_to_a_line([f"{k}: {v}" for k, v in shown])))
 
 
 def dashboard_button(url: str) -> dict[str, Any] | None:
@@ -279,27 +280,28 @@ def dashboard_button(url: str) -> dict[str, Any] | None:
     }
 
 
-def compact_status(reply: Reply, compact: dict[str, Any]) -> list[dict[str, Any]]:
+def _heading(block: Heading) -> dict[str, Any]:
+    """A heading with its badge beside it: `Learning status — default  [ACTIVE]`."""
+    return header(block.text + (f"  [{block.badge}]" if block.badge else ""))
+
+
+def compact_status(reply: Reply, compact: CompactStatus) -> list[dict[str, Any]]:
     """A status for a phone: the title, the headline numbers, short "label · mean" lists and
     where the full tables are. The reply's other blocks (the full tables) are left out."""
     out: list[dict[str, Any]] = []
     for block in reply.blocks:
         if isinstance(block, Heading):
-            badge = f"  [{block.badge}]" if block.badge else ""
-            out.append(header(f"{block.text}{badge}"))
+            out.append(_heading(block))
             break
-    pairs = compact.get("headline")
-    if isinstance(pairs, list) and pairs:
-        out.append(_pairs(pairs))
-    lists = compact.get("lists")
-    for entry in lists if isinstance(lists, list) else []:
-        rows = [f"{label} · {mean}" for label, mean in entry.get("items", [])]
+    if compact.headline:
+        out.append(_pairs(compact.headline))
+    for entry in compact.lists:
+        rows = [f"{label} · {mean}" for label, mean in entry.items]
         if rows:
-            out.append(_title(str(entry.get("title", ""))))
+            out.append(_title(entry.title))
             out.append(section("\n".join(rows)))
-    more = compact.get("more")
-    if isinstance(more, str) and more:
-        out.append(context(more))
+    if compact.more:
+        out.append(context(compact.more))
     return out
 
 
@@ -340,11 +342,11 @@ def _error_blocks(reply: Reply) -> tuple[str, list[dict[str, Any]]]:
     """One line that names what was wrong, and at most one muted line of help."""
     line = clean(reply.summary).strip().splitlines()[0] if reply.summary.strip() else "Error"
     blocks = [section(f"\u26a0\ufe0f {line}")]
-    usage = reply.data.get("usage")
+    grammar = usage_grammar(reply)
     hint: str | None = None
-    if isinstance(usage, list) and len(usage) == 1:
-        hint = "Usage: " + str(usage[0]).split(" — ")[0]
-    elif isinstance(usage, list) and usage:
+    if grammar is not None:
+        hint = "Usage: " + grammar
+    elif reply.usage:
         hint = "/learning help lists the commands."
     else:
         muted = [b.text for b in reply.blocks if isinstance(b, Text) and b.muted]
@@ -365,8 +367,7 @@ def render_blocks(
     table_used = not table_blocks or tables > 1
     for block in blocks:
         if isinstance(block, Heading):
-            badge = f"  [{block.badge}]" if block.badge else ""
-            out.append(header(f"{block.text}{badge}"))
+            out.append(_heading(block))
         elif isinstance(block, Text):
             if block.text.strip():
                 out.append(context(block.text) if block.muted else section(block.text))
@@ -407,13 +408,12 @@ def render_reply(
     if reply.kind is ReplyKind.ERROR:
         line, blocks = _error_blocks(reply)
         return SlackMessage(cut(fallback_text(line), MAX_FALLBACK_CHARS), tuple(blocks))
-    compact = reply.data.get("compact")
-    if isinstance(compact, dict):
-        rendered = compact_status(reply, compact)
+    if reply.compact is not None:
+        rendered = compact_status(reply, reply.compact)
     else:
         rendered = render_blocks(reply.blocks, dashboard_url, table_blocks)
-    link = reply.data.get("dashboardUrl")
-    link_button = dashboard_button(link) if isinstance(link, str) else None
+    link = reply.dashboard_url
+    link_button = dashboard_button(link) if link is not None else None
     if link_button is not None:
         rendered = [*rendered[: MAX_BLOCKS - 1], {"type": "actions", "elements": [link_button]}]
     if not rendered:

@@ -24,9 +24,10 @@ from bot.commands import (
     parse_command,
 )
 from bot.errors import kind_of_code
-from bot.handlers import usage_reply
+from bot.handlers import usage_grammar, usage_reply
 from bot.invocation import Actor, Invocation
 from bot.replies import Reply, ReplyKind
+from bot.shapes import reply_data_json, reply_from_json
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 API_BASE = "/__openclaw__/api/learning"
@@ -93,7 +94,7 @@ def remote_sender(url: str, learner: str | None, conversation: str = "") -> Send
         )
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
-                return Reply.from_dict(json.loads(response.read()))
+                return reply_from_json(json.loads(response.read()))
         except urllib.error.HTTPError as exc:
             try:
                 message = json.loads(exc.read()).get("error", str(exc))
@@ -149,12 +150,12 @@ def run_chat_command(
             )
     if reply.kind is ReplyKind.ERROR:
         # The terminal is the operator's own: it shows the cause a chat reply keeps private.
-        message = str(reply.data.get("detail") or reply.summary)
-        usage = reply.data.get("usage")
-        hint = _usage_line(usage) if reply.error_code == "usage" and usage else None
+        message = reply.detail or reply.summary
+        usage = usage_grammar(reply)
+        hint = _usage_line(usage) if reply.error_code == "usage" and reply.usage else None
         raise CliError(message, kind_of_code(reply.error_code).exit_code, hint=hint)
     if as_json:
-        print(json.dumps(reply.data, indent=2, ensure_ascii=False))
+        print(json.dumps(reply_data_json(reply), indent=2, ensure_ascii=False))
     else:
         print(render(reply, Style.for_stream(sys.stdout)))
     return EXIT_OK
@@ -162,12 +163,11 @@ def run_chat_command(
 
 def usage_hint(exc: UsageError) -> str:
     """The one hint line of a usage error: the grammar of the command it concerns."""
-    return _usage_line(usage_reply(str(exc), exc.command, "terminal").data["usage"])
+    return _usage_line(usage_grammar(usage_reply(str(exc), exc.command, "terminal")))
 
 
-def _usage_line(lines: object) -> str:
-    """`usage: <grammar>` for one command (its words, not the explanation after the dash)."""
-    if isinstance(lines, list) and len(lines) == 1:
-        grammar = str(lines[0]).split(" — ", 1)[0]
+def _usage_line(grammar: str | None) -> str:
+    """`usage: <grammar>` for one command, else where the whole grammar is."""
+    if grammar is not None:
         return f"usage: {grammar} (see `learning-bot {grammar.split()[1]} --help`)"
     return "see `learning-bot --help`"

@@ -69,10 +69,10 @@ class Completer:
                 reply = self.send(ArmNamesQuery())
             except Exception:  # a server that cannot answer: complete without arm names
                 reply = None
-            names = reply.data.get("arms") if reply is not None and reply.ok else None
+            names = reply.arm_names if reply is not None and reply.ok else None
             # A server that does not know the query is not asked again this session.
-            self._unanswered = not isinstance(names, list)
-            self._arms = [(str(a), str(b)) for a, b in names] if isinstance(names, list) else []
+            self._unanswered = names is None
+            self._arms = list(names or ())
         return self._arms
 
     def candidates(self, before: Sequence[str], text: str) -> list[str]:

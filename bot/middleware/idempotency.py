@@ -9,6 +9,7 @@ from bot.commands import is_mutating
 from bot.middleware import Call, Middleware
 from bot.ports import CommandBatch
 from bot.replies import Reply, ReplyKind, Text
+from bot.shapes import reply_from_json, reply_json
 from engine.posterior import now_ms
 
 IN_FLIGHT = Reply(ReplyKind.INFO, (Text("This request is already being handled."),), "")
@@ -33,12 +34,12 @@ class Idempotency(Middleware):
             return None
         if stored is None:
             return IN_FLIGHT
-        return Reply.from_dict(json.loads(stored))
+        return reply_from_json(json.loads(stored))
 
     def after(self, call: Call, reply: Reply, batch: CommandBatch | None) -> None:
         key = scoped_key(call)
         if key is not None and batch is not None:
-            batch.finish(key, json.dumps(reply.to_dict()))
+            batch.finish(key, json.dumps(reply_json(reply)))
 
 
 __all__ = ["IN_FLIGHT", "Idempotency", "is_mutating", "scoped_key"]

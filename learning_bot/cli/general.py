@@ -3,8 +3,7 @@ module adds its sub-parser with `set_defaults(run=..., no_url=...)`, and so does
 entry of learning_bot.surfaces that brings a subcommand); the settings; the chosen command's
 handler; and whatever it raises turned into one line on stderr and an exit code.
 
-learning_bot.cli.main, the entry point, sends here every command that learning_bot.status
-does not answer on its own."""
+learning_bot.cli.main, the entry point, sends every command here."""
 
 from __future__ import annotations
 

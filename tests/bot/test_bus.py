@@ -8,7 +8,8 @@ from sqlalchemy import select
 from bot.bus import CommandBus
 from bot.commands import CancelCommand, ConfirmCommand
 from bot.render_text import render_text
-from bot.replies import Reply, ReplyKind
+from bot.replies import ReplyKind
+from bot.shapes import reply_from_json, reply_json
 from engine import Arm, Phase, ReportedArm, RunReport, ToolCall, Usage
 from storage import SqlStore
 from storage.schema import audit_log
@@ -136,7 +137,7 @@ def test_reset_asks_then_runs_exactly_once(bus: CommandBus) -> None:
     assert other.kind is ReplyKind.ERROR and "Only the person who asked" in other.summary
     assert state(bus) == before
     done = say(bus, ConfirmCommand(token))
-    assert done.kind is ReplyKind.OK and done.data["replacesPrompt"]
+    assert done.kind is ReplyKind.OK and done.replaces_prompt and done.confirmed_by == "Ada"
     assert "Confirmed by Ada" in render_text(done)
     after = state(bus)
     assert after[1] == 1 and all(p[1:] == (1.0, 1.0, 0) for p in after[0])  # type: ignore[index]
@@ -154,7 +155,7 @@ def test_cancel_changes_nothing(bus: CommandBus) -> None:
     prompt = say(bus, "phase passive")
     assert prompt.kind is ReplyKind.CONFIRM
     reply = say(bus, CancelCommand(prompt.actions[0].token))
-    assert reply.data["cancelled"] and state(bus) == before
+    assert reply.cancelled and reply.replaces_prompt and state(bus) == before
     assert say(bus, ConfirmCommand(prompt.actions[0].token)).data["alreadyDone"]
     assert state(bus) == before
 
@@ -188,7 +189,7 @@ def test_same_idempotency_key_runs_once(bus: CommandBus) -> None:
     first = say(bus, "reward T1 good", actor=MEMBER, key="trigger-1")
     second = say(bus, "reward T1 good", actor=MEMBER, key="trigger-1")
     assert first.kind is ReplyKind.OK
-    assert second.to_dict() == first.to_dict()
+    assert reply_json(second) == reply_json(first)
     post = {p[0]: p for p in state(bus)[0]}  # type: ignore[union-attr]
     assert post["tool:t:T1"][3] == 2  # one observation + one manual reward, not two
     third = say(bus, "reward T1 good", actor=MEMBER, key="trigger-2")
@@ -267,7 +268,7 @@ def test_reply_round_trips_through_json(bus: CommandBus) -> None:
     observe(bus, "a", ["T1"])
     for text in ("status", "reset", "help", "reward T1 good", "nonsense"):
         reply = say(bus, text)
-        assert Reply.from_dict(reply.to_dict()) == reply
+        assert reply_from_json(reply_json(reply)) == reply
 
 
 def test_scopes_map_to_learners(store: SqlStore) -> None:

@@ -139,8 +139,8 @@ def test_colour_on_a_terminal_unless_no_color(home: dict[str, str]) -> None:
 
 def _fake_send(command: Command | str) -> Reply:
     assert isinstance(command, ArmNamesQuery)
-    arms = [["tool:fs:Read", "Read"], ["tool:fs:Write", "Write"], ["skill:review:main", "review"]]
-    return Reply(ReplyKind.INFO, (), "3 arms", data={"arms": arms})
+    arms = (("tool:fs:Read", "Read"), ("tool:fs:Write", "Write"), ("skill:review:main", "review"))
+    return Reply(ReplyKind.INFO, (), "3 arms", arm_names=arms)
 
 
 @pytest.mark.parametrize(

@@ -194,21 +194,19 @@ def test_any_reply_renders_within_discords_limits(parts: list[Any], kind: ReplyK
 
 def test_status_links_the_dashboard_when_its_address_is_known() -> None:
     from adapters.discord.render import render_reply
-    from bot.replies import Heading, Reply, ReplyKind
+    from bot.replies import CompactList, CompactStatus, Heading, Reply, ReplyKind
 
     url = "https://learning.example.com/__openclaw__/api/learning/dashboard"
     reply = Reply(
         ReplyKind.INFO,
         (Heading("Learning status — default", "ACTIVE"),),
         "status",
-        data={
-            "dashboardUrl": url,
-            "compact": {
-                "headline": [["Phase", "ACTIVE"], ["Traces", "12"], ["Prompt savings", "41.0%"]],
-                "lists": [{"title": "Best arms", "items": [["Read*", "0.91"]]}],
-                "more": "Full tables: /learning status top 10, or the dashboard.",
-            },
-        },
+        dashboard_url=url,
+        compact=CompactStatus(
+            (("Phase", "ACTIVE"), ("Traces", "12"), ("Prompt savings", "41.0%")),
+            (CompactList("Best arms", (("Read*", "0.91"),)),),
+            "Full tables: /learning status top 10, or the dashboard.",
+        ),
     )
     message = render_reply(reply)
     embed = message.embeds[0]
@@ -220,5 +218,5 @@ def test_status_links_the_dashboard_when_its_address_is_known() -> None:
     lines = embed.description.splitlines()
     assert lines[:2] == ["**Phase** ACTIVE · **Traces** 12", "**Prompt savings** 41.0%"]
     assert "Read\\* · 0.91" in embed.description, "labels are escaped"
-    without = render_reply(Reply(ReplyKind.INFO, (), "status", data={"dashboardUrl": "x y"}))
+    without = render_reply(Reply(ReplyKind.INFO, (), "status", dashboard_url="x y"))
     assert without.link is None and without.link_view() is None

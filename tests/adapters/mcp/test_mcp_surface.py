@@ -22,7 +22,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from bot.render_text import render_text
-from bot.replies import Reply
+from bot.shapes import reply_from_json
 from learning_bot.app import build_app
 from learning_bot.settings import load_settings
 
@@ -307,7 +307,7 @@ def rest_caller(client: httpx.AsyncClient) -> oc.CallTool:
                 json={"text": "status"},
             )
             ok = response.status_code == 200
-            text = render_text(Reply.from_dict(response.json())) if ok else response.text
+            text = render_text(reply_from_json(response.json())) if ok else response.text
             return oc.reply_of(name, arguments, response.status_code != 200, text)
         data = response.json()  # every answer is JSON, errors included
         failed = not 200 <= response.status_code < 300

@@ -20,6 +20,8 @@ from bot.replies import (
     Action,
     Actions,
     Column,
+    CompactList,
+    CompactStatus,
     Fields,
     Heading,
     Reply,
@@ -159,7 +161,7 @@ def test_two_tables_read_alike_and_fit_a_phone() -> None:
     assert [b["type"] for b in one["blocks"]].count("table") == 1, "a lone table stays a table"
 
 
-def _status(**data: Any) -> Reply:
+def _status(compact: CompactStatus | None = None, dashboard_url: str | None = None) -> Reply:
     return Reply(
         ReplyKind.INFO,
         (
@@ -169,25 +171,26 @@ def _status(**data: Any) -> Reply:
             table(5, "Bottom 5 arms"),
         ),
         "status",
-        data=data,
+        dashboard_url=dashboard_url,
+        compact=compact,
     )
 
 
 def test_compact_status_leads_with_the_numbers_and_links_the_dashboard() -> None:
-    compact = {
-        "headline": [
-            ["Phase", "ACTIVE"],
-            ["Traces", "1,234"],
-            ["Prompt savings", "41.0%"],
-            ["Estimated recall", "93%"],
-        ],
-        "lists": [
-            {"title": "Best arms", "items": [["Read", "0.91"], ["<!here>*x*", "0.88"]]},
-            {"title": "Candidates for exclusion", "items": [["Write", "0.12"]]},
-        ],
-        "more": "Full tables: /learning status top 10, or the dashboard.",
-    }
-    msg = message(_status(compact=compact, dashboardUrl=DASHBOARD))
+    compact = CompactStatus(
+        (
+            ("Phase", "ACTIVE"),
+            ("Traces", "1,234"),
+            ("Prompt savings", "41.0%"),
+            ("Estimated recall", "93%"),
+        ),
+        (
+            CompactList("Best arms", (("Read", "0.91"), ("<!here>*x*", "0.88"))),
+            CompactList("Candidates for exclusion", (("Write", "0.12"),)),
+        ),
+        "Full tables: /learning status top 10, or the dashboard.",
+    )
+    msg = message(_status(compact=compact, dashboard_url=DASHBOARD))
     kinds = [b["type"] for b in msg["blocks"]]
     assert kinds[0] == "header" and "table" not in kinds
     assert msg["blocks"][1]["text"]["text"] == (
@@ -211,7 +214,7 @@ def test_full_status_numbers_in_a_few_lines_and_no_link_without_an_address() -> 
     numbers = msg["blocks"][1]
     assert "fields" not in numbers
     assert numbers["text"]["text"].count("\n") == 4, "ten numbers in five lines"
-    refused = message(_status(dashboardUrl="javascript:alert(1)"))
+    refused = message(_status(dashboard_url="javascript:alert(1)"))
     assert "actions" not in [b["type"] for b in refused["blocks"]]
 
 
