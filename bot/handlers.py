@@ -147,9 +147,21 @@ def posterior_table(views: tuple[ArmView, ...] | list[ArmView], title: str) -> T
 
 
 def value_headline(s: Summary) -> list[str]:
-    """The status headline: prompt tokens saved against sending every component, and the
-    estimated share of the components the model used that selection kept."""
+    """The status headline: what the user pays, the prompt cost saved against full-prompt
+    (baseline) sessions when it can be measured (or why not); then prompt tokens saved against
+    sending every component, and the estimated share of the components the model used that
+    selection kept."""
     lines: list[str] = []
+    cost = s.prompt_cost_savings
+    if cost is not None and cost.percent is not None:
+        assert cost.low is not None
+        assert cost.high is not None
+        lines.append(
+            f"Saved {cost.percent:.0f}% of prompt cost against full-prompt sessions "
+            f"(95%: {cost.low:.0f} to {cost.high:.0f}%, {cost.sessions:,} sessions)"
+        )
+    elif cost is not None and cost.reason and s.selected_runs:
+        lines.append(f"Prompt cost saving not measured: {cost.reason}")
     if s.prompt_savings_percent is not None:
         assert s.offered_avg_tokens is not None
         assert s.selected_prompt_avg_tokens is not None
@@ -172,6 +184,9 @@ def headline(status: Status) -> tuple[tuple[str, str], ...]:
     savings against the baseline when the prompt savings are not known)."""
     s = status.summary
     out = [("Phase", status.phase.value.upper()), ("Traces", fmt_int(s.trace_count))]
+    cost = s.prompt_cost_savings
+    if cost is not None and cost.percent is not None:
+        out.append(("Cost savings", f"{cost.percent:.0f}%"))
     if s.prompt_savings_percent is not None:
         out.append(("Prompt savings", f"{s.prompt_savings_percent:.0f}%"))
     elif s.token_savings_percent is not None:
@@ -326,8 +341,11 @@ class Handlers:
         compact = (
             None if status.empty or command.top is not None else compact_status(status, surface)
         )
+        cost = s.prompt_cost_savings
         summary = f"{status.phase.value} phase, {s.trace_count:,} traces, {s.arm_count:,} arms" + (
-            f", saved {s.prompt_savings_percent:.0f}% of prompt tokens"
+            f", saved {cost.percent:.0f}% of prompt cost"
+            if cost is not None and cost.percent is not None
+            else f", saved {s.prompt_savings_percent:.0f}% of prompt tokens"
             if s.prompt_savings_percent is not None
             else ""
         )

@@ -26,6 +26,7 @@ from engine.config import LearningConfig
 from engine.ports import TimeBucket
 from engine.posterior import Confidence
 from engine.records import RunRecord, record_to_json
+from engine.savings import CostSavings
 from engine.views import ArmView, ObserveResult, Summary
 
 if TYPE_CHECKING:
@@ -61,14 +62,33 @@ def arm_json(view: ArmView) -> dict[str, Any]:
     }
 
 
+def cost_savings_json(cost: CostSavings) -> dict[str, Any]:
+    """The measured prompt-cost saving: percent with its 95% interval and the sessions behind
+    it, or the reason it cannot be measured (percent null)."""
+    return {
+        "percent": cost.percent,
+        "low": cost.low,
+        "high": cost.high,
+        "sessions": cost.sessions,
+        "selectedSessions": cost.selected_sessions,
+        "baselineSessions": cost.baseline_sessions,
+        "selectedCostPerRun": cost.selected_cost_per_run,
+        "baselineCostPerRun": cost.baseline_cost_per_run,
+        "reason": cost.reason,
+    }
+
+
 def summary_json(summary: Summary) -> dict[str, Any]:
     """`GET summary`."""
+    cost = summary.prompt_cost_savings
     return {
         "traceCount": summary.trace_count,
         "armCount": summary.arm_count,
         "minTimestamp": summary.min_timestamp,
         "maxTimestamp": summary.max_timestamp,
         "totalTokens": summary.total_tokens,
+        "promptCostSavingsPercent": cost.percent if cost is not None else None,
+        "promptCostSavings": None if cost is None else cost_savings_json(cost),
         "promptSavingsPercent": summary.prompt_savings_percent,
         "offeredAvgTokens": summary.offered_avg_tokens,
         "selectedPromptAvgTokens": summary.selected_prompt_avg_tokens,

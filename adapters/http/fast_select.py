@@ -206,6 +206,10 @@ class FastSelect:
             raise ApiError(400, "context must be an object")
         if context is not None:
             check_json("context", context)
+        session_key = data.get("sessionKey")
+        if session_key is not None:
+            # `sessionKey` names the session as `context.session_key` does (SPEC section 4a)
+            context = {**(context or {}), "session_key": session_key}
         if repeated is not None:
             raise repeated
         assert arms is not None

@@ -38,6 +38,22 @@ SCHEMAS: dict[str, Any] = {
             "minTimestamp": N_INT,
             "maxTimestamp": N_INT,
             "totalTokens": INT,
+            "promptCostSavingsPercent": N_NUM,
+            "promptCostSavings": {
+                "type": "object",
+                "nullable": True,
+                "properties": {
+                    "percent": N_NUM,
+                    "low": N_NUM,
+                    "high": N_NUM,
+                    "sessions": INT,
+                    "selectedSessions": INT,
+                    "baselineSessions": INT,
+                    "selectedCostPerRun": N_NUM,
+                    "baselineCostPerRun": N_NUM,
+                    "reason": N_STR,
+                },
+            },
             "promptSavingsPercent": N_NUM,
             "offeredAvgTokens": N_NUM,
             "selectedPromptAvgTokens": N_NUM,
@@ -217,7 +233,19 @@ SCHEMAS: dict[str, Any] = {
     "SelectRequest": _obj(
         {
             "arms": {"type": "array", "items": _ref("ArmInput"), "minItems": 1},
-            "context": {"type": "object"},
+            "context": {
+                "type": "object",
+                "description": (
+                    "What the runtime knows about the request; `session_key` makes the "
+                    "selection session-stable (the session's first set, in order)"
+                ),
+            },
+            "sessionKey": {
+                "type": "string",
+                "maxLength": 256,
+                "description": "The session, as context.session_key: the same arms in the "
+                "same order for every select of the session while it is not idle",
+            },
         },
         ["arms"],
     ),
