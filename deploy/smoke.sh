@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-export COMPOSE_PROJECT_NAME="${COMPOSE_PROJECT_NAME:-learning-bot-smoke}"
+export COMPOSE_PROJECT_NAME="${COMPOSE_PROJECT_NAME:-learning-bot-smoke-$$}"
 export LEARNING_BOT_API_TOKEN="smoke-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 export POSTGRES_PASSWORD="smoke-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 export LEARNING_BOT_BIND=127.0.0.1
