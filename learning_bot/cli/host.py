@@ -7,14 +7,13 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from adapters.terminal.commands import EXIT_ERROR, EXIT_OK, CliError
+from adapters.terminal.commands import EXIT_OK, CliError
 from bot.surface import Surface
 from learning_bot.cli.parser import Commands
-from learning_bot.cli.serve import announce_public, run_loop, say
+from learning_bot.cli.serve import announce_public, run_loop, say, serve_until_stopped
 from learning_bot.surfaces import SURFACES, SurfaceEntry
 
 if TYPE_CHECKING:
@@ -67,7 +66,7 @@ class CommandHost:
         return self.entry.build(self.app(), os.environ)
 
     def serve_http(self, surfaces: Sequence[Surface], host: str, port: int) -> int:
-        from adapters.http.server import SurfaceFailed, serve
+        from adapters.http.server import serve
         from adapters.http.settings import http_settings
 
         announce_public(self.settings, say)
@@ -79,12 +78,7 @@ class CommandHost:
             surfaces=list(surfaces),
             announce=say,
         )
-        try:
-            run_loop(run)
-        except SurfaceFailed as exc:
-            print(f"learning-bot: {exc}", file=sys.stderr, flush=True)
-            return EXIT_ERROR
-        return EXIT_OK
+        return serve_until_stopped(run)
 
     def run_alone(self, surface: Surface) -> int:
         announce_public(self.settings, say)

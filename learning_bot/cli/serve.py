@@ -82,7 +82,7 @@ def _serve_one(
     surfaces: bool,
     quiet: bool = False,
 ) -> int:
-    from adapters.http.server import SurfaceFailed, serve
+    from adapters.http.server import serve
     from learning_bot.app import build_app
     from learning_bot.surfaces import configured_surfaces
 
@@ -94,12 +94,7 @@ def _serve_one(
         announce = (lambda _line: None) if quiet else say
         announce_public(settings, announce)
         run = serve(app.bus, host=host, port=port, surfaces=live, announce=announce, sock=sock)  # type: ignore[arg-type]
-        try:
-            run_loop(run)
-        except SurfaceFailed as exc:
-            print(f"learning-bot: {exc}", file=sys.stderr, flush=True)
-            return EXIT_ERROR
-        return EXIT_OK
+        return serve_until_stopped(run)
     finally:
         app.close()
 
@@ -114,6 +109,18 @@ def announce_public(settings: Settings, announce: Callable[[str], None]) -> None
 
 def say(line: str) -> None:
     print(line, flush=True)
+
+
+def serve_until_stopped(run: object) -> int:
+    """Run a server coroutine to its end: exit 0, or 1 with one line when a surface failed."""
+    from adapters.http.server import SurfaceFailed
+
+    try:
+        run_loop(run)
+    except SurfaceFailed as exc:
+        print(f"learning-bot: {exc}", file=sys.stderr, flush=True)
+        return EXIT_ERROR
+    return EXIT_OK
 
 
 def run_loop(main: object) -> None:
