@@ -67,6 +67,19 @@ def first_set(key: str, selection: Selection, now_ms: int) -> SessionSet:
     )
 
 
+def full_prompt(selection: Selection, arm_set: ArmSet) -> Selection:
+    """A session's first selection as the session keeps it: a baseline session is the control
+    group of the measured cost saving (engine.savings), so it offers every arm, in inventory
+    order, for the whole session (SPEC 4a: baseline sessions are full-prompt sessions)."""
+    from engine.selection import Selection
+
+    if not selection.is_baseline:
+        return selection
+    total = min(arm_set.total_cost, 2**63 - 1)
+    budget = selection.token_budget
+    return Selection(list(arm_set.ids), [], True, budget, total, total > budget)
+
+
 def continue_set(
     session: SessionSet, arm_set: ArmSet, token_budget: int, decide_new: DecideNew
 ) -> tuple[Selection, SessionSet]:
@@ -185,5 +198,6 @@ __all__ = [
     "SessionSet",
     "continue_set",
     "first_set",
+    "full_prompt",
     "grow",
 ]
