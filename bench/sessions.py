@@ -91,6 +91,15 @@ VARIANTS = {
 }
 
 
+@dataclass(frozen=True)
+class Reported:
+    """What a service's status reports after the sessions."""
+
+    estimated_recall: float | None
+    cost_savings_percent: float | None
+    """Selected sessions' prompt cost per run against baseline sessions' (engine.savings)."""
+
+
 def service_run(
     workload: Workload,
     sessions: Sequence[Session],
@@ -98,9 +107,9 @@ def service_run(
     seed: int,
     variant: Variant,
     shape: SessionShape,
-) -> SessionRun:
+) -> tuple[SessionRun, Reported]:
     """The sessions through a new learner of a real service on a SQLite file, its session
-    idle windows counted in the sessions' time."""
+    idle windows counted in the sessions' time; and what its status reports after them."""
     config = replace(
         config, session_growth=variant.growth, session_idle_seconds=variant.idle_seconds
     )
@@ -118,7 +127,12 @@ def service_run(
                 per_session=variant.per_session,
                 load=variant.load,
             )
-            return run_sessions(workload, sessions, policy, shape=shape)
+            run = run_sessions(workload, sessions, policy, shape=shape)
+            summary = service.summary()
+            savings = summary.prompt_cost_savings
+            return run, Reported(
+                summary.estimated_recall, savings.percent if savings is not None else None
+            )
         finally:
             store.close()
 
@@ -129,8 +143,9 @@ def environment(
     seed: int,
     shape: SessionShape = SHAPE,
     variants: Mapping[str, Variant] = VARIANTS,
-) -> dict[str, SessionRun]:
-    """Every tool, each service variant and the oracle on one environment's sessions."""
+) -> tuple[dict[str, SessionRun], dict[str, Reported]]:
+    """Every tool, each service variant and the oracle on one environment's sessions, and what
+    each variant's status reports."""
     workload = make_tool_workload(TOOLS, TOOL_TOKENS, seed=seed * 1_000 + env)
     drawn = draw_sessions(workload, sessions, np.random.default_rng([seed, env, 1]), shape)
     config = LearningConfig(
@@ -138,10 +153,13 @@ def environment(
     )
     select_seed = seed * 1_000 + env
     out = {"every tool": run_sessions(workload, drawn, EveryArm(TOOLS), shape=shape)}
+    reported = {}
     for name, variant in variants.items():
-        out[name] = service_run(workload, drawn, config, select_seed, variant, shape)
+        out[name], reported[name] = service_run(
+            workload, drawn, config, select_seed, variant, shape
+        )
     out["oracle"] = run_sessions(workload, drawn, OracleArms(workload, config), shape=shape)
-    return out
+    return out, reported
 
 
 def relative_cost(result: Mapping[str, SessionRun], name: str) -> float:
@@ -167,9 +185,19 @@ def mean_se(values: Sequence[float]) -> str:
     return f"{mean:.3f} ± {sd / math.sqrt(n):.3f}"
 
 
-def table(results: Sequence[Mapping[str, SessionRun]]) -> list[str]:
-    """One line per policy: cost against every tool, tool tokens per turn, prompt tokens per
-    session, recall, each a mean over environments (± its standard error)."""
+def _mean(values: Sequence[float | None]) -> str:
+    known = [v for v in values if v is not None]
+    return mean_se(known) if len(known) == len(values) and known else "-"
+
+
+def table(
+    results: Sequence[Mapping[str, SessionRun]],
+    reported: Sequence[Mapping[str, Reported]] = (),
+) -> list[str]:
+    """One line per policy: cost against every tool (all sessions, then the selected ones
+    against the same sessions with every tool), tool tokens per turn, prompt tokens per
+    session, recall, and what the service's status reports (estimated recall, the measured
+    saving against baseline sessions), each a mean over environments (± its standard error)."""
     header = (
         "policy",
         "cost vs every tool",
@@ -177,9 +205,13 @@ def table(results: Sequence[Mapping[str, SessionRun]]) -> list[str]:
         "tool tokens/turn",
         "prompt tokens/session",
         "recall",
+        "est. recall",
+        "status saving %",
     )
     rows = []
     for name in results[0]:
+        est = [r[name].estimated_recall if name in r else None for r in reported]
+        saving = [r[name].cost_savings_percent if name in r else None for r in reported]
         cost = [relative_cost(r, name) for r in results]
         chosen = [selected_cost(r, name) for r in results]
         tools = [r[name].tool_tokens.sum() / r[name].turns.sum() for r in results]
@@ -193,6 +225,8 @@ def table(results: Sequence[Mapping[str, SessionRun]]) -> list[str]:
                 f"{np.mean(tools):,.0f}",
                 f"{np.mean(tokens):,.0f}",
                 mean_se(recall),
+                _mean(est) if reported else "-",
+                _mean(saving) if reported else "-",
             )
         )
     widths = [max(len(str(row[i])) for row in (header, *rows)) for i in range(len(header))]
@@ -225,7 +259,8 @@ def study(envs: int, sessions: int, seed: int) -> None:
                     mean_turns=turns, history_tokens=history, long_gap_rate=long_rate
                 )
                 results = [
-                    environment(env, sessions, seed, shape, STUDY_CANDIDATES) for env in range(envs)
+                    environment(env, sessions, seed, shape, STUDY_CANDIDATES)[0]
+                    for env in range(envs)
                 ]
                 cells = []
                 for name in names:
@@ -261,14 +296,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         study(args.envs, args.sessions, args.seed)
         print(f"({time.perf_counter() - began:.0f} s)")
         return 0
-    results = [environment(env, args.sessions, args.seed) for env in range(args.envs)]
+    both = [environment(env, args.sessions, args.seed) for env in range(args.envs)]
+    results = [runs for runs, _ in both]
     print(
         f"{TOOLS} tools, {TOOL_TOKENS:,} tool tokens, budget {BUDGET_SHARE:.0%}; "
         f"{args.envs} environments x {args.sessions} sessions, mean "
         f"{np.mean([r['every tool'].turns.mean() for r in results]):.1f} turns; "
         f"{SHAPE.history_tokens:,} history tokens per turn; Anthropic cache prices"
     )
-    for line in table(results):
+    for line in table(results, [reported for _, reported in both]):
         print(line)
     print(f"({time.perf_counter() - began:.0f} s)")
     return 0
