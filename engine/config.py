@@ -102,7 +102,7 @@ _OPTIONAL_DEFAULTS: dict[str, Any] = {
     "policy": DEFAULT_POLICY,
     "seed_boost": None,
     "session_idle_seconds": 300,
-    "session_growth": "append",
+    "session_growth": "off",
 }
 _SNAKE = {camel: snake for snake, camel in _CAMEL.items()}
 
@@ -162,10 +162,13 @@ class LearningConfig:
     order, until the session has been idle this long (SPEC section 4a): the providers' default
     prompt-cache lifetime, so a kept set keeps the cached prefix. 3600 suits 1-hour caching;
     0 draws anew on every select, as a select without a session does."""
-    session_growth: str = "append"
-    """"append": a tool the model called but the session had left out joins the session's
-    set at the end for its next run (SPEC section 4a); "off": the set stays as decided. One of
-    SESSION_GROWTHS."""
+    session_growth: str = "off"
+    """"off" (default): a session's set stays as decided; "append": a tool the model called
+    but the session had left out joins the set at the end for its next run. One of
+    SESSION_GROWTHS. Appending changes the tool definitions, the head of the cached prefix, so
+    the next prompt writes the whole conversation to the cache again: in the study
+    (bench/sessions.py, BENCHMARKS.md) "off" costs less in every scenario at about the same
+    recall."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__

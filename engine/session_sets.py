@@ -3,11 +3,12 @@
 Providers cache the prompt prefix and the tool definitions come first in it, so a tool set
 that changes between the turns of one conversation makes the whole prompt, history included,
 a cache miss. A select that names a session therefore decides once, on the session's first
-select (the baseline coin included), and every later select of the session returns the same
+select (the baseline coin included: a baseline session offers every arm, the control group
+of the measured cost saving), and every later select of the session returns the same
 arms in the same order. Arms new to the inventory are decided on their own and appended;
 arms no longer offered drop out of the answer (they keep their place should they come back);
-a tool the model needed but did not have joins at the end for the next run. Nothing is ever
-reordered, so the prefix the provider cached stays a prefix.
+with `session_growth` "append", a tool the model needed but did not have joins at the end
+for the next run. Nothing is ever reordered, so the prefix the provider cached stays a prefix.
 """
 
 from __future__ import annotations

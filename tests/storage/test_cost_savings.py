@@ -107,4 +107,4 @@ def test_without_cache_fields_the_saving_is_withheld_with_a_reason(tmp_path: obj
 def test_session_growth_setting(growth: str) -> None:
     config = LearningConfig.from_dict({"sessionGrowth": growth})
     assert config.session_growth == growth
-    assert (config.to_dict().get("sessionGrowth") == growth) is (growth != "append")
+    assert (config.to_dict().get("sessionGrowth") == growth) is (growth != "off")
