@@ -11,23 +11,29 @@ Policies, on the same sessions:
 
 - every tool:   the full prompt on every turn (the reference: cost 1.00);
 - per request:  the real LearningService (SqlStore on SQLite in a temporary directory) asked
-                on every turn: a new draw and baseline coin per request;
-- per session:  the same service asked on a session's first turn only; that Selection's arms,
-                in its order, are sent on every later turn; the baseline coin is tossed per
-                session. (The harness keeps the set until the service does it itself.) A tool
-                a turn needed but lacked is, in three variants (engine.session_simulation
-                .Missing): appended to the tools for the next turn (SPEC 4a; "append"), loaded
-                into the conversation after that turn, as a runtime with tool search does
-                ("load"), or left out for the rest of the session ("never").
+                on every turn without a session key: a new draw and baseline coin per request;
+- per session:  the same service asked with the session key on every turn (SPEC 4a): the
+                session's first select decides, the baseline coin included (a baseline
+                session offers every tool), later selects answer the same tools in the same
+                order; the idle window is counted in the sessions' time. A tool a turn needed
+                but lacked is asked for by the model (a tool call of its name); then, in three
+                variants: the service appends it to the session's set for the next turn
+                (`sessionGrowth` "append"), the runtime loads it into the conversation after
+                that turn, as a runtime with tool search does (growth "off" + "load"), or it
+                stays out for the rest of the session (growth "off", the default).
 - oracle:       the knapsack of the true usage probabilities, the same set on every turn.
 
 Both service policies observe every turn through `service.observe`, the report carrying the
-simulated cache usage. Figures are means over environments (each its own tool inventory,
-usage and sessions) with their standard errors: prompt cost per session relative to the
-full-prompt sessions, tool tokens per turn, prompt tokens per session, recall (the share of
-the tools the turns used that their prompts had).
+session key and the simulated cache usage (engine.session_simulation.ServiceTurns). Figures
+are means over environments (each its own tool inventory, usage and sessions) with their
+standard errors: prompt cost per session relative to the full-prompt sessions (all sessions,
+and the selected ones against the same sessions with every tool), tool tokens per turn,
+prompt tokens per session, recall (the share of the tools the turns used that their prompts
+had), and what the service's status reports afterwards (estimated recall; the measured saving
+of selected sessions against baseline sessions per run). `--study` compares the session
+settings (STUDY_CANDIDATES) over scenarios of history per turn, turns and gaps.
 
-    .venv/bin/python bench/sessions.py [--envs N] [--sessions N] [--seed N]
+    .venv/bin/python bench/sessions.py [--envs N] [--sessions N] [--seed N] [--study]
 """
 
 from __future__ import annotations

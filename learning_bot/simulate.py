@@ -3,7 +3,10 @@ user can watch posteriors form without an agent.
 
 Each run is selected, drawn and observed before the next is selected, as an agent's runs are,
 and the inventory is larger than the token budget (as real agents' inventories are), so the
-figures match the study's (bench/learning.py)."""
+figures match the study's (bench/learning.py). With `sessions`, the runs are the turns of
+multi-turn conversations (engine.session_simulation) selected with their session keys and
+reporting the usage a model of the provider's prompt cache bills, so status measures the
+prompt-cost saving; the simulator's own figure is reported beside it."""
 
 from __future__ import annotations
 
