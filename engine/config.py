@@ -50,6 +50,7 @@ _CAMEL = {
     "policy": "policy",
     "seed_boost": "seedBoost",
     "session_idle_seconds": "sessionIdleSeconds",
+    "session_growth": "sessionGrowth",
 }
 POLICIES: dict[str, dict[str, Any]] = {
     "seed": {
@@ -81,6 +82,10 @@ POLICIES: dict[str, dict[str, Any]] = {
 width (exploration 0.5) and a half-life of 50 (bench/learning.py chose these values). Options
 given next to `policy` override the preset's values."""
 
+SESSION_GROWTHS = ("append", "off")
+"""What a session does with a tool the model called but the session had left out: "append"
+it to the session's set for the next run, or leave the set as it is ("off")."""
+
 MAX_SESSION_IDLE_SECONDS = 86_400
 """The longest a session's set is kept without a select: a day (prompt caches last minutes)."""
 
@@ -97,6 +102,7 @@ _OPTIONAL_DEFAULTS: dict[str, Any] = {
     "policy": DEFAULT_POLICY,
     "seed_boost": None,
     "session_idle_seconds": 300,
+    "session_growth": "off",
 }
 _SNAKE = {camel: snake for snake, camel in _CAMEL.items()}
 
@@ -156,6 +162,13 @@ class LearningConfig:
     order, until the session has been idle this long (SPEC section 4a): the providers' default
     prompt-cache lifetime, so a kept set keeps the cached prefix. 3600 suits 1-hour caching;
     0 draws anew on every select, as a select without a session does."""
+    session_growth: str = "off"
+    """"off" (default): a session's set stays as decided; "append": a tool the model called
+    but the session had left out joins the set at the end for its next run. One of
+    SESSION_GROWTHS. Appending changes the tool definitions, the head of the cached prefix, so
+    the next prompt writes the whole conversation to the cache again: in the study
+    (bench/sessions.py, BENCHMARKS.md) "off" costs less in every scenario at about the same
+    recall."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -211,6 +224,11 @@ class LearningConfig:
                 "session_idle_seconds",
                 f"must be at most {MAX_SESSION_IDLE_SECONDS} (a day), "
                 f"got {self.session_idle_seconds}",
+            )
+        if self.session_growth not in SESSION_GROWTHS:
+            raise InvalidConfig(
+                "session_growth",
+                f"must be one of {', '.join(SESSION_GROWTHS)}, got {self.session_growth!r}",
             )
 
     @classmethod

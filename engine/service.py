@@ -74,6 +74,7 @@ from engine.session_sets import (
     SessionCache,
     continue_set,
     first_set,
+    full_prompt,
     grow,
 )
 from engine.text import strip_controls
@@ -203,6 +204,7 @@ class LearningService:
         spool_by_name: SpoolByName | None = None,
         spool: SpoolHealth | None = None,
         prices: PriceTable | None = None,
+        wall_clock: Callable[[], int] = now_ms,
     ) -> None:
         self.store = store
         self.spool = spool
@@ -213,6 +215,9 @@ class LearningService:
         self.learner = learner
         self.cache_ttl = cache_ttl
         self._clock = clock
+        self._wall_clock = wall_clock
+        """Milliseconds since the epoch that session idle windows are counted in (a simulation
+        passes its own time)."""
         self._schedule = schedule
         self._rng_seed = rng
         self._rng_made: np.random.Generator | None = None
@@ -507,12 +512,12 @@ class LearningService:
         try:
             learner_id = self.learner_id
             for _ in range(SESSION_ATTEMPTS):
-                now = now_ms()
+                now = self._wall_clock()
                 session = self._sessions.get(key, self._clock())
                 if session is None:
                     session = store.session_set(learner_id, key)
                 if session is None or not session.is_live(now, idle):
-                    drawn = draw(arm_set, config)
+                    drawn = full_prompt(draw(arm_set, config), arm_set)
                     candidate = first_set(key, drawn, now)
                     session = store.claim_session_set(learner_id, candidate, idle * 1000)
                     self._sessions.put(session, self._clock())
@@ -533,9 +538,14 @@ class LearningService:
 
     def _grow_sessions(self, reports: Sequence[RunReport], config: LearningConfig) -> None:
         """A tool the model called but its session had left out joins the session's set at the
-        end, for the session's next run (one miss per tool, not one per turn)."""
+        end, for the session's next run (one miss per tool, not one per turn); not with
+        `session_growth` "off"."""
         store = self.store
-        if config.session_idle_seconds <= 0 or not isinstance(store, SessionSets):
+        if (
+            config.session_growth == "off"
+            or config.session_idle_seconds <= 0
+            or not isinstance(store, SessionSets)
+        ):
             return
         for report in reports:
             key = report.session_key

@@ -3,11 +3,12 @@
 Providers cache the prompt prefix and the tool definitions come first in it, so a tool set
 that changes between the turns of one conversation makes the whole prompt, history included,
 a cache miss. A select that names a session therefore decides once, on the session's first
-select (the baseline coin included), and every later select of the session returns the same
+select (the baseline coin included: a baseline session offers every arm, the control group
+of the measured cost saving), and every later select of the session returns the same
 arms in the same order. Arms new to the inventory are decided on their own and appended;
 arms no longer offered drop out of the answer (they keep their place should they come back);
-a tool the model needed but did not have joins at the end for the next run. Nothing is ever
-reordered, so the prefix the provider cached stays a prefix.
+with `session_growth` "append", a tool the model needed but did not have joins at the end
+for the next run. Nothing is ever reordered, so the prefix the provider cached stays a prefix.
 """
 
 from __future__ import annotations
@@ -65,6 +66,19 @@ def first_set(key: str, selection: Selection, now_ms: int) -> SessionSet:
         decided_at=now_ms,
         used_at=now_ms,
     )
+
+
+def full_prompt(selection: Selection, arm_set: ArmSet) -> Selection:
+    """A session's first selection as the session keeps it: a baseline session is the control
+    group of the measured cost saving (engine.savings), so it offers every arm, in inventory
+    order, for the whole session (SPEC 4a: baseline sessions are full-prompt sessions)."""
+    from engine.selection import Selection
+
+    if not selection.is_baseline:
+        return selection
+    total = min(arm_set.total_cost, 2**63 - 1)
+    budget = selection.token_budget
+    return Selection(list(arm_set.ids), [], True, budget, total, total > budget)
 
 
 def continue_set(
@@ -185,5 +199,6 @@ __all__ = [
     "SessionSet",
     "continue_set",
     "first_set",
+    "full_prompt",
     "grow",
 ]

@@ -12,27 +12,33 @@ engine.simulation.oracle_mask), `ThompsonArms` (select_arms on posterior arrays,
 baseline coin on every request) and `SessionStable` around any of them (the first turn's set
 and order kept for the session, the baseline coin tossed once per session; an arm a turn
 needed but lacked joins the tools at their end for the next turn, is loaded into the
-conversation, or stays out: `Missing`). `run_sessions` drives one policy
+conversation, or stays out: `Missing`). `ServiceTurns` asks a real LearningService, per
+request or naming the session, and observes every turn. `run_sessions` drives one policy
 through the sessions of `draw_sessions` and reports per-session cost, tokens and recall.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal, Protocol
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 
+from engine.arms import ArmType
 from engine.config import LearningConfig
 from engine.cost import ANTHROPIC, TokenPrices, output_cost, prompt_cost
 from engine.errors import InvalidInput
 from engine.forgetting import keep_factor
 from engine.inventory import ArmSet, BoolArray, FloatArray, IntArray, PosteriorArrays
-from engine.observation import Usage
+from engine.observation import ToolCall, Usage
 from engine.prompt_cache import Block, PromptCache
 from engine.selection import select_arms
 from engine.simulation import Workload, observe_arrays, oracle_mask
+
+if TYPE_CHECKING:
+    from engine.selection import Selection
+    from engine.service import LearningService
 
 
 @dataclass(frozen=True)
@@ -280,6 +286,113 @@ class SessionStable:
         return self._loaded if session.key == self._key else {}
 
 
+class SimulatedClock:
+    """The time a simulation is at, in milliseconds since the epoch: a LearningService's
+    `wall_clock`, so session idle windows are counted in the sessions' own time."""
+
+    def __init__(self, ms: int = 0) -> None:
+        self.ms = ms
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+class ServiceTurns:
+    """A TurnPolicy backed by a LearningService: each turn is `service.select`, naming the
+    session when `per_session` (SPEC 4a), and `service.observe` of the turn's run report with
+    its prompt-cache usage and the session key. The simulated model asks for a used tool the
+    prompt lacked (a tool call of its name), so the service can grow the session's set; with
+    `load`, the runtime also loads such a tool into the conversation after the turn's reply, as
+    a runtime with tool search does. `clock` (the service's wall clock) follows the turns."""
+
+    def __init__(
+        self,
+        service: LearningService,
+        workload: Workload,
+        clock: SimulatedClock,
+        *,
+        start_ms: int,
+        per_session: bool,
+        load: bool = False,
+        provider: str = "anthropic",
+        model: str = "claude",
+        trace_prefix: str = "",
+    ) -> None:
+        self.service = service
+        self.workload = workload
+        self.arm_set = ArmSet(workload.arms)
+        self.position = {arm.id: i for i, arm in enumerate(workload.arms)}
+        self.clock = clock
+        self.start_ms = start_ms
+        self.per_session = per_session
+        self.load = load
+        self.provider = provider
+        self.model = model
+        self.trace_prefix = trace_prefix
+        self.selection: Selection | None = None
+        self._key = ""
+        self._loaded: dict[int, list[int]] = {}
+
+    def _at(self, session: Session, turn: int) -> int:
+        return self.start_ms + int(session.times[turn] * 1000)
+
+    def choose(self, session: Session, turn: int) -> list[int]:
+        self.clock.ms = self._at(session, turn)
+        if session.key != self._key:
+            self._key = session.key
+            self._loaded = {}
+        context = {"session_key": session.key} if self.per_session else None
+        self.selection = self.service.select(self.arm_set, context)
+        return [self.position[arm_id] for arm_id in self.selection.selected]
+
+    def observe(self, session: Session, turn: int, included: Sequence[int], usage: Usage) -> None:
+        arms = self.workload.arms
+        have = set(included)
+        lacked = (
+            [int(i) for i in np.flatnonzero(session.used[turn]) if int(i) not in have]
+            if not session.conversational[turn]
+            else []
+        )
+        report = self.workload.report(
+            f"{self.trace_prefix}{session.key}-{turn}",
+            [arms[i].id for i in included],
+            session.used[turn],
+            bool(session.conversational[turn]),
+            is_baseline=self.is_baseline(),
+            conversation=session.key,
+            timestamp=self._at(session, turn),
+        )
+        asked = tuple(ToolCall(arms[i].name) for i in lacked if arms[i].type is ArmType.TOOL)
+        self.service.observe(
+            replace(
+                report,
+                usage=usage,
+                provider=self.provider,
+                model=self.model,
+                tool_calls=report.tool_calls + asked,
+            )
+        )
+        if self.load and lacked:
+            self._loaded[turn] = lacked
+
+    def is_baseline(self) -> bool:
+        return self.selection is not None and self.selection.is_baseline
+
+    def loaded(self, session: Session) -> Mapping[int, Sequence[int]]:
+        return self._loaded if session.key == self._key else {}
+
+
+def true_saving(selected: SessionRun, full: SessionRun) -> float | None:
+    """The simulator's own prompt-cost saving, in percent, of `selected`'s non-baseline
+    sessions against the same sessions sent with every arm (`full`, e.g. EveryArm's run):
+    what the measured saving (engine.savings) estimates. None without such sessions."""
+    chosen = ~selected.baseline
+    reference = float(full.prompt_cost[chosen].sum())
+    if not reference:
+        return None
+    return 100.0 * (1.0 - float(selected.prompt_cost[chosen].sum()) / reference)
+
+
 @dataclass(frozen=True)
 class SessionRun:
     """Per-session figures of one policy over a list of sessions."""
@@ -314,11 +427,13 @@ def run_sessions(
     shape: SessionShape | None = None,
     prices: TokenPrices = ANTHROPIC,
     ttl_seconds: float = 300.0,
+    caching: bool = True,
 ) -> SessionRun:
     """Drive `policy` through the sessions turn by turn: choose, send the prompt through a
-    prompt cache, price it, observe. Sessions run in order, so the policy learns as it goes."""
+    prompt cache (`caching` False: every token uncached input), price it, observe. Sessions
+    run in order, so the policy learns as it goes."""
     shape = shape or SessionShape()
-    cache = PromptCache(ttl_seconds=ttl_seconds)
+    cache = PromptCache(ttl_seconds=ttl_seconds, enabled=caching)
     blocks = [Block(arm.id, arm.token_cost) for arm in workload.arms]
     costs = workload.costs
     n = len(sessions)

@@ -3,7 +3,10 @@ user can watch posteriors form without an agent.
 
 Each run is selected, drawn and observed before the next is selected, as an agent's runs are,
 and the inventory is larger than the token budget (as real agents' inventories are), so the
-figures match the study's (bench/learning.py)."""
+figures match the study's (bench/learning.py). With `sessions`, the runs are the turns of
+multi-turn conversations (engine.session_simulation) selected with their session keys and
+reporting the usage a model of the provider's prompt cache bills, so status measures the
+prompt-cost saving; the simulator's own figure is reported beside it."""
 
 from __future__ import annotations
 
@@ -18,7 +21,16 @@ from engine.errors import Conflict, InvalidInput
 from engine.inventory import ArmSet
 from engine.posterior import now_ms
 from engine.service import RECALL_WINDOW, LearningService
-from engine.simulation import make_workload
+from engine.session_simulation import (
+    EveryArm,
+    ServiceTurns,
+    SessionRun,
+    SimulatedClock,
+    draw_sessions,
+    run_sessions,
+    true_saving,
+)
+from engine.simulation import Workload, make_workload
 
 
 @dataclass(frozen=True)
@@ -41,6 +53,15 @@ class SimulationResult:
     true_recall: float | None = None
     """The share of the arms the simulated model used on this run's latest selected runs
     (the window the estimate reads) that selection had included."""
+    sessions: int = 0
+    """Sessions the runs came in (0: runs without a session key)."""
+    cost_savings_percent: float | None = None
+    """What status reports: selected sessions' prompt cost per run against baseline ones'."""
+    true_cost_savings_percent: float | None = None
+    """The same, counted by the simulator over this run's sessions."""
+    counterfactual_cost_savings_percent: float | None = None
+    """The simulator's cost of the selected sessions against the same sessions sent with
+    every component (engine.session_simulation.true_saving)."""
 
     def report_lines(self) -> list[str]:
         """The closing figures, with the simulator's truth next to each estimate."""
@@ -48,6 +69,27 @@ class SimulationResult:
             f"Inventory: {self.arms} arms, {self.inventory_tokens:,} tokens; token budget "
             f"{self.token_budget:,}."
         ]
+        if self.sessions:
+            measured = (
+                f"status measures {self.cost_savings_percent:.1f}% "
+                if self.cost_savings_percent is not None
+                else "status cannot measure it yet (too few sessions) "
+            )
+            truth = (
+                f"{self.true_cost_savings_percent:.1f}%"
+                if self.true_cost_savings_percent is not None
+                else "unknown (no baseline or no selected session)"
+            )
+            against = (
+                f"; against the same sessions with every component: "
+                f"{self.counterfactual_cost_savings_percent:.1f}%"
+                if self.counterfactual_cost_savings_percent is not None
+                else ""
+            )
+            lines.append(
+                f"Prompt cost under the prompt cache, selected sessions against baseline "
+                f"sessions per run: {measured}(simulator: {truth}{against})."
+            )
         if self.prompt_savings_percent is not None:
             truth = (
                 f" (simulator: {self.true_prompt_savings_percent:.1f}%)"
@@ -68,7 +110,7 @@ class SimulationResult:
                 f"Kept about {self.estimated_recall * 100:.1f}% of the components the model "
                 f"used (estimated{truth})."
             )
-        if self.token_savings_percent is not None:
+        if self.token_savings_percent is not None and not self.sessions:
             lines.append(
                 f"Selected runs against baseline runs: {self.token_savings_percent:.1f}% tokens "
                 "(both fill the same budget, so this stays near zero however well it learns)."
@@ -84,8 +126,11 @@ def simulate(
     seed: int = 0,
     force: bool = False,
     progress: Callable[[int], None] | None = None,
+    sessions: bool = False,
 ) -> SimulationResult:
-    """Run `traces` simulated agent runs over `arms` arms: select, run, observe."""
+    """Run `traces` simulated agent runs over `arms` arms: select, run, observe. With
+    `sessions`, the runs are the turns of multi-turn conversations selected with their session
+    key, each run's usage billed through a model of the provider's prompt cache."""
     if not 1 <= traces <= 1_000_000:
         raise InvalidInput("--traces must be from 1 to 1,000,000")
     if not 1 <= arms <= 10_000:
@@ -101,6 +146,8 @@ def simulate(
         service.set_phase(Phase.ACTIVE, actor="simulate", bootstrap=True)
         switched = True
     workload = make_workload(arms, seed=seed)
+    if sessions:
+        return _simulate_sessions(service, workload, traces, seed, switched, progress)
     arm_set = ArmSet(workload.arms)
     rng = np.random.default_rng(seed)
     start = now_ms() - traces * 60_000
@@ -150,6 +197,74 @@ def simulate(
         estimated_recall=summary.estimated_recall,
         true_recall=sum(h for h, _ in window) / used_total if used_total else None,
     )
+
+
+def _simulate_sessions(
+    service: LearningService,
+    workload: Workload,
+    traces: int,
+    seed: int,
+    switched: bool,
+    progress: Callable[[int], None] | None,
+) -> SimulationResult:
+    """`traces` runs as the turns of sessions (engine.session_simulation), through the service
+    with their session keys and the prompt-cache usage the model bills."""
+    rng = np.random.default_rng(seed)
+    drawn = []
+    turns = 0
+    for session in draw_sessions(workload, traces, rng):
+        if turns >= traces:
+            break
+        drawn.append(session)
+        turns += session.turns
+    nonce = now_ms()
+    span = int(drawn[-1].times[-1] * 1000)
+    start = nonce - span - 60_000
+    policy = ServiceTurns(
+        service,
+        workload,
+        SimulatedClock(),
+        start_ms=start,
+        per_session=True,
+        provider="simulated",
+        model="sim-1",
+        trace_prefix=f"sim-{nonce}-",
+    )
+    run = run_sessions(workload, drawn, policy)
+    full = run_sessions(workload, drawn, EveryArm(len(workload.arms)))
+    if progress is not None:
+        progress(turns)
+    summary = service.summary()
+    savings = summary.prompt_cost_savings
+    baseline = int(run.turns[run.baseline].sum())
+    return SimulationResult(
+        turns,
+        len(workload.arms),
+        baseline,
+        turns - baseline,
+        switched,
+        summary.token_savings_percent,
+        inventory_tokens=int(workload.costs.sum()),
+        token_budget=service.config.token_budget,
+        prompt_savings_percent=summary.prompt_savings_percent,
+        estimated_recall=summary.estimated_recall,
+        true_recall=run.recall,
+        sessions=len(drawn),
+        cost_savings_percent=savings.percent if savings is not None else None,
+        true_cost_savings_percent=group_saving(run),
+        counterfactual_cost_savings_percent=true_saving(run, full),
+    )
+
+
+def group_saving(run: SessionRun) -> float | None:
+    """The simulator's saving of selected sessions' prompt cost per run against baseline
+    sessions' (what status measures), in percent; None without both kinds of session."""
+    base = run.baseline
+    if base.all() or not base.any():
+        return None
+    selected = run.prompt_cost[~base].sum() / run.turns[~base].sum()
+    baseline = run.prompt_cost[base].sum() / run.turns[base].sum()
+    return float(100.0 * (1.0 - selected / baseline))
 
 
 def progress_bar(total: int) -> Callable[[int], None]:

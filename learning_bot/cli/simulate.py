@@ -39,6 +39,14 @@ def register(sub: Commands) -> None:
     sim.add_argument(
         "--force", action="store_true", help="simulate even into a learner with real traces"
     )
+    sim.add_argument(
+        "--sessions",
+        action="store_true",
+        help=(
+            "runs come as multi-turn sessions with a session key, their usage billed through "
+            "a model of the provider's prompt cache, so status measures the cost saving"
+        ),
+    )
     sim.set_defaults(run=_run, no_url="it writes synthetic runs into the database directly")
 
 
@@ -47,12 +55,14 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
     app = build_app(settings)
     try:
-        return _simulate(app, args.traces, args.arms, args.seed, args.force)
+        return _simulate(app, args.traces, args.arms, args.seed, args.force, args.sessions)
     finally:
         app.close()
 
 
-def _simulate(app: App, traces: int, arms: int, seed: int, force: bool) -> int:
+def _simulate(
+    app: App, traces: int, arms: int, seed: int, force: bool, sessions: bool = False
+) -> int:
     from learning_bot.simulate import progress_bar, simulate
 
     service = app.service(create=True)
@@ -63,13 +73,15 @@ def _simulate(app: App, traces: int, arms: int, seed: int, force: bool) -> int:
         seed=seed,
         force=force,
         progress=progress_bar(traces),
+        sessions=sessions,
     )
     if result.switched_to_active:
         print(f"Switched learner '{service.learner}' to the active phase so selection runs.")
     print(
         f"Simulated {result.traces:,} runs of a {result.arms}-arm agent (seed {seed}) into "
         f"learner '{service.learner}': {result.baseline_runs:,} baseline, "
-        f"{result.selected_runs:,} selected."
+        f"{result.selected_runs:,} selected"
+        + (f", in {result.sessions:,} sessions." if result.sessions else ".")
     )
     for line in result.report_lines():
         print(line)

@@ -114,3 +114,30 @@ def test_call_names_and_a_missing_package(bfcl: ModuleType, tmp_path: Path) -> N
         bfcl.call_name("x + 1")
     with pytest.raises(SystemExit, match="not a bfcl_eval package"):
         bfcl.package_dir(tmp_path)
+
+
+def test_cost_sessions_mark_each_turns_gold_tools(bfcl: ModuleType, package: Path) -> None:
+    spec = importlib.util.spec_from_file_location("bench_bfcl_cost", BFCL.with_name("bfcl_cost.py"))
+    assert spec is not None and spec.loader is not None
+    cost = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = cost
+    spec.loader.exec_module(cost)
+    workload, position = cost.inventory(package)
+    assert [arm.id for arm in workload.arms] == [
+        "tool:bfcl:GorillaFileSystem.mv",
+        "tool:bfcl:GorillaFileSystem.cd",
+        "tool:bfcl:GorillaFileSystem.sort",
+        "tool:bfcl:MathAPI.add",
+    ]
+    tools = bfcl.load_tools(package)
+    (session,) = cost.as_sessions(
+        bfcl.load_sessions(package, tools, ("multi_turn_miss_func",)), position, 4
+    )
+    assert session.turns == 3 and list(session.times) == [0.0, 30.0, 60.0]
+    assert session.used.tolist() == [
+        [True, True, False, False],
+        [False, False, False, False],
+        [False, False, True, False],
+    ]
+    assert session.conversational.tolist() == [False, True, False]
+    assert cost.usage_shares([session], 4).tolist() == [0.5, 0.5, 0.5, 0.0]

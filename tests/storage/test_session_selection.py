@@ -80,8 +80,9 @@ def test_new_arms_are_appended_and_gone_arms_drop_out(store: SqlStore) -> None:
     assert back.selected == with_new.selected
 
 
-def test_a_tool_the_model_needed_joins_at_the_end(store: SqlStore) -> None:
-    service = LearningService(store, config(), rng=6, cache_ttl=0)
+@pytest.mark.parametrize("growth", ["append", "off"])
+def test_a_tool_the_model_needed_joins_at_the_end(store: SqlStore, growth: str) -> None:
+    service = LearningService(store, config(session_growth=growth), rng=6, cache_ttl=0)
     arms = tools()
     first = service.select(arms, {"session_key": "miss"})
     missing = first.excluded[0]
@@ -95,6 +96,9 @@ def test_a_tool_the_model_needed_joins_at_the_end(store: SqlStore) -> None:
         )
     )
     after = service.select(arms, {"session_key": "miss"})
+    if growth == "off":  # sessionGrowth "off": the set stays as decided
+        assert after.selected == first.selected
+        return
     assert after.selected == (*first.selected, missing)
     # one miss, not one per turn: the set stays as it is from then on
     assert service.select(arms, {"session_key": "miss"}).selected == after.selected
@@ -127,6 +131,18 @@ def test_baseline_is_decided_once_per_session(store: SqlStore) -> None:
             again = service.select(arms, {"session_key": f"b{i}"})
             assert again.is_baseline == first.is_baseline
             assert again.selected == first.selected
+
+
+def test_a_baseline_session_offers_every_arm(store: SqlStore) -> None:
+    # a baseline session is the full-prompt control group of the measured cost saving
+    service = LearningService(store, config(baseline_rate=1.0), rng=10, cache_ttl=0)
+    arms = tools()
+    first = service.select(arms, {"session_key": "full"})
+    assert first.is_baseline and first.excluded == ()
+    assert first.selected == tuple(a.id for a in arms)
+    assert service.select(arms, {"session_key": "full"}).selected == first.selected
+    per_request = service.select(arms)
+    assert per_request.is_baseline and per_request.excluded  # SPEC 4.1: packed to the budget
 
 
 def test_two_replicas_answer_a_session_alike(

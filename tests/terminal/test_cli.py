@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -29,6 +30,15 @@ def run(db: str, *args: str, stdin: str | None = None) -> subprocess.CompletedPr
 @pytest.fixture
 def db(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path}/cli.sqlite"
+
+
+def test_simulated_sessions_report_the_measured_and_the_true_cost_saving(db: str) -> None:
+    sim = run(db, "simulate", "--sessions", "--traces", "400", "--seed", "2")
+    assert sim.returncode == 0, sim.stderr
+    assert "sessions." in sim.stdout and "Prompt cost under the prompt cache" in sim.stdout
+    match = re.search(r"status measures (-?[\d.]+)% \(simulator: (-?[\d.]+)%", sim.stdout)
+    assert match, sim.stdout
+    assert abs(float(match[1]) - float(match[2])) <= 3.0
 
 
 def test_first_session(db: str) -> None:
@@ -168,7 +178,12 @@ def test_version_help_and_json(db: str) -> None:
         ("reward",): ["the arm by id (tool:fs:Read) or label (Read)", "--conversation ID"],
         ("reset",): ["or undo the last reset", "--confirm do it without asking"],
         ("phase",): ["the phase to switch to"],
-        ("simulate",): ["--traces N runs to", "--arms N arms in", "--seed N random seed"],
+        ("simulate",): [
+            "--traces N runs to",
+            "--arms N arms in",
+            "--seed N random seed",
+            "--sessions runs come as multi-turn sessions",
+        ],
         ("export",): ["jsonl: one trace per line", "--table", "--compact json: one line"],
         ("serve",): ["--host HOST address to listen", "--port PORT port", "--workers N"],
         ("slack",): ["--host HOST HTTP mode: address", "--port PORT HTTP mode: port"],
