@@ -30,8 +30,10 @@ reset): recent enough to describe the current model and tools."""
 
 @dataclass(frozen=True, slots=True)
 class SessionUsage:
-    """The summed usage of one session's runs of one model (a run without a session key is a
-    session of its own: per-request selection randomises per run)."""
+    """The summed usage of one session's runs of one model. Runs without a session key are
+    not counted: only a session's baseline offers every arm for all its turns (a per-request
+    baseline run is packed under the budget like any other), so only sessions have a
+    full-prompt control group."""
 
     key: str
     is_baseline: bool
@@ -113,6 +115,12 @@ def cost_savings(sessions: Iterable[SessionCost], *, cache_reported: bool) -> Co
     def unmeasured(reason: str) -> CostSavings:
         return CostSavings(None, None, None, *counts, None, None, reason)
 
+    if not selected and not baseline:
+        return unmeasured(
+            "no run names a session (context.session_key): the saving is measured per session "
+            "against full-prompt baseline sessions, and selection per request changes the "
+            "tools at the head of the cached prompt on every turn"
+        )
     if not cache_reported:
         return unmeasured(
             "the runs report no prompt-cache usage (cacheRead / cacheWrite), so their cost "

@@ -10,19 +10,18 @@ from storage.database import reading
 from storage.store_base import StoreBase
 
 _SESSION_USAGE = """
-SELECT CASE WHEN t.session_key = '' THEN t.trace_id ELSE t.session_key END AS k,
+SELECT t.session_key AS k,
        t.is_baseline, t.provider, t.model, COUNT(*) AS runs,
        SUM(t.usage_input) AS input, SUM(t.usage_cache_read) AS cache_read,
        SUM(t.usage_cache_write) AS cache_write
 FROM (SELECT session_key, trace_id, is_baseline, provider, model,
              usage_input, usage_cache_read, usage_cache_write
       FROM traces
-      WHERE learner_id = :learner AND phase = 'active'
+      WHERE learner_id = :learner AND phase = 'active' AND session_key <> ''
         AND stats_epoch >= (SELECT status_from_epoch FROM learners WHERE id = :learner)
       ORDER BY timestamp DESC, id DESC
       LIMIT :window) AS t
-GROUP BY CASE WHEN t.session_key = '' THEN t.trace_id ELSE t.session_key END,
-         t.is_baseline, t.provider, t.model
+GROUP BY t.session_key, t.is_baseline, t.provider, t.model
 """
 
 

@@ -58,3 +58,11 @@ def test_too_few_sessions_no_figure() -> None:
     )
     assert result.percent is None
     assert result.reason is not None and "1 baseline" in result.reason
+
+
+def test_runs_without_sessions_no_figure() -> None:
+    """Per-request runs have no full-prompt control group: the figure is withheld and the
+    reason names the session key."""
+    result = cost_savings([], cache_reported=True)
+    assert result.percent is None
+    assert result.reason is not None and "session_key" in result.reason
