@@ -10,9 +10,7 @@ The service starts no thread and does no I/O of its own: the store does the I/O,
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import heapq
-import json
 import logging
 import time
 import uuid
@@ -26,7 +24,7 @@ if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
     from engine.inventory import ArmSet
     from engine.selection import Selection
 
-from engine.arms import Arm, ArmType, parse_arm_id
+from engine.arms import Arm, parse_arm_id
 from engine.bounds import (
     MAX_ACTOR_CHARS,
     MAX_PAGE,
@@ -58,7 +56,6 @@ from engine.ports import (
     RewardChange,
     RunSessions,
     RunWriter,
-    SessionSets,
     SessionUsages,
     SpoolHealth,
     Store,
@@ -69,14 +66,7 @@ from engine.posterior import check_reward, now_ms
 from engine.records import ArmOutcomeRecord, RunRecord, record_from_report
 from engine.resolve import MAX_QUERY_CHARS, resolve_arm_query
 from engine.savings import CostSavings, cost_savings, price_sessions
-from engine.session_sets import (
-    MAX_SESSION_KEY_CHARS,
-    SessionCache,
-    continue_set,
-    first_set,
-    full_prompt,
-    grow,
-)
+from engine.session_selection import SessionSelector, keyed, session_key_of
 from engine.text import strip_controls
 from engine.views import (
     ArmView,
@@ -131,50 +121,6 @@ def clean_text(name: str, value: str | None, limit: int) -> str | None:
     return cleaned or None
 
 
-SESSION_ATTEMPTS = 4
-"""Reads of a session's set before a select gives up agreeing with other writers and answers
-what it computed (a replica appending at that very moment is the only cause)."""
-
-
-def _touch_ms(idle_seconds: int) -> int:
-    """How stale a live session's `used_at` may get before a select writes it again: a tenth
-    of the idle window, at most 30 s (a select of a live session reads, and rarely writes)."""
-    return min(30_000, idle_seconds * 100)
-
-
-def _tool_name(arm_id: str) -> str | None:
-    parsed = parse_arm_id(arm_id)
-    return parsed.name if parsed.type is ArmType.TOOL else None
-
-
-def _keyed(session_key: str, options: Mapping[str, Any], k: int) -> str:
-    """The key a session's set is kept under for one set of per-call options."""
-    shown = json.dumps({"k": k, **options}, sort_keys=True, default=str)
-    digest = hashlib.sha256(shown.encode()).hexdigest()[:16]
-    base = (
-        session_key
-        if len(session_key) <= MAX_SESSION_KEY_CHARS - 17
-        else (hashlib.sha256(session_key.encode()).hexdigest())
-    )
-    return f"{base}#{digest}"
-
-
-def session_key_of(context: Mapping[str, Any] | None, session_key: str | None = None) -> str:
-    """The session a select names: `session_key`, else `context["session_key"]`; "" for
-    none. Checked as every identifier is (text, at most MAX_SESSION_KEY_CHARS)."""
-    key: Any = session_key
-    if key is None and context is not None:
-        if not isinstance(context, Mapping):
-            raise InvalidInput(f"context must be an object, got {type(context).__name__}")
-        key = context.get("session_key", context.get("sessionKey"))
-    if key is None:
-        return ""
-    if not isinstance(key, str):
-        raise InvalidInput(f"session_key must be a string, got {type(key).__name__}")
-    check_text("session_key", key, MAX_SESSION_KEY_CHARS)
-    return key
-
-
 def recorded_actor(actor: str | None) -> str:
     """Who made a change, as it is recorded: cleaned as `clean_text` cleans, "unknown" when
     empty."""
@@ -216,6 +162,9 @@ class LearningService:
         self.cache_ttl = cache_ttl
         self._clock = clock
         self._wall_clock = wall_clock
+        self._session_sets = SessionSelector(
+            store, lambda: self.learner_id, cache_ttl, clock, wall_clock
+        )
         """Milliseconds since the epoch that session idle windows are counted in (a simulation
         passes its own time)."""
         self._schedule = schedule
@@ -225,7 +174,6 @@ class LearningService:
         self._refreshing = False
         self._spool_by_name = spool_by_name
         self._learner_id: int | None = None
-        self._sessions = SessionCache(cache_ttl)
         self.prices = prices if prices is not None else PriceTable()
         """Token prices the measured cost saving is priced with (engine.cost)."""
         self._keep = keep_factor(self.base_config.half_life)
@@ -409,7 +357,7 @@ class LearningService:
         config = self.config
         key = session_key_of(context, session_key)
         if key and config.is_active:
-            return self._in_session(key, arm_set, config, self._select_cached)
+            return self._session_sets.select(key, arm_set, config, self._select_cached)
         return self._select_cached(arm_set, config)
 
     def _select_cached(self, arm_set: ArmSet, config: LearningConfig) -> Selection:
@@ -476,7 +424,7 @@ class LearningService:
         if folds:
             self._cache.apply({a: f.as_tuple() for a, f in folds.items()}, now_ms())
         if config.is_active:
-            self._grow_sessions(reports, config)
+            self._session_sets.grow(reports, config)
         self._first_seen((item.arm.id for r in reports for item in r.arms), config)
         return out
 
@@ -488,85 +436,6 @@ class LearningService:
         if new_ids:
             self._boost_seeds(new_ids, config)
             self._cache.invalidate(reload=True)
-
-    # -- sessions (SPEC section 4a) ----------------------------------------------------------
-
-    def _in_session(
-        self,
-        key: str,
-        arm_set: ArmSet,
-        config: LearningConfig,
-        draw: Callable[[ArmSet, LearningConfig], Selection],
-    ) -> Selection:
-        """The selection of session `key`: its stored set when it is live, else a new draw
-        stored as its set (or the set another replica stored first). Storage that cannot be
-        reached gives a per-request draw: the run goes ahead, only its cached prefix is lost."""
-        store = self.store
-        idle = config.session_idle_seconds
-        if idle <= 0 or not isinstance(store, SessionSets):
-            return draw(arm_set, config)
-
-        def decide_new(new: ArmSet, budget: int) -> Selection:
-            return draw(new, replace(config, token_budget=budget, baseline_rate=0.0))
-
-        try:
-            learner_id = self.learner_id
-            for _ in range(SESSION_ATTEMPTS):
-                now = self._wall_clock()
-                session = self._sessions.get(key, self._clock())
-                if session is None:
-                    session = store.session_set(learner_id, key)
-                if session is None or not session.is_live(now, idle):
-                    drawn = full_prompt(draw(arm_set, config), arm_set)
-                    candidate = first_set(key, drawn, now)
-                    session = store.claim_session_set(learner_id, candidate, idle * 1000)
-                    self._sessions.put(session, self._clock())
-                    if session.decided_at == now and session.included == candidate.included:
-                        return drawn  # ours is the session's set
-                selection, changed = continue_set(session, arm_set, config.token_budget, decide_new)
-                if changed is session and now - session.used_at < _touch_ms(idle):
-                    return selection
-                changed = replace(changed, used_at=now)
-                if store.save_session_set(learner_id, changed):
-                    self._sessions.put(replace(changed, version=changed.version + 1), self._clock())
-                    return selection
-                self._sessions.drop(key)  # another replica changed it: read it again
-            return selection
-        except Unavailable:
-            self._sessions.drop(key)
-            return draw(arm_set, config)
-
-    def _grow_sessions(self, reports: Sequence[RunReport], config: LearningConfig) -> None:
-        """A tool the model called but its session had left out joins the session's set at the
-        end, for the session's next run (one miss per tool, not one per turn); not with
-        `session_growth` "off"."""
-        store = self.store
-        if (
-            config.session_growth == "off"
-            or config.session_idle_seconds <= 0
-            or not isinstance(store, SessionSets)
-        ):
-            return
-        for report in reports:
-            key = report.session_key
-            if not key or not report.tool_calls:
-                continue
-            have = {item.arm.name for item in report.arms if item.included}
-            missing = {call.name for call in report.tool_calls} - have - config.meta_tools
-            if not missing:
-                continue
-            with contextlib.suppress(Unavailable):
-                for _ in range(SESSION_ATTEMPTS):
-                    session = store.session_set(self.learner_id, key)
-                    if session is None:
-                        break
-                    needed = [a for a in session.left_out if _tool_name(a) in missing]
-                    grown = grow(session, needed)
-                    if grown is None:
-                        break
-                    if store.save_session_set(self.learner_id, grown):
-                        self._sessions.drop(key)
-                        break
 
     def _boost_seeds(self, new_ids: Iterable[str], config: LearningConfig) -> None:
         """With `seed_boost`, seed arms this learner sees for the first time start at
@@ -642,8 +511,9 @@ class LearningService:
         if session_key and config.is_active:
             # A caller that asks with other per-call options asks for another selection: the
             # session's set is kept per set of options (a gateway sends the same every turn).
-            key = session_key if not changes and not k else _keyed(session_key, changes, k)
-            selection = self._in_session(key, arm_set, config, draw)
+            key = session_key if not changes and not k else keyed(session_key, changes, k)
+            # a cap of k arms holds in a baseline session too
+            selection = self._session_sets.select(key, arm_set, config, draw, full_baseline=not k)
         else:
             selection = draw(arm_set, config)
         chosen = set(selection.selected)
