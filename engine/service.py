@@ -315,12 +315,12 @@ class LearningService:
 
     @property
     def selects_in_memory(self) -> bool:
-        """Whether `select` can answer from the cached posteriors, without reading storage
-        first (a refresh that falls due then runs through `schedule`)."""
+        """Whether `select` can answer from the cached posteriors without reading storage
+        first (the cache is younger than cache_ttl)."""
         cache = self._cache
         if cache.stale:
             return False
-        return self._schedule is not None or self._clock() - cache.checked_at < self.cache_ttl
+        return self._clock() - cache.checked_at < self.cache_ttl
 
     def select(
         self,
@@ -353,7 +353,10 @@ class LearningService:
                     reason = f"storage unavailable: {exc}"
                     return include_everything(arm_set, self._settings, reason)
         elif self._clock() - cache.checked_at >= self.cache_ttl:
-            self._refresh_later()
+            # Never answer from a cache older than cache_ttl: a phase change, reset, undo or
+            # settings change made on another replica is honoured by this select (the check
+            # reads the learner's version, and its arms only when they changed).
+            self._refresh_quietly()
         config = self.config
         key = session_key_of(context, session_key)
         if key and config.is_active:
