@@ -16,6 +16,7 @@ turns that use it, the same set on every turn). Token budget: BUDGET_SHARE of th
 
     pip install --no-deps bfcl-eval   # its data only; its dependencies are not needed
     .venv/bin/python bench/bfcl_cost.py [--package-dir .../site-packages/bfcl_eval] [--seed N]
+        [--policy seed]
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from bench.bfcl import CATEGORIES, load_sessions, load_tools, package_dir  # noq
 from bench.bfcl import Session as BfclSession  # noqa: E402
 from bench.sessions import VARIANTS, Reported, service_run  # noqa: E402
 from engine import Arm, LearningConfig, Phase  # noqa: E402
+from engine.config import DEFAULT_POLICY, POLICIES  # noqa: E402
 from engine.session_simulation import (  # noqa: E402
     EveryArm,
     OracleArms,
@@ -92,6 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--package-dir", type=Path, help="the installed bfcl_eval folder")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--policy", default=DEFAULT_POLICY, choices=sorted(POLICIES), help="the learner's policy"
+    )
     args = parser.parse_args(argv)
     began = time.perf_counter()
     root = package_dir(args.package_dir)
@@ -103,8 +108,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     sessions = as_sessions(bfcl, position, n)
     workload = Workload(workload.arms, usage_shares(sessions, n))
     total = int(workload.costs.sum())
-    config = LearningConfig(
-        phase=Phase.ACTIVE, token_budget=round(BUDGET_SHARE * total), baseline_rate=0.10
+    config = LearningConfig.for_policy(
+        args.policy,
+        phase=Phase.ACTIVE,
+        token_budget=round(BUDGET_SHARE * total),
+        baseline_rate=0.10,
     )
     runs: dict[str, SessionRun] = {
         "every tool": run_sessions(workload, sessions, EveryArm(n), shape=BFCL_SHAPE)
@@ -121,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"BFCL multi-turn: {len(sessions)} sessions, {sum(s.turns for s in sessions):,} turns; "
         f"{n} tools, {total:,} tokens; budget {config.token_budget:,} ({BUDGET_SHARE:.0%}); "
         f"{BFCL_SHAPE.history_tokens:,} history tokens per turn, turns {TURN_GAP_SECONDS:.0f} s "
-        "apart; Anthropic cache prices"
+        f"apart; Anthropic cache prices; policy {args.policy}"
     )
     categories = np.array([s.category for s in bfcl])
     header = ("category", "policy", "cost vs every tool", "tool tokens/turn",
@@ -145,6 +153,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]
     for row in (header, *rows):
         print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+    for name in reported:
+        run = runs[name]
+        early = run.kept[:200].sum() / max(1, run.used[:200].sum())
+        late = run.kept[-200:].sum() / max(1, run.used[-200:].sum())
+        print(f"{name}: recall over the first 200 sessions {early:.3f}, the last 200 {late:.3f}")
     for name, r in reported.items():
         saving = "-" if r.cost_savings_percent is None else f"{r.cost_savings_percent:.1f}%"
         recall = "-" if r.estimated_recall is None else f"{r.estimated_recall:.3f}"
