@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         VerifyReport,
     )
     from engine.records import RunRecord
+    from engine.savings import SessionUsage
 
 
 T = TypeVar("T")
@@ -126,6 +127,18 @@ class LiteReader:
 
     def load_arms(self, learner_id: int) -> dict[str, ArmRecord]:
         return queries.arm_records(self._read(self.arm_rows, learner_id))
+
+    def session_usage(self, learner_id: int, window: int | None = None) -> list[SessionUsage]:
+        """As SqlStore's (storage.session_costs): the usage status prices its cost saving from."""
+        from engine.savings import COST_WINDOW
+
+        window = COST_WINDOW if window is None else window
+        rows = self._read(
+            lambda: self.conn.execute(
+                queries.SESSION_USAGE, (learner_id, learner_id, window)
+            ).fetchall()
+        )
+        return queries.session_usages(rows)
 
     def run_stats(self, learner_id: int) -> RunStats:
         row = self._read(self.run_stats_row, learner_id)

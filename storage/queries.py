@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from engine.ports import ArmRecord, LearnerState, ResetRecord, RunStats
+    from engine.savings import SessionUsage
 
 LEARNER_BY_NAME = "SELECT id FROM learners WHERE name = ?"
 
@@ -176,3 +177,37 @@ def reset_record(row: Sequence[Any] | None) -> ResetRecord | None:
         int(row[4]),
         row[5] is not None,
     )
+
+
+SESSION_USAGE = """
+SELECT t.session_key, t.is_baseline, t.provider, t.model, COUNT(*),
+       SUM(t.usage_input), SUM(t.usage_cache_read), SUM(t.usage_cache_write)
+FROM (SELECT session_key, is_baseline, provider, model,
+             usage_input, usage_cache_read, usage_cache_write
+      FROM traces
+      WHERE learner_id = ? AND phase = 'active' AND session_key <> ''
+        AND stats_epoch >= (SELECT status_from_epoch FROM learners WHERE id = ?)
+      ORDER BY timestamp DESC, id DESC
+      LIMIT ?) AS t
+GROUP BY t.session_key, t.is_baseline, t.provider, t.model
+"""
+"""Per session (and model), the usage of a learner's latest active runs counted by status
+(parameters: learner, learner, how many runs): what the measured cost saving is priced from."""
+
+
+def session_usages(rows: Sequence[Sequence[Any]]) -> list[SessionUsage]:
+    from engine.savings import SessionUsage
+
+    return [
+        SessionUsage(
+            key=str(r[0]),
+            is_baseline=bool(r[1]),
+            provider=r[2],
+            model=r[3],
+            runs=int(r[4]),
+            input=int(r[5]),
+            cache_read=int(r[6]),
+            cache_write=int(r[7]),
+        )
+        for r in rows
+    ]
