@@ -22,6 +22,7 @@ def server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped
             "LEARNING_BOT_SEED_ARM_IDS": "",
             "LEARNING_BOT_MIN_PULLS": "0",
             "LEARNING_BOT_BASELINE_RATE": "0",
+            "LEARNING_BOT_POLICY": "seed",
         },
     )
     with served(env) as running, httpx.Client(base_url=running.url, timeout=30) as client:
