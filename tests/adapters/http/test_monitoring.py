@@ -12,7 +12,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from adapters.http.logs import JsonFormatter
+from adapters.http.logs import JsonFormatter, ServerHandler, configure_logging
 
 from .conftest import Live, start_server, stop_server
 
@@ -117,3 +117,17 @@ def test_json_log_lines_carry_the_access_fields() -> None:
     fields = (line["method"], line["path"], line["status"], line["ms"])
     assert fields == ("GET", "/livez", 200, 0.42)
     assert line["time"].endswith("+00:00")
+
+
+def test_json_format_is_the_root_handlers_and_installing_twice_keeps_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    monkeypatch.setattr(root, "level", root.level)
+    monkeypatch.setenv("LEARNING_BOT_LOG_FORMAT", "json")
+    configure_logging("info")
+    configure_logging("info")
+    ours = [h for h in root.handlers if isinstance(h, ServerHandler)]
+    assert len(ours) == 1 and isinstance(ours[0].formatter, JsonFormatter)
+    assert root.level == logging.INFO
