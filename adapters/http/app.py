@@ -42,7 +42,7 @@ class DirectRoutes:
     middleware. With CORS origins configured everything goes through Starlette, whose CORS
     middleware adds the headers."""
 
-    def __init__(self, app: Starlette, direct: Mapping[str, ASGIApp]) -> None:
+    def __init__(self, app: ASGIApp, direct: Mapping[str, ASGIApp]) -> None:
         self.app = app
         self.direct = dict(direct)
 
@@ -165,5 +165,9 @@ def create_app(
             return templates.get(endpoint)
         return scope["path"] if scope["path"] in direct else None
 
-    served: ASGIApp = app if settings.cors_origins else DirectRoutes(app, direct)
-    return RequestLog(served, metrics, template)
+    def logged(inner: ASGIApp) -> ASGIApp:
+        return RequestLog(inner, metrics, template)
+
+    if settings.cors_origins:
+        return logged(app)
+    return DirectRoutes(logged(app), {path: logged(each) for path, each in direct.items()})
