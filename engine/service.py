@@ -915,6 +915,18 @@ class LearningService:
         out.sort(key=lambda b: (b.t, b.arm_id or ""))
         return out
 
+    def check_ready(self) -> None:
+        """Read the learner's state row (one small query, no posteriors): raises Unavailable
+        when storage does not answer or its schema is not at the revision this code needs
+        (storage runs a schema check it had to defer before its first read)."""
+        self.store.learner_state(self.learner_id)
+
+    def cache_age(self) -> float | None:
+        """Seconds since the cached posteriors were last read or checked against storage
+        (None before the first read)."""
+        checked = self._cache.checked_at
+        return None if checked == float("-inf") else max(0.0, self._clock() - checked)
+
     def spool_health(self) -> dict[str, Any] | None:
         """The spool's state (pending runs, bytes, full, dead letters), or None without one."""
         return None if self.spool is None else self.spool.health()

@@ -155,6 +155,21 @@ class Api:
             out["spool"] = spool
         return out
 
+    async def livez(self, _: Request) -> Any:
+        """The process answers (touches nothing)."""
+        return {"status": "ok"}
+
+    async def readyz(self, request: Request) -> Any:
+        """Storage answers and its schema is the one this code needs: one learner-state read,
+        no posterior reload (503 with the reason otherwise)."""
+        try:
+            service = self.service(request)
+            await self.call(service.check_ready)
+        except Exception as exc:
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            return JsonResponse({"status": "unavailable", "reason": reason}, status_code=503)
+        return {"status": "ready", "learner": service.learner}
+
     # -- agent runtimes ------------------------------------------------------------------------
 
     async def select(self, request: Request) -> Any:

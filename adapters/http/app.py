@@ -15,7 +15,9 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from adapters.http.access import RequestLog
 from adapters.http.api import BASE, Api
+from adapters.http.metrics import CONTENT_TYPE, HttpMetrics
 from adapters.http.openapi import openapi_document
 from adapters.http.settings import HttpSettings
 from bot.bus import CommandBus
@@ -40,7 +42,7 @@ class DirectRoutes:
     middleware. With CORS origins configured everything goes through Starlette, whose CORS
     middleware adds the headers."""
 
-    def __init__(self, app: Starlette, direct: Mapping[str, ASGIApp]) -> None:
+    def __init__(self, app: ASGIApp, direct: Mapping[str, ASGIApp]) -> None:
         self.app = app
         self.direct = dict(direct)
 
@@ -91,6 +93,11 @@ def create_app(
     async def root(_: Request) -> Response:
         return RedirectResponse(f"{BASE}/dashboard")
 
+    metrics = HttpMetrics(lambda: bus.services.get(bus.settings.default_learner, create=False))
+
+    async def prometheus(_: Request) -> Response:
+        return Response(await api.call(metrics.exposition), media_type=CONTENT_TYPE)
+
     select = api.handler(api.select, mutating=True)
     observe = api.handler(api.observe, mutating=True)
     routes: list[BaseRoute] = [
@@ -112,6 +119,9 @@ def create_app(
         Route(f"{BASE}/phase", api.handler(api.phase, mutating=True), methods=WRITE),
         Route(f"{BASE}/command", api.handler(api.command, mutating=True), methods=WRITE),
         Route("/", root, methods=READ),
+        Route("/metrics", prometheus, methods=READ),
+        Route("/livez", api.handler(api.livez), methods=READ),
+        Route("/readyz", api.handler(api.readyz), methods=READ),
         *(route for route in extra_routes if isinstance(route, BaseRoute)),
     ]
 
@@ -142,8 +152,22 @@ def create_app(
         middleware=middleware,
         exception_handlers={404: not_found, 405: not_found},
     )
+    direct: dict[str, ASGIApp] = {
+        f"{BASE}/select": api.fast_select,
+        f"{BASE}/observe": endpoint_app(observe),
+    }
+    templates = {route.endpoint: route.path for route in routes if isinstance(route, Route)}
+
+    def template(scope: Scope) -> str | None:
+        """The matched route's path (a direct route's is its own path)."""
+        endpoint = scope.get("endpoint")
+        if endpoint is not None:
+            return templates.get(endpoint)
+        return scope["path"] if scope["path"] in direct else None
+
+    def logged(inner: ASGIApp) -> ASGIApp:
+        return RequestLog(inner, metrics, template)
+
     if settings.cors_origins:
-        return app
-    return DirectRoutes(
-        app, {f"{BASE}/select": api.fast_select, f"{BASE}/observe": endpoint_app(observe)}
-    )
+        return logged(app)
+    return DirectRoutes(logged(app), {path: logged(each) for path, each in direct.items()})

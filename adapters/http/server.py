@@ -17,6 +17,7 @@ from typing import Any, cast
 
 from adapters.http.api import BASE
 from adapters.http.app import create_app
+from adapters.http.logs import configure_logging, json_logs
 from adapters.http.settings import HttpSettings, http_settings, serving_settings
 from bot.bus import CommandBus
 from bot.surface import Surface
@@ -195,11 +196,15 @@ async def serve(
     settings = serving_settings(settings)
     routes = [route for s in surfaces for route in s.routes]
     asgi = create_app(bus, settings, extra_routes=routes)
+    log_level = os.environ.get("LEARNING_BOT_LOG_LEVEL", "warning").lower()
+    configure_logging(log_level)
     config = uvicorn.Config(
         asgi,
         host=host,
         port=port,
-        log_level=os.environ.get("LEARNING_BOT_LOG_LEVEL", "warning").lower(),
+        log_level=log_level,
+        # JSON lines: uvicorn's own loggers go through the root handler too
+        log_config=None if json_logs() else uvicorn.config.LOGGING_CONFIG,
         access_log=False,
         timeout_graceful_shutdown=int(SHUTDOWN_SECONDS),
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
