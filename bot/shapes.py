@@ -157,6 +157,9 @@ def bucket_json(bucket: TimeBucket) -> dict[str, Any]:
     item: dict[str, Any] = {"t": bucket.t, "value": bucket.value}
     if bucket.arm_id is not None:
         item["armId"] = bucket.arm_id
+    if bucket.group is not None:
+        item["group"] = bucket.group
+        item["sessions"] = bucket.count
     return item
 
 

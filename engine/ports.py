@@ -132,7 +132,9 @@ class TimeBucket:
     value: float
     arm_id: str | None = None
     count: int = 0
-    """How many traces or observations the bucket holds."""
+    """How many traces or observations the bucket holds (sessions, for `sessionCost`)."""
+    group: str | None = None
+    """`baseline` or `selected` for the `sessionCost` metric."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,3 +323,11 @@ class SessionUsages(Protocol):
     prompt-cost saving (engine.savings). SqlStore implements it."""
 
     def session_usage(self, learner_id: int, window: int = ...) -> list[SessionUsage]: ...
+
+
+@runtime_checkable
+class SessionUsageSince(Protocol):
+    """The usage of a learner's active runs since a time, summed per session with its start:
+    the cost-per-session chart. SqlStore implements it."""
+
+    def session_usage_since(self, learner_id: int, since: int) -> list[SessionUsage]: ...

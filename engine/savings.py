@@ -43,6 +43,8 @@ class SessionUsage:
     input: int
     cache_read: int
     cache_write: int
+    started: int = 0
+    """When the session's first counted run was recorded (ms since the epoch)."""
 
 
 def price_sessions(
@@ -62,6 +64,42 @@ def price_sessions(
         entry[1] += cost
     sessions = [SessionCost(base, int(runs), cost) for (_, base), (runs, cost) in totals.items()]
     return sessions, cached
+
+
+@dataclass(frozen=True, slots=True)
+class CostPoint:
+    """The mean prompt cost per session of one group's sessions started in one window."""
+
+    t: int
+    group: str
+    cost_per_session: float
+    sessions: int
+
+
+def cost_series(
+    usages: Iterable[SessionUsage], prices: PriceTable, width_ms: int
+) -> list[CostPoint]:
+    """The mean prompt cost per session (input-token units) of baseline and of selected
+    sessions, per window of `width_ms`, each session counted in the window it started in:
+    the dashboard's cost-per-session chart."""
+    sessions: dict[tuple[str, bool], list[float]] = {}
+    for u in usages:
+        cost = prompt_cost(
+            Usage(input=u.input, cache_read=u.cache_read, cache_write=u.cache_write),
+            prices.prices_for(u.provider, u.model),
+        )
+        entry = sessions.setdefault((u.key, u.is_baseline), [float(u.started), 0.0])
+        entry[0] = min(entry[0], float(u.started))
+        entry[1] += cost
+    buckets: dict[tuple[int, bool], list[float]] = {}
+    for (_, baseline), (started, cost) in sessions.items():
+        totals = buckets.setdefault((int(started) // width_ms * width_ms, baseline), [0.0, 0.0])
+        totals[0] += cost
+        totals[1] += 1
+    return [
+        CostPoint(t, "baseline" if baseline else "selected", cost / count, int(count))
+        for (t, baseline), (cost, count) in sorted(buckets.items())
+    ]
 
 
 @dataclass(frozen=True, slots=True)

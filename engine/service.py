@@ -57,6 +57,7 @@ from engine.ports import (
     RunSessions,
     RunWriter,
     SessionUsages,
+    SessionUsageSince,
     SpoolHealth,
     Store,
     TimeBucket,
@@ -65,7 +66,7 @@ from engine.ports import (
 from engine.posterior import check_reward, now_ms
 from engine.records import ArmOutcomeRecord, RunRecord, record_from_report
 from engine.resolve import MAX_QUERY_CHARS, resolve_arm_query
-from engine.savings import CostSavings, cost_savings, price_sessions
+from engine.savings import CostSavings, cost_savings, cost_series, price_sessions
 from engine.session_selection import SessionSelector, keyed, session_key_of
 from engine.text import strip_controls
 from engine.views import (
@@ -84,6 +85,7 @@ log = logging.getLogger("learning_bot.engine")
 MIN_TRACES_FOR_ACTIVE = 50
 """Switching to the active phase with fewer traces than this warns."""
 WINDOWS = {"1h": 3_600_000, "1d": 86_400_000}
+TIMESERIES_METRICS = ("tokens", "totalTokens", "convergence", "sessionCost")
 
 _REWARD_WORDS = {"good": 1.0, "bad": 0.0, "accepted": 1.0, "rejected": 0.0}
 
@@ -877,14 +879,27 @@ class LearningService:
     def timeseries(
         self, metric: str = "tokens", window: str = "1h", buckets: int = 48
     ) -> list[TimeBucket]:
-        """Average tokens per run in each window (`tokens`), their sum (`totalTokens`), or each
-        arm's posterior mean at the end of each window (`convergence`)."""
+        """Average tokens per run in each window (`tokens`), their sum (`totalTokens`), each
+        arm's posterior mean at the end of each window (`convergence`), or the mean prompt cost
+        per session of baseline and of selected sessions started in each window
+        (`sessionCost`, input-token units priced with the learner's price table)."""
         if window not in WINDOWS:
             raise InvalidInput(f"window must be one of {', '.join(WINDOWS)}, got {window!r}")
-        if metric not in ("tokens", "totalTokens", "convergence"):
-            raise InvalidInput(f"metric must be tokens, totalTokens or convergence, got {metric!r}")
+        if metric not in TIMESERIES_METRICS:
+            raise InvalidInput(
+                f"metric must be one of {', '.join(TIMESERIES_METRICS)}, got {metric!r}"
+            )
         width = WINDOWS[window]
         since = (now_ms() // width - buckets + 1) * width
+        if metric == "sessionCost":
+            store = self.store
+            if not isinstance(store, SessionUsageSince):
+                return []
+            usages = store.session_usage_since(self.learner_id, since)
+            return [
+                TimeBucket(p.t, p.cost_per_session, None, p.sessions, p.group)
+                for p in cost_series(usages, self.prices, width)
+            ]
         rows = self.store.timeseries(
             self.learner_id, "tokens" if metric == "totalTokens" else metric, width, since
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -215,8 +215,16 @@ def _simulate_sessions(
     for session in draw_sessions(workload, traces, rng):
         if turns >= traces:
             break
+        keep = min(session.turns, traces - turns)  # the last conversation ends at `traces` runs
+        if keep < session.turns:
+            session = replace(
+                session,
+                times=session.times[:keep],
+                conversational=session.conversational[:keep],
+                used=session.used[:keep],
+            )
         drawn.append(session)
-        turns += session.turns
+        turns += keep
     nonce = now_ms()
     span = int(drawn[-1].times[-1] * 1000)
     start = nonce - span - 60_000
@@ -247,6 +255,7 @@ def _simulate_sessions(
         inventory_tokens=int(workload.costs.sum()),
         token_budget=service.config.token_budget,
         prompt_savings_percent=summary.prompt_savings_percent,
+        true_prompt_savings_percent=_tool_token_saving(run, float(workload.costs.sum())),
         estimated_recall=summary.estimated_recall,
         true_recall=run.recall,
         sessions=len(drawn),
@@ -254,6 +263,16 @@ def _simulate_sessions(
         true_cost_savings_percent=group_saving(run),
         counterfactual_cost_savings_percent=true_saving(run, full),
     )
+
+
+def _tool_token_saving(run: SessionRun, inventory_tokens: float) -> float | None:
+    """The simulator's share of tool tokens the selected sessions' turns did not send, against
+    every component on each of those turns (what status's prompt-token saving counts)."""
+    selected = ~run.baseline
+    offered = inventory_tokens * float(run.turns[selected].sum())
+    if not offered:
+        return None
+    return 100.0 * (1.0 - float(run.tool_tokens[selected].sum()) / offered)
 
 
 def group_saving(run: SessionRun) -> float | None:

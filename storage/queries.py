@@ -181,9 +181,9 @@ def reset_record(row: Sequence[Any] | None) -> ResetRecord | None:
 
 SESSION_USAGE = """
 SELECT t.session_key, t.is_baseline, t.provider, t.model, COUNT(*),
-       SUM(t.usage_input), SUM(t.usage_cache_read), SUM(t.usage_cache_write)
+       SUM(t.usage_input), SUM(t.usage_cache_read), SUM(t.usage_cache_write), MIN(t.timestamp)
 FROM (SELECT session_key, is_baseline, provider, model,
-             usage_input, usage_cache_read, usage_cache_write
+             usage_input, usage_cache_read, usage_cache_write, timestamp
       FROM traces
       WHERE learner_id = ? AND phase = 'active' AND session_key <> ''
         AND stats_epoch >= (SELECT status_from_epoch FROM learners WHERE id = ?)
@@ -193,6 +193,17 @@ GROUP BY t.session_key, t.is_baseline, t.provider, t.model
 """
 """Per session (and model), the usage of a learner's latest active runs counted by status
 (parameters: learner, learner, how many runs): what the measured cost saving is priced from."""
+
+SESSION_USAGE_SINCE = """
+SELECT session_key, is_baseline, provider, model, COUNT(*),
+       SUM(usage_input), SUM(usage_cache_read), SUM(usage_cache_write), MIN(timestamp)
+FROM traces
+WHERE learner_id = ? AND phase = 'active' AND session_key <> '' AND timestamp >= ?
+  AND stats_epoch >= (SELECT status_from_epoch FROM learners WHERE id = ?)
+GROUP BY session_key, is_baseline, provider, model
+"""
+"""Per session (and model), the usage of a learner's active runs since a time (parameters:
+learner, since in ms, learner): what the dashboard's cost-per-session chart is priced from."""
 
 
 def session_usages(rows: Sequence[Sequence[Any]]) -> list[SessionUsage]:
@@ -208,6 +219,7 @@ def session_usages(rows: Sequence[Sequence[Any]]) -> list[SessionUsage]:
             input=int(r[5]),
             cache_read=int(r[6]),
             cache_write=int(r[7]),
+            started=int(r[8] or 0),
         )
         for r in rows
     ]

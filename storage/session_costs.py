@@ -21,3 +21,12 @@ class SessionCosts(StoreBase):
                 self._sql(queries.SESSION_USAGE), (learner_id, learner_id, window)
             ).all()
         return queries.session_usages(rows)
+
+    def session_usage_since(self, learner_id: int, since: int) -> list[SessionUsage]:
+        """Per session (and model), the usage of the learner's active runs counted by status
+        and recorded since `since` (ms), each with its first run's time."""
+        with reading(self.engine) as conn:
+            rows = conn.exec_driver_sql(
+                self._sql(queries.SESSION_USAGE_SINCE), (learner_id, since, learner_id)
+            ).all()
+        return queries.session_usages(rows)

@@ -38,7 +38,7 @@ from bot.shapes import (
 from engine.bounds import MAX_RESET_ARMS
 from engine.config import Phase
 from engine.errors import Unavailable
-from engine.service import LearningService
+from engine.service import TIMESERIES_METRICS, LearningService
 
 BASE = "/__openclaw__/api/learning"
 API_ACTOR = Actor("api", "api", is_admin=True)
@@ -127,8 +127,8 @@ class Api:
         service = self.service(request)
         metric = request.query_params.get("metric", "tokens")
         window = request.query_params.get("window", "1h")
-        if metric not in ("tokens", "totalTokens", "convergence"):
-            raise ApiError(400, "metric must be tokens, totalTokens or convergence")
+        if metric not in TIMESERIES_METRICS:
+            raise ApiError(400, f"metric must be one of {', '.join(TIMESERIES_METRICS)}")
         if window not in ("1h", "1d"):
             raise ApiError(400, "window must be 1h or 1d")
         buckets = await self.call(service.timeseries, metric, window)

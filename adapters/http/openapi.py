@@ -7,6 +7,7 @@ from typing import Any
 
 from adapters.http.api import BASE
 from engine.config import PACKINGS, POLICIES
+from engine.service import TIMESERIES_METRICS
 
 
 def _obj(props: dict[str, Any], required: list[str] | None = None, **extra: Any) -> dict[str, Any]:
@@ -197,7 +198,16 @@ SCHEMAS: dict[str, Any] = {
         {
             "buckets": {
                 "type": "array",
-                "items": _obj({"t": INT, "value": NUM, "armId": STR}, ["t", "value"]),
+                "items": _obj(
+                    {
+                        "t": INT,
+                        "value": NUM,
+                        "armId": STR,
+                        "group": {"type": "string", "enum": ["baseline", "selected"]},
+                        "sessions": INT,
+                    },
+                    ["t", "value"],
+                ),
             }
         },
         ["buckets"],
@@ -472,7 +482,7 @@ def openapi_document() -> dict[str, Any]:
         "in": "query",
         "schema": {
             "type": "string",
-            "enum": ["tokens", "totalTokens", "convergence"],
+            "enum": list(TIMESERIES_METRICS),
             "default": "tokens",
         },
     }
@@ -507,7 +517,9 @@ def openapi_document() -> dict[str, Any]:
             ),
             f"{BASE}/traces": _get("Traces, newest first", _ref("TracePage"), [limit, offset]),
             f"{BASE}/timeseries": _get(
-                "Tokens or posterior means over time", _ref("Timeseries"), [metric, window]
+                "Tokens, posterior means or prompt cost per session over time",
+                _ref("Timeseries"),
+                [metric, window],
             ),
             f"{BASE}/healthz": health,
             f"{BASE}/learners": {

@@ -39,12 +39,25 @@ def register(sub: Commands) -> None:
     sim.add_argument(
         "--force", action="store_true", help="simulate even into a learner with real traces"
     )
-    sim.add_argument(
+    shape = sim.add_mutually_exclusive_group()
+    shape.add_argument(
         "--sessions",
+        dest="sessions",
         action="store_true",
+        default=True,
         help=(
             "runs come as multi-turn sessions with a session key, their usage billed through "
-            "a model of the provider's prompt cache, so status measures the cost saving"
+            "a model of the provider's prompt cache, so status measures the cost saving "
+            "(the default)"
+        ),
+    )
+    shape.add_argument(
+        "--per-request",
+        dest="sessions",
+        action="store_false",
+        help=(
+            "runs come one by one, each selected on its own with no session key (the way "
+            "runtimes that name no session call select); no cache usage is reported"
         ),
     )
     sim.set_defaults(run=_run, no_url="it writes synthetic runs into the database directly")

@@ -234,6 +234,9 @@ def test_dashboard_reads_well(browser: Any, served: Served, width: int, scheme: 
     assert page.locator("#convergence svg path.series").count() >= 2
     assert page.locator("#tokens svg rect").count() >= 2
     assert page.locator("#baseline svg rect").count() == 2
+    # simulate runs sessions: the cost per session of both groups, hour by hour
+    assert page.locator("#session-cost svg path.series").count() == 2
+    assert "session" in (page.locator("#session-cost svg circle title").first.text_content() or "")
     assert page.locator("#runs .runs div").count() == 2
     shown = int(page.locator("#heatmap-count").inner_text())
     assert 20 <= shown <= 50
