@@ -26,8 +26,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Test files run in parallel processes (pytest-xdist), one file per process at a time so a
+# module's server fixture starts once; PYTEST_WORKERS=0 runs them in this process.
+PYTEST_WORKERS ?= 3
+
 pytest: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 
 bench: $(STAMP)
 	$(BIN)/python bench/select.py

@@ -311,8 +311,8 @@ class Spool:
         self.dead_added += 1
         log.error(
             "storage refused spooled run %s (%s); kept in %s and replay goes on",
-            key[1][:80],
-            reason,
+            ascii(key[1][:80]),  # ids and reasons may hold what no log file can encode
+            ascii(reason),
             self.dead_path,
         )
 
