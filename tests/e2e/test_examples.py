@@ -398,6 +398,11 @@ async def test_pydantic_ai_example(server: Served, env: dict[str, str]) -> None:
     check_learned(server, env, "examples-pydantic-ai", "pydantic-ai")
 
 
+def test_the_readme_shows_the_anthropic_example_as_it_is() -> None:
+    example = (REPO / "examples" / "anthropic_tools.py").read_text()
+    assert f"```python\n{example}```" in (REPO / "README.md").read_text()
+
+
 def test_every_example_is_run_here() -> None:
     names = {p.stem for p in (REPO / "examples").glob("*.py")}
     tested = Path(__file__).read_text()
