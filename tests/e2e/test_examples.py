@@ -64,6 +64,7 @@ def check_learned(server: Served, env: dict[str, str], learner: str, category: s
     `learning-bot status` shows the learner's runs."""
     with LearningClient(server.url, learner=learner) as client:
         assert client.summary().trace_count == 2
+        assert "2 traces" in client.status().summary
     posteriors = {
         p["armId"]: p
         for p in httpx.get(f"{server.base}/posteriors", params={"learner": learner}).json()
@@ -89,6 +90,14 @@ def check_learned(server: Served, env: dict[str, str], learner: str, category: s
     assert f"{learner} [ACTIVE]" in status.stdout
     assert re.search(r"^Traces\s+2$", status.stdout, re.M), status.stdout
     assert f"tool:{category}:get_weather" in status.stdout
+    with LearningClient(server.url, learner=learner) as client:  # an operator's reward, by label
+        rewarded = client.reward("run_sql", 0.0, reason="not wanted")
+    assert (rewarded.ok, rewarded.arm_id, rewarded.lagged) == (
+        True,
+        f"tool:{category}:run_sql",
+        True,
+    )
+    assert rewarded.beta == pytest.approx(prior[1] + 1, abs=0.05)
 
 
 def check_offered(offered: list[list[str]], systems: list[str]) -> None:
