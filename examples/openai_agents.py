@@ -13,7 +13,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from agents import Agent, ItemHelpers, MessageOutputItem, Model, Runner, ToolCallItem, function_tool
+from agents import (
+    Agent,
+    ItemHelpers,
+    MessageOutputItem,
+    Model,
+    Runner,
+    Tool,
+    ToolCallItem,
+    function_tool,
+)
+from openai.types.responses import ResponseFunctionToolCall
 
 from learning_bot.client import ArmSpec, AsyncLearningClient, Usage
 
@@ -44,7 +54,7 @@ def run_sql(sql: str) -> str:
     return "count\n42"
 
 
-TOOLS = [get_weather, search_docs, run_sql]
+TOOLS: list[Tool] = [get_weather, search_docs, run_sql]
 BY_NAME = {tool.name: tool for tool in TOOLS}
 
 
@@ -76,13 +86,12 @@ async def answer(
         model=model or AGENT.model,
     )
     result = await Runner.run(agent, question)
+    calls = [item.raw_item for item in result.new_items if isinstance(item, ToolCallItem)]
     used = result.context_wrapper.usage
     cached = used.input_tokens_details.cached_tokens or 0
     await learning.observe(
         selection,
-        tool_calls=[
-            item.raw_item.name for item in result.new_items if isinstance(item, ToolCallItem)
-        ],
+        tool_calls=[c.name for c in calls if isinstance(c, ResponseFunctionToolCall)],
         texts=[
             ItemHelpers.text_message_output(item)
             for item in result.new_items
