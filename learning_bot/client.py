@@ -13,6 +13,9 @@ The agent's path never fails because of the learning layer:
   that run's trace and its posterior updates (the server's spool covers storage outages behind
   a running server, not a server that cannot be reached).
 
+Neither raises, whatever the cause (a refused body, an answer that does not parse, a context
+that is not JSON): the cause is logged on `learning_bot.client` and, for select, in `fallback`.
+
 `reward`, `status`, `summary` and `set_phase` are operator calls: they retry the same way and
 then raise `LearningClientError`.
 """
@@ -582,7 +585,7 @@ class LearningClient:
         try:
             data = _answer(self._send("POST", "select", request.to_json()))
             return Selection.from_json(data, arms, session_key)
-        except LearningClientError as exc:
+        except Exception as exc:  # never fails the agent: logged, not raised
             log.warning("select fell back to every arm: %s", exc)
             return Selection.everything(arms, session_key, f"learning server: {exc}")
 
@@ -598,16 +601,25 @@ class LearningClient:
     ) -> ObserveResult | None:
         """Report the run made with `selection` (see `report_for`); None, logged, when it
         could not be delivered."""
-        report = report_for(
-            selection, tool_calls=tool_calls, texts=texts, trace_id=trace_id, usage=usage, **extra
-        )
+        try:
+            report = report_for(
+                selection,
+                tool_calls=tool_calls,
+                texts=texts,
+                trace_id=trace_id,
+                usage=usage,
+                **extra,
+            )
+        except Exception as exc:  # never fails the agent: logged, not raised
+            log.error("observe: the run report could not be built: %r", exc)
+            return None
         return self.observe_report(report)
 
     def observe_report(self, report: RunReport) -> ObserveResult | None:
         """Report one run; None, logged, when it could not be delivered (the run is lost)."""
         try:
             return ObserveResult.from_json(_answer(self._send("POST", "observe", report.to_json())))
-        except LearningClientError as exc:
+        except Exception as exc:  # never fails the agent: logged, not raised
             log.error("observe of run %s was not recorded: %s", report.trace_id, exc)
             return None
 
@@ -696,7 +708,7 @@ class AsyncLearningClient:
         try:
             data = _answer(await self._send("POST", "select", request.to_json()))
             return Selection.from_json(data, arms, session_key)
-        except LearningClientError as exc:
+        except Exception as exc:  # never fails the agent: logged, not raised
             log.warning("select fell back to every arm: %s", exc)
             return Selection.everything(arms, session_key, f"learning server: {exc}")
 
@@ -711,16 +723,25 @@ class AsyncLearningClient:
         **extra: Any,
     ) -> ObserveResult | None:
         """See `LearningClient.observe`."""
-        report = report_for(
-            selection, tool_calls=tool_calls, texts=texts, trace_id=trace_id, usage=usage, **extra
-        )
+        try:
+            report = report_for(
+                selection,
+                tool_calls=tool_calls,
+                texts=texts,
+                trace_id=trace_id,
+                usage=usage,
+                **extra,
+            )
+        except Exception as exc:  # never fails the agent: logged, not raised
+            log.error("observe: the run report could not be built: %r", exc)
+            return None
         return await self.observe_report(report)
 
     async def observe_report(self, report: RunReport) -> ObserveResult | None:
         try:
             data = _answer(await self._send("POST", "observe", report.to_json()))
             return ObserveResult.from_json(data)
-        except LearningClientError as exc:
+        except Exception as exc:  # never fails the agent: logged, not raised
             log.error("observe of run %s was not recorded: %s", report.trace_id, exc)
             return None
 

@@ -270,3 +270,16 @@ async def test_the_async_client_retries_and_falls_back_the_same_way() -> None:
         )
         assert await learning.observe(selection, tool_calls=["Read"]) is None
     assert len(script.requests) == 6
+
+
+def test_nothing_the_agent_passes_makes_select_or_observe_raise(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    script = Script()  # nothing is sent: both fail before a request
+    learning = client(script)
+    with caplog.at_level(logging.WARNING, "learning_bot.client"):
+        selection = learning.select(ARMS, context={"when": object()})  # not JSON
+        assert selection.fallback is not None and "not JSON serializable" in selection.fallback
+        assert learning.observe(selection, tool_calls=[{"meta": {}}]) is None  # no name
+    assert script.requests == []
+    assert "could not be built" in caplog.text
