@@ -30,7 +30,12 @@ README = ROOT / "README.md"
 BIN = Path(sys.executable).parent
 SHELLS = ("sh", "bash", "shell")
 NEEDS = re.compile(r"<!--\s*needs:\s*(?P<what>[^(]*?)\s*(?:\((?P<why>.*)\))?\s*-->")
-COVERED_ELSEWHERE = ("slack credentials", "discord credentials", "a terminal to stop it")
+COVERED_ELSEWHERE = (
+    "slack credentials",
+    "discord credentials",
+    "a terminal to stop it",
+    "a model API key",
+)
 SERVER = "a running server"
 
 
@@ -77,11 +82,26 @@ def shell_blocks(text: str) -> list[Block]:
     return blocks
 
 
+def python_blocks(text: str) -> list[Block]:
+    """The README's python blocks, with the `needs:` comment above each (as for shell)."""
+    blocks = []
+    for m in re.finditer(r"^```python\n(.*?)^```", text, re.S | re.M):
+        before = text[: m.start()]
+        above = next((ln for ln in reversed(before.splitlines()) if ln.strip()), "")
+        marker = NEEDS.search(above)
+        blocks.append(
+            Block(
+                before.count("\n") + 1,
+                m.group(1),
+                marker.group("what").strip() if marker else None,
+                (marker.group("why") or "") if marker else "",
+            )
+        )
+    return blocks
+
+
 BLOCKS = shell_blocks(README.read_text())
-PYTHON_BLOCKS = [
-    (README.read_text()[: m.start()].count("\n") + 1, m.group(1))
-    for m in re.finditer(r"^```python\n(.*?)^```", README.read_text(), re.S | re.M)
-]
+PYTHON_BLOCKS = python_blocks(README.read_text())
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -158,18 +178,48 @@ def test_block_not_run_here_names_the_test_that_covers_it(block: Block) -> None:
         assert command in covering, (block.id, command, named)
 
 
-@pytest.mark.parametrize(
-    ("line", "code"), PYTHON_BLOCKS, ids=[f"README.md:{n}" for n, _ in PYTHON_BLOCKS]
-)
-def test_python_block_runs_as_written(line: int, code: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("block", [b for b in PYTHON_BLOCKS if b.needs is None], ids=lambda b: b.id)
+def test_python_block_runs_as_written(block: Block, tmp_path: Path) -> None:
     """The embedding snippets, with made-up Slack settings (nothing is sent to Slack)."""
     env = _env(tmp_path) | {"SLACK_SIGNING_SECRET": "s" * 32, "SLACK_BOT_TOKEN": "xoxb-1"}
     result = subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, "-c", block.code],
         cwd=tmp_path,
         env=env,
         capture_output=True,
         text=True,
         timeout=300,
     )
-    assert result.returncode == 0, f"README.md:{line}\n{result.stderr}"
+    assert result.returncode == 0, f"{block.id}\n{result.stderr}"
+
+
+@pytest.mark.parametrize(
+    "block", [b for b in PYTHON_BLOCKS if b.needs == SERVER], ids=lambda b: b.id
+)
+def test_python_block_runs_against_a_server(block: Block, tmp_path: Path) -> None:
+    """The Python client's agent loop, against `learning-bot serve` as `make run` starts it:
+    it runs, prints, and its runs are recorded (none fell back to every arm)."""
+    env = _env(tmp_path)
+    with served(env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as server:
+        code = block.code.replace("127.0.0.1:8787", f"127.0.0.1:{server.port}")
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert result.returncode == 0, f"{block.id}\n{result.stderr}"
+    assert result.stdout.strip() and "not recorded" not in result.stdout, result.stdout
+    assert "fell back" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    "block", [b for b in PYTHON_BLOCKS if b.needs in COVERED_ELSEWHERE], ids=lambda b: b.id
+)
+def test_python_block_not_run_here_names_the_test_that_runs_it(block: Block) -> None:
+    named = re.findall(r"tests/[\w/]+\.py", block.why)
+    assert named, f"{block.id}: say which test covers it instead"
+    for path in named:
+        assert (ROOT / path).is_file(), f"{block.id}: {path} does not exist"

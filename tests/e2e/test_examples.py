@@ -1,0 +1,418 @@
+"""The integration examples (examples/*.py), each run against a real `learning-bot serve` and
+the framework's fake model: two turns of one session select, call the model with the kept tools
+only (the same ones in the same order both turns, the guidance in the system prompt), observe,
+and the learner shows up in `learning-bot status`.
+
+One server serves the module, each example in its own learner; its settings make the selection
+certain (no baseline runs, no forced exploration, a budget that fits the two small tools and
+never `run_sql`), so every assertion is exact.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import httpx
+import pytest
+
+from learning_bot.client import AsyncLearningClient, LearningClient
+
+from .launch import LEARNING_BOT, REPO, Served, environment, served
+
+pytestmark = pytest.mark.e2e
+
+SETTINGS = {
+    "LEARNING_BOT_PHASE": "active",
+    "LEARNING_BOT_BASELINE_RATE": "0",
+    "LEARNING_BOT_MIN_PULLS": "0",
+    "LEARNING_BOT_TOKEN_BUDGET": "150",
+}
+KEPT = {"get_weather", "search_docs"}
+QUESTIONS = ("What's the weather in Lyon?", "And in Oslo?")
+
+
+def load(name: str) -> ModuleType:
+    path = REPO / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"examples_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return environment(tmp_path_factory.mktemp("examples"), SETTINGS)
+
+
+@pytest.fixture(scope="module")
+def server(env: dict[str, str]) -> Iterator[Served]:
+    with served(env, "--host", "127.0.0.1", stdout=subprocess.DEVNULL) as server:
+        yield server
+
+
+def check_learned(server: Served, env: dict[str, str], learner: str, category: str) -> None:
+    """Two runs recorded in the learner: get_weather (called) rewarded 1 both times,
+    search_docs (kept, not called) 0 both times, run_sql (left out) untouched; and
+    `learning-bot status` shows the learner's runs."""
+    with LearningClient(server.url, learner=learner) as client:
+        assert client.summary().trace_count == 2
+        assert "2 traces" in client.status().summary
+    posteriors = {
+        p["armId"]: p
+        for p in httpx.get(f"{server.base}/posteriors", params={"learner": learner}).json()
+    }
+    left_out = posteriors[f"tool:{category}:run_sql"]
+    assert left_out["pulls"] == 0
+    prior = (left_out["alpha"], left_out["beta"])
+    weather = posteriors[f"tool:{category}:get_weather"]
+    docs = posteriors[f"tool:{category}:search_docs"]
+    # the default policy forgets slowly, so the sums are close to, not exactly, prior + rewards
+    close = pytest.approx
+    assert weather["pulls"] == docs["pulls"] == 2
+    assert (weather["alpha"], weather["beta"]) == close((prior[0] + 2, prior[1]), abs=0.05)
+    assert (docs["alpha"], docs["beta"]) == close((prior[0], prior[1] + 2), abs=0.05)
+    status = subprocess.run(
+        [LEARNING_BOT, "status", "--learner", learner],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert status.returncode == 0, status.stderr
+    assert f"{learner} [ACTIVE]" in status.stdout
+    assert re.search(r"^Traces\s+2$", status.stdout, re.M), status.stdout
+    assert f"tool:{category}:get_weather" in status.stdout
+    with LearningClient(server.url, learner=learner) as client:  # an operator's reward, by label
+        rewarded = client.reward("run_sql", 0.0, reason="not wanted")
+    assert (rewarded.ok, rewarded.arm_id, rewarded.lagged) == (
+        True,
+        f"tool:{category}:run_sql",
+        True,
+    )
+    assert rewarded.beta == pytest.approx(prior[1] + 1, abs=0.05)
+
+
+def check_offered(offered: list[list[str]], systems: list[str]) -> None:
+    """Every model call of both turns offered the same kept tools in the same order, and the
+    system prompt named the tool left out."""
+    assert offered and all(names == offered[0] for names in offered), offered
+    assert set(offered[0]) == KEPT
+    assert all("run_sql" in system for system in systems), systems
+
+
+# -- Anthropic SDK ------------------------------------------------------------------------------
+
+
+def messages_api(requests: list[dict[str, Any]]) -> Any:
+    """The Messages API: a tool_use of get_weather first, then a text answer once the tool's
+    result is in the conversation. Each request body is kept."""
+
+    import httpx2  # the Anthropic SDK's HTTP library
+
+    def handle(request: Any) -> Any:
+        body = json.loads(request.content)
+        requests.append(body)
+        last = body["messages"][-1]["content"]
+        answered = isinstance(last, list) and last[0].get("type") == "tool_result"
+        content: list[dict[str, Any]] = (
+            [{"type": "text", "text": "Sunny and 21 C."}]
+            if answered
+            else [
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_{len(requests)}",
+                    "name": "get_weather",
+                    "input": {"city": "Lyon"},
+                }
+            ]
+        )
+        return httpx2.Response(
+            200,
+            json={
+                "id": f"msg_{len(requests)}",
+                "type": "message",
+                "role": "assistant",
+                "model": body["model"],
+                "content": content,
+                "stop_reason": "end_turn" if answered else "tool_use",
+                "stop_sequence": None,
+                "usage": {
+                    "input_tokens": 30,
+                    "output_tokens": 12,
+                    "cache_read_input_tokens": 90,
+                    "cache_creation_input_tokens": 0,
+                },
+            },
+        )
+
+    return httpx2.MockTransport(handle)
+
+
+async def test_anthropic_example(server: Served, env: dict[str, str]) -> None:
+    import anthropic
+    import httpx2
+
+    example = load("anthropic_tools")
+    requests: list[dict[str, Any]] = []
+    claude = anthropic.AsyncAnthropic(
+        api_key="test", http_client=httpx2.AsyncClient(transport=messages_api(requests))
+    )
+    async with AsyncLearningClient(server.url, learner="examples-anthropic") as learning:
+        for question in QUESTIONS:
+            text = await example.answer(
+                question, learning=learning, claude=claude, session_key="s-1"
+            )
+            assert text == "Sunny and 21 C."
+    assert len(requests) == 4  # two turns, each a tool call and an answer
+    for body in requests:
+        tools = body["tools"]
+        assert all("defer_loading" not in t for t in tools)
+        assert [("cache_control" in t) for t in tools] == [False] * (len(tools) - 1) + [True]
+    check_offered(
+        [[t["name"] for t in body["tools"]] for body in requests],
+        [body["system"] for body in requests],
+    )
+    check_learned(server, env, "examples-anthropic", "anthropic")
+
+
+async def test_anthropic_example_sends_deferred_tools_with_tool_search() -> None:
+    """A select answer that lists deferred arms (a server with tool search support): they go
+    out with defer_loading beside the tool search tool, after the cached kept tools, and one
+    the model loaded and called is reported as included."""
+    import anthropic
+    import httpx2
+
+    example = load("anthropic_tools")
+    observed: list[dict[str, Any]] = []
+
+    def learning_api(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/select"):
+            return httpx.Response(
+                200,
+                json={
+                    "selected": ["tool:anthropic:search_docs", "tool:anthropic:get_weather"],
+                    "excluded": ["tool:anthropic:run_sql"],
+                    "deferred": ["tool:anthropic:run_sql"],
+                    "isBaseline": False,
+                    "tokenBudget": 150,
+                    "usedTokens": 92,
+                    "overBudget": False,
+                    "fallback": None,
+                    "guidance": None,
+                },
+            )
+        observed.append(json.loads(request.content))
+        return httpx.Response(200, json={"traceId": observed[-1]["traceId"], "recorded": True})
+
+    requests: list[dict[str, Any]] = []
+
+    def model(request: Any) -> Any:
+        body = json.loads(request.content)
+        requests.append(body)
+        return httpx2.Response(
+            200,
+            json={
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": body["model"],
+                "content": [{"type": "text", "text": "42 signups."}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 10, "output_tokens": 3},
+            },
+        )
+
+    claude = anthropic.AsyncAnthropic(
+        api_key="test", http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(model))
+    )
+    transport = httpx.MockTransport(learning_api)
+    async with AsyncLearningClient("http://learning.test", transport=transport) as learning:
+        await example.answer("Signups?", learning=learning, claude=claude, session_key="s")
+    tools = requests[0]["tools"]
+    assert [t["name"] for t in tools] == [
+        "search_docs",
+        "get_weather",
+        "tool_search_tool_bm25",
+        "run_sql",
+    ]
+    assert tools[1]["cache_control"] == {"type": "ephemeral"}
+    assert "cache_control" not in tools[0] and "defer_loading" not in tools[1]
+    assert tools[2]["type"].startswith("tool_search_tool_bm25")
+    assert tools[3]["defer_loading"] is True
+    (report,) = observed
+    assert report["sessionKey"] == "s" and report["provider"] == "anthropic"
+    assert {a["armId"]: a["included"] for a in report["arms"]} == {
+        "tool:anthropic:get_weather": True,
+        "tool:anthropic:search_docs": True,
+        "tool:anthropic:run_sql": False,  # deferred and not called
+    }
+
+
+# -- OpenAI Agents SDK ----------------------------------------------------------------------------
+
+
+async def test_openai_agents_example(server: Served, env: dict[str, str]) -> None:
+    from agents import Model, ModelResponse, Usage, set_tracing_disabled
+    from openai.types.responses import (
+        ResponseFunctionToolCall,
+        ResponseOutputMessage,
+        ResponseOutputText,
+    )
+
+    set_tracing_disabled(True)
+    offered: list[list[str]] = []
+    systems: list[str] = []
+
+    class ScriptedModel(Model):
+        """The Agents SDK's Model interface: get_weather first, then the answer."""
+
+        async def get_response(
+            self,
+            system_instructions: str | None,
+            input: Any,
+            model_settings: Any,
+            tools: list[Any],
+            output_schema: Any,
+            handoffs: Any,
+            tracing: Any,
+            **kwargs: Any,
+        ) -> ModelResponse:
+            offered.append([t.name for t in tools])
+            systems.append(system_instructions or "")
+            answered = isinstance(input, list) and any(
+                (i.get("type") if isinstance(i, dict) else None) == "function_call_output"
+                for i in input
+            )
+            usage = Usage(requests=1, input_tokens=120, output_tokens=12, total_tokens=132)
+            if answered:
+                text = ResponseOutputText(
+                    type="output_text", text="Sunny and 21 C.", annotations=[]
+                )
+                item: Any = ResponseOutputMessage(
+                    id="m1", type="message", role="assistant", status="completed", content=[text]
+                )
+            else:
+                item = ResponseFunctionToolCall(
+                    type="function_call",
+                    id="f1",
+                    call_id=f"c{len(offered)}",
+                    name="get_weather",
+                    arguments='{"city": "Lyon"}',
+                    status="completed",
+                )
+            return ModelResponse(output=[item], usage=usage, response_id=None)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError("the example does not stream")
+
+    example = load("openai_agents")
+    async with AsyncLearningClient(server.url, learner="examples-openai") as learning:
+        for question in QUESTIONS:
+            text = await example.answer(
+                question, learning=learning, session_key="s-1", model=ScriptedModel()
+            )
+            assert text == "Sunny and 21 C."
+    assert len(offered) == 4
+    check_offered(offered, systems)
+    check_learned(server, env, "examples-openai", "openai")
+
+
+# -- LangGraph / LangChain ------------------------------------------------------------------------
+
+
+async def test_langgraph_example(server: Served, env: dict[str, str]) -> None:
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    offered: list[list[str]] = []
+    systems: list[str] = []
+
+    class FakeToolChat(GenericFakeChatModel):
+        """LangChain's fake chat model, with bind_tools recording the tools it is given."""
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            offered.append([convert_to_openai_tool(t)["function"]["name"] for t in tools])
+            return self
+
+        def _generate(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+            systems.append(str(messages[0].content))
+            return super()._generate(messages, *args, **kwargs)
+
+    usage = {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110}
+    script = [
+        AIMessage(
+            "",
+            tool_calls=[{"name": "get_weather", "args": {"city": "Lyon"}, "id": "c1"}],
+            usage_metadata=usage,
+        ),
+        AIMessage("Sunny and 21 C.", usage_metadata=usage),
+    ]
+    model = FakeToolChat(messages=iter(script * 2))
+    example = load("langgraph_tools")
+    async with AsyncLearningClient(server.url, learner="examples-langgraph") as learning:
+        for question in QUESTIONS:
+            text = await example.answer(question, learning=learning, model=model, session_key="s-1")
+            assert text == "Sunny and 21 C."
+    assert len(offered) == 2 and len(systems) == 4
+    check_offered(offered, systems)
+    check_learned(server, env, "examples-langgraph", "langchain")
+
+
+# -- pydantic-ai ----------------------------------------------------------------------------------
+
+
+async def test_pydantic_ai_example(server: Served, env: dict[str, str]) -> None:
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+    )
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    offered: list[list[str]] = []
+    systems: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        offered.append([t.name for t in info.function_tools])
+        systems.append(info.instructions or "")
+        last = messages[-1]
+        if isinstance(last, ModelRequest) and any(
+            isinstance(p, ToolReturnPart) for p in last.parts
+        ):
+            return ModelResponse(parts=[TextPart("Sunny and 21 C.")])
+        return ModelResponse(parts=[ToolCallPart("get_weather", {"city": "Lyon"})])
+
+    example = load("pydantic_ai_tools")
+    async with AsyncLearningClient(server.url, learner="examples-pydantic-ai") as learning:
+        for question in QUESTIONS:
+            text = await example.answer(
+                question, learning=learning, model=FunctionModel(model), session_key="s-1"
+            )
+            assert text == "Sunny and 21 C."
+    assert len(offered) == 4
+    check_offered(offered, systems)
+    check_learned(server, env, "examples-pydantic-ai", "pydantic-ai")
+
+
+def test_the_readme_shows_the_anthropic_example_as_it_is() -> None:
+    example = (REPO / "examples" / "anthropic_tools.py").read_text()
+    assert f"```python\n{example}```" in (REPO / "README.md").read_text()
+
+
+def test_every_example_is_run_here() -> None:
+    names = {p.stem for p in (REPO / "examples").glob("*.py")}
+    tested = Path(__file__).read_text()
+    assert names and all(f'load("{name}")' in tested for name in names), names
