@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from engine import Arm, ArmSet, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
-from engine.async_service import AsyncLearningService
 from engine.service import LearningService
+from learning_bot.async_service import AsyncLearningService
 from storage import SqlStore
 
 
