@@ -24,7 +24,7 @@ def register(sub: Commands) -> None:
         ),
     )
     sim.add_argument(
-        "--traces", type=int, default=300, metavar="N", help="runs to simulate (default 300)"
+        "--traces", type=int, default=600, metavar="N", help="runs to simulate (default 600)"
     )
     sim.add_argument(
         "--arms", type=int, default=40, metavar="N", help="arms in the inventory (default 40)"

@@ -44,6 +44,18 @@ def test_simulate_then_status_show_positive_prompt_savings(tmp_path: Path, seed:
     assert percents, head
     assert abs(percents[0] - float(saved.group(1))) <= 0.55, head
     assert any(line.startswith("Kept about ") for line in head), head
+    # The default simulation runs sessions: status leads with the prompt cost it measured
+    # against the full-prompt baseline sessions, the figure simulate printed beside the
+    # simulator's own (each group's prompt cost per run, from the same runs).
+    measured = re.search(r"status measures (-?\d+\.\d)% \(simulator: (-?\d+\.\d)%", sim.stdout)
+    assert measured is not None, sim.stdout
+    assert abs(float(measured.group(1)) - float(measured.group(2))) <= 3.0
+    lead = re.match(
+        r"Saved (-?\d+)% of prompt cost against full-prompt sessions \(95%: .*, (\d+) sessions\)",
+        head[1],
+    )
+    assert lead is not None, head
+    assert abs(int(lead.group(1)) - float(measured.group(1))) <= 0.55, head
     # the original figure is still there, second, with what it compares
     assert "Token savings:" in status.stdout
     assert "both are capped by the same token budget" in status.stdout
