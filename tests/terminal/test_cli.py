@@ -33,7 +33,7 @@ def db(tmp_path: Path) -> str:
 
 
 def test_simulated_sessions_report_the_measured_and_the_true_cost_saving(db: str) -> None:
-    sim = run(db, "simulate", "--sessions", "--traces", "400", "--seed", "2")
+    sim = run(db, "simulate", "--sessions", "--traces", "600", "--seed", "2")
     assert sim.returncode == 0, sim.stderr
     assert "sessions." in sim.stdout and "Prompt cost under the prompt cache" in sim.stdout
     match = re.search(r"status measures (-?[\d.]+)% \(simulator: (-?[\d.]+)%", sim.stdout)

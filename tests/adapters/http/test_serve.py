@@ -65,7 +65,9 @@ def test_serve_starts_answers_and_stops_quickly(tmp_path: Path, sig: signal.Sign
         out, _ = proc.communicate(timeout=15)
         took = time.monotonic() - t0
     assert proc.returncode == 0, out
-    assert took < 5
+    # Stops on the signal rather than waiting out its shutdown grace or the 15 s above (the
+    # margin is for a loaded machine; bench/cli.py times start and stop).
+    assert took < 12
     assert "live surfaces: http" in out
     assert "Discord: off (set DISCORD_TOKEN to enable)" in out
     assert "stopped" in out
@@ -179,7 +181,9 @@ def test_several_workers_share_the_port_and_stop_together(tmp_path: Path) -> Non
         out, _ = proc.communicate(timeout=20)
         took = time.monotonic() - t0
     assert proc.returncode == 0, out
-    assert took < 5
+    # Stops on the signal rather than waiting out its shutdown grace or the 15 s above (the
+    # margin is for a loaded machine; bench/cli.py times start and stop).
+    assert took < 12
     assert "2 worker processes serve port" in out
     assert out.count("live surfaces: http") == 1
     assert "Traceback" not in out
