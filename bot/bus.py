@@ -34,7 +34,7 @@ from bot.middleware.rate_limit import RateLimit
 from bot.ports import CommandBatch, CommandStore, PendingConfirmation
 from bot.replies import Reply, error_reply
 from bot.shapes import reply_from_json, reply_json
-from engine.bounds import COMMAND_RETENTION_MS, check_learner_name, unknown_learner_message
+from engine.bounds import check_learner_name, unknown_learner_message
 from engine.config import LearningConfig
 from engine.errors import NotFound, Unavailable
 from engine.posterior import now_ms
@@ -45,8 +45,6 @@ log = logging.getLogger("learning_bot.bus")
 DEFAULT_LEARNER = "default"
 CONFIRMATION_TTL_MS = 15 * 60 * 1000
 IN_FLIGHT_WAIT_SECONDS = 2.0
-PURGE_INTERVAL_MS = 3_600_000
-"""How often a process purges the command log (engine.bounds.COMMAND_RETENTION_MS)."""
 
 __all__ = [
     "Actor",
@@ -137,7 +135,6 @@ class CommandBus:
     ) -> None:
         self.services = services
         self.commands = commands
-        self._purged_at = 0
         self.settings = settings or BusSettings()
         self.handlers = Handlers(self.settings)
         self.authorise = Authorise(self.settings.admins, self.settings.reward_admins_only)
@@ -212,25 +209,7 @@ class CommandBus:
                     after(None)
             except Unavailable:
                 log.warning("could not record the outcome of %r", call.command)
-        if stored:
-            self._purge_when_due()
         return reply
-
-    def _purge_when_due(self) -> None:
-        """Forget idempotency keys and spent confirmations older than COMMAND_RETENTION_MS,
-        at most once an hour per process, after a command that wrote to the log (so the log
-        cannot grow without a purge, and reads never write)."""
-        at = now_ms()
-        if at - self._purged_at < PURGE_INTERVAL_MS:
-            return
-        self._purged_at = at
-        try:
-            removed = self.commands.purge(at - COMMAND_RETENTION_MS)
-        except Unavailable:
-            self._purged_at = 0
-            return
-        if removed:
-            log.info("purged %d old idempotency keys and confirmations", removed)
 
     def _wait_for_first(self, call: Call) -> Reply:
         """The same idempotency key is running elsewhere: wait a little for its reply."""
@@ -238,12 +217,7 @@ class CommandBus:
         deadline = time.monotonic() + IN_FLIGHT_WAIT_SECONDS
         while time.monotonic() < deadline:
             time.sleep(0.05)
-            new, stored = self.commands.in_transaction(lambda b: b.claim(key, now_ms()))
-            if new:
-                # The first run's lease ran out (its process died): the claim is ours now;
-                # give it back and run the command through the chain, once.
-                self.commands.release_command(key)
-                return self._through_chain(call)
+            _, stored = self.commands.in_transaction(lambda b: b.claim(key, now_ms()))
             if stored is not None:
                 return reply_from_json(json.loads(stored))
         return IN_FLIGHT
@@ -318,11 +292,9 @@ class CommandBus:
         pending = self._pending(invocation, token)
         if isinstance(pending, Reply):
             return pending
-        if pending.used_at is not None and pending.outcome is not None:
+        if pending.used_at is not None:
             return self.handlers.already_done(pending)
-        # Taken without an outcome: running elsewhere, or its process died; the store hands it
-        # over once the lease has run out (storage.command_log), else it is already done.
-        if pending.used_at is None and now_ms() > pending.expires_at:
+        if now_ms() > pending.expires_at:
             return error_reply("This confirmation has expired; run the command again.")
         command = command_from_json(pending.command)
         self.authorise.check(invocation, command)
@@ -341,7 +313,7 @@ class CommandBus:
         pending = self._pending(invocation, token)
         if isinstance(pending, Reply):
             return pending
-        if pending.used_at is not None and pending.outcome is not None:
+        if pending.used_at is not None:
             return self.handlers.already_done(pending)
         if not self.commands.use_confirmation(token, invocation.actor.id, now_ms()):
             return self._already_done(token, pending)

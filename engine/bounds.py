@@ -40,16 +40,6 @@ MAX_RESET_ARMS = 1000
 MAX_CHAT_RESET_ARMS = 50
 """Arms a chat command's `reset` names at most: the chat grammar's own, smaller limit, so that a
 confirmation message listing them stays readable in Slack and Discord."""
-COMMAND_LEASE_MS = 120_000
-"""How long a command's idempotency claim, or a confirmation taken for running, belongs to the
-process that took it without a reply: past it the process is taken for dead (killed mid-
-command) and a retry runs the command, once. Longer than any command's write with its
-retries."""
-
-COMMAND_RETENTION_MS = 7 * 86_400_000
-"""How long idempotency keys (with their replies) and spent confirmations are kept: a
-surface's retries come within minutes; the serving process purges older ones every hour."""
-
 MAX_BATCH = 1000
 """Run reports one HTTP request carries at most."""
 

@@ -140,9 +140,6 @@ class _NoCommandLog:
     def release_command(self, key: str) -> None:
         raise self._refuse()
 
-    def purge(self, before: int) -> int:
-        raise self._refuse()
-
     def create_confirmation(self, confirmation: Mapping[str, Any]) -> None:
         raise self._refuse()
 

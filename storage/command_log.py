@@ -9,7 +9,6 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, case, delete, insert, literal, select, update
 
-from engine.bounds import COMMAND_LEASE_MS
 from engine.ports import AuditEntry
 from storage.database import reading, with_retries, write_transaction
 from storage.schema import audit_log, command_results, confirmations, learners, rate_limits
@@ -33,14 +32,11 @@ _CONFIRMATION_FIELDS = (
 class _Batch:
     """The command-log operations of one transaction (see bot.ports.CommandBatch)."""
 
-    def __init__(self, conn: Connection, insert_for: Any, lease_ms: int) -> None:
+    def __init__(self, conn: Connection, insert_for: Any) -> None:
         self.conn = conn
         self._insert = insert_for
-        self.lease_ms = lease_ms
 
     def claim(self, key: str, at: int) -> tuple[bool, str | None]:
-        """Take `key` for this command: new, or a claim without a reply whose lease ran out
-        (its process died mid-command), taken over in one statement so one retry wins."""
         c = command_results.c
         stmt = (
             self._insert(command_results)
@@ -49,14 +45,6 @@ class _Batch:
             .returning(c.key)
         )
         if self.conn.execute(stmt).first() is not None:
-            return True, None
-        taken = self.conn.execute(
-            update(command_results)
-            .where(c.key == key, c.reply.is_(None), c.created_at < at - self.lease_ms)
-            .values(created_at=at)
-            .returning(c.key)
-        ).first()
-        if taken is not None:
             return True, None
         return False, self.conn.execute(select(c.reply).where(c.key == key)).scalar()
 
@@ -102,11 +90,8 @@ class _Batch:
 class SqlCommandLog:
     """The bot's CommandStore port on a SQLAlchemy engine."""
 
-    def __init__(self, engine: Engine, lease_ms: int = COMMAND_LEASE_MS) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self.lease_ms = lease_ms
-        """A claim or a taken confirmation without a reply for this long is released
-        (engine.bounds.COMMAND_LEASE_MS)."""
         self._insert: Any
         if engine.dialect.name == "postgresql":
             from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -120,7 +105,7 @@ class SqlCommandLog:
     def in_transaction(self, work: Callable[[_Batch], T]) -> T:
         def run() -> T:
             with write_transaction(self.engine) as conn:
-                return work(_Batch(conn, self._insert, self.lease_ms))
+                return work(_Batch(conn, self._insert))
 
         return with_retries(run)
 
@@ -167,14 +152,9 @@ class SqlCommandLog:
 
         def run() -> bool:
             with write_transaction(self.engine) as conn:
-                # Unused, or taken by a process that died before it answered (no outcome
-                # within the lease): one statement, so one of several retries wins.
-                free = c.used_at.is_(None) | (
-                    c.outcome.is_(None) & (c.used_at < at - self.lease_ms)
-                )
                 done = conn.execute(
                     update(confirmations)
-                    .where(c.token == token, free)
+                    .where(c.token == token, c.used_at.is_(None))
                     .values(used_at=at, used_by=actor_id)
                 ).rowcount
                 return bool(done)
