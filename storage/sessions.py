@@ -4,6 +4,7 @@ arm by arm afterwards, seed priors, and a conversation's runs."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import insert, select, update
 
@@ -90,9 +91,10 @@ class Sessions(ArmKeys):
                 # the epoch it returns is the one the change belongs to.
                 if apply_reward:
                     self._bump(conn, learner_id, 1)
-                    state = add_reward(conn, learner_id, arm_id, reward, keep=keep, at=at)
-                    if state is None:
+                    changed = add_reward(conn, learner_id, arm_id, reward, keep=keep, at=at)
+                    if changed is None:
                         raise NotFound(f"unknown arm {arm_id!r}")
+                    state: Any = changed
                     epoch: int | None = int(state.epoch)
                 else:
                     state = conn.execute(
