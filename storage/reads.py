@@ -82,6 +82,9 @@ def pieces(plan: Sequence[Any], piece_bytes: int) -> Iterator[list[int]]:
 class Reads(StoreBase):
     """The Store port's reads."""
 
+    piece_bytes: int = PIECE_BYTES
+    """The size in memory a piece of traces is read in (PIECE_BYTES unless set otherwise)."""
+
     def inclusion_counts(self, learner_id: int, last: int) -> dict[str, tuple[int, int, int]]:
         sql = queries.INCLUSION_SQLITE if self.dialect == "sqlite" else self._sql(queries.INCLUSION)
         with reading(self.engine) as conn:
@@ -115,9 +118,7 @@ class Reads(StoreBase):
         page = [r for piece in self.trace_pieces(learner_id, limit, offset) for r in piece]
         return page, self.run_stats(learner_id).all_time_traces
 
-    def trace_pieces(
-        self, learner_id: int, limit: int, offset: int, *, piece_bytes: int = PIECE_BYTES
-    ) -> Iterator[list[RunRecord]]:
+    def trace_pieces(self, learner_id: int, limit: int, offset: int) -> Iterator[list[RunRecord]]:
         """The page `trace_page` reads (newest first), in pieces of about `piece_bytes` each
         (see `_weighed`): what a streamed answer holds at once, however wide the traces.
         Each piece is its own short read, so a slow consumer holds no connection."""
@@ -129,22 +130,18 @@ class Reads(StoreBase):
                 .limit(limit)
                 .offset(offset)
             ).all()
-        for ids in pieces(plan, piece_bytes):
+        for ids in pieces(plan, self.piece_bytes):
             yield self._read_piece(ids, with_arms=True)
 
-    def iter_traces(
-        self, learner_id: int, *, with_arms: bool = True, piece_bytes: int = PIECE_BYTES
-    ) -> Iterator[RunRecord]:
+    def iter_traces(self, learner_id: int, *, with_arms: bool = True) -> Iterator[RunRecord]:
         """Every trace, oldest first, read in pieces of about `piece_bytes` (exports): memory
         stays bounded by the piece whatever the number or the width of the traces.
         `with_arms` off leaves the arm outcomes unread (the records hold none)."""
-        for piece in self.iter_trace_pieces(
-            learner_id, with_arms=with_arms, piece_bytes=piece_bytes
-        ):
+        for piece in self.iter_trace_pieces(learner_id, with_arms=with_arms):
             yield from piece
 
     def iter_trace_pieces(
-        self, learner_id: int, *, with_arms: bool = True, piece_bytes: int = PIECE_BYTES
+        self, learner_id: int, *, with_arms: bool = True
     ) -> Iterator[list[RunRecord]]:
         """`iter_traces` piece by piece."""
         t = traces.c
@@ -160,7 +157,7 @@ class Reads(StoreBase):
             if not plan:
                 return
             after = int(plan[-1][0])
-            for ids in pieces(plan, piece_bytes):
+            for ids in pieces(plan, self.piece_bytes):
                 yield self._read_piece(ids, with_arms=with_arms)
 
     def _read_piece(self, ids: Sequence[int], *, with_arms: bool) -> list[RunRecord]:
