@@ -33,9 +33,10 @@ PIECE_BYTES = 8 * 1024 * 1024
 """About how much memory a piece of traces read at once may take (records, rows and the
 text written from them), whatever the number or width of the traces."""
 
-BYTES_PER_ARM = 400
+BYTES_PER_ARM = 1024
 """What one arm outcome of a trace costs in memory while a piece is read and written out:
-its row, its record and its JSON (measured by bench/export_memory.py, rounded up)."""
+its row, its record, its JSON object and text (about 1 KB as bench/export_memory.py measures
+`GET traces`, rounded up), so a piece of PIECE_BYTES holds about 8,000 arms."""
 
 BYTES_PER_TRACE = 4096
 """The same for a trace's own columns, besides its context and error."""

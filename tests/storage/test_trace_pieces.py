@@ -30,7 +30,7 @@ def test_pieces_are_bounded_by_arms_and_text_not_by_trace_count(
         active.observe(run(f"wide-{i}", WIDE))
     for i in range(40):
         active.observe(run(f"narrow-{i}", NARROW))
-    big = {"notes": "x" * 200_000}  # a trace whose context outweighs any number of arms
+    big = {"notes": "x" * 1_000_000}  # a trace whose context outweighs any number of arms
     active.observe(run("heavy-context", NARROW, big))
     wide_weight = BYTES_PER_TRACE + len(WIDE) * BYTES_PER_ARM
     store.piece_bytes = 2 * wide_weight + 100  # two wide traces (and their "{}"), many narrow
