@@ -5,8 +5,8 @@ default, or `--database-url`), then measures whole processes:
 
 - `learning-bot export` in each format that reads traces (`--format jsonl`, `json`, `csv
   --table traces`, `csv --table arms`), its peak resident memory (ru_maxrss of the child),
-  against the same command with `--no-traces` (the process with everything but the traces:
-  the idle reference);
+  against `export --format csv --table posteriors` (the same process with everything but the
+  traces: the idle reference);
 - `learning-bot serve`: its resident memory once warm (idle), then its peak (VmHWM, reset
   through /proc/PID/clear_refs) while one client, then `--clients` clients at once (the
   default stream limit), read `GET traces?limit=1000` to the end;
@@ -225,7 +225,7 @@ def main() -> None:
                 flush=True,
             )
         rows: list[tuple[str, float, float]] = []
-        idle, _ = peak_mb([EXE, "export", "--no-traces"], env)
+        idle, _ = peak_mb([EXE, "export", "--format", "csv", "--table", "posteriors"], env)
         exports = (
             ()
             if args.only == "serve"
@@ -262,7 +262,10 @@ def main() -> None:
             met = "(reference)"
         print(f"| {label} | {base:.0f} | {peak:.0f} | {above:.0f} | {met} |")
     print()
-    print("idle: `learning-bot export --no-traces` for the exports; the warm server for GET traces")
+    print(
+        "idle: `learning-bot export --format csv --table posteriors` (start-up, storage and the "
+        "posteriors, no traces) for the exports; the warm server for GET traces"
+    )
 
 
 if __name__ == "__main__":
