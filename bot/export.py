@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from bot.shapes import trace_json
@@ -19,11 +19,43 @@ TRACE_CSV_HEADER = (
     "durationMs,aborted"
 )
 POSTERIOR_CSV_HEADER = "armId,alpha,beta,mean,pulls,lastUpdated"
+ARM_CSV_HEADER = "traceId,armId,label,included,referenced,tokenCost,reward"
+CSV_TABLES = ("traces", "arms", "posteriors")
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""What a spreadsheet may take a cell for a formula by when it begins with it (OWASP's list
+for CSV injection)."""
+
+CsvValue = str | int | float | bool | None
 
 
-def _csv_row(values: list[Any]) -> str:
+def csv_text(value: str) -> str:
+    """A text cell as every CSV the product writes holds it: one beginning like a formula is
+    prefixed with a single quote (OWASP's advice), so a spreadsheet shows it as text instead of
+    evaluating it. Applies to every text from outside (trace ids, providers, models, channels,
+    session keys, labels), also one that looks like a number."""
+    return "'" + value if value.startswith(FORMULA_STARTS) else value
+
+
+def csv_cell(value: CsvValue) -> str:
+    """One cell: text through `csv_text`; numbers written by us as numbers (floats with 4
+    decimals), never prefixed: a cell holding only a number is read as that number, not as a
+    formula, and the bounds keep every number exported non-negative anyway; booleans as
+    true/false; None empty."""
+    if isinstance(value, str):
+        return csv_text(value)
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)
+
+
+def _csv_row(values: Sequence[CsvValue]) -> str:
     buffer = io.StringIO()
-    csv.writer(buffer).writerow(values)
+    csv.writer(buffer).writerow([csv_cell(v) for v in values])
     return buffer.getvalue()
 
 
@@ -76,10 +108,11 @@ def export_jsonl(service: LearningService) -> Iterator[str]:
 
 
 def export_csv(service: LearningService, table: str) -> Iterator[str]:
-    """One table as CSV: `traces` or `posteriors`."""
+    """One table as CSV: `traces` (one row per run, as SPEC section 10 lists), `arms` (one row
+    per arm of each run: what it was offered, kept and used) or `posteriors`."""
     if table == "traces":
         yield TRACE_CSV_HEADER + "\r\n"
-        for trace in service.iter_traces():
+        for trace in service.iter_traces(with_arms=False):
             yield _csv_row(
                 [
                     trace.trace_id,
@@ -89,26 +122,33 @@ def export_csv(service: LearningService, table: str) -> Iterator[str]:
                     trace.provider,
                     trace.model,
                     trace.channel,
-                    str(trace.is_baseline).lower(),
+                    trace.is_baseline,
                     trace.usage.total,
                     trace.duration_ms,
-                    str(trace.aborted).lower(),
+                    trace.aborted,
                 ]
             )
+        return
+    if table == "arms":
+        yield ARM_CSV_HEADER + "\r\n"
+        for trace in service.iter_traces():
+            for arm in trace.arms:
+                yield _csv_row(
+                    [
+                        trace.trace_id,
+                        arm.arm_id,
+                        arm.label,
+                        arm.included,
+                        arm.referenced,
+                        arm.token_cost,
+                        arm.reward,
+                    ]
+                )
         return
     if table == "posteriors":
         yield POSTERIOR_CSV_HEADER + "\r\n"
         for v in service.posteriors():
             p = v.posterior
-            yield _csv_row(
-                [
-                    v.arm_id,
-                    f"{p.alpha:.4f}",
-                    f"{p.beta:.4f}",
-                    f"{p.mean:.4f}",
-                    p.pulls,
-                    "" if p.last_updated is None else p.last_updated,
-                ]
-            )
+            yield _csv_row([v.arm_id, p.alpha, p.beta, p.mean, p.pulls, p.last_updated])
         return
-    raise InvalidInput(f"--table must be traces or posteriors, got {table!r}")
+    raise InvalidInput(f"--table must be one of {', '.join(CSV_TABLES)}, got {table!r}")

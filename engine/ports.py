@@ -253,7 +253,15 @@ class Store(Protocol):
         self, learner_id: int, limit: int, offset: int
     ) -> tuple[list[RunRecord], int]: ...
 
-    def iter_traces(self, learner_id: int, batch: int = 1000) -> Iterator[RunRecord]: ...
+    def trace_pieces(self, learner_id: int, limit: int, offset: int) -> Iterator[list[RunRecord]]:
+        """The page `trace_page` reads, in pieces bounded by their size in memory (not by
+        their number of traces): what a streamed answer holds at once."""
+        ...
+
+    def iter_traces(self, learner_id: int, *, with_arms: bool = True) -> Iterator[RunRecord]:
+        """Every trace, oldest first, read in pieces bounded by their size in memory;
+        `with_arms` off leaves the arm outcomes unread."""
+        ...
 
     def timeseries(
         self, learner_id: int, metric: str, window_ms: int, since: int | None

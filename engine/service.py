@@ -864,17 +864,23 @@ class LearningService:
 
     def traces(self, limit: int = 100, offset: int = 0) -> tuple[list[RunRecord], int]:
         """A page of traces, newest first, and the total number stored."""
-        for name, value, low, high in (
-            ("limit", limit, 1, MAX_PAGE),
-            ("offset", offset, 0, 10**12),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise InvalidInput(f"{name} must be a whole number from {low} to {high}")
+        _check_page(limit, offset)
         return self.store.trace_page(self.learner_id, limit, offset)
 
-    def iter_traces(self) -> Iterator[RunRecord]:
-        """Every trace, oldest first, read in batches (exports)."""
-        return self.store.iter_traces(self.learner_id)
+    def trace_pieces(
+        self, limit: int = 100, offset: int = 0
+    ) -> tuple[Iterator[list[RunRecord]], int]:
+        """The page `traces` answers, read lazily in pieces bounded by their size in memory
+        (a streamed answer), and the total number stored."""
+        _check_page(limit, offset)
+        learner_id = self.learner_id
+        total = self.store.run_stats(learner_id).all_time_traces
+        return self.store.trace_pieces(learner_id, limit, offset), total
+
+    def iter_traces(self, *, with_arms: bool = True) -> Iterator[RunRecord]:
+        """Every trace, oldest first, read in pieces bounded by their size in memory
+        (exports); `with_arms` off leaves the arm outcomes unread."""
+        return self.store.iter_traces(self.learner_id, with_arms=with_arms)
 
     def timeseries(
         self, metric: str = "tokens", window: str = "1h", buckets: int = 48
@@ -950,3 +956,13 @@ class LearningService:
         """Check that every posterior equals its prior plus its observations since its last
         reset, that traces are whole, and that the counters match the traces."""
         return self.store.verify(self.learner_id)
+
+
+def _check_page(limit: int, offset: int) -> None:
+    """A page of traces: limit 1 to MAX_PAGE, offset from 0."""
+    for name, value, low, high in (
+        ("limit", limit, 1, MAX_PAGE),
+        ("offset", offset, 0, 10**12),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise InvalidInput(f"{name} must be a whole number from {low} to {high}")

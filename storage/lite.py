@@ -218,7 +218,10 @@ class LiteReader:
     def trace_page(self, learner_id: int, limit: int, offset: int) -> tuple[list[RunRecord], int]:
         raise self._refuse()
 
-    def iter_traces(self, learner_id: int, batch: int = 1000) -> Iterator[RunRecord]:
+    def trace_pieces(self, learner_id: int, limit: int, offset: int) -> Iterator[list[RunRecord]]:
+        raise self._refuse()
+
+    def iter_traces(self, learner_id: int, *, with_arms: bool = True) -> Iterator[RunRecord]:
         raise self._refuse()
 
     def timeseries(

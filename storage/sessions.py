@@ -4,6 +4,7 @@ arm by arm afterwards, seed priors, and a conversation's runs."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import insert, select, update
 
@@ -47,19 +48,25 @@ class Sessions(ArmKeys):
             with write_transaction(self.engine) as conn:
                 remembered: dict[str, tuple[str, int]] = {}
                 keys: dict[str, int] = {}
-                row = conn.execute(
-                    select(p.arm_key, p.epoch).where(p.learner_id == learner_id, p.arm_id == arm_id)
-                ).first()
+                # Locks first, reads after (each statement on PostgreSQL reads what committed
+                # before it): the learner row, as reset, undo and every reward take it first,
+                # then the arm's posterior row. The epoch and the open run read below are then
+                # those the change lands in, whatever committed while this call waited: two
+                # outcomes for the same run and arm, or a reset or undo in between, cannot
+                # both see a run still open or the epoch before the reset.
+                keep = locked_keep(conn, learner_id) if apply_reward else 1.0
+                locked = (
+                    select(p.arm_key, p.epoch)
+                    .where(p.learner_id == learner_id, p.arm_id == arm_id)
+                    .with_for_update()
+                )
+                row = conn.execute(locked).first()
                 if row is None:
                     remembered, keys = self._ensure_arms(
                         conn, learner_id, {arm_id: (parsed.name, 0)}
                     )
-                    row = conn.execute(
-                        select(p.arm_key, p.epoch).where(
-                            p.learner_id == learner_id, p.arm_id == arm_id
-                        )
-                    ).one()
-                arm_key, epoch = int(row.arm_key), int(row.epoch)
+                    row = conn.execute(locked).one()
+                arm_key = int(row.arm_key)
                 trace_pk: int | None = None
                 trace_id: str | None = None
                 if conversation:
@@ -80,20 +87,22 @@ class Sessions(ArmKeys):
                     if found is not None:
                         trace_pk, trace_id = int(found.id), str(found.trace_id)
                 # The posterior first (forgetting as the learner's other writes do): its pull
-                # count after the change orders the change for `verify`'s replay (seq).
+                # count after the change orders the change for `verify`'s replay (seq), and
+                # the epoch it returns is the one the change belongs to.
                 if apply_reward:
-                    keep = locked_keep(conn, learner_id)
                     self._bump(conn, learner_id, 1)
-                    state = add_reward(conn, learner_id, arm_id, reward, keep=keep, at=at)
-                    if state is None:
+                    changed = add_reward(conn, learner_id, arm_id, reward, keep=keep, at=at)
+                    if changed is None:
                         raise NotFound(f"unknown arm {arm_id!r}")
+                    state: Any = changed
+                    epoch: int | None = int(state.epoch)
                 else:
                     state = conn.execute(
-                        update(posteriors)
-                        .where(p.learner_id == learner_id, p.arm_id == arm_id)
-                        .values(arm_key=p.arm_key)
-                        .returning(p.alpha, p.beta, p.pulls, p.last_updated)
+                        select(p.alpha, p.beta, p.pulls, p.last_updated).where(
+                            p.learner_id == learner_id, p.arm_id == arm_id
+                        )
                     ).one()
+                    epoch = None
                 seq = int(state.pulls) if apply_reward else None
                 if trace_pk is not None:
                     conn.execute(
@@ -102,7 +111,7 @@ class Sessions(ArmKeys):
                         .values(
                             referenced=referenced,
                             reward=reward if apply_reward else None,
-                            epoch=epoch if apply_reward else None,
+                            epoch=epoch,
                             seq=seq,
                         )
                     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -19,8 +19,9 @@ from adapters.http.body import BodyReader
 from adapters.http.fast_select import FastSelect
 from adapters.http.guards import RequestGuard, first_headers
 from adapters.http.observe_line import ObserveLine
-from adapters.http.responses import ApiError, JsonResponse, failure
+from adapters.http.responses import ENCODER, ApiError, JsonResponse, failure
 from adapters.http.settings import HttpSettings
+from adapters.http.streams import SlotStream, StreamSlots
 from bot.bus import CommandBus
 from bot.commands import Command, PhaseCommand, ResetCommand, RewardCommand
 from bot.errors import kind_of_code
@@ -38,6 +39,7 @@ from bot.shapes import (
 from engine.bounds import MAX_RESET_ARMS
 from engine.config import Phase
 from engine.errors import Unavailable
+from engine.records import RunRecord
 from engine.service import TIMESERIES_METRICS, LearningService
 
 BASE = "/__openclaw__/api/learning"
@@ -54,6 +56,7 @@ class Api:
         self.settings = settings
         self.guard = RequestGuard(settings)
         self.reader = BodyReader(settings.max_body_bytes, settings.body_timeout_seconds)
+        self.streams = StreamSlots(settings.max_streams)
         self._pool: ThreadPoolExecutor | None = None
         self._observations = ObserveLine(self.call)
         self.fast_select = FastSelect(
@@ -117,11 +120,36 @@ class Api:
         return [arm_json(v) for v in views]
 
     async def traces(self, request: Request) -> Any:
+        """The page, read and sent in pieces bounded by their size in memory (not by their
+        number of traces), holding one of the streamed answers' slots while it is sent; a
+        page that fits one piece is answered at once. Every slot taken: 503, Retry-After."""
         service = self.service(request)
         limit = _int_param(request, "limit", 100, 1, 1000)
         offset = _int_param(request, "offset", 0, 0, 10**12)
-        page, total = await self.call(service.traces, limit, offset)
-        return {"traces": [trace_json(t) for t in page], "total": total}
+        if not self.streams.take():
+            return self.streams.busy()
+        try:
+            pieces, total = await self.call(service.trace_pieces, limit, offset)
+            first = await self.call(_encoded_piece, pieces)
+            second = None if first is None else await self.call(_encoded_piece, pieces)
+        except BaseException:
+            self.streams.give_back()
+            raise
+        tail = b'],"total":%d}' % total
+        if second is None:
+            self.streams.give_back()
+            body = b'{"traces":[' + (first or b"") + tail
+            return Response(body, media_type="application/json")
+
+        async def body_pieces() -> AsyncIterator[bytes]:
+            yield b'{"traces":[' + (first or b"")
+            piece: bytes | None = second
+            while piece is not None:
+                yield b"," + piece
+                piece = await self.call(_encoded_piece, pieces)
+            yield tail
+
+        return SlotStream(body_pieces(), self.streams.give_back)
 
     async def timeseries(self, request: Request) -> Any:
         service = self.service(request)
@@ -334,6 +362,15 @@ class Api:
             wording=wording,
         )
         return reply_json(reply)
+
+
+def _encoded_piece(pieces: Iterator[list[RunRecord]]) -> bytes | None:
+    """The next piece of traces as the JSON array items `GET traces` sends (in a worker
+    thread: reading and encoding), or None after the last."""
+    piece = next(pieces, None)
+    if piece is None:
+        return None
+    return ",".join(ENCODER.encode(trace_json(t)) for t in piece).encode("utf-8")
 
 
 def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:

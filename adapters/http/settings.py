@@ -20,6 +20,9 @@ class HttpSettings:
     refresh_seconds: int = 30
     body_timeout_seconds: float = 30.0
     """A request body not fully received within this time is answered 408."""
+    max_streams: int = 8
+    """Long answers (GET traces) sent at once; beyond it they are answered 503 with
+    Retry-After. Each holds about one piece of traces (storage.reads.PIECE_BYTES) in memory."""
     allowed_hosts: tuple[str, ...] = ()
     """Host names mutating requests may be addressed to (empty: any). Without a token on
     loopback, `serve` sets the loopback names, so a DNS-rebound name cannot write."""
@@ -48,9 +51,23 @@ def http_settings(env: Mapping[str, str] | None = None) -> HttpSettings:
         ) from None
     if not 1024 <= max_body <= 256 * 1024 * 1024:
         raise InvalidConfig("LEARNING_BOT_MAX_BODY_BYTES", "must be from 1 KiB to 256 MiB")
+    raw_streams = env.get("LEARNING_BOT_MAX_STREAMS", "").strip()
+    try:
+        max_streams = int(raw_streams) if raw_streams else 8
+    except ValueError:
+        raise InvalidConfig(
+            "LEARNING_BOT_MAX_STREAMS", f"must be a whole number, got {raw_streams!r}"
+        ) from None
+    if not 1 <= max_streams <= 1000:
+        raise InvalidConfig("LEARNING_BOT_MAX_STREAMS", "must be from 1 to 1000")
     origins = tuple(
         o.strip() for o in env.get("LEARNING_BOT_CORS_ORIGINS", "").split(",") if o.strip()
     )
     return serving_settings(
-        HttpSettings(api_token=token, max_body_bytes=max_body, cors_origins=origins)
+        HttpSettings(
+            api_token=token,
+            max_body_bytes=max_body,
+            cors_origins=origins,
+            max_streams=max_streams,
+        )
     )

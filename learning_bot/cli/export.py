@@ -28,7 +28,9 @@ def register(sub: Commands) -> None:
         "csv: one table, chosen with --table",
     )
     export.add_argument(
-        "--table", choices=("traces", "posteriors"), help="csv: the one table to write"
+        "--table",
+        choices=("traces", "arms", "posteriors"),
+        help="csv: the one table to write (arms: one row per arm of each trace)",
     )
     export.add_argument("--no-traces", action="store_true", help="json: leave the traces out")
     export.add_argument(
@@ -57,7 +59,9 @@ def _export(app: App, args: argparse.Namespace) -> int:
     if args.format == "csv":
         if args.table is None:
             raise CliError(
-                "--format csv writes one table", EXIT_USAGE, hint="add --table traces or posteriors"
+                "--format csv writes one table",
+                EXIT_USAGE,
+                hint="add --table traces, arms or posteriors",
             )
         chunks = export_csv(service, args.table)
     elif args.format == "jsonl":
