@@ -66,7 +66,7 @@ def build_app(settings: Settings, *, spool: bool = True, serving: bool = False) 
     from storage import SqlStore
     from storage.command_log import SqlCommandLog
 
-    sql = SqlStore(settings.database_url, upgrade_sqlite=serving)
+    sql = SqlStore(settings.database_url, upgrade_sqlite=serving, pool=settings.pool)
     writer: RunWriter = sql
     by_name: SpoolByName | None = None
     spooled: SpoolHealth | None = None
@@ -74,7 +74,11 @@ def build_app(settings: Settings, *, spool: bool = True, serving: bool = False) 
         from storage.spool import Spool, SpoolingStore, default_spool_root
 
         limit = round(settings.spool_max_mb * 1024 * 1024)
-        spooling = SpoolingStore(sql, Spool(default_spool_root(sql.url), max_bytes=limit))
+        spooling = SpoolingStore(
+            sql,
+            Spool(default_spool_root(sql.url), max_bytes=limit),
+            adopt_seconds=settings.spool_adopt_seconds if serving else 0.0,
+        )
         writer, by_name, spooled = spooling, spooling.record_runs_by_name, spooling
 
     def make(learner: str) -> LearningService:
