@@ -83,7 +83,7 @@ def pool_settings(env: Mapping[str, str] | None = None) -> PoolSettings:
         )
     defaults = PoolSettings()
     return PoolSettings(
-        pooler=pooler,  # type: ignore[arg-type]
+        pooler=pooler,
         size=_whole(ENV_POOL_SIZE, env.get(ENV_POOL_SIZE, ""), defaults.size),
         overflow=_whole(ENV_MAX_OVERFLOW, env.get(ENV_MAX_OVERFLOW, ""), defaults.overflow),
     )
