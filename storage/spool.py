@@ -16,6 +16,7 @@ import os
 import secrets
 import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
@@ -88,6 +89,96 @@ def dead_letters(root: Path | str) -> list[dict[str, Any]]:
     return entries
 
 
+@dataclass
+class DeadLetterReplay:
+    """What replay_dead_letters did (or, in a dry run, would try)."""
+
+    entries: int = 0
+    """Entries in the dead-letter file when it started."""
+    stored: int = 0
+    duplicates: int = 0
+    """Runs the database already held (stored by an earlier replay or a client's retry)."""
+    kept: list[dict[str, Any]] = field(default_factory=list)
+    """Entries refused again (with the new reason), left in the file."""
+    learners: dict[str, int] = field(default_factory=dict)
+    """Entries per learner (its name, or `#<id>` for lines of earlier versions)."""
+    stopped: str | None = None
+    """Why the replay stopped before the end (storage unavailable); the rest is kept."""
+
+
+def replay_dead_letters(
+    root: Path | str,
+    write: Callable[[int, list[RunRecord]], RecordResult],
+    resolve: Callable[[str, RunRecord], int],
+    *,
+    dry_run: bool = False,
+) -> DeadLetterReplay:
+    """Write the runs of a spool root's dead-letter file once the cause of their refusal is
+    fixed: by learner name (opened, or created in a new database), else by the id of lines of
+    earlier versions. Stored and already-stored runs leave the file; runs refused again stay
+    with the new reason. The file is locked meanwhile, so two replays (or a replay and a
+    server adding an entry) never take the same entry twice; trace ids make a run stored
+    once whatever happens. `dry_run` reads and counts, and writes nothing."""
+    root = Path(root)
+    report = DeadLetterReplay()
+    if not root.is_dir():
+        return report
+    path = root / DEAD_LETTER
+    with _dead_letter_lock(root):
+        entries = dead_letters(root)
+        report.entries = len(entries)
+        keep: list[dict[str, Any]] = []
+        ids: dict[str, int] = {}
+        for entry in entries:
+            line = str(entry.get("run", ""))
+            learner = _dead_key(line)[0]
+            report.learners[learner] = report.learners.get(learner, 0) + 1
+            if dry_run or report.stopped is not None:
+                keep.append(entry)
+                continue
+            try:
+                learner_id, name, record = read_named_line(line)
+                if name is not None:
+                    if name not in ids:
+                        ids[name] = resolve(name, record)
+                    learner_id = ids[name]
+                elif learner_id == 0:
+                    raise NotFound("the line names no learner")
+                result = write(learner_id, [record])
+            except Unavailable as exc:
+                report.stopped = str(exc)
+                keep.append(entry)
+                continue
+            except Exception as exc:
+                again = {**entry, "reason": _reason(exc), "at": now_ms()}
+                report.kept.append(again)
+                keep.append(again)
+                continue
+            if result.statuses[0] == "inserted":
+                report.stored += 1
+            elif result.statuses[0] == "duplicate":
+                report.duplicates += 1
+            else:  # a writer that spooled it: it is in a spool again, not lost
+                report.stored += 1
+        if not dry_run and report.entries:
+            _rewrite(path, keep)
+    return report
+
+
+def _rewrite(path: Path, entries: Sequence[dict[str, Any]]) -> None:
+    """Replace the dead-letter file with `entries` (removed when there are none), atomically."""
+    if not entries:
+        path.unlink(missing_ok=True)
+        return
+    temporary = path.with_name(path.name + ".new")
+    data = "".join(json.dumps(e, ensure_ascii=True) + "\n" for e in entries).encode("ascii")
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    temporary.replace(path)
+
+
 class Spool:
     """The spool root; this process appends to its own locked directory.
 
@@ -127,7 +218,9 @@ class Spool:
         self.dead_path = self.root / DEAD_LETTER
         self._dead_seen: set[tuple[str, str]] | None = None
         self._dead_stamp: tuple[int, int] | None = None
-        self.dead_count = len(dead_letters(self.root))
+        self.dead_count = 0
+        self._count_stamp: tuple[int, int] | None = (-1, -1)
+        self.dead_letter_count()
         self.dead_added = 0
         """Runs this process moved to the dead-letter file."""
 
@@ -197,6 +290,19 @@ class Spool:
         """Every segment this process may replay: its own, and those of dead processes."""
         self.adopt()
         return sorted(self.dir.glob("*.jsonl"), key=lambda p: p.stat().st_mtime_ns)
+
+    def dead_letter_count(self) -> int:
+        """The entries of the dead-letter file, counted again only when the file changed (one
+        stat call): `learning-bot db replay-dead-letters` may have emptied it."""
+        try:
+            info = self.dead_path.stat()
+            stamp: tuple[int, int] | None = (info.st_ino, info.st_size)
+        except FileNotFoundError:
+            stamp = None
+        if stamp != self._count_stamp:
+            self.dead_count = 0 if stamp is None else len(dead_letters(self.root))
+            self._count_stamp = stamp
+        return self.dead_count
 
     def pending(self) -> bool:
         """Whether runs wait here (kept in memory: this is asked on every write)."""
@@ -535,8 +641,8 @@ class SpoolingStore:
             "pending": spool.pending(),
             "bytes": spool.size_bytes(),
             "full": spool.full,
-            "deadLetters": spool.dead_count,
-            "deadLetterFile": str(spool.dead_path) if spool.dead_count else None,
+            "deadLetters": (dead := spool.dead_letter_count()),
+            "deadLetterFile": str(spool.dead_path) if dead else None,
         }
 
     def replay_now(self) -> int:
