@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
+from engine.config import Phase
 from engine.errors import Conflict, NotFound, Unavailable
 from engine.ports import RecordResult, RunStatus, RunWriter
 from engine.posterior import now_ms
@@ -577,9 +578,13 @@ class SpoolingStore:
         *,
         retry_seconds: float = 1.0,
         adopt_seconds: float = 0.0,
+        opener: Callable[[str, Phase], int] | None = None,
     ) -> None:
+        """`opener`: opens (or creates, with this process's settings for new learners) a
+        learner by name for replay; default: the writer's open_learner with no settings."""
         self.inner = inner
         self.spool = spool
+        self.opener = opener
         self.retry_seconds = retry_seconds
         self.adopt_seconds = adopt_seconds
         self._wake = threading.Event()
@@ -629,6 +634,8 @@ class SpoolingStore:
         return None if learner_name is None else learner_name(learner_id)
 
     def _resolve(self, name: str, record: RunRecord) -> int:
+        if self.opener is not None:
+            return self.opener(name, record.phase)
         open_learner = getattr(self.inner, "open_learner", None)
         if open_learner is None:
             raise Unavailable("this writer cannot open learners by name")

@@ -59,9 +59,15 @@ def _replay_dead_letters(settings: Settings, spool_dir: str | None, *, dry_run: 
     path = root / DEAD_LETTER
     store = SqlStore(target, auto_create=False, pool=settings.pool)
     try:
+        config = settings.config
 
         def resolve(name: str, record: RunRecord) -> int:
-            return store.open_learner(name, record.phase).id
+            """A learner by name; one this creates (a new database) gets the configured
+            settings, as a learner created by a first observe does."""
+            state = store.open_learner(
+                name, record.phase, config.learner_settings(), config.half_life
+            )
+            return state.id
 
         report = replay_dead_letters(root, store.record_runs, resolve, dry_run=dry_run)
     finally:
