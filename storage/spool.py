@@ -409,8 +409,16 @@ class Spool:
                 for (learner_id, name), batch in _batches(self._read(segment)):
                     target = learner_id
                     if name is not None and resolve is not None:
-                        if name not in ids:  # Unavailable: stop, keep it
-                            ids[name] = resolve(name, batch[0])
+                        if name not in ids:
+                            try:
+                                ids[name] = resolve(name, batch[0])
+                            except Unavailable:  # stop, keep it
+                                raise
+                            except Exception as exc:  # a name storage refuses
+                                for record in batch:
+                                    line = spool_line(learner_id, record, name)
+                                    self._dead_letter(line, _reason(exc))
+                                continue
                         target = ids[name]
                     elif target == 0:
                         for record in batch:
@@ -666,12 +674,16 @@ class SpoolingStore:
     def _run(self) -> None:
         while not self._stop.is_set():
             pending = self.spool.pending()
-            woken = self._wake.wait(self.retry_seconds if pending else self.adopt_seconds)
+            adopting = not pending and self.adopt_seconds > 0
+            woken = self._wake.wait(self.adopt_seconds if adopting else self.retry_seconds)
             self._wake.clear()
             if self._stop.is_set():
                 return
-            if not pending and not woken and not self.spool.orphaned():
-                continue
+            if not pending and not woken:
+                if self.adopt_seconds <= 0:
+                    return
+                if not self.spool.orphaned():
+                    continue
             try:
                 replayed = self.spool.replay(self.inner.record_runs, self._resolve)
                 if replayed:
