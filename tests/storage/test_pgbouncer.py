@@ -211,3 +211,36 @@ def test_a_thousand_observes_through_pgbouncer_over_http(bounced: Bounced, tmp_p
         engine.dispose()
     assert not list((tmp_path / "spool").glob("p*/*.jsonl"))
     assert urlsplit(bounced.bounced).port != urlsplit(bounced.direct).port
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("LEARNING_BOT_DB_POOLER", "txn"),
+        ("LEARNING_BOT_DB_POOL_SIZE", "0"),
+        ("LEARNING_BOT_DB_POOL_SIZE", "eight"),
+        ("LEARNING_BOT_DB_MAX_OVERFLOW", "-1"),
+        ("LEARNING_BOT_SPOOL_ADOPT_SECONDS", "soon"),
+    ],
+)
+def test_pool_settings_are_checked_at_start_up(variable: str, value: str) -> None:
+    from engine.errors import InvalidConfig
+    from learning_bot.settings import load_settings
+
+    with pytest.raises(InvalidConfig, match=variable):
+        load_settings({variable: value})
+
+
+def test_pool_settings_bound_the_connections_of_a_process() -> None:
+    from learning_bot.settings import load_settings
+
+    settings = load_settings(
+        {
+            "LEARNING_BOT_DB_POOLER": "Transaction",
+            "LEARNING_BOT_DB_POOL_SIZE": "3",
+            "LEARNING_BOT_DB_MAX_OVERFLOW": "1",
+        }
+    )
+    assert settings.pool == PoolSettings(pooler="transaction", size=3, overflow=1)
+    assert settings.pool.max_connections == 8
+    assert load_settings({}).pool.max_connections == 32
