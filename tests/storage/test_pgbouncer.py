@@ -155,7 +155,7 @@ def test_a_thousand_observes_through_pgbouncer_over_http(bounced: Bounced, tmp_p
     """`learning-bot serve` on a pgbouncer URL with no pooler setting (auto), agents at the
     same time each selecting (reads on several connections at once, so pgbouncer hands each
     transaction another server connection) then observing: every observe is stored at once
-    (none spooled, none failed), each once."""
+    (none spooled, none failed), each once; manual rewards through it answer 200."""
     env = environment(
         tmp_path,
         {
@@ -197,6 +197,9 @@ def test_a_thousand_observes_through_pgbouncer_over_http(bounced: Bounced, tmp_p
             t.start()
         for t in threads:
             t.join()
+        with httpx.Client(base_url=server.base, timeout=30) as http:  # manual rewards too
+            rewarded = [http.post("/reward", json={"arm_id": "tool:t:T0"}) for _ in range(8)]
+        assert [r.status_code for r in rewarded] == [200] * 8, rewarded[-1].text
     assert len(outcomes) == 1000
     failed = [o for o in outcomes if o != (200, True, False)]
     assert not failed, f"{len(failed)} of 1000 observes not stored at once: {failed[:5]}"
@@ -206,7 +209,7 @@ def test_a_thousand_observes_through_pgbouncer_over_http(bounced: Bounced, tmp_p
             traces = conn.execute(text("SELECT count(*), count(DISTINCT trace_id) FROM traces"))
             assert tuple(traces.one()) == (1000, 1000)
             pulls = conn.execute(text("SELECT sum(pulls) FROM posteriors")).scalar()
-            assert pulls == 8000
+            assert pulls == 8000 + 8
     finally:
         engine.dispose()
     assert not list((tmp_path / "spool").glob("p*/*.jsonl"))
