@@ -103,11 +103,25 @@ def make_engine(url: str, *, pool: PoolSettings | None = None) -> Engine:
 
 
 def watch_pooler(engine: Engine, pooler: Pooler) -> None:
-    """Configure each new connection of a PostgreSQL engine for `pooler` (storage.pooling)."""
+    """Configure each new connection of a PostgreSQL engine for `pooler` (storage.pooling),
+    and drop a connection whose session state was lost (lost_session_state) from the pool."""
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         configure_connection(dbapi_conn, pooler)
+
+    @event.listens_for(engine, "handle_error")
+    def _on_error(context: Any) -> None:
+        if lost_session_state(context.original_exception):
+            context.is_disconnect = True  # replaced, not reused with its stale statement cache
+
+
+def lost_session_state(exc: BaseException) -> bool:
+    """A prepared statement or cursor the connection believes in is missing on the server (or
+    one of its name exists already): its driver's statement cache is wrong for good, so the
+    connection is replaced."""
+    orig = _driver_error(exc)
+    return orig is not None and getattr(orig, "sqlstate", None) in _SESSION_STATE_LOST
 
 
 def _missing_driver(drivername: str, exc: ImportError) -> str:
@@ -164,22 +178,25 @@ _UNAVAILABLE = (
 )
 
 
-_SESSION_STATE_LOST = ("26000", "42P05", "34000")
+_SESSION_STATE_LOST = ("26000", "42P05", "34000", "40003")
 """A prepared statement or cursor missing on the server connection, or one of the same name
 already there: what a transaction-mode pooler in front of the server causes when the pooler
-setting is wrong (storage.pooling). The statement did not run; it may on another connection."""
+setting is wrong (storage.pooling); and 40003, a commit whose outcome the server could not
+report. The statement may succeed on another connection (a rerun of a run is a duplicate)."""
 
 
 def is_unavailable(exc: BaseException) -> bool:
-    """Connection failures, a full disk or a read-only file, or a pooler that lost the
-    connection's session state: storage cannot take this write now."""
+    """Connection failures (08), a server shutting down (57P), out of resources (53), system
+    and I/O errors (58), internal errors (XX), a full disk or a read-only file, or a pooler
+    that lost the connection's session state: storage cannot take this write now. (Errors in
+    what was sent, such as a constraint or a missing table, are not: they are the caller's.)"""
     if isinstance(exc, DBAPIError) and exc.connection_invalidated:
         return True
     orig = _driver_error(exc)
     if orig is None or is_retryable(exc):
         return False
     code = str(getattr(orig, "sqlstate", "") or "")
-    if code.startswith(("08", "57P", "53")) or code in _SESSION_STATE_LOST:
+    if code.startswith(("08", "57P", "53", "58", "XX")) or code in _SESSION_STATE_LOST:
         return True
     message = str(orig).lower()
     return any(needle in message for needle in _UNAVAILABLE)

@@ -14,7 +14,13 @@ from engine.ports import RecordResult, RunStatus
 from engine.posterior import now_ms
 from engine.records import RunRecord
 from storage.arm_keys import ArmKeys
-from storage.database import sqlite_write_cursor, watch_pooler, with_retries, write_transaction
+from storage.database import (
+    lost_session_state,
+    sqlite_write_cursor,
+    watch_pooler,
+    with_retries,
+    write_transaction,
+)
 from storage.hotpath import Written, record_postgres
 from storage.pooling import PoolSettings
 
@@ -174,10 +180,13 @@ class Runs(ArmKeys):
                     if not written.complete:
                         raise psycopg.Rollback(tx)
                 return written
-            except psycopg.OperationalError:
-                if attempt == 0 and (conn.broken or conn.closed):
+            except psycopg.Error as exc:
+                lost = isinstance(exc, psycopg.OperationalError) and (conn.broken or conn.closed)
+                if lost and attempt == 0:
                     proxy.invalidate()
                     continue
+                if lost_session_state(exc):
+                    proxy.invalidate()  # its statement cache is wrong: never reuse it
                 raise
             finally:
                 proxy.close()

@@ -247,3 +247,36 @@ def test_pool_settings_bound_the_connections_of_a_process() -> None:
     assert settings.pool == PoolSettings(pooler="transaction", size=3, overflow=1)
     assert settings.pool.max_connections == 8
     assert load_settings({}).pool.max_connections == 32
+
+
+def test_a_lost_prepared_statement_is_spooled_and_its_connection_replaced(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """What a transaction pooler does to a connection that prepares (the setting wrong), made
+    on purpose on a direct one: its prepared statements dropped behind psycopg's back. The
+    observe is spooled (not a 500), the connection is replaced rather than failing forever,
+    and the run is written by the replay."""
+    from engine import LearningConfig, Phase
+    from engine.service import LearningService
+    from storage import SqlStore
+    from storage.spool import Spool, SpoolingStore
+
+    from .helpers import report
+    from .test_spool import wait_until
+
+    sql = SqlStore(postgres_url, pool=PoolSettings(pooler="none", size=1, overflow=0))
+    spooling = SpoolingStore(sql, Spool(tmp_path / "spool"), retry_seconds=0.05)
+    svc = LearningService(sql, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0, writer=spooling)
+    assert svc.observe(report("first")).recorded
+    assert svc.observe(report("prepared")).recorded  # the statement is prepared by now
+    proxy = sql._direct_engine().raw_connection()
+    # through libpq itself: psycopg would see the command and forget its statements too
+    proxy.driver_connection.pgconn.exec_(b"DEALLOCATE ALL")  # type: ignore[union-attr]
+    proxy.close()
+    lost = svc.observe(report("lost"))
+    assert lost.spooled and not lost.recorded
+    wait_until(lambda: not spooling.spool.pending())
+    assert svc.observe(report("after")).recorded
+    assert svc.traces()[1] == 4
+    assert svc.verify().ok
+    spooling.close()
