@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from bot.bus import DEFAULT_LEARNER, BusSettings, CommandBus, LearnerServices
 from bot.ports import CommandBatch
+from engine.config import Phase
 from engine.errors import Unavailable
 from engine.ports import RunWriter, SpoolHealth, Store
 from engine.service import LearningService, SpoolByName
@@ -66,7 +67,7 @@ def build_app(settings: Settings, *, spool: bool = True, serving: bool = False) 
     from storage import SqlStore
     from storage.command_log import SqlCommandLog
 
-    sql = SqlStore(settings.database_url, upgrade_sqlite=serving)
+    sql = SqlStore(settings.database_url, upgrade_sqlite=serving, pool=settings.pool)
     writer: RunWriter = sql
     by_name: SpoolByName | None = None
     spooled: SpoolHealth | None = None
@@ -74,7 +75,19 @@ def build_app(settings: Settings, *, spool: bool = True, serving: bool = False) 
         from storage.spool import Spool, SpoolingStore, default_spool_root
 
         limit = round(settings.spool_max_mb * 1024 * 1024)
-        spooling = SpoolingStore(sql, Spool(default_spool_root(sql.url), max_bytes=limit))
+        config = settings.config
+
+        def opener(name: str, phase: Phase) -> int:
+            """Replay opens a learner by name; one it creates (a new database) gets this
+            process's settings, as a learner created by a first observe does."""
+            return sql.open_learner(name, phase, config.learner_settings(), config.half_life).id
+
+        spooling = SpoolingStore(
+            sql,
+            Spool(default_spool_root(sql.url), max_bytes=limit),
+            adopt_seconds=settings.spool_adopt_seconds if serving else 0.0,
+            opener=opener,
+        )
         writer, by_name, spooled = spooling, spooling.record_runs_by_name, spooling
 
     def make(learner: str) -> LearningService:

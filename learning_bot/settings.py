@@ -15,6 +15,7 @@ from typing import Any
 from engine.config import LearningConfig
 from engine.cost import PriceTable
 from engine.errors import InvalidConfig
+from storage.pooling import PoolSettings, pool_settings
 
 ENV_PREFIX = "LEARNING_BOT_"
 # environment variable -> LearningConfig key
@@ -52,6 +53,11 @@ class Settings:
     prices: PriceTable = field(default_factory=PriceTable)
     """Token prices per provider and model (engine.cost), with the config file's `prices` on
     top of the built-in ones: what the measured cost saving is priced with."""
+    pool: PoolSettings = field(default_factory=PoolSettings)
+    """PostgreSQL pool sizes and pooler (LEARNING_BOT_DB_POOLER, _POOL_SIZE, _MAX_OVERFLOW)."""
+    spool_adopt_seconds: float = 5.0
+    """How often a serving process looks for spools of dead processes in its spool directory
+    (LEARNING_BOT_SPOOL_ADOPT_SECONDS; 0: never)."""
 
 
 DASHBOARD_PATH = "/__openclaw__/api/learning/dashboard"
@@ -198,6 +204,16 @@ def load_settings(
         raise InvalidConfig(
             f"{ENV_PREFIX}SPOOL_MAX_MB", f"must be a positive number of MiB, got {spool_raw!r}"
         )
+    adopt_raw = env.get(f"{ENV_PREFIX}SPOOL_ADOPT_SECONDS", "").strip()
+    try:
+        adopt_seconds = float(adopt_raw) if adopt_raw else 5.0
+    except ValueError:
+        adopt_seconds = math.nan
+    if not math.isfinite(adopt_seconds) or adopt_seconds < 0:
+        raise InvalidConfig(
+            f"{ENV_PREFIX}SPOOL_ADOPT_SECONDS",
+            f"must be a number of seconds >= 0 (0: never), got {adopt_raw!r}",
+        )
     public_url = _public_url(env.get(f"{ENV_PREFIX}PUBLIC_URL", ""))
     dashboard_url = (
         f"{public_url}{DASHBOARD_PATH}"
@@ -217,4 +233,6 @@ def load_settings(
         rate_limit=rate_limit,
         spool_max_mb=spool_max_mb,
         prices=prices,
+        pool=pool_settings(env),
+        spool_adopt_seconds=adopt_seconds,
     )

@@ -18,6 +18,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 
 from engine.errors import InvalidInput, LearningError, Unavailable
+from storage.pooling import Pooler, PoolSettings, configure_connection, pool_settings
 from storage.revision import HEAD_REVISION
 
 log = logging.getLogger("learning_bot.storage")
@@ -42,8 +43,12 @@ def sqlite_file(url: str) -> Path | None:
     return Path(database)
 
 
-def make_engine(url: str, *, pool_size: int = 8) -> Engine:
+def make_engine(url: str, *, pool: PoolSettings | None = None) -> Engine:
     """An Engine with the settings this project relies on.
+
+    PostgreSQL: the pool sizes of `pool` (LEARNING_BOT_DB_POOL_SIZE and _MAX_OVERFLOW when
+    not given), and no named prepared statements on a connection that goes through a
+    transaction-mode pooler (storage.pooling).
 
     SQLite: WAL, synchronous=NORMAL (a crash of the process loses nothing committed), a busy
     timeout, foreign keys on, and write transactions that start with BEGIN IMMEDIATE so that
@@ -82,16 +87,41 @@ def make_engine(url: str, *, pool_size: int = 8) -> Engine:
         return engine
     try:
         if backend == "postgresql":
-            return create_engine(
+            settings = pool or pool_settings()
+            pg = create_engine(
                 url,
-                pool_size=pool_size,
-                max_overflow=pool_size,
+                pool_size=settings.size,
+                max_overflow=settings.overflow,
                 pool_pre_ping=True,
                 connect_args={"connect_timeout": 10},
             )
+            watch_pooler(pg, settings.pooler)
+            return pg
         return create_engine(url)
     except ImportError as exc:
         raise InvalidInput(_missing_driver(parsed.drivername, exc)) from None
+
+
+def watch_pooler(engine: Engine, pooler: Pooler) -> None:
+    """Configure each new connection of a PostgreSQL engine for `pooler` (storage.pooling),
+    and drop a connection whose session state was lost (lost_session_state) from the pool."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        configure_connection(dbapi_conn, pooler)
+
+    @event.listens_for(engine, "handle_error")
+    def _on_error(context: Any) -> None:
+        if lost_session_state(context.original_exception):
+            context.is_disconnect = True  # replaced, not reused with its stale statement cache
+
+
+def lost_session_state(exc: BaseException) -> bool:
+    """A prepared statement or cursor the connection believes in is missing on the server (or
+    one of its name exists already): its driver's statement cache is wrong for good, so the
+    connection is replaced."""
+    orig = _driver_error(exc)
+    return orig is not None and getattr(orig, "sqlstate", None) in _SESSION_STATE_LOST
 
 
 def _missing_driver(drivername: str, exc: ImportError) -> str:
@@ -148,18 +178,33 @@ _UNAVAILABLE = (
 )
 
 
+_SESSION_STATE_LOST = ("26000", "42P05", "34000", "40003")
+"""A prepared statement or cursor missing on the server connection, or one of the same name
+already there: what a transaction-mode pooler in front of the server causes when the pooler
+setting is wrong (storage.pooling); and 40003, a commit whose outcome the server could not
+report. The statement may succeed on another connection (a rerun of a run is a duplicate)."""
+
+
 def is_unavailable(exc: BaseException) -> bool:
-    """Connection failures, a full disk or a read-only file: storage cannot take writes now."""
+    """Connection failures (08), a server shutting down (57P), out of resources (53), system
+    and I/O errors (58), internal errors (XX), a full disk or a read-only file, or a pooler
+    that lost the connection's session state: storage cannot take this write now. (Errors in
+    what was sent, such as a constraint or a missing table, are not: they are the caller's.)"""
     if isinstance(exc, DBAPIError) and exc.connection_invalidated:
         return True
     orig = _driver_error(exc)
     if orig is None or is_retryable(exc):
         return False
     code = str(getattr(orig, "sqlstate", "") or "")
-    if code.startswith(("08", "57P", "53")):
+    if code.startswith(("08", "57P", "53", "58", "XX")) or code in _SESSION_STATE_LOST:
         return True
     message = str(orig).lower()
     return any(needle in message for needle in _UNAVAILABLE)
+
+
+def is_database_error(exc: BaseException) -> bool:
+    """Whether `exc` is the database driver's (behind SQLAlchemy's wrapper or not)."""
+    return _driver_error(exc) is not None
 
 
 def with_retries(fn: Callable[[], T], *, attempts: int = 8) -> T:

@@ -23,6 +23,7 @@ from engine.forgetting import Fold, keep_factor
 from engine.posterior import prior_parameters
 from engine.records import TRACE_COLUMNS, RunRecord, record_row
 from storage.forgetting import forget_sql
+from storage.pooling import prepares
 
 SHARDS = 16
 """Counter rows per learner and epoch; writers pick one at random to avoid a hot row."""
@@ -386,7 +387,8 @@ def record_postgres(
     keys: Mapping[str, int],
     half_life: float,
 ) -> Written:
-    """Run PG_RECORD for `runs` (distinct trace ids) on a psycopg connection, prepared. Alone in
+    """Run PG_RECORD for `runs` (distinct trace ids) on a psycopg connection, prepared (unless
+    the connection goes through a transaction-mode pooler, storage.pooling). Alone in
     autocommit it is one transaction; with several runs some may turn out stored already
     (Written.complete is then false) and the caller rolls its transaction back."""
     import psycopg
@@ -394,7 +396,7 @@ def record_postgres(
     params = postgres_params(learner_id, runs, at, keys, half_life)
     with psycopg.RawCursor(conn) as cur:
         row = cur.execute(
-            PG_RECORD, [params[name] for name, _ in PG_RECORD_PARAMS], prepare=True
+            PG_RECORD, [params[name] for name, _ in PG_RECORD_PARAMS], prepare=prepares(conn)
         ).fetchone()
     if row is None:
         raise NotFound(f"no learner with id {learner_id}")

@@ -57,6 +57,11 @@ class Learners(StoreBase):
         with reading(self.engine) as conn:
             return [r[0] for r in conn.execute(select(learners.c.name).order_by(learners.c.name))]
 
+    def learner_name(self, learner_id: int) -> str | None:
+        """The name of a learner this process has opened or read (no query: the spool asks
+        while storage is down), or None."""
+        return self._names.get(learner_id)
+
     def learner_state(self, learner_id: int) -> LearnerState:
         with reading(self.engine) as conn:
             return self._state(conn, learner_id)
@@ -66,6 +71,7 @@ class Learners(StoreBase):
         if row is None:
             raise NotFound(f"no learner with id {learner_id}")
         state = queries.learner_state(row)
+        self._names[learner_id] = state.name
         # what PostgreSQL's observe statement folds with first (it checks it, and a stale
         # value costs one more attempt, not a wrong write)
         self._half_lives[learner_id] = state.half_life

@@ -14,8 +14,15 @@ from engine.ports import RecordResult, RunStatus
 from engine.posterior import now_ms
 from engine.records import RunRecord
 from storage.arm_keys import ArmKeys
-from storage.database import sqlite_write_cursor, with_retries, write_transaction
+from storage.database import (
+    lost_session_state,
+    sqlite_write_cursor,
+    watch_pooler,
+    with_retries,
+    write_transaction,
+)
 from storage.hotpath import Written, record_postgres
+from storage.pooling import PoolSettings
 
 _MAX_ATTEMPTS = 16
 """Statements one record_runs call may take on PostgreSQL before it gives up: each attempt
@@ -30,20 +37,21 @@ class _Undo(Exception):
         self.written = written
 
 
-def _autocommit_engine(url: URL, pool_size: int) -> Engine:
+def _autocommit_engine(url: URL, pool: PoolSettings) -> Engine:
     """Connections for the PostgreSQL observe statement: autocommit (the statement is its own
     transaction, no BEGIN or COMMIT round trip), no ping on checkout (a closed connection is
     replaced when it fails), integers always sent as bigint so that every call has the same
-    parameter types and reuses one prepared statement."""
+    parameter types and reuses one prepared statement (none behind a transaction pooler)."""
     from psycopg.types.numeric import Int8BinaryDumper, Int8Dumper
 
     engine = create_engine(
         url,
-        pool_size=pool_size,
-        max_overflow=pool_size,
+        pool_size=pool.size,
+        max_overflow=pool.overflow,
         isolation_level="AUTOCOMMIT",
         connect_args={"connect_timeout": 10},
     )
+    watch_pooler(engine, pool.pooler)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -172,10 +180,13 @@ class Runs(ArmKeys):
                     if not written.complete:
                         raise psycopg.Rollback(tx)
                 return written
-            except psycopg.OperationalError:
-                if attempt == 0 and (conn.broken or conn.closed):
+            except psycopg.Error as exc:
+                lost = isinstance(exc, psycopg.OperationalError) and (conn.broken or conn.closed)
+                if lost and attempt == 0:
                     proxy.invalidate()
                     continue
+                if lost_session_state(exc):
+                    proxy.invalidate()  # its statement cache is wrong: never reuse it
                 raise
             finally:
                 proxy.close()
@@ -192,6 +203,6 @@ class Runs(ArmKeys):
                 if direct is None or direct[0] is not engine:
                     if direct is not None:
                         direct[1].dispose()
-                    direct = (engine, _autocommit_engine(engine.url, self._pool_size))
+                    direct = (engine, _autocommit_engine(engine.url, self._pool))
                     self._direct = direct
         return direct[1]

@@ -1,7 +1,10 @@
 """A local, durable spool for runs that storage could not take: append-only JSON lines, fsynced
 before the caller hears back, replayed in order (and idempotently, by trace id) when storage
-answers again. Each process owns a directory under the spool root, locked while it lives, so
-a restarted process adopts what a killed one left behind."""
+answers again. Each line names its learner, so it replays into a database restored or created
+again (where learner ids differ). Each process owns a directory under the spool root, locked
+(flock) while it lives: any live process sharing the root adopts the directory of a dead one by
+taking its lock and moving its segments into its own, so each segment is replayed by one
+process only."""
 
 from __future__ import annotations
 
@@ -12,11 +15,13 @@ import logging
 import os
 import secrets
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
-from engine.errors import Unavailable
+from engine.config import Phase
+from engine.errors import Conflict, NotFound, Unavailable
 from engine.ports import RecordResult, RunStatus, RunWriter
 from engine.posterior import now_ms
 from engine.records import RunRecord, record_from_json, record_to_json
@@ -30,6 +35,8 @@ REPLAY_BATCH = 500
 DEAD_LETTER = "dead-letter.jsonl"
 """Runs the database refused on replay for a reason other than being unavailable, one JSON
 line each (`{"reason": ..., "at": ..., "run": <spool line>}`), beside the process folders."""
+DEAD_LETTER_LOCK = "dead-letter.lock"
+"""Taken (flock) to append to the dead-letter file or to rewrite it (replay_dead_letters)."""
 
 
 class SpoolFull(Unavailable):
@@ -37,9 +44,10 @@ class SpoolFull(Unavailable):
 
 
 def spool_line(learner_id: int, record: RunRecord, name: str | None = None) -> str:
-    """One spool line: the learner id (or, for a learner storage has not opened yet, 0 and
-    its name) and the record's JSON (engine.records' codec)."""
-    head: dict[str, Any] = {"l": learner_id} if name is None else {"l": 0, "n": name}
+    """One spool line: the learner's name and id (0 for a learner storage has not opened
+    yet) and the record's JSON (engine.records' codec). Replay goes by the name when there is
+    one; the id is what lines of earlier versions carry alone."""
+    head: dict[str, Any] = {"l": learner_id} if name is None else {"l": learner_id, "n": name}
     return json.dumps({**head, **record_to_json(record)}, separators=(",", ":"), allow_nan=False)
 
 
@@ -51,12 +59,23 @@ def read_spool_line(line: str) -> tuple[int, RunRecord]:
 
 
 def read_named_line(line: str) -> tuple[int, str | None, RunRecord]:
-    """The learner id, learner name (None when the id is known) and record of a spool line."""
+    """The learner id, learner name (None in lines of earlier versions) and record of a spool
+    line."""
     data: dict[str, Any] = json.loads(line)
     name = data.get("n")
     if name is not None and not isinstance(name, str):
         raise ValueError("the learner name of a spool line must be a string")
     return int(data["l"]), name, record_from_json(data)
+
+
+@contextlib.contextmanager
+def _dead_letter_lock(root: Path) -> Iterator[None]:
+    with open(root / DEAD_LETTER_LOCK, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def dead_letters(root: Path | str) -> list[dict[str, Any]]:
@@ -69,6 +88,96 @@ def dead_letters(root: Path | str) -> list[dict[str, Any]]:
                 with contextlib.suppress(ValueError):
                     entries.append(json.loads(line))
     return entries
+
+
+@dataclass
+class DeadLetterReplay:
+    """What replay_dead_letters did (or, in a dry run, would try)."""
+
+    entries: int = 0
+    """Entries in the dead-letter file when it started."""
+    stored: int = 0
+    duplicates: int = 0
+    """Runs the database already held (stored by an earlier replay or a client's retry)."""
+    kept: list[dict[str, Any]] = field(default_factory=list)
+    """Entries refused again (with the new reason), left in the file."""
+    learners: dict[str, int] = field(default_factory=dict)
+    """Entries per learner (its name, or `#<id>` for lines of earlier versions)."""
+    stopped: str | None = None
+    """Why the replay stopped before the end (storage unavailable); the rest is kept."""
+
+
+def replay_dead_letters(
+    root: Path | str,
+    write: Callable[[int, list[RunRecord]], RecordResult],
+    resolve: Callable[[str, RunRecord], int],
+    *,
+    dry_run: bool = False,
+) -> DeadLetterReplay:
+    """Write the runs of a spool root's dead-letter file once the cause of their refusal is
+    fixed: by learner name (opened, or created in a new database), else by the id of lines of
+    earlier versions. Stored and already-stored runs leave the file; runs refused again stay
+    with the new reason. The file is locked meanwhile, so two replays (or a replay and a
+    server adding an entry) never take the same entry twice; trace ids make a run stored
+    once whatever happens. `dry_run` reads and counts, and writes nothing."""
+    root = Path(root)
+    report = DeadLetterReplay()
+    if not root.is_dir():
+        return report
+    path = root / DEAD_LETTER
+    with _dead_letter_lock(root):
+        entries = dead_letters(root)
+        report.entries = len(entries)
+        keep: list[dict[str, Any]] = []
+        ids: dict[str, int] = {}
+        for entry in entries:
+            line = str(entry.get("run", ""))
+            learner = _dead_key(line)[0]
+            report.learners[learner] = report.learners.get(learner, 0) + 1
+            if dry_run or report.stopped is not None:
+                keep.append(entry)
+                continue
+            try:
+                learner_id, name, record = read_named_line(line)
+                if name is not None:
+                    if name not in ids:
+                        ids[name] = resolve(name, record)
+                    learner_id = ids[name]
+                elif learner_id == 0:
+                    raise NotFound("the line names no learner")
+                result = write(learner_id, [record])
+            except Unavailable as exc:
+                report.stopped = str(exc)
+                keep.append(entry)
+                continue
+            except Exception as exc:
+                again = {**entry, "reason": _reason(exc), "at": now_ms()}
+                report.kept.append(again)
+                keep.append(again)
+                continue
+            if result.statuses[0] == "inserted":
+                report.stored += 1
+            elif result.statuses[0] == "duplicate":
+                report.duplicates += 1
+            else:  # a writer that spooled it: it is in a spool again, not lost
+                report.stored += 1
+        if not dry_run and report.entries:
+            _rewrite(path, keep)
+    return report
+
+
+def _rewrite(path: Path, entries: Sequence[dict[str, Any]]) -> None:
+    """Replace the dead-letter file with `entries` (removed when there are none), atomically."""
+    if not entries:
+        path.unlink(missing_ok=True)
+        return
+    temporary = path.with_name(path.name + ".new")
+    data = "".join(json.dumps(e, ensure_ascii=True) + "\n" for e in entries).encode("ascii")
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    temporary.replace(path)
 
 
 class Spool:
@@ -90,10 +199,15 @@ class Spool:
         self.segment_bytes = segment_bytes
         self._lock = threading.Lock()
         self._replaying = threading.Lock()
-        self.dir = self.root / f"p{os.getpid()}-{secrets.token_hex(3)}"
-        self.dir.mkdir(exist_ok=True)
-        self._dir_lock = open(self.dir / ".lock", "w")  # noqa: SIM115 - held for the process
+        name = f"p{os.getpid()}-{secrets.token_hex(3)}"
+        # Made and locked under a name adopters do not look at, then renamed: a live process's
+        # directory is never seen unlocked.
+        making = self.root / f".new-{name}"
+        making.mkdir()
+        self._dir_lock = open(making / ".lock", "w")  # noqa: SIM115 - held for the process
         fcntl.flock(self._dir_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self.dir = self.root / name
+        making.rename(self.dir)
         self._active: BinaryIO | None = None
         self._has_segments = False
         self._active_path: Path | None = None
@@ -103,8 +217,11 @@ class Spool:
         self.full = False
         """Whether the last append was refused (the state a log line is written for)."""
         self.dead_path = self.root / DEAD_LETTER
-        self._dead_seen: set[tuple[int, str]] | None = None
-        self.dead_count = len(dead_letters(self.root))
+        self._dead_seen: set[tuple[str, str]] | None = None
+        self._dead_stamp: tuple[int, int] | None = None
+        self.dead_count = 0
+        self._count_stamp: tuple[int, int] | None = (-1, -1)
+        self.dead_letter_count()
         self.dead_added = 0
         """Runs this process moved to the dead-letter file."""
 
@@ -118,28 +235,75 @@ class Spool:
                 total += path.stat().st_size
         return total
 
-    def _segments(self) -> list[Path]:
-        """Every segment this process may replay: its own, and those of dead processes."""
+    def _orphans(self) -> Generator[tuple[Path, Any], None, None]:
+        """The directories of dead processes, each yielded with its lock held (released when
+        the caller moves on): a process's lock is free only once it has ended."""
         for other in sorted(self.root.glob("p*")):
             if other == self.dir or not other.is_dir():
                 continue
             try:
                 handle = open(other / ".lock", "a")  # noqa: SIM115 - closed below
             except OSError:
-                continue
+                continue  # removed by another adopter meanwhile
             try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    continue  # its process is alive and replays it
+                yield other, handle
+            finally:
                 handle.close()
-                continue  # its process is alive and replays it
-            for segment in sorted(other.glob("*.jsonl")):
-                target = self.dir / f"{segment.stem}-{other.name}.jsonl"
+
+    def orphaned(self) -> bool:
+        """Whether a dead process left a directory under this root (cheap: one listing and a
+        lock attempt per directory)."""
+        with contextlib.closing(self._orphans()) as found:
+            return any(True for _ in found)
+
+    def adopt(self) -> int:
+        """Move the segments of dead processes into this process's directory (under their
+        locks, so two adopters never both take one); returns how many were moved."""
+        moved = 0
+        with contextlib.closing(self._orphans()) as found:
+            for other, _ in found:
+                moved += self._take(other)
+        if moved:
+            log.warning("adopted %d spool segment(s) of a process that ended", moved)
+        return moved
+
+    def _take(self, other: Path) -> int:
+        """Move a dead process's segments here (its lock held) and remove its directory."""
+        moved = 0
+        for segment in sorted(other.glob("*.jsonl")):
+            target = self.dir / f"{segment.stem}-{other.name}.jsonl"
+            try:
                 segment.rename(target)
-            handle.close()
+            except FileNotFoundError:
+                continue
+            moved += 1
+        with contextlib.suppress(OSError):
             for leftover in other.iterdir():
                 leftover.unlink(missing_ok=True)
             other.rmdir()
+        return moved
+
+    def _segments(self) -> list[Path]:
+        """Every segment this process may replay: its own, and those of dead processes."""
+        self.adopt()
         return sorted(self.dir.glob("*.jsonl"), key=lambda p: p.stat().st_mtime_ns)
+
+    def dead_letter_count(self) -> int:
+        """The entries of the dead-letter file, counted again only when the file changed (one
+        stat call): `learning-bot db replay-dead-letters` may have emptied it."""
+        try:
+            info = self.dead_path.stat()
+            stamp: tuple[int, int] | None = (info.st_ino, info.st_size)
+        except FileNotFoundError:
+            stamp = None
+        if stamp != self._count_stamp:
+            self.dead_count = 0 if stamp is None else len(dead_letters(self.root))
+            self._count_stamp = stamp
+        return self.dead_count
 
     def pending(self) -> bool:
         """Whether runs wait here (kept in memory: this is asked on every write)."""
@@ -240,16 +404,28 @@ class Spool:
                     segments = self._segments()
                 self._has_segments = self._has_segments or bool(segments)
             done = 0
+            ids: dict[str, int] = {}
             for segment in segments:
                 for (learner_id, name), batch in _batches(self._read(segment)):
-                    if name is not None:
-                        if resolve is None:
-                            for record in batch:
-                                line = spool_line(0, record, name)
-                                self._dead_letter(line, "no learner could be opened by name")
-                            continue
-                        learner_id = resolve(name, batch[0])  # Unavailable: stop, keep it
-                    done += self._write_batch(write, learner_id, batch)
+                    target = learner_id
+                    if name is not None and resolve is not None:
+                        if name not in ids:
+                            try:
+                                ids[name] = resolve(name, batch[0])
+                            except Unavailable:  # stop, keep it
+                                raise
+                            except Exception as exc:  # a name storage refuses
+                                for record in batch:
+                                    line = spool_line(learner_id, record, name)
+                                    self._dead_letter(line, _reason(exc))
+                                continue
+                        target = ids[name]
+                    elif target == 0:
+                        for record in batch:
+                            line = spool_line(0, record, name)
+                            self._dead_letter(line, "no learner could be opened by name")
+                        continue
+                    done += self._write_batch(write, target, batch, name)
                 segment.unlink()
                 log.info("replayed spool segment %s", segment.name)
             with self._lock:
@@ -262,6 +438,7 @@ class Spool:
         write: Callable[[int, list[RunRecord]], RecordResult],
         learner_id: int,
         batch: list[RunRecord],
+        name: str | None,
     ) -> int:
         """Write a batch; when storage refuses it (not as unavailable), write its runs one by
         one and dead-letter those refused alone. Raises Unavailable to stop the replay."""
@@ -272,11 +449,11 @@ class Spool:
             raise
         except Exception as exc:
             if len(batch) == 1:
-                self._dead_letter(spool_line(learner_id, batch[0]), _reason(exc))
+                self._dead_letter(spool_line(learner_id, batch[0], name), _reason(exc))
                 return 0
         done = 0
         for record in batch:
-            done += self._write_batch(write, learner_id, [record])
+            done += self._write_batch(write, learner_id, [record], name)
         return done
 
     def _read(self, segment: Path) -> Iterator[tuple[tuple[int, str | None], RunRecord]]:
@@ -296,16 +473,25 @@ class Spool:
     def _dead_letter(self, line: str, reason: str) -> None:
         """Keep a refused run (once, even if its segment is replayed again) and log it."""
         key = _dead_key(line)
-        if self._dead_seen is None:
-            self._dead_seen = {_dead_key(e.get("run", "")) for e in dead_letters(self.root)}
-        if key in self._dead_seen:
-            return
-        entry = {"reason": reason, "at": now_ms(), "run": line}
-        data = (json.dumps(entry, ensure_ascii=True) + "\n").encode("ascii")
-        with open(self.dead_path, "ab") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        with _dead_letter_lock(self.root):
+            try:
+                info = self.dead_path.stat()
+                stamp: tuple[int, int] | None = (info.st_ino, info.st_size)
+            except FileNotFoundError:
+                stamp = None
+            if self._dead_seen is None or stamp != self._dead_stamp:
+                # first use, or the file changed under us (replay_dead_letters rewrote it)
+                self._dead_seen = {_dead_key(e.get("run", "")) for e in dead_letters(self.root)}
+            if key in self._dead_seen:
+                return
+            entry = {"reason": reason, "at": now_ms(), "run": line}
+            data = (json.dumps(entry, ensure_ascii=True) + "\n").encode("ascii")
+            with open(self.dead_path, "ab") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+                info = os.fstat(handle.fileno())
+            self._dead_stamp = (info.st_ino, info.st_size)
         self._dead_seen.add(key)
         self.dead_count += 1
         self.dead_added += 1
@@ -336,12 +522,20 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
 
 
-def _dead_key(line: str) -> tuple[int, str]:
+def _dead_key(line: str) -> tuple[str, str]:
+    """(the learner: its name, else its id; the trace id) of a spool line."""
     try:
         data = json.loads(line)
-        return int(data.get("l", 0)), str(data.get("traceId", data.get("trace_id", line)))
+        learner = data.get("n") or f"#{int(data.get('l', 0))}"
+        return str(learner), str(data.get("traceId", data.get("trace_id", line)))
     except (ValueError, TypeError, AttributeError):
-        return 0, line
+        return "", line
+
+
+def _is_database_error(exc: BaseException) -> bool:
+    from storage.database import is_database_error as check
+
+    return check(exc)
 
 
 def default_spool_root(database_url: str) -> Path:
@@ -378,18 +572,34 @@ def _batches(
 
 
 class SpoolingStore:
-    """A RunWriter that spools runs while the writer it wraps is unavailable and replays them
-    in a background thread once it answers again."""
+    """A RunWriter that spools runs while the writer it wraps is unavailable, or refuses them
+    with a database error, and replays them in a background thread once it answers again.
 
-    def __init__(self, inner: RunWriter, spool: Spool, *, retry_seconds: float = 1.0) -> None:
+    With `adopt_seconds`, the thread also looks that often for directories of dead processes
+    under the spool root (a replica killed during an outage, on this machine or, on a shared
+    directory, another) and replays them; 0 leaves them to the next process that spools."""
+
+    def __init__(
+        self,
+        inner: RunWriter,
+        spool: Spool,
+        *,
+        retry_seconds: float = 1.0,
+        adopt_seconds: float = 0.0,
+        opener: Callable[[str, Phase], int] | None = None,
+    ) -> None:
+        """`opener`: opens (or creates, with this process's settings for new learners) a
+        learner by name for replay; default: the writer's open_learner with no settings."""
         self.inner = inner
         self.spool = spool
+        self.opener = opener
         self.retry_seconds = retry_seconds
+        self.adopt_seconds = adopt_seconds
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._thread_lock = threading.Lock()
-        if spool.pending() or any(spool.root.glob("p*/*.jsonl")):
+        if spool.pending() or any(spool.root.glob("p*/*.jsonl")) or adopt_seconds > 0:
             self._kick()
 
     def record_runs(self, learner_id: int, runs: Sequence[RunRecord]) -> RecordResult:
@@ -401,7 +611,19 @@ class SpoolingStore:
                 raise
             except Unavailable as exc:
                 log.warning("storage is unavailable (%s); spooling %d run(s)", exc, len(runs))
-        self.spool.append(learner_id, runs)  # runs queue behind older spooled ones: order kept
+            except (NotFound, Conflict) as exc:  # the learner gone (a new database), or busy
+                log.warning("storage refused the write (%s); spooling %d run(s)", exc, len(runs))
+            except Exception as exc:
+                if not _is_database_error(exc):
+                    raise
+                log.error(
+                    "the database failed the write (%s); spooling %d run(s)",
+                    _reason(exc),
+                    len(runs),
+                    exc_info=exc,
+                )
+        # runs queue behind older spooled ones: order kept
+        self.spool.append(learner_id, runs, name=self._name_of(learner_id))
         self._kick()
         spooled: RunStatus = "spooled"
         return RecordResult(tuple(r.trace_id for r in runs), (spooled,) * len(runs))
@@ -414,7 +636,14 @@ class SpoolingStore:
         spooled: RunStatus = "spooled"
         return RecordResult(tuple(r.trace_id for r in runs), (spooled,) * len(runs))
 
+    def _name_of(self, learner_id: int) -> str | None:
+        """The learner's name as the writer remembers it (no query: storage may be down)."""
+        learner_name = getattr(self.inner, "learner_name", None)
+        return None if learner_name is None else learner_name(learner_id)
+
     def _resolve(self, name: str, record: RunRecord) -> int:
+        if self.opener is not None:
+            return self.opener(name, record.phase)
         open_learner = getattr(self.inner, "open_learner", None)
         if open_learner is None:
             raise Unavailable("this writer cannot open learners by name")
@@ -427,8 +656,8 @@ class SpoolingStore:
             "pending": spool.pending(),
             "bytes": spool.size_bytes(),
             "full": spool.full,
-            "deadLetters": spool.dead_count,
-            "deadLetterFile": str(spool.dead_path) if spool.dead_count else None,
+            "deadLetters": (dead := spool.dead_letter_count()),
+            "deadLetterFile": str(spool.dead_path) if dead else None,
         }
 
     def replay_now(self) -> int:
@@ -444,10 +673,17 @@ class SpoolingStore:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(self.retry_seconds)
+            pending = self.spool.pending()
+            adopting = not pending and self.adopt_seconds > 0
+            woken = self._wake.wait(self.adopt_seconds if adopting else self.retry_seconds)
             self._wake.clear()
             if self._stop.is_set():
                 return
+            if not pending and not woken:
+                if self.adopt_seconds <= 0:
+                    return
+                if not self.spool.orphaned():
+                    continue
             try:
                 replayed = self.spool.replay(self.inner.record_runs, self._resolve)
                 if replayed:
@@ -457,7 +693,7 @@ class SpoolingStore:
             except Exception:
                 log.exception("replaying the spool failed; will retry")
                 continue
-            if not self.spool.pending():
+            if not self.spool.pending() and self.adopt_seconds <= 0:
                 return
 
     def close(self) -> None:

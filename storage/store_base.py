@@ -12,6 +12,7 @@ from storage import queries
 from storage.database import ensure_schema_later, make_engine
 from storage.hotpath import HotPath, stats_params
 from storage.location import default_database_url
+from storage.pooling import PoolSettings, pool_settings
 
 
 class StoreBase:
@@ -24,13 +25,15 @@ class StoreBase:
         url: str | None = None,
         *,
         auto_create: bool = True,
-        pool_size: int = 8,
+        pool: PoolSettings | None = None,
         upgrade_sqlite: bool = False,
     ) -> None:
         """`upgrade_sqlite`: an outdated SQLite file is backed up and upgraded rather than
-        refused (the serving commands; one-shot commands ask for `learning-bot db upgrade`)."""
+        refused (the serving commands; one-shot commands ask for `learning-bot db upgrade`).
+        `pool`: PostgreSQL pool sizes and pooler (default: from LEARNING_BOT_DB_* variables)."""
         self.url = url or default_database_url()
-        self.engine: Engine = make_engine(self.url, pool_size=pool_size)
+        self._pool = pool or pool_settings()
+        self.engine: Engine = make_engine(self.url, pool=self._pool)
         self.dialect = self.engine.dialect.name
         ensure_schema_later(self.engine, auto_create=auto_create, upgrade_sqlite=upgrade_sqlite)
         self._insert: Any
@@ -50,7 +53,8 @@ class StoreBase:
         self._hot = HotPath(self.dialect)
         self._half_lives: dict[int, float] = {}
         """Per learner, the half-life the last write found: what runs are folded with."""
-        self._pool_size = pool_size
+        self._names: dict[int, str] = {}
+        """Learner id -> name, as this process opened or read them (spool lines name learners)."""
         self._direct: tuple[Engine, Engine] | None = None
         """(the engine it serves, autocommit engine to its database) for PostgreSQL writes."""
 
