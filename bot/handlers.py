@@ -72,6 +72,19 @@ HELP = {
         "included and nothing is learnt from; active: Thompson Sampling picks arms under "
         "the token budget. Changing it is for admins and asks for confirmation."
     ),
+    "subscribe": (
+        "{cmd} subscribe [alerts|digest daily|digest weekly|changes] [learner] — this channel "
+        "gets the learner's alerts (default), a daily or weekly digest, or its phase changes "
+        "and resets. Admins only."
+    ),
+    "unsubscribe": (
+        "{cmd} unsubscribe [alerts|digest daily|digest weekly|changes|all] [learner] — stops "
+        "one subscription of this channel (or all of them). Admins only."
+    ),
+    "subscriptions": (
+        "{cmd} subscriptions — what this channel is subscribed to, and whether the bot could "
+        "not post here (a paused subscription)."
+    ),
     "help": "{cmd} help [command] — this help.",
 }
 """One paragraph per command; `{cmd}` is the surface's command prefix (see help_text)."""

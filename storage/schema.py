@@ -309,9 +309,7 @@ alert_subscriptions = Table(
     Column("paused_reason", Text, nullable=True),
     # an IANA time zone for digests when the platform gave one; NULL: UTC
     Column("timezone", String(64), nullable=True),
-    UniqueConstraint(
-        "surface", "channel", "learner", "kind", name="uq_alert_subscriptions_target"
-    ),
+    UniqueConstraint("surface", "channel", "learner", "kind", name="uq_alert_subscriptions_target"),
 )
 
 # One alert of one learner (`alert` is the rule and its subject, e.g. starvation:tool:web):
