@@ -106,9 +106,21 @@ class SubscriptionStore(Protocol):
     def save_alert_state(self, state: AlertState) -> None: ...
 
     def claim_message(
-        self, subscription_id: int, alert: str, episode: int, stage: str, holder: str, at: int
+        self,
+        subscription_id: int,
+        alert: str,
+        episode: int,
+        stage: str,
+        holder: str,
+        at: int,
+        stale_before: int | None = None,
     ) -> bool:
-        """Claim the right to send one message; False when it was claimed already."""
+        """Claim the right to send one message; False when it was claimed already (unless
+        that claim was never sent nor failed and was made before `stale_before`)."""
+        ...
+
+    def release_message(self, subscription_id: int, alert: str, episode: int, stage: str) -> None:
+        """Give up an unsent claim (the send failed for a reason worth retrying)."""
         ...
 
     def message_sent(

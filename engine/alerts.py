@@ -281,7 +281,7 @@ def advance(
     out: list[Transition] = []
     for finding in found:
         seen.add(finding.alert)
-        detail = json.dumps(dict(finding.detail), sort_keys=True)
+        detail = card_detail(finding)
         state = by_key.get(finding.alert)
         if finding.is_change:
             if state is None:
@@ -317,16 +317,43 @@ def advance(
     return out
 
 
+def card_detail(finding: Finding) -> str:
+    """What a state stores of its finding: the card (title, facts, advice) and its data."""
+    return json.dumps(
+        {
+            "kind": finding.kind,
+            "title": finding.title,
+            "facts": [list(f) for f in finding.facts],
+            "advice": finding.advice,
+            "data": dict(finding.detail),
+        },
+        sort_keys=True,
+    )
+
+
+def stored_finding(state: AlertState) -> Finding:
+    """The finding a state stored (card_detail), to show its card again."""
+    try:
+        data = json.loads(state.detail)
+        return Finding(
+            state.alert,
+            str(data["kind"]),
+            str(data["title"]),
+            tuple((str(k), str(v)) for k, v in data["facts"]),
+            str(data["advice"]),
+            dict(data["data"]),
+        )
+    except (ValueError, TypeError, KeyError):
+        return Finding(state.alert, state.alert.split(":", 1)[0], state.alert, (), "")
+
+
 def firing_details(stored: Iterable[AlertState]) -> dict[str, dict[str, Any]]:
-    """The stored detail of each firing alert and of each change (findings' `firing`)."""
-    out: dict[str, dict[str, Any]] = {}
-    for state in stored:
-        if state.state == FIRING or state.alert.startswith("change:"):
-            try:
-                out[state.alert] = dict(json.loads(state.detail))
-            except (ValueError, TypeError):
-                out[state.alert] = {}
-    return out
+    """The stored data of each firing alert and of each change (findings' `firing`)."""
+    return {
+        state.alert: dict(stored_finding(state).detail)
+        for state in stored
+        if state.state == FIRING or state.alert.startswith("change:")
+    }
 
 
 __all__ = [
@@ -335,7 +362,9 @@ __all__ = [
     "Signals",
     "Transition",
     "advance",
+    "card_detail",
     "findings",
     "firing_details",
     "reward_levels",
+    "stored_finding",
 ]

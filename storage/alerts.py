@@ -172,26 +172,55 @@ class SqlAlertStore:
     # -- messages --------------------------------------------------------------------------
 
     def claim_message(
-        self, subscription_id: int, alert: str, episode: int, stage: str, holder: str, at: int
+        self,
+        subscription_id: int,
+        alert: str,
+        episode: int,
+        stage: str,
+        holder: str,
+        at: int,
+        stale_before: int | None = None,
     ) -> bool:
         def run() -> bool:
             with write_transaction(self.engine) as conn:
-                stmt = (
-                    self._insert(alert_messages)
-                    .values(
-                        subscription_id=subscription_id,
-                        alert=alert,
-                        episode=episode,
-                        stage=stage,
-                        claimed_by=holder,
-                        claimed_at=at,
-                    )
-                    .on_conflict_do_nothing()
-                    .returning(_MSG.subscription_id)
+                stmt = self._insert(alert_messages).values(
+                    subscription_id=subscription_id,
+                    alert=alert,
+                    episode=episode,
+                    stage=stage,
+                    claimed_by=holder,
+                    claimed_at=at,
                 )
-                return conn.execute(stmt).first() is not None
+                if stale_before is None:
+                    stmt = stmt.on_conflict_do_nothing()
+                else:  # a claim its holder never finished (it stopped mid-send) is taken over
+                    stmt = stmt.on_conflict_do_update(
+                        index_elements=["subscription_id", "alert", "episode", "stage"],
+                        set_={"claimed_by": holder, "claimed_at": at},
+                        where=and_(
+                            _MSG.sent_at.is_(None),
+                            _MSG.error.is_(None),
+                            _MSG.claimed_at < stale_before,
+                        ),
+                    )
+                return conn.execute(stmt.returning(_MSG.subscription_id)).first() is not None
 
         return with_retries(run)
+
+    def release_message(self, subscription_id: int, alert: str, episode: int, stage: str) -> None:
+        def run() -> None:
+            with write_transaction(self.engine) as conn:
+                conn.execute(
+                    delete(alert_messages).where(
+                        _MSG.subscription_id == subscription_id,
+                        _MSG.alert == alert,
+                        _MSG.episode == episode,
+                        _MSG.stage == stage,
+                        _MSG.sent_at.is_(None),
+                    )
+                )
+
+        with_retries(run)
 
     def message_sent(
         self,

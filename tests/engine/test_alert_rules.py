@@ -12,8 +12,10 @@ from engine.alerts import (
     RewardLevels,
     Signals,
     advance,
+    card_detail,
     findings,
     firing_details,
+    stored_finding,
 )
 from engine.savings import CostSavings
 from engine.starvation import StarvedArm
@@ -74,8 +76,11 @@ def test_changes_are_announced_when_they_differ_from_what_was_seen() -> None:
 
 
 def test_firing_details_read_stored_json() -> None:
+    [accuracy] = findings(Signals("l", levels=RewardLevels(0.03, 50, 0.6, 200)), {})
     states = [
-        AlertState("l", "accuracy", FIRING, 1, 0, 0, None, '{"level": 0.5}'),
-        AlertState("l", "spool", RESOLVED, 1, 0, 0, 0, '{"pending": 2}'),
+        AlertState("l", "accuracy", FIRING, 1, 0, 0, None, card_detail(accuracy)),
+        AlertState("l", "spool", RESOLVED, 1, 0, 0, 0, "{}"),
     ]
-    assert firing_details(states) == {"accuracy": {"level": 0.5}}
+    assert firing_details(states) == {"accuracy": {"level": 0.6, "recent": 0.03}}
+    assert stored_finding(states[0]) == accuracy
+    assert stored_finding(states[1]).title == "spool"  # unreadable: the key stands in

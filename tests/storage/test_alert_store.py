@@ -36,6 +36,12 @@ def test_a_message_is_claimed_once_and_counts_against_its_channel(store: SqlStor
     assert alerts.claim_message(sub.id, "starvation:web", 1, "firing", "a", 10_000)
     assert not alerts.claim_message(sub.id, "starvation:web", 1, "firing", "b", 10_001)
     assert alerts.sent_message(sub.id, "starvation:web", 1, "firing").sent_at is None  # type: ignore[union-attr]
+    # an unsent claim older than `stale_before` is taken over; a newer one is not
+    assert not alerts.claim_message(sub.id, "starvation:web", 1, "firing", "c", 10_100, 10_000)
+    assert alerts.claim_message(sub.id, "starvation:web", 1, "firing", "c", 10_100, 10_001)
+    alerts.release_message(sub.id, "starvation:web", 1, "firing")
+    assert alerts.sent_message(sub.id, "starvation:web", 1, "firing") is None
+    assert alerts.claim_message(sub.id, "starvation:web", 1, "firing", "a", 10_000)
     alerts.message_sent(sub.id, "starvation:web", 1, "firing", 10_002, "1700000000.0001")
     sent = alerts.sent_message(sub.id, "starvation:web", 1, "firing")
     assert sent is not None and sent.ref == "1700000000.0001" and sent.sent_at == 10_002
