@@ -235,9 +235,8 @@ def findings(signals: Signals, firing: Mapping[str, Mapping[str, Any]]) -> list[
                 {"pending": pending},
             )
         )
-    if signals.phase is not None:
+    if signals.phase is not None:  # changes are read with the phase (no reset yet: None)
         out.append(_change(signals, "phase"))
-    if signals.last_reset is not None:
         out.append(_change(signals, "reset"))
     return out
 
@@ -250,8 +249,10 @@ def _change(signals: Signals, what: str) -> Finding:
         title = f"Phase is now {str(value).upper()}"
         advice = "passive: every arm is included; active: Thompson Sampling selects."
         facts: tuple[tuple[str, str], ...] = (("Learner", signals.learner),)
+    elif signals.last_reset is None:
+        value, title = None, "No reset yet"
+        advice, facts = "", (("Learner", signals.learner),)
     else:
-        assert signals.last_reset is not None
         reset_id, undone = signals.last_reset
         value = [reset_id, undone]
         title = f"Reset #{reset_id} was undone" if undone else f"Reset #{reset_id} was made"

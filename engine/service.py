@@ -878,7 +878,7 @@ class LearningService:
             worst,
             self.store.last_reset(self.learner_id),
             left_out,
-            tuple(self.starved_arms(counts)) if counts else (),
+            tuple(self.starved_arms()) if counts else (),
         )
 
     def traces(self, limit: int = 100, offset: int = 0) -> tuple[list[RunRecord], int]:

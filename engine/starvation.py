@@ -23,8 +23,9 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-STARVATION_WINDOW = 300
-"""Latest active selected runs read (the estimated recall's window)."""
+STARVATION_WINDOW = 50
+"""Latest active selected runs read: short, so a learner that stopped including an arm a few
+dozen runs ago says so (a window of hundreds would still hold the runs from before)."""
 MIN_OFFERED = 20
 MAX_INCLUDED_SHARE = 0.05
 MIN_PULLS = 5

@@ -66,7 +66,7 @@ def test_an_alert_fires_once_per_episode_and_resolves() -> None:
 
 def test_changes_are_announced_when_they_differ_from_what_was_seen() -> None:
     first = advance("l", [], findings(Signals("l", phase="passive"), {}), 1)
-    assert [t.stage for t in first] == [STILL]  # the first value is only recorded
+    assert [t.stage for t in first] == [STILL, STILL]  # the first values are only recorded
     states = [t.state for t in first]
     assert advance("l", states, findings(Signals("l", phase="passive"), {}), 2) == []
     [changed] = advance("l", states, findings(Signals("l", phase="active"), {}), 3)

@@ -1,0 +1,278 @@
+"""The alert scheduler: every `interval` seconds the replica holding the `alerts` lease reads
+each subscribed learner's numbers, moves its alerts' state machines (engine.alerts) and sends
+what each subscribed channel is owed through that channel's surface (an AlertSender).
+
+Exactly once: a message is claimed in the database before it is sent (alert_messages), so two
+replicas, or one restarted, never send it twice; a claim whose sender stopped before sending
+is taken over after the lease's time. Messages are derived from the stored states, not from
+the evaluation that changed them, so a restart between the two loses nothing.
+
+A channel the bot can no longer post to (the sender raises ChannelGone) pauses its
+subscription after that one failure; `/learning subscriptions` says so."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from bot.ports import SubscriptionStore
+from bot.replies import Fields, Heading, Reply, ReplyKind, Text, Visibility
+from engine.alert_records import AlertState, Subscription
+from engine.alerts import (
+    FIRING,
+    RECENT_RUNS,
+    REFERENCE_RUNS,
+    RESOLVED,
+    Finding,
+    Signals,
+    advance,
+    findings,
+    firing_details,
+    reward_levels,
+    stored_finding,
+)
+from engine.posterior import now_ms
+
+log = logging.getLogger("learning_bot.alerts")
+
+LEASE = "alerts"
+HOUR_MS = 3_600_000
+
+
+@dataclass(frozen=True)
+class AlertSettings:
+    """How often rules are evaluated and how much a channel may receive."""
+
+    interval: float = 60.0
+    """Seconds between evaluations (LEARNING_BOT_ALERT_INTERVAL)."""
+    per_channel_per_hour: int = 10
+    """Messages one channel gets per hour at most; the rest wait for the next hour."""
+
+    @property
+    def lease_ms(self) -> int:
+        """The lease outlives three missed evaluations, then another replica takes over."""
+        return max(int(self.interval * 3000), 3000)
+
+
+class ChannelGone(Exception):
+    """The bot cannot post to this channel any more (removed, archived, no permission)."""
+
+
+class AlertSender(Protocol):
+    """Sends a card to a channel of one surface; rendering and escaping are the surface's."""
+
+    @property
+    def surface(self) -> str: ...
+
+    async def post(self, channel: str, card: Reply, thread: str | None = None) -> str:
+        """Post the card (in `thread`, a message ref, when given); the new message's ref."""
+        ...
+
+    async def update(self, channel: str, ref: str, card: Reply) -> None:
+        """Replace the message `ref` with the card."""
+        ...
+
+
+class Learners(Protocol):
+    def get(self, learner: str, *, create: bool = True) -> Any: ...
+
+
+def alert_card(finding: Finding, state: str, dashboard_url: str | None = None) -> Reply:
+    """An alert's card: title, the numbers behind it, what to do; the dashboard when known.
+    Plain text blocks: each surface renders and escapes them as it does every reply."""
+    badge = {FIRING: "FIRING", RESOLVED: "RESOLVED"}.get(state, "CHANGE")
+    blocks: list[Any] = [Heading(finding.title, badge)]
+    if finding.facts:
+        blocks.append(Fields(finding.facts))
+    if finding.advice and state != RESOLVED:
+        blocks.append(Text(finding.advice))
+    if state == RESOLVED:
+        blocks.append(Text("Resolved: the numbers are back within bounds.", muted=True))
+    if dashboard_url:
+        blocks.append(Text(f"Dashboard: {dashboard_url}", muted=True))
+    summary = f"{badge}: {finding.title}" if state != "note" else finding.title
+    kind = ReplyKind.OK if state == RESOLVED else ReplyKind.INFO
+    return Reply(kind, tuple(blocks), summary, Visibility.PUBLIC, dashboard_url=dashboard_url)
+
+
+def resolved_note(finding: Finding) -> Reply:
+    text = f"Resolved: {finding.title}."
+    return Reply(ReplyKind.OK, (Text(text),), text, Visibility.PUBLIC)
+
+
+class AlertScheduler:
+    """Evaluates the rules and sends alerts and changes to the subscribed channels."""
+
+    def __init__(
+        self,
+        store: SubscriptionStore,
+        services: Learners,
+        senders: Sequence[AlertSender],
+        settings: AlertSettings | None = None,
+        *,
+        dashboard_url: str | None = None,
+        holder: str | None = None,
+    ) -> None:
+        self.store = store
+        self.services = services
+        self.senders = {s.surface: s for s in senders}
+        self.settings = settings or AlertSettings()
+        self.dashboard_url = dashboard_url
+        self.holder = holder or uuid.uuid4().hex
+        self._stop = asyncio.Event()
+
+    async def run(self) -> None:
+        """Evaluate every `interval` seconds until stop(); a failed round is logged."""
+        while not self._stop.is_set():
+            try:
+                await self.tick()
+            except Exception:
+                log.exception("alert evaluation failed")
+            try:
+                await asyncio.wait_for(self._stop.wait(), self.settings.interval)
+            except TimeoutError:
+                pass
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def tick(self, now: int | None = None) -> int:
+        """One round (only while this replica holds the lease): the messages sent."""
+        at = now_ms() if now is None else now
+        held = await asyncio.to_thread(
+            self.store.acquire_lease, LEASE, self.holder, at, self.settings.lease_ms
+        )
+        if not held:
+            return 0
+        subs = await asyncio.to_thread(self.store.subscriptions)
+        by_learner: dict[str, list[Subscription]] = {}
+        for sub in subs:
+            if sub.paused or sub.surface not in self.senders or sub.kind.startswith("digest"):
+                continue
+            by_learner.setdefault(sub.learner, []).append(sub)
+        sent = 0
+        for learner, learner_subs in sorted(by_learner.items()):
+            states = await asyncio.to_thread(self._evaluate, learner, at)
+            sent += await self._deliver(states, learner_subs, at)
+        return sent
+
+    # -- evaluation ------------------------------------------------------------------------
+
+    def _signals(self, learner: str) -> Signals:
+        service = self.services.get(learner, create=False)
+        status = service.status(top=1)
+        runs, _ = service.traces(limit=RECENT_RUNS + REFERENCE_RUNS)
+        reset = service.last_reset()
+        summary = status.summary
+        return Signals(
+            learner,
+            starved=status.starved,
+            levels=reward_levels(runs),
+            cost=summary.prompt_cost_savings,
+            prompt_savings_percent=summary.prompt_savings_percent,
+            spool=service.spool_health(),
+            phase=status.phase.value,
+            last_reset=None if reset is None else (reset.reset_id, reset.undone),
+            dashboard_url=self.dashboard_url,
+        )
+
+    def _evaluate(self, learner: str, at: int) -> list[AlertState]:
+        """Move the learner's alerts one step and store them; every stored state."""
+        stored = self.store.alert_states(learner)
+        found = findings(self._signals(learner), firing_details(stored))
+        for transition in advance(learner, stored, found, at):
+            self.store.save_alert_state(transition.state)
+        return self.store.alert_states(learner)
+
+    # -- delivery --------------------------------------------------------------------------
+
+    def _owed(self, state: AlertState, sub: Subscription) -> list[str]:
+        """The stages of the state's current episode this subscription is owed."""
+        change = state.alert.startswith("change:")
+        if (sub.kind == "changes") != change or state.episode < 1:
+            return []
+        if change:
+            return ["note"] if state.first_seen >= sub.created_at else []
+        if state.state == FIRING:
+            return ["firing"]
+        if state.resolved_at is not None and state.resolved_at >= sub.created_at:
+            return ["firing", "resolved"]
+        return []
+
+    async def _deliver(self, states: list[AlertState], subs: list[Subscription], at: int) -> int:
+        sent = 0
+        stale = at - self.settings.lease_ms
+        paused: set[int] = set()
+        for state in states:
+            for sub in subs:
+                for stage in self._owed(state, sub):
+                    if sub.id in paused:
+                        continue
+                    done = await asyncio.to_thread(
+                        self.store.sent_message, sub.id, state.alert, state.episode, stage
+                    )
+                    if done is not None and (done.sent_at is not None or done.ref is not None):
+                        continue
+                    if not await self._within_rate(sub, at):
+                        continue
+                    claimed = await asyncio.to_thread(
+                        self.store.claim_message,
+                        sub.id,
+                        state.alert,
+                        state.episode,
+                        stage,
+                        self.holder,
+                        at,
+                        stale,
+                    )
+                    if not claimed:
+                        continue
+                    outcome = await self._send(sub, state, stage, at)
+                    if outcome is None:
+                        paused.add(sub.id)
+                    elif outcome:
+                        sent += 1
+        return sent
+
+    async def _within_rate(self, sub: Subscription, at: int) -> bool:
+        count = await asyncio.to_thread(
+            self.store.sent_since, sub.surface, sub.channel, at - HOUR_MS
+        )
+        return count < self.settings.per_channel_per_hour
+
+    async def _send(self, sub: Subscription, state: AlertState, stage: str, at: int) -> bool | None:
+        """Send one claimed message: True when sent, False to retry later, None when the
+        channel is gone (the subscription is paused)."""
+        sender = self.senders[sub.surface]
+        finding = stored_finding(state)
+        key = (sub.id, state.alert, state.episode, stage)
+        try:
+            ref: str | None
+            if stage == "resolved":
+                first = await asyncio.to_thread(
+                    self.store.sent_message, sub.id, state.alert, state.episode, "firing"
+                )
+                card = alert_card(finding, RESOLVED, self.dashboard_url)
+                if first is not None and first.ref:
+                    await sender.update(sub.channel, first.ref, card)
+                    ref = await sender.post(sub.channel, resolved_note(finding), thread=first.ref)
+                else:
+                    ref = await sender.post(sub.channel, card)
+            else:
+                ref = await sender.post(sub.channel, alert_card(finding, stage, self.dashboard_url))
+        except ChannelGone as exc:
+            reason = str(exc) or "the bot cannot post to this channel"
+            log.warning("pausing subscription %s of %s: %s", sub.id, sub.channel, reason)
+            await asyncio.to_thread(self.store.message_sent, *key, at, None, reason)
+            await asyncio.to_thread(self.store.pause, sub.id, reason, at)
+            return None
+        except Exception:
+            log.exception("could not send %s to %s %s", state.alert, sub.surface, sub.channel)
+            await asyncio.to_thread(self.store.release_message, *key)
+            return False
+        await asyncio.to_thread(self.store.message_sent, *key, now_ms(), ref)
+        return True

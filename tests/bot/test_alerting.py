@@ -1,0 +1,136 @@
+"""The alert scheduler over a real database: a poisoning run trips the starvation and
+accuracy alerts once each, their resolution updates the card and follows up in its thread;
+a second scheduler (another replica, or a restart) sends nothing twice; a channel the bot
+was removed from pauses its subscription after one failure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from bot.alerting import AlertScheduler, AlertSettings, ChannelGone
+from bot.bus import LearnerServices
+from bot.replies import Reply
+from engine import LearningConfig, Phase
+from engine.alert_records import Subscription
+from engine.service import LearningService
+from storage import SqlStore
+from storage.alerts import SqlAlertStore
+from tests.storage.helpers import ARMS, report
+
+WEB = "tool:web:WebSearch"
+
+
+@dataclass
+class RecordingSender:
+    """A sender that keeps what it was asked to send (the scheduler's side of a surface)."""
+
+    surface: str = "slack"
+    gone: set[str] = field(default_factory=set)
+    posts: list[tuple[str, str, str | None]] = field(default_factory=list)
+    updates: list[tuple[str, str, str]] = field(default_factory=list)
+
+    async def post(self, channel: str, card: Reply, thread: str | None = None) -> str:
+        if channel in self.gone:
+            raise ChannelGone("not_in_channel")
+        self.posts.append((channel, card.summary, thread))
+        return f"ts-{len(self.posts)}"
+
+    async def update(self, channel: str, ref: str, card: Reply) -> None:
+        self.updates.append((channel, ref, card.summary))
+
+
+@pytest.fixture
+def store(sqlite_url: str) -> SqlStore:
+    return SqlStore(sqlite_url)
+
+
+def _services(store: SqlStore) -> tuple[LearnerServices, LearningService]:
+    config = LearningConfig.for_policy("seed", phase=Phase.ACTIVE)
+
+    def make(learner: str) -> LearningService:
+        return LearningService(store, config, learner=learner, cache_ttl=0)
+
+    services = LearnerServices(make, config, names=store.learner_names)
+    return services, services.get("default")
+
+
+def _runs(service: LearningService, start: int, count: int, *, poisoned: bool) -> None:
+    for i in range(start, start + count):
+        if poisoned:  # the web tool left out, and no included arm ever counted as used
+            service.observe(report(f"t{i}", calls=("Grep",), excluded={WEB}))
+        else:
+            service.observe(report(f"t{i}", calls=("Read", "WebSearch")))
+
+
+async def test_poisoning_fires_each_alert_once_and_resolves_in_its_thread(store: SqlStore) -> None:
+    services, service = _services(store)
+    alerts = SqlAlertStore(store.engine)
+    _runs(service, 0, 100, poisoned=False)
+    alerts.subscribe(Subscription(0, "slack", "C-alerts", "T1", "default", "alerts", "U1", 0))
+    gone, _ = alerts.subscribe(
+        Subscription(0, "slack", "C-gone", "T1", "default", "alerts", "U1", 0)
+    )
+    sender = RecordingSender(gone={"C-gone"})
+    settings = AlertSettings(interval=0.05)
+    first = AlertScheduler(alerts, services, [sender], settings, holder="a")
+    assert await first.tick(now=1_000) == 0  # healthy: nothing to say
+
+    _runs(service, 100, 60, poisoned=True)
+    assert [s.arm_id for s in service.status().starved] == [WEB]
+    assert await first.tick(now=2_000) == 2
+    titles = sorted(summary for channel, summary, _ in sender.posts if channel == "C-alerts")
+    assert titles == ["FIRING: Reward rate collapsed", "FIRING: Starved arm: WebSearch"]
+    # one failure to post pauses the channel's subscription, once
+    [paused] = [s for s in alerts.subscriptions() if s.id == gone.id]
+    assert paused.paused and paused.paused_reason == "not_in_channel"
+
+    # another replica (or this one restarted) with the lease expired: nothing is sent twice
+    again = AlertScheduler(alerts, services, [sender], settings, holder="b")
+    assert await again.tick(now=2_000 + settings.lease_ms + 1) == 0
+    assert len(sender.posts) == 2
+
+    _runs(service, 160, 120, poisoned=False)
+    assert await again.tick(now=900_000) == 2
+    follow_ups = [(summary, thread) for _, summary, thread in sender.posts[2:]]
+    assert sorted(follow_ups) == [
+        ("Resolved: Reward rate collapsed.", "ts-1"),
+        ("Resolved: Starved arm: WebSearch.", "ts-2"),
+    ] or sorted(follow_ups) == [
+        ("Resolved: Reward rate collapsed.", "ts-2"),
+        ("Resolved: Starved arm: WebSearch.", "ts-1"),
+    ]
+    assert sorted(u[2] for u in sender.updates) == [
+        "RESOLVED: Reward rate collapsed",
+        "RESOLVED: Starved arm: WebSearch",
+    ]
+    assert await again.tick(now=950_000) == 0
+
+
+async def test_a_replica_without_the_lease_sends_nothing(store: SqlStore) -> None:
+    services, service = _services(store)
+    alerts = SqlAlertStore(store.engine)
+    _runs(service, 0, 100, poisoned=False)
+    alerts.subscribe(Subscription(0, "slack", "C1", "T1", "default", "alerts", "U1", 0))
+    _runs(service, 100, 60, poisoned=True)
+    sender = RecordingSender()
+    holder = AlertScheduler(alerts, services, [sender], AlertSettings(interval=60), holder="a")
+    other = AlertScheduler(alerts, services, [sender], AlertSettings(interval=60), holder="b")
+    assert await holder.tick(now=1_000) == 2
+    assert await other.tick(now=2_000) == 0
+
+
+async def test_changes_reach_the_changes_subscription(store: SqlStore) -> None:
+    services, service = _services(store)
+    alerts = SqlAlertStore(store.engine)
+    _runs(service, 0, 5, poisoned=False)
+    alerts.subscribe(Subscription(0, "slack", "C1", "T1", "default", "changes", "U1", 0))
+    sender = RecordingSender()
+    scheduler = AlertScheduler(alerts, services, [sender], AlertSettings(interval=60))
+    await scheduler.tick(now=1_000)
+    assert sender.posts == []  # the first values are only recorded
+    service.reset([ARMS[0].id], actor="U1")
+    service.set_phase(Phase.PASSIVE, actor="U1")
+    assert await scheduler.tick(now=2_000) == 2
+    assert sorted(s for _, s, _ in sender.posts) == ["Phase is now PASSIVE", "Reset #1 was made"]
