@@ -13,6 +13,7 @@ subscription after that one failure; `/learning subscriptions` says so."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Sequence
@@ -132,10 +133,8 @@ class AlertScheduler:
                 await self.tick()
             except Exception:
                 log.exception("alert evaluation failed")
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), self.settings.interval)
-            except TimeoutError:
-                pass
 
     def stop(self) -> None:
         self._stop.set()
