@@ -33,6 +33,8 @@ class Posted:
 class FakeSlack:
     users: dict[str, dict[str, Any]] = field(default_factory=dict)
     users_info_error: str | None = None
+    channel_errors: dict[str, str] = field(default_factory=dict)
+    """channel id -> the error chat.postMessage answers there (e.g. not_in_channel)."""
     calls: list[ApiCall] = field(default_factory=list)
     posted: list[Posted] = field(default_factory=list)
     socket_replies: list[dict[str, Any]] = field(default_factory=list)
@@ -136,8 +138,12 @@ class FakeSlack:
             if user is None:
                 return {"ok": False, "error": "user_not_found"}
             return {"ok": True, "user": user}
-        if method == "chat.postMessage":
-            return {"ok": True, "channel": params.get("channel"), "ts": f"{time.time():.6f}"}
+        if method in ("chat.postMessage", "chat.update"):
+            channel = str(params.get("channel"))
+            if channel in self.channel_errors:
+                return {"ok": False, "error": self.channel_errors[channel]}
+            ts = params.get("ts") if method == "chat.update" else f"{time.time():.6f}"
+            return {"ok": True, "channel": channel, "ts": ts}
         if method == "oauth.v2.access":
             return {
                 "ok": True,
