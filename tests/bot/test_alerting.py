@@ -5,6 +5,7 @@ was removed from pauses its subscription after one failure."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 import pytest
@@ -134,3 +135,27 @@ async def test_changes_reach_the_changes_subscription(store: SqlStore) -> None:
     service.set_phase(Phase.PASSIVE, actor="U1")
     assert await scheduler.tick(now=2_000) == 2
     assert sorted(s for _, s, _ in sender.posts) == ["Phase is now PASSIVE", "Reset #1 was made"]
+
+
+async def test_two_replicas_evaluating_at_once_send_each_alert_once(database_url: str) -> None:
+    """Two schedulers (two replicas) on one database, ticking together, and again after the
+    lease changed hands: each alert reaches the channel once."""
+    store = SqlStore(database_url)
+    try:
+        services, service = _services(store)
+        alerts = SqlAlertStore(store.engine)
+        _runs(service, 0, 100, poisoned=False)
+        alerts.subscribe(Subscription(0, "slack", "C1", "T1", "default", "alerts", "U1", 0))
+        _runs(service, 100, 60, poisoned=True)
+        sender = RecordingSender()
+        settings = AlertSettings(interval=60)
+        replicas = [
+            AlertScheduler(alerts, services, [sender], settings, holder=name) for name in "ab"
+        ]
+        sent = await asyncio.gather(*(r.tick(now=1_000) for r in replicas))
+        assert sorted(sent) == [0, 2]
+        later = 1_000 + settings.lease_ms + 1
+        sent = await asyncio.gather(*(r.tick(now=later) for r in replicas))
+        assert sent == [0, 0] and len(sender.posts) == 2
+    finally:
+        store.close()
