@@ -17,6 +17,7 @@ from bot.commands import (
     ConfirmCommand,
     PhaseCommand,
     ResetCommand,
+    StatusCommand,
     SubscribeCommand,
     SubscriptionsCommand,
     UnsubscribeCommand,
@@ -265,9 +266,12 @@ class CommandBus:
             if command.phase is service.phase():
                 return self.handlers.phase(service, command, invocation.actor, invocation.speaks_as)
             return self._ask_confirmation(call, service)
-        return self.handlers.run(
+        reply = self.handlers.run(
             service, command, invocation.actor, invocation.conversation, invocation.speaks_as
         )
+        if isinstance(command, StatusCommand) and self.subscriptions is not None:
+            reply = self.subscriptions.with_paused_notice(reply, invocation)
+        return reply
 
     def _ask_confirmation(self, call: Call, service: LearningService) -> Reply:
         prompt = self.handlers.confirmation(service, call.command, call.invocation.speaks_as)

@@ -4,6 +4,7 @@ bot.alerting; these only store who wants them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Protocol
 
 from bot.commands import SubscribeCommand, SubscriptionsCommand, UnsubscribeCommand
@@ -12,7 +13,7 @@ from bot.invocation import Invocation
 from bot.ports import SubscriptionStore
 from bot.replies import Column, Reply, ReplyKind, Table, Text
 from engine.alert_records import SUBSCRIPTION_KINDS, Subscription
-from engine.errors import InvalidInput
+from engine.errors import InvalidInput, Unavailable
 from engine.posterior import now_ms
 
 
@@ -64,6 +65,24 @@ class SubscriptionHandlers:
         if isinstance(command, SubscribeCommand):
             return self.subscribe(command, invocation, learner)
         return self.unsubscribe(command, invocation, learner)
+
+    def with_paused_notice(self, reply: Reply, invocation: Invocation) -> Reply:
+        """A status asked in a channel with paused subscriptions says so."""
+        if invocation.surface not in CHANNEL_SURFACES or not invocation.conversation:
+            return reply
+        try:
+            subs = self.store.subscriptions(
+                surface=invocation.surface, channel=invocation.conversation
+            )
+        except Unavailable:
+            return reply
+        paused = [s for s in subs if s.paused]
+        if not paused:
+            return reply
+        kinds = ", ".join(f"{s.kind} ({s.paused_reason})" for s in paused)
+        note = Text(f"Paused subscriptions here: {kinds}. See /learning subscriptions.")
+        data = {**reply.data, "pausedSubscriptions": [s.kind for s in paused]}
+        return replace(reply, blocks=(*reply.blocks, note), data=data, compact=None)
 
     def subscribe(self, command: SubscribeCommand, invocation: Invocation, learner: str) -> Reply:
         if command.kind not in SUBSCRIPTION_KINDS:

@@ -79,6 +79,9 @@ def test_admin_subscribes_a_channel_once_and_it_is_audited(store: SqlStore) -> N
     listed = _say(bus, "subscriptions", actor=MEMBER)
     assert "1 paused" in listed.summary
     assert listed.data["subscriptions"][0]["pausedReason"] == "not_in_channel"
+    status = _say(bus, "status", actor=MEMBER)
+    assert status.data["pausedSubscriptions"] == ["alerts"]
+    assert any("not_in_channel" in getattr(b, "text", "") for b in status.blocks)
 
     gone = _say(bus, "unsubscribe all")
     assert gone.ok and gone.data["removed"] == 2
