@@ -20,6 +20,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from bot.digest import (
+    DigestFacts,
+    Period,
+    digest_card,
+    digest_chart,
+    due_period,
+    moved_arms,
+    open_alert_titles,
+    period_runs,
+)
 from bot.ports import SubscriptionStore
 from bot.replies import Fields, Heading, Reply, ReplyKind, Text, Visibility
 from engine.alert_records import AlertState, Subscription
@@ -36,6 +46,7 @@ from engine.alerts import (
     reward_levels,
     stored_finding,
 )
+from engine.bounds import MAX_PAGE
 from engine.posterior import now_ms
 
 log = logging.getLogger("learning_bot.alerts")
@@ -52,6 +63,10 @@ class AlertSettings:
     """Seconds between evaluations (LEARNING_BOT_ALERT_INTERVAL)."""
     per_channel_per_hour: int = 10
     """Messages one channel gets per hour at most; the rest wait for the next hour."""
+    digest_hour: int = 9
+    """Local hour (the channel's time zone, else UTC) from which a digest is due."""
+    skip_empty_digests: bool = True
+    """A digest of a period without runs is not sent (else: one line saying so)."""
 
     @property
     def lease_ms(self) -> int:
@@ -75,6 +90,12 @@ class AlertSender(Protocol):
 
     async def update(self, channel: str, ref: str, card: Reply) -> None:
         """Replace the message `ref` with the card."""
+        ...
+
+    async def upload(
+        self, channel: str, filename: str, data: bytes, title: str, thread: str | None
+    ) -> None:
+        """Upload a file (a digest's chart) to the channel, in `thread` when given."""
         ...
 
 
@@ -157,7 +178,78 @@ class AlertScheduler:
         for learner, learner_subs in sorted(by_learner.items()):
             states = await asyncio.to_thread(self._evaluate, learner, at)
             sent += await self._deliver(states, learner_subs, at)
+        for sub in subs:
+            if not sub.paused and sub.surface in self.senders and sub.kind.startswith("digest"):
+                sent += await self._digest(sub, at)
         return sent
+
+    # -- digests ---------------------------------------------------------------------------
+
+    def _digest_facts(self, sub: Subscription, period: Period) -> DigestFacts:
+        service = self.services.get(sub.learner, create=False)
+        summary = service.summary()
+        runs, _ = service.traces(limit=MAX_PAGE)
+        runs = period_runs(runs, period)
+        weekly = sub.kind == "digest weekly"
+        buckets = service.timeseries("convergence", "1d", 15 if weekly else 3)
+        cost = summary.prompt_cost_savings
+        return DigestFacts(
+            sub.learner,
+            period,
+            len(runs),
+            sum(1 for r in runs if not r.is_baseline),
+            sum(max(r.usage.total, 0) for r in runs),
+            cost.percent if cost is not None else None,
+            summary.prompt_savings_percent,
+            summary.estimated_recall,
+            moved_arms(buckets, period),
+            open_alert_titles(self.store.alert_states(sub.learner)),
+        )
+
+    async def _digest(self, sub: Subscription, at: int) -> int:
+        period = due_period(sub, at, self.settings.digest_hour)
+        if period is None:
+            return 0
+        key = (sub.id, "digest", period.number, "digest")
+        if await asyncio.to_thread(self.store.sent_message, *key) is not None:
+            return 0
+        if not await self._within_rate(sub, at):
+            return 0
+        stale = at - self.settings.lease_ms
+        if not await asyncio.to_thread(self.store.claim_message, *key, self.holder, at, stale):
+            return 0
+        try:
+            facts = await asyncio.to_thread(self._digest_facts, sub, period)
+        except Exception:
+            log.exception("could not read the digest of %s", sub.learner)
+            await asyncio.to_thread(self.store.release_message, *key)
+            return 0
+        if facts.runs == 0 and self.settings.skip_empty_digests:
+            await asyncio.to_thread(self.store.message_sent, *key, at, None, "no runs")
+            return 0
+        sender = self.senders[sub.surface]
+        card = digest_card(facts, sub.kind, self.dashboard_url)
+        try:
+            ref = await sender.post(sub.channel, card)
+        except ChannelGone as exc:
+            reason = str(exc) or "the bot cannot post to this channel"
+            await asyncio.to_thread(self.store.message_sent, *key, at, None, reason)
+            await asyncio.to_thread(self.store.pause, sub.id, reason, at)
+            return 0
+        except Exception:
+            log.exception("could not send a digest to %s %s", sub.surface, sub.channel)
+            await asyncio.to_thread(self.store.release_message, *key)
+            return 0
+        await asyncio.to_thread(self.store.message_sent, *key, now_ms(), ref)
+        chart = await asyncio.to_thread(digest_chart, facts)
+        if chart is not None:
+            try:
+                await sender.upload(
+                    sub.channel, f"digest-{period.label}.png", chart, card.summary, ref
+                )
+            except Exception:  # the card already says it all in text
+                log.warning("could not upload the digest chart to %s", sub.channel)
+        return 1
 
     # -- evaluation ------------------------------------------------------------------------
 

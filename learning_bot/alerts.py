@@ -2,8 +2,10 @@
 (in the first worker; across replicas the database lease picks one sender) and posts through
 the senders of the chat surfaces that are configured.
 
-Settings: LEARNING_BOT_ALERT_INTERVAL (seconds between evaluations, default 60, 0.05-86400)
-and LEARNING_BOT_ALERTS_PER_HOUR (messages one channel gets per hour at most, default 10)."""
+Settings: LEARNING_BOT_ALERT_INTERVAL (seconds between evaluations, default 60, 0.05-86400),
+LEARNING_BOT_ALERTS_PER_HOUR (messages one channel gets per hour at most, default 10),
+LEARNING_BOT_DIGEST_HOUR (local hour from which a digest is due, default 9) and
+LEARNING_BOT_SKIP_EMPTY_DIGESTS (default true: a period without runs sends nothing)."""
 
 from __future__ import annotations
 
@@ -38,7 +40,23 @@ def alert_settings(env: Mapping[str, str]) -> AlertSettings:
                 f"must be a whole number from 1 to 1000, got {raw!r}",
             )
         per_hour = int(raw)
-    return AlertSettings(interval=interval, per_channel_per_hour=per_hour)
+    raw = env.get("LEARNING_BOT_DIGEST_HOUR", "").strip()
+    hour = 9
+    if raw:
+        if not raw.isdigit() or not 0 <= int(raw) <= 23:
+            raise InvalidConfig(
+                "LEARNING_BOT_DIGEST_HOUR", f"must be an hour from 0 to 23, got {raw!r}"
+            )
+        hour = int(raw)
+    raw = env.get("LEARNING_BOT_SKIP_EMPTY_DIGESTS", "").strip().lower()
+    if raw not in ("", "true", "false", "1", "0", "yes", "no"):
+        raise InvalidConfig(
+            "LEARNING_BOT_SKIP_EMPTY_DIGESTS", f"must be true or false, got {raw!r}"
+        )
+    skip = raw not in ("false", "0", "no")
+    return AlertSettings(
+        interval=interval, per_channel_per_hour=per_hour, digest_hour=hour, skip_empty_digests=skip
+    )
 
 
 def alert_senders(env: Mapping[str, str]) -> list[AlertSender]:

@@ -5,6 +5,7 @@ PATCH to change it in place. The card is a Reply rendered like every reply
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import aiohttp
@@ -45,12 +46,20 @@ class DiscordAlertSender:
         self.api_url = (api_url or DEFAULT_API_URL).rstrip("/")
         self._session: aiohttp.ClientSession | None = None
 
-    async def _request(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _request(
+        self, method: str, path: str, body: dict[str, Any], file: tuple[str, bytes] | None = None
+    ) -> dict[str, Any]:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 headers={"Authorization": f"Bot {self.token}", "User-Agent": "learning-bot"}
             )
-        async with self._session.request(method, self.api_url + path, json=body) as response:
+        payload: dict[str, Any] = {"json": body}
+        if file is not None:  # an attachment: multipart with the JSON as payload_json
+            form = aiohttp.FormData()
+            form.add_field("payload_json", json.dumps(body), content_type="application/json")
+            form.add_field("files[0]", file[1], filename=file[0], content_type="image/png")
+            payload = {"data": form}
+        async with self._session.request(method, self.api_url + path, **payload) as response:
             data: Any = await response.json(content_type=None)
             if response.status in (403, 404):
                 code = data.get("code") if isinstance(data, dict) else None
@@ -69,6 +78,19 @@ class DiscordAlertSender:
     async def update(self, channel: str, ref: str, card: Reply) -> None:
         body = message_payload(card)
         await self._request("PATCH", f"/channels/{channel}/messages/{ref}", body)
+
+    async def upload(
+        self, channel: str, filename: str, data: bytes, title: str, thread: str | None
+    ) -> None:
+        """The file as an attachment of a reply to the card."""
+        body: dict[str, Any] = {
+            "content": "",
+            "allowed_mentions": {"parse": []},
+            "attachments": [{"id": 0, "filename": filename, "description": title[:1024]}],
+        }
+        if thread is not None:
+            body["message_reference"] = {"message_id": thread, "fail_if_not_exists": False}
+        await self._request("POST", f"/channels/{channel}/messages", body, (filename, data))
 
     async def close(self) -> None:
         if self._session is not None:

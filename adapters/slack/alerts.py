@@ -1,7 +1,8 @@
 """Alerts and changes as Slack messages: chat.postMessage for a card (in its thread for a
 follow-up, `thread_ts`) and chat.update to change it in place. The card is a Reply rendered
 like every reply (adapters.slack.blocks: escaped, so no label can mention anyone).
-Needs the `chat:write` scope."""
+A digest's chart goes up with files.uploadV2. Needs the `chat:write` and `files:write`
+scopes."""
 
 from __future__ import annotations
 
@@ -58,6 +59,17 @@ class SlackAlertSender:
         try:
             await self.client.chat_update(
                 channel=channel, ts=ref, text=message.text, blocks=message.block_list
+            )
+        except SlackApiError as exc:
+            raise _gone(exc) from None
+
+    async def upload(
+        self, channel: str, filename: str, data: bytes, title: str, thread: str | None
+    ) -> None:
+        """files.uploadV2 (needs the `files:write` scope), in the card's thread."""
+        try:
+            await self.client.files_upload_v2(
+                channel=channel, file=data, filename=filename, title=title, thread_ts=thread
             )
         except SlackApiError as exc:
             raise _gone(exc) from None

@@ -34,8 +34,12 @@ async def test_slack_card_posted_updated_in_place_and_followed_up_in_its_thread(
         await sender.post("C1", resolved_note(finding), thread=ts)  # type: ignore[arg-type]
         with pytest.raises(ChannelGone, match="not_in_channel"):
             await sender.post("C-gone", alert_card(finding, FIRING))  # type: ignore[arg-type]
+        await sender.upload("C1", "digest.png", b"\x89PNG-chart", "Daily digest", ts)
     finally:
         await fake.stop()
+    assert list(fake.uploads.values()) == [b"\x89PNG-chart"]
+    [complete] = fake.api("files.completeUploadExternal")
+    assert complete.params["channel_id"] == "C1" and complete.params["thread_ts"] == ts
     first, follow_up = fake.api("chat.postMessage")[:2]
     [update] = fake.api("chat.update")
     assert update.params["ts"] == ts and follow_up.params["thread_ts"] == ts
@@ -81,11 +85,14 @@ async def test_discord_card_posted_edited_and_replied_to_without_mentions() -> N
         await sender.post("42", resolved_note(finding), thread=ref)  # type: ignore[arg-type]
         with pytest.raises(ChannelGone):
             await sender.post("99", alert_card(finding, FIRING))  # type: ignore[arg-type]
+        await sender.upload("42", "digest.png", b"\x89PNG-chart", "Daily digest", ref)
     finally:
         await sender.close()
         await fake.close()
     assert fake.violations == []
-    (_, card), (_, reply) = fake.channel_messages
+    (_, card), (_, reply), (_, upload) = fake.channel_messages
+    assert fake.uploads == [("digest.png", b"\x89PNG-chart")]
+    assert upload["message_reference"]["message_id"] == ref
     assert card["allowed_mentions"] == {"parse": []}
     assert reply["message_reference"]["message_id"] == ref
     assert "RESOLVED" in str(fake.message(int(ref))["embeds"])

@@ -15,6 +15,7 @@ from bot.bus import LearnerServices
 from bot.replies import Reply
 from engine import LearningConfig, Phase
 from engine.alert_records import Subscription
+from engine.posterior import now_ms
 from engine.service import LearningService
 from storage import SqlStore
 from storage.alerts import SqlAlertStore
@@ -31,6 +32,7 @@ class RecordingSender:
     gone: set[str] = field(default_factory=set)
     posts: list[tuple[str, str, str | None]] = field(default_factory=list)
     updates: list[tuple[str, str, str]] = field(default_factory=list)
+    uploads: list[tuple[str, str, bytes, str | None]] = field(default_factory=list)
 
     async def post(self, channel: str, card: Reply, thread: str | None = None) -> str:
         if channel in self.gone:
@@ -40,6 +42,11 @@ class RecordingSender:
 
     async def update(self, channel: str, ref: str, card: Reply) -> None:
         self.updates.append((channel, ref, card.summary))
+
+    async def upload(
+        self, channel: str, filename: str, data: bytes, title: str, thread: str | None
+    ) -> None:
+        self.uploads.append((channel, filename, data, thread))
 
 
 @pytest.fixture
@@ -159,3 +166,25 @@ async def test_two_replicas_evaluating_at_once_send_each_alert_once(database_url
         assert sent == [0, 0] and len(sender.posts) == 2
     finally:
         store.close()
+
+
+async def test_a_daily_digest_is_sent_once_with_its_chart_and_quiet_channels_stay_quiet(
+    store: SqlStore,
+) -> None:
+    services, service = _services(store)
+    alerts = SqlAlertStore(store.engine)
+    day = 86_400_000
+    now = now_ms() // day * day + 10 * 3_600_000  # 10:00 UTC today
+    yesterday = now - day
+    for i in range(40):
+        service.observe(report(f"d{i}", calls=("Read",), timestamp=yesterday - 3_600_000 + i))
+    alerts.subscribe(Subscription(0, "slack", "C1", "T1", "default", "digest daily", "U1", 0))
+    alerts.subscribe(Subscription(0, "slack", "C2", "T1", "default", "digest weekly", "U1", 0))
+    sender = RecordingSender()
+    scheduler = AlertScheduler(alerts, services, [sender], AlertSettings(interval=60))
+    assert await scheduler.tick(now=now) == 1  # the weekly one had no runs: skipped
+    [(channel, summary, _)] = sender.posts
+    assert channel == "C1" and summary.startswith("Daily digest — default") and "40 runs" in summary
+    [(_, filename, png, thread)] = sender.uploads
+    assert png.startswith(b"\x89PNG") and thread == "ts-1" and filename.endswith(".png")
+    assert await scheduler.tick(now=now + 60_000) == 0  # once per period

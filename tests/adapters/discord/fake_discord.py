@@ -251,6 +251,8 @@ class FakeDiscord:
         self.synced: dict[int | None, list[dict[str, Any]]] = {}
         self.channel_messages: list[tuple[str, dict[str, Any]]] = []
         """(channel id, body) of each message posted to a channel (the bot speaking first)."""
+        self.uploads: list[tuple[str, bytes]] = []
+        """(filename, content) of each file attached to a message."""
         self.forbidden_channels: set[str] = set()
         """Channels the bot may not post to: Discord answers 403 Missing Access."""
         self.callback_delay = 0.0
@@ -334,9 +336,14 @@ class FakeDiscord:
             return await request.json()
         if request.content_type.startswith("multipart/"):
             reader = await request.multipart()
+            payload: Any = None
             async for part in reader:
                 if getattr(part, "name", None) == "payload_json":
-                    return json.loads(await part.text())  # type: ignore[union-attr]
+                    payload = json.loads(await part.text())  # type: ignore[union-attr]
+                elif getattr(part, "filename", None):
+                    data = await part.read()  # type: ignore[union-attr]
+                    self.uploads.append((str(part.filename), bytes(data)))  # type: ignore[union-attr]
+            return payload
         return None
 
     def _record(
