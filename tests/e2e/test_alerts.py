@@ -1,5 +1,5 @@
 """Alerts end to end: a real `learning-bot serve` with the fake Slack, signed slash commands
-to subscribe, a poisoning run (written to the same SQLite file) that trips the starvation and
+to subscribe, yesterday's digest with its chart uploaded, a poisoning run (written to the same SQLite file) that trips the starvation and
 accuracy alerts once each, a restart in the middle of the firing that neither repeats nor
 loses them, their resolution (the card updated in place, a follow-up in its thread), a
 channel the bot was removed from paused after one failure, and unsubscribe."""
@@ -36,6 +36,7 @@ from .probes import (
 WEB = "tool:web:WebSearch"
 CHANNEL = "C-e2e"
 GONE = "C-gone"
+DIGEST = "C-digest"
 
 
 async def _command(base: str, fake: FakeSlack, text: str, channel: str = CHANNEL) -> str:
@@ -57,7 +58,11 @@ async def _command(base: str, fake: FakeSlack, text: str, channel: str = CHANNEL
     return slack_texts(await _slack_answer(fake, ack, key))
 
 
-def _runs(database_url: str, start: int, count: int, *, poisoned: bool) -> None:
+def _runs(
+    database_url: str, start: int, count: int, *, poisoned: bool, yesterday: bool = False
+) -> None:
+    day = 86_400_000
+    at = (int(time.time() * 1000) // day - 1) * day + 43_200_000 if yesterday else None
     store = SqlStore(database_url)
     try:
         config = LearningConfig.for_policy("seed", phase=Phase.ACTIVE)
@@ -66,7 +71,8 @@ def _runs(database_url: str, start: int, count: int, *, poisoned: bool) -> None:
             if poisoned:
                 service.observe(report(f"t{i}", calls=("Grep",), excluded={WEB}))
             else:
-                service.observe(report(f"t{i}", calls=("Read", "WebSearch")))
+                stamp = None if at is None else at + i
+                service.observe(report(f"t{i}", calls=("Read", "WebSearch"), timestamp=stamp))
     finally:
         store.close()
 
@@ -88,10 +94,11 @@ async def test_alerts_fire_once_survive_a_restart_and_resolve_in_their_thread(
             "SLACK_API_URL": fake.api_url,
             "LEARNING_BOT_ADMINS": "U-e2e",
             "LEARNING_BOT_ALERT_INTERVAL": "0.2",
+            "LEARNING_BOT_DIGEST_HOUR": "0",
         },
     )
     database_url = env["LEARNING_BOT_DATABASE_URL"]
-    _runs(database_url, 0, 100, poisoned=False)
+    _runs(database_url, 0, 60, poisoned=False, yesterday=True)
     try:
         async with contextlib.AsyncExitStack() as stack:
             server = await asyncio.to_thread(stack.enter_context, served(env))
@@ -99,8 +106,18 @@ async def test_alerts_fire_once_survive_a_restart_and_resolve_in_their_thread(
             assert "now gets alerts" in said, said
             said = await _command(server.url, fake, "subscribe alerts", channel=GONE)
             assert "now gets alerts" in said, said
+            said = await _command(server.url, fake, "subscribe digest daily", channel=DIGEST)
+            assert "daily digest" in said, said
+            # yesterday's digest (60 runs) is due: a card, and its chart in the card's thread
+            await fake.wait_until(lambda: len(fake.api("files.completeUploadExternal")) == 1)
+            [digest] = _posts(fake, DIGEST)
+            assert "Daily digest" in slack_texts(digest)
+            assert "60 (60 selected)" in slack_texts(digest)
+            [upload] = fake.api("files.completeUploadExternal")
+            assert upload.params["channel_id"] == DIGEST
+            assert all(data.startswith(b"\x89PNG") for data in fake.uploads.values())
 
-            await asyncio.to_thread(_runs, database_url, 100, 60, poisoned=True)
+            await asyncio.to_thread(_runs, database_url, 60, 55, poisoned=True)
             await fake.wait_until(lambda: len(_posts(fake, CHANNEL)) >= 2, ANSWER_SECONDS)
             listed = await _command(server.url, fake, "subscriptions", channel=GONE)
             assert "paused" in listed and "not_in_channel" in listed, listed
@@ -114,8 +131,9 @@ async def test_alerts_fire_once_survive_a_restart_and_resolve_in_their_thread(
             assert len(firing) == 2, titles
             assert any("Starved arm" in t for t in titles) and any("collapsed" in t for t in titles)
             assert len(_posts(fake, GONE)) == 1  # tried once, then paused
+            assert len(_posts(fake, DIGEST)) == 1  # the day's digest, once
 
-            await asyncio.to_thread(_runs, database_url, 160, 120, poisoned=False)
+            await asyncio.to_thread(_runs, database_url, 115, 60, poisoned=False)
             await fake.wait_until(lambda: len(_posts(fake, CHANNEL)) >= 4, ANSWER_SECONDS)
             updates = fake.api("chat.update")
             assert len(updates) == 2 and all("RESOLVED" in slack_texts(u.params) for u in updates)
