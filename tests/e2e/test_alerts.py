@@ -1,8 +1,9 @@
-"""Alerts end to end: a real `learning-bot serve` with the fake Slack, signed slash commands
-to subscribe, yesterday's digest with its chart uploaded, a poisoning run (written to the same SQLite file) that trips the starvation and
-accuracy alerts once each, a restart in the middle of the firing that neither repeats nor
-loses them, their resolution (the card updated in place, a follow-up in its thread), a
-channel the bot was removed from paused after one failure, and unsubscribe."""
+"""Alerts end to end: a real `learning-bot serve` with the fake Slack and signed slash
+commands: subscribe, yesterday's digest with its chart uploaded, a poisoning run (written to
+the same SQLite file) that trips the starvation and accuracy alerts once each, a restart in
+the middle of the firing that neither repeats nor loses them, their resolution (the card
+updated in place, a follow-up in its thread), a channel the bot was removed from paused after
+one failure, and unsubscribe."""
 
 from __future__ import annotations
 
