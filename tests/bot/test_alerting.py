@@ -6,7 +6,9 @@ was removed from pauses its subscription after one failure."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import pytest
 
@@ -188,3 +190,39 @@ async def test_a_daily_digest_is_sent_once_with_its_chart_and_quiet_channels_sta
     [(_, filename, png, thread)] = sender.uploads
     assert png.startswith(b"\x89PNG") and thread == "ts-1" and filename.endswith(".png")
     assert await scheduler.tick(now=now + 60_000) == 0  # once per period
+
+
+async def test_a_dead_lettered_run_alerts_once(sqlite_url: str, tmp_path: Path) -> None:
+    from storage.spool import Spool, SpoolingStore
+
+    store = SqlStore(sqlite_url)
+    spooling = SpoolingStore(store, Spool(tmp_path / "spool"), retry_seconds=60)
+    config = LearningConfig.for_policy("seed", phase=Phase.ACTIVE)
+
+    def make(learner: str) -> LearningService:
+        return LearningService(
+            store, config, learner=learner, cache_ttl=0, writer=spooling, spool=spooling
+        )
+
+    services = LearnerServices(make, config, names=store.learner_names)
+    service = services.get("default")
+    service.observe(report("stored"))
+    [stored], _ = service.traces(limit=1)
+    spooling.spool.append(service.learner_id, [replace(stored, trace_id="spooled")])
+    # a line no codec reads any more (a lone surrogate), as an older version could write it
+    [path] = sorted(spooling.spool.dir.glob("*.jsonl"))
+    line = json.loads(path.read_text().splitlines()[0])
+    line["traceId"] = "bad-\ud800"
+    path.write_text(json.dumps(line) + "\n")
+    spooling.replay_now()
+    assert spooling.health()["deadLetters"] == 1
+
+    alerts = SqlAlertStore(store.engine)
+    alerts.subscribe(Subscription(0, "discord", "42", "G1", "default", "alerts", "U1", 0))
+    sender = RecordingSender(surface="discord")
+    scheduler = AlertScheduler(alerts, services, [sender], AlertSettings(interval=60))
+    assert await scheduler.tick(now=1_000) == 1
+    assert await scheduler.tick(now=2_000) == 0
+    assert [s for _, s, _ in sender.posts] == ["FIRING: Runs were dead-lettered"]
+    spooling.close()
+    store.close()
