@@ -47,6 +47,7 @@ from engine.alerts import (
     stored_finding,
 )
 from engine.bounds import MAX_PAGE
+from engine.errors import Unavailable
 from engine.posterior import now_ms
 
 log = logging.getLogger("learning_bot.alerts")
@@ -67,6 +68,8 @@ class AlertSettings:
     """Local hour (the channel's time zone, else UTC) from which a digest is due."""
     skip_empty_digests: bool = True
     """A digest of a period without runs is not sent (else: one line saying so)."""
+    storage_down_after: float = 120.0
+    """Seconds storage may be unavailable before the alert subscriptions hear of it."""
 
     @property
     def lease_ms(self) -> int:
@@ -146,6 +149,64 @@ class AlertScheduler:
         self.dashboard_url = dashboard_url
         self.holder = holder or uuid.uuid4().hex
         self._stop = asyncio.Event()
+        self._holding = False
+        self._known: list[Subscription] = []
+        """The alert subscriptions last read: who hears of an outage of storage itself."""
+        self._down_since: int | None = None
+        self._outage: dict[int, tuple[Subscription, str]] = {}
+        """Subscription id -> (subscription, message ref) of the storage alert sent."""
+
+    # -- storage outages (nothing can be claimed in the database: the last lease holder
+    # speaks, from memory) ----------------------------------------------------------------
+
+    def _outage_finding(self, seconds: float) -> Finding:
+        return Finding(
+            "storage",
+            "storage",
+            "Storage unavailable",
+            (("For", f"{seconds:.0f} s"),),
+            "Runs are kept in the spool meanwhile and replayed when it is back. Check the "
+            "database (healthz, learning-bot db url).",
+        )
+
+    async def _storage_down(self, at: int) -> int:
+        if not self._holding:
+            return 0
+        if self._down_since is None:
+            self._down_since = at
+        seconds = (at - self._down_since) / 1000
+        if self._outage or seconds < self.settings.storage_down_after:
+            return 0
+        card = alert_card(self._outage_finding(seconds), FIRING, self.dashboard_url)
+        sent = 0
+        for sub in self._known:
+            if sub.paused or sub.surface not in self.senders:
+                continue
+            try:
+                ref = await self.senders[sub.surface].post(sub.channel, card)
+            except Exception:
+                log.warning("could not tell %s %s that storage is down", sub.surface, sub.channel)
+                continue
+            self._outage[sub.id] = (sub, ref)
+            sent += 1
+        return sent
+
+    async def _storage_back(self) -> int:
+        down_since, self._down_since = self._down_since, None
+        if not self._outage or down_since is None:
+            return 0
+        finding = self._outage_finding((now_ms() - down_since) / 1000)
+        sent = 0
+        for sub, ref in self._outage.values():
+            sender = self.senders[sub.surface]
+            try:
+                await sender.update(sub.channel, ref, alert_card(finding, RESOLVED))
+                await sender.post(sub.channel, resolved_note(finding), thread=ref)
+                sent += 1
+            except Exception:
+                log.warning("could not resolve the storage alert in %s", sub.channel)
+        self._outage.clear()
+        return sent
 
     async def run(self) -> None:
         """Evaluate every `interval` seconds until stop(); a failed round is logged."""
@@ -163,18 +224,24 @@ class AlertScheduler:
     async def tick(self, now: int | None = None) -> int:
         """One round (only while this replica holds the lease): the messages sent."""
         at = now_ms() if now is None else now
-        held = await asyncio.to_thread(
-            self.store.acquire_lease, LEASE, self.holder, at, self.settings.lease_ms
-        )
+        try:
+            held = await asyncio.to_thread(
+                self.store.acquire_lease, LEASE, self.holder, at, self.settings.lease_ms
+            )
+            subs = await asyncio.to_thread(self.store.subscriptions) if held else []
+        except Unavailable:
+            return await self._storage_down(at)
+        recovered = await self._storage_back() if held else 0
+        self._holding = held
         if not held:
             return 0
-        subs = await asyncio.to_thread(self.store.subscriptions)
+        self._known = [s for s in subs if s.kind == "alerts"]
         by_learner: dict[str, list[Subscription]] = {}
         for sub in subs:
             if sub.paused or sub.surface not in self.senders or sub.kind.startswith("digest"):
                 continue
             by_learner.setdefault(sub.learner, []).append(sub)
-        sent = 0
+        sent = recovered
         for learner, learner_subs in sorted(by_learner.items()):
             states = await asyncio.to_thread(self._evaluate, learner, at)
             sent += await self._deliver(states, learner_subs, at)

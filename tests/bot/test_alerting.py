@@ -17,6 +17,7 @@ from bot.bus import LearnerServices
 from bot.replies import Reply
 from engine import LearningConfig, Phase
 from engine.alert_records import Subscription
+from engine.errors import Unavailable
 from engine.posterior import now_ms
 from engine.service import LearningService
 from storage import SqlStore
@@ -226,3 +227,42 @@ async def test_a_dead_lettered_run_alerts_once(sqlite_url: str, tmp_path: Path) 
     assert [s for _, s, _ in sender.posts] == ["FIRING: Runs were dead-lettered"]
     spooling.close()
     store.close()
+
+
+class FlakyAlertStore(SqlAlertStore):
+    """The database going away: every lease round trip fails while `down`."""
+
+    down = False
+
+    def acquire_lease(self, name: str, holder: str, at: int, ttl_ms: int) -> bool:
+        if self.down:
+            raise Unavailable("database is unavailable")
+        return super().acquire_lease(name, holder, at, ttl_ms)
+
+
+async def test_storage_down_longer_than_the_threshold_alerts_and_resolves(
+    store: SqlStore,
+) -> None:
+    services, service = _services(store)
+    service.observe(report("t0"))
+    alerts = FlakyAlertStore(store.engine)
+    alerts.subscribe(Subscription(0, "slack", "C1", "T1", "default", "alerts", "U1", 0))
+    sender = RecordingSender()
+    settings = AlertSettings(interval=60, storage_down_after=120)
+    holder = AlertScheduler(alerts, services, [sender], settings, holder="a")
+    other = AlertScheduler(alerts, services, [sender], settings, holder="b")
+    assert await holder.tick(now=1_000) == 0
+    assert await other.tick(now=1_000) == 0  # not the lease holder
+    alerts.down = True
+    assert await holder.tick(now=2_000) == 0  # the outage starts
+    assert await holder.tick(now=100_000) == 0  # not yet for long enough
+    assert await other.tick(now=200_000) == 0  # only the last holder speaks
+    assert await holder.tick(now=200_000) == 1
+    assert await holder.tick(now=300_000) == 0  # once per outage
+    alerts.down = False
+    assert await holder.tick(now=400_000) == 1
+    assert [s for _, s, _ in sender.posts] == [
+        "FIRING: Storage unavailable",
+        "Resolved: Storage unavailable.",
+    ]
+    assert sender.posts[1][2] == "ts-1" and sender.updates[0][1] == "ts-1"
