@@ -139,7 +139,7 @@ class SubscriptionStore(Protocol):
     ) -> SentMessage | None: ...
 
     def sent_since(self, surface: str, channel: str, since: int) -> int:
-        """Messages sent to the channel since `since` (its rate limit)."""
+        """Messages claimed for the channel after `since` (its rate limit)."""
         ...
 
     def acquire_lease(self, name: str, holder: str, at: int, ttl_ms: int) -> bool:

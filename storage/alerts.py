@@ -269,7 +269,7 @@ class SqlAlertStore:
         stmt = (
             select(func.count())
             .select_from(alert_messages.join(alert_subscriptions, _SUB.id == _MSG.subscription_id))
-            .where(_SUB.surface == surface, _SUB.channel == channel, _MSG.claimed_at >= since)
+            .where(_SUB.surface == surface, _SUB.channel == channel, _MSG.claimed_at > since)
         )
         with reading(self.engine) as conn:
             return int(conn.execute(stmt).scalar_one())

@@ -266,3 +266,18 @@ async def test_storage_down_longer_than_the_threshold_alerts_and_resolves(
         "Resolved: Storage unavailable.",
     ]
     assert sender.posts[1][2] == "ts-1" and sender.updates[0][1] == "ts-1"
+
+
+async def test_a_channel_gets_at_most_its_hourly_share_and_the_rest_waits(store: SqlStore) -> None:
+    services, service = _services(store)
+    alerts = SqlAlertStore(store.engine)
+    _runs(service, 0, 100, poisoned=False)
+    alerts.subscribe(Subscription(0, "slack", "C1", "T1", "default", "alerts", "U1", 0))
+    _runs(service, 100, 60, poisoned=True)  # two alerts fire
+    sender = RecordingSender()
+    settings = AlertSettings(interval=60, per_channel_per_hour=1)
+    scheduler = AlertScheduler(alerts, services, [sender], settings, holder="a")
+    assert await scheduler.tick(now=1_000) == 1
+    assert await scheduler.tick(now=60_000) == 0  # the hour's share is spent
+    assert await scheduler.tick(now=1_000 + 3_600_000) == 1  # the other one, an hour later
+    assert len({summary for _, summary, _ in sender.posts}) == 2
