@@ -1,5 +1,6 @@
 """Alerts end to end: a real `learning-bot serve` with the fake Slack and signed slash
-commands: subscribe, yesterday's digest with its chart uploaded, a poisoning run (written to
+commands, two replicas on one database (PostgreSQL when the tests have one): subscribe,
+yesterday's digest with its chart uploaded, a poisoning run (written to
 the same SQLite file) that trips the starvation and accuracy alerts once each, a restart in
 the middle of the firing that neither repeats nor loses them, their resolution (the card
 updated in place, a follow-up in its thread), a channel the bot was removed from paused after
@@ -9,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import httpx
+import pytest
 
 from engine import LearningConfig, Phase
 from engine.service import LearningService
@@ -82,8 +85,16 @@ def _posts(fake: FakeSlack, channel: str) -> list[dict[str, Any]]:
     return [c.params for c in fake.api("chat.postMessage") if c.params.get("channel") == channel]
 
 
+@pytest.fixture
+def replica_database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """PostgreSQL (a fresh schema) when the tests have a server, else a SQLite file."""
+    if os.environ.get("LEARNING_BOT_TEST_DATABASE_URL"):
+        return str(request.getfixturevalue("postgres_url"))
+    return f"sqlite:///{tmp_path / 'replicas.sqlite'}"
+
+
 async def test_alerts_fire_once_survive_a_restart_and_resolve_in_their_thread(
-    tmp_path: Path,
+    tmp_path: Path, replica_database: str
 ) -> None:
     fake = FakeSlack(channel_errors={GONE: "not_in_channel"})
     await fake.start()
@@ -96,13 +107,18 @@ async def test_alerts_fire_once_survive_a_restart_and_resolve_in_their_thread(
             "LEARNING_BOT_ADMINS": "U-e2e",
             "LEARNING_BOT_ALERT_INTERVAL": "0.2",
             "LEARNING_BOT_DIGEST_HOUR": "0",
+            "LEARNING_BOT_DATABASE_URL": replica_database,
         },
     )
     database_url = env["LEARNING_BOT_DATABASE_URL"]
     _runs(database_url, 0, 60, poisoned=False, yesterday=True)
     try:
         async with contextlib.AsyncExitStack() as stack:
-            server = await asyncio.to_thread(stack.enter_context, served(env))
+            # two replicas on one database: each message must still be sent once
+            server, _ = await asyncio.gather(
+                asyncio.to_thread(stack.enter_context, served(env)),
+                asyncio.to_thread(stack.enter_context, served(env)),
+            )
             said = await _command(server.url, fake, "subscribe alerts")
             assert "now gets alerts" in said, said
             said = await _command(server.url, fake, "subscribe alerts", channel=GONE)
