@@ -39,6 +39,7 @@ bench: $(STAMP)
 screenshots: $(STAMP)
 	$(BIN)/python docs/console_screenshot.py
 	$(BIN)/python docs/screenshots.py
+	$(BIN)/python docs/alert_screenshots.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

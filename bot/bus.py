@@ -17,6 +17,10 @@ from bot.commands import (
     ConfirmCommand,
     PhaseCommand,
     ResetCommand,
+    StatusCommand,
+    SubscribeCommand,
+    SubscriptionsCommand,
+    UnsubscribeCommand,
     UsageError,
     command_from_json,
     command_to_json,
@@ -31,9 +35,10 @@ from bot.middleware.audit import Audit
 from bot.middleware.authorise import Authorise
 from bot.middleware.idempotency import IN_FLIGHT, Idempotency
 from bot.middleware.rate_limit import RateLimit
-from bot.ports import CommandBatch, CommandStore, PendingConfirmation
+from bot.ports import CommandBatch, CommandStore, PendingConfirmation, SubscriptionStore
 from bot.replies import Reply, error_reply
 from bot.shapes import reply_from_json, reply_json
+from bot.subscriptions import SubscriptionHandlers
 from engine.bounds import check_learner_name, unknown_learner_message
 from engine.config import LearningConfig
 from engine.errors import NotFound, Unavailable
@@ -132,11 +137,15 @@ class CommandBus:
         commands: CommandStore,
         settings: BusSettings | None = None,
         middleware: Sequence[Middleware] = (),
+        subscriptions: SubscriptionStore | None = None,
     ) -> None:
         self.services = services
         self.commands = commands
         self.settings = settings or BusSettings()
         self.handlers = Handlers(self.settings)
+        self.subscriptions = (
+            None if subscriptions is None else SubscriptionHandlers(subscriptions, services)
+        )
         self.authorise = Authorise(self.settings.admins, self.settings.reward_admins_only)
         self.chain: list[Middleware] = [
             Idempotency(),
@@ -175,7 +184,10 @@ class CommandBus:
             )
         except UsageError as exc:
             return usage_reply(str(exc), exc.command, invocation.speaks_as)
-        call = Call(invocation, command, self.learner_for(invocation))
+        learner = self.learner_for(invocation)
+        if isinstance(command, SubscribeCommand | UnsubscribeCommand) and command.learner:
+            learner = command.learner
+        call = Call(invocation, command, learner)
         return self._answer(lambda: self._through_chain(call), call)
 
     # -- pipeline ------------------------------------------------------------------------------
@@ -243,6 +255,10 @@ class CommandBus:
             return self._confirm(invocation, command.token)
         if isinstance(command, CancelCommand):
             return self._cancel(invocation, command.token)
+        if isinstance(command, SubscribeCommand | UnsubscribeCommand | SubscriptionsCommand):
+            if self.subscriptions is None:
+                raise Unavailable("subscriptions need the database: this view keeps none")
+            return self.subscriptions.run(command, invocation, call.learner)
         service = self.services.get(call.learner, create=is_mutating(command))
         if isinstance(command, ResetCommand) and not command.confirm:
             return self._ask_confirmation(call, service)
@@ -250,9 +266,12 @@ class CommandBus:
             if command.phase is service.phase():
                 return self.handlers.phase(service, command, invocation.actor, invocation.speaks_as)
             return self._ask_confirmation(call, service)
-        return self.handlers.run(
+        reply = self.handlers.run(
             service, command, invocation.actor, invocation.conversation, invocation.speaks_as
         )
+        if isinstance(command, StatusCommand) and self.subscriptions is not None:
+            reply = self.subscriptions.with_paused_notice(reply, invocation)
+        return reply
 
     def _ask_confirmation(self, call: Call, service: LearningService) -> Reply:
         prompt = self.handlers.confirmation(service, call.command, call.invocation.speaks_as)

@@ -6,6 +6,9 @@ Grammar (keywords are case-insensitive; arm ids and labels keep their case):
     reward [<arm-id-or-label>] [1|0|good|bad] [reason...]
     reset [all | <arm ids...>] [confirm] | reset undo [confirm]
     phase [passive|active] [confirm]
+    subscribe [alerts|digest daily|digest weekly|changes] [learner]
+    unsubscribe [alerts|digest daily|digest weekly|changes|all] [learner]
+    subscriptions
     help [command]
 """
 
@@ -16,7 +19,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from engine.bounds import MAX_CHAT_RESET_ARMS
+from engine.bounds import MAX_CHAT_RESET_ARMS, check_learner_name
 from engine.config import Phase
 from engine.errors import InvalidInput
 from engine.text import strip_controls
@@ -31,9 +34,21 @@ GRAMMAR = (
     "/learning reset [all | <arm ids...>] [confirm]",
     "/learning reset undo [confirm]",
     "/learning phase [passive|active] [confirm]",
+    "/learning subscribe [alerts|digest daily|digest weekly|changes] [learner]",
+    "/learning unsubscribe [alerts|digest daily|digest weekly|changes|all] [learner]",
+    "/learning subscriptions",
     "/learning help [command]",
 )
-COMMAND_NAMES = ("status", "reward", "reset", "phase", "help")
+COMMAND_NAMES = (
+    "status",
+    "reward",
+    "reset",
+    "phase",
+    "subscribe",
+    "unsubscribe",
+    "subscriptions",
+    "help",
+)
 _VALUES = {"1": 1.0, "0": 0.0, "good": 1.0, "bad": 0.0}
 
 
@@ -78,6 +93,28 @@ class PhaseCommand:
 
 
 @dataclass(frozen=True, slots=True)
+class SubscribeCommand:
+    """Subscribe this channel to a learner's alerts, digests or changes (admins)."""
+
+    kind: str = "alerts"
+    """One of engine.alert_records.SUBSCRIPTION_KINDS."""
+    learner: str | None = None
+    """None: the learner this workspace or guild is mapped to."""
+
+
+@dataclass(frozen=True, slots=True)
+class UnsubscribeCommand:
+    kind: str | None = "alerts"
+    """None: every kind."""
+    learner: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionsCommand:
+    """This channel's subscriptions (and whether any is paused)."""
+
+
+@dataclass(frozen=True, slots=True)
 class HelpCommand:
     topic: str | None = None
 
@@ -104,12 +141,22 @@ Command = (
     | RewardCommand
     | ResetCommand
     | PhaseCommand
+    | SubscribeCommand
+    | UnsubscribeCommand
+    | SubscriptionsCommand
     | HelpCommand
     | ArmNamesQuery
     | ConfirmCommand
     | CancelCommand
 )
-MUTATING = (RewardCommand, ResetCommand, ConfirmCommand, CancelCommand)
+MUTATING = (
+    RewardCommand,
+    ResetCommand,
+    ConfirmCommand,
+    CancelCommand,
+    SubscribeCommand,
+    UnsubscribeCommand,
+)
 
 
 def is_mutating(command: Command) -> bool:
@@ -165,17 +212,54 @@ def parse_command(text: str | None) -> Command:
         return _parse_reset(rest)
     if head == "phase":
         return _parse_phase(rest)
+    if head in ("subscribe", "unsubscribe"):
+        return _parse_subscribe(head, rest)
+    if head == "subscriptions":
+        if rest:
+            raise UsageError(f"unexpected {_shown(rest[0])!r} after subscriptions", head)
+        return SubscriptionsCommand()
     if head == "help":
         if len(rest) > 1:
             raise UsageError(f"unexpected {_shown(rest[1])!r} after help", "help")
         topic = rest[0].lower() if rest else None
         if topic is not None and topic not in COMMAND_NAMES:
             raise UsageError(
-                f"no help for {_shown(rest[0])!r}; commands: status, reward, reset, phase, help",
+                f"no help for {_shown(rest[0])!r}; commands: {', '.join(COMMAND_NAMES)}",
                 "help",
             )
         return HelpCommand(topic)
     raise UsageError(f"unknown command {_shown(tokens[0])!r}")
+
+
+def _parse_subscribe(head: str, rest: list[str]) -> SubscribeCommand | UnsubscribeCommand:
+    """`[alerts|digest daily|digest weekly|changes] [learner]` (`all` too for unsubscribe)."""
+    words = [w.lower() for w in rest]
+    kind: str | None = "alerts"
+    taken = 0
+    if words[:1] == ["digest"]:
+        if len(words) < 2 or words[1] not in ("daily", "weekly"):
+            raise UsageError("'digest' needs daily or weekly, e.g. subscribe digest daily", head)
+        kind, taken = f"digest {words[1]}", 2
+    elif words[:1] and words[0] in ("alerts", "changes"):
+        kind, taken = words[0], 1
+    elif words[:1] == ["all"] and head == "unsubscribe":
+        kind, taken = None, 1
+    learner = rest[taken] if len(rest) > taken else None
+    if len(rest) > taken + 1:
+        raise UsageError(f"unexpected {_shown(rest[taken + 1])!r} after {head}", head)
+    if learner is not None:
+        try:
+            check_learner_name(learner)
+        except InvalidInput as exc:
+            raise UsageError(
+                f"{_shown(learner)!r} is neither alerts, digest daily, digest weekly, changes "
+                f"nor a learner name ({exc})",
+                head,
+            ) from None
+    if head == "subscribe":
+        assert kind is not None
+        return SubscribeCommand(kind, learner)
+    return UnsubscribeCommand(kind, learner)
 
 
 def _parse_status(rest: list[str]) -> StatusCommand:

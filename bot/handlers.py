@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -37,6 +38,7 @@ from bot.replies import (
 from bot.shapes import arm_json, reply_from_json, summary_json
 from engine.config import Phase
 from engine.service import MIN_TRACES_FOR_ACTIVE, LearningService
+from engine.starvation import StarvedArm
 from engine.views import ArmView, Status, Summary
 
 TERMINAL_SURFACES = frozenset({"terminal", "console"})
@@ -71,6 +73,19 @@ HELP = {
         "{cmd} phase [passive|active] — shows or sets the phase. passive: every arm is "
         "included and nothing is learnt from; active: Thompson Sampling picks arms under "
         "the token budget. Changing it is for admins and asks for confirmation."
+    ),
+    "subscribe": (
+        "{cmd} subscribe [alerts|digest daily|digest weekly|changes] [learner] — this channel "
+        "gets the learner's alerts (default), a daily or weekly digest, or its phase changes "
+        "and resets. Admins only."
+    ),
+    "unsubscribe": (
+        "{cmd} unsubscribe [alerts|digest daily|digest weekly|changes|all] [learner] — stops "
+        "one subscription of this channel (or all of them). Admins only."
+    ),
+    "subscriptions": (
+        "{cmd} subscriptions — what this channel is subscribed to, and whether the bot could "
+        "not post here (a paused subscription)."
     ),
     "help": "{cmd} help [command] — this help.",
 }
@@ -175,6 +190,20 @@ def value_headline(s: Summary) -> list[str]:
     return lines
 
 
+def starved_line(starved: Sequence[StarvedArm], most: int = 5) -> str:
+    """One line naming the starved arms (engine.starvation), the least included first."""
+    parts = [
+        f"{s.label or s.arm_id} (in {s.included} of {s.offered} recent runs"
+        + (f", {s.accuracy * 100:.0f}% of its pulls rewarded)" if s.accuracy is not None else ")")
+        for s in starved[:most]
+    ]
+    more = f" and {len(starved) - most} more" if len(starved) > most else ""
+    return (
+        f"Starved: {', '.join(parts)}{more} — useful before, now left out of nearly every run. "
+        "Check the rewards, or reset these arms."
+    )
+
+
 COMPACT_ITEMS = 3
 """Arms in each list of the compact status (phones); `status top N` shows the full tables."""
 
@@ -206,6 +235,12 @@ def compact_status(status: Status, surface: str = "") -> CompactStatus:
     lists = [CompactList("Best arms", items(status.top))]
     if status.bottom:
         lists.append(CompactList("Candidates for exclusion", items(status.bottom)))
+    if status.starved:
+        starved = tuple(
+            (s.label or s.arm_id, f"in {s.included}/{s.offered} runs")
+            for s in status.starved[:COMPACT_ITEMS]
+        )
+        lists.append(CompactList("Starved: useful, now left out", starved))
     return CompactStatus(
         headline(status),
         tuple(lists),
@@ -316,6 +351,9 @@ class Handlers:
                         muted=True,
                     )
                 )
+        if status.starved:
+            blocks.append(Text(starved_line(status.starved)))
+            data["starved"] = [s.arm_id for s in status.starved]
         if status.top:
             blocks.append(posterior_table(status.top, f"Top {len(status.top)} arms by mean"))
         if status.bottom:

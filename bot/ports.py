@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from engine.alert_records import AlertState, SentMessage, Subscription
 from engine.ports import AuditEntry
 
 T = TypeVar("T")
@@ -77,3 +78,70 @@ class CommandStore(Protocol):
         ...
 
     def finish_confirmation(self, token: str, outcome: str) -> None: ...
+
+
+class SubscriptionStore(Protocol):
+    """Subscriptions, alert states, the messages owed to channels and the sender's lease."""
+
+    def subscribe(self, subscription: Subscription) -> tuple[Subscription, bool]:
+        """Store it (its id is ignored); (the stored one, True) when new, else the existing one
+        resumed if it was paused, and False."""
+        ...
+
+    def unsubscribe(self, surface: str, channel: str, learner: str, kind: str | None) -> int:
+        """Remove the channel's subscriptions to the learner (of one kind, or every kind);
+        how many there were."""
+        ...
+
+    def subscriptions(
+        self, *, surface: str | None = None, channel: str | None = None
+    ) -> list[Subscription]: ...
+
+    def pause(self, subscription_id: int, reason: str, at: int) -> bool:
+        """Pause it with the reason; False when it already was."""
+        ...
+
+    def alert_states(self, learner: str) -> list[AlertState]: ...
+
+    def save_alert_state(self, state: AlertState) -> None: ...
+
+    def claim_message(
+        self,
+        subscription_id: int,
+        alert: str,
+        episode: int,
+        stage: str,
+        holder: str,
+        at: int,
+        stale_before: int | None = None,
+    ) -> bool:
+        """Claim the right to send one message; False when it was claimed already (unless
+        that claim was never sent nor failed and was made before `stale_before`)."""
+        ...
+
+    def release_message(self, subscription_id: int, alert: str, episode: int, stage: str) -> None:
+        """Give up an unsent claim (the send failed for a reason worth retrying)."""
+        ...
+
+    def message_sent(
+        self,
+        subscription_id: int,
+        alert: str,
+        episode: int,
+        stage: str,
+        at: int,
+        ref: str | None,
+        error: str | None = None,
+    ) -> None: ...
+
+    def sent_message(
+        self, subscription_id: int, alert: str, episode: int, stage: str
+    ) -> SentMessage | None: ...
+
+    def sent_since(self, surface: str, channel: str, since: int) -> int:
+        """Messages claimed for the channel after `since` (its rate limit)."""
+        ...
+
+    def acquire_lease(self, name: str, holder: str, at: int, ttl_ms: int) -> bool:
+        """Take or renew the lease; False while another holder's lease runs."""
+        ...

@@ -68,6 +68,8 @@ from engine.records import ArmOutcomeRecord, RunRecord, record_from_report
 from engine.resolve import MAX_QUERY_CHARS, resolve_arm_query
 from engine.savings import CostSavings, cost_savings, cost_series, price_sessions
 from engine.session_selection import SessionSelector, keyed, session_key_of
+from engine.starvation import STARVATION_WINDOW, StarvedArm, starved_arms
+from engine.starvation import ArmRecord as StarvationArm
 from engine.text import strip_controls
 from engine.views import (
     ArmView,
@@ -798,16 +800,34 @@ class LearningService:
         )
 
     def summary(self) -> Summary:
+        return self._summary()[0]
+
+    def _summary(self) -> tuple[Summary, dict[str, tuple[int, int, int]]]:
+        """The summary, and the inclusion counts of the latest selected runs it read."""
         stats = self.store.run_stats(self.learner_id)
         self.refresh()
         recall = None
+        counts: dict[str, tuple[int, int, int]] = {}
         if stats.selected_runs:
             counts = self.store.inclusion_counts(self.learner_id, RECALL_WINDOW)
             recall = estimated_recall(self._usefulness(), counts)
         arms = list(self._cache.arms.values())
         pulls = sum(e.pulls for e in arms)
         reward = sum(e.rewards for e in arms)
-        return summarise(stats, len(arms), recall, pulls, reward, self._cost_savings())
+        summary = summarise(stats, len(arms), recall, pulls, reward, self._cost_savings())
+        return summary, counts
+
+    def starved_arms(
+        self, counts: Mapping[str, tuple[int, int, int]] | None = None
+    ) -> list[StarvedArm]:
+        """Useful arms that selection now leaves out of nearly every run (engine.starvation)."""
+        if counts is None:
+            self.refresh()
+            counts = self.store.inclusion_counts(self.learner_id, STARVATION_WINDOW)
+        with self._cache.lock:
+            entries = list(self._cache.arms.items())
+        arms = (StarvationArm(a, e.label, e.pulls, e.rewards) for a, e in entries)
+        return starved_arms(arms, counts, frozenset(self.config.seed_arm_ids))
 
     def _cost_savings(self) -> CostSavings | None:
         """The measured prompt-cost saving over the latest runs (engine.savings), or None
@@ -833,7 +853,7 @@ class LearningService:
         (seed arms are never candidates for exclusion, so the bottom list leaves them out)."""
         if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= 100:
             raise InvalidInput("top must be a whole number from 1 to 100")
-        summary = self.summary()
+        summary, counts = self._summary()
         config = self.config
         seeds = set(config.seed_arm_ids)
         items = list(self._cache.arms.items())
@@ -860,6 +880,7 @@ class LearningService:
             worst,
             self.store.last_reset(self.learner_id),
             left_out,
+            tuple(self.starved_arms()) if counts else (),
         )
 
     def traces(self, limit: int = 100, offset: int = 0) -> tuple[list[RunRecord], int]:

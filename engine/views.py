@@ -13,6 +13,7 @@ from engine.observation import SkipReason
 from engine.ports import ResetRecord, RunStats
 from engine.posterior import Confidence, Posterior
 from engine.savings import CostSavings
+from engine.starvation import StarvedArm
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +141,8 @@ class Status:
     last_reset: ResetRecord | None
     seeds_left_out: int = 0
     """How many seed arms the bottom list passed over."""
+    starved: tuple[StarvedArm, ...] = ()
+    """Useful arms that selection now leaves out of nearly every run (engine.starvation)."""
 
     @property
     def empty(self) -> bool:

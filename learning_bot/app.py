@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from bot.bus import DEFAULT_LEARNER, BusSettings, CommandBus, LearnerServices
-from bot.ports import CommandBatch
+from bot.ports import CommandBatch, SubscriptionStore
 from engine.config import Phase
 from engine.errors import Unavailable
 from engine.ports import RunWriter, SpoolHealth, Store
@@ -37,6 +37,8 @@ class App:
     bus: CommandBus
     engine: Engine | None = None
     """The SQLAlchemy engine, when there is one (Slack's installation store shares it)."""
+    alerts: SubscriptionStore | None = None
+    """Subscriptions and alert states (None in the read-only App)."""
 
     def service(self, learner: str | None = None, *, create: bool = False) -> LearningService:
         """A learner's service; an unknown learner is NotFound unless `create` (a write)."""
@@ -65,6 +67,7 @@ def build_app(settings: Settings, *, spool: bool = True, serving: bool = False) 
     local spool and replayed when it is back. A `serving` app (serve, slack, discord run,
     mcp) backs up and upgrades an outdated SQLite file instead of refusing it."""
     from storage import SqlStore
+    from storage.alerts import SqlAlertStore
     from storage.command_log import SqlCommandLog
 
     sql = SqlStore(settings.database_url, upgrade_sqlite=serving, pool=settings.pool)
@@ -105,8 +108,11 @@ def build_app(settings: Settings, *, spool: bool = True, serving: bool = False) 
 
     implicit = frozenset({DEFAULT_LEARNER, *settings.learners.values()})
     services = LearnerServices(make, settings.config, names=sql.learner_names, implicit=implicit)
-    bus = CommandBus(services, SqlCommandLog(sql.engine), bus_settings(settings))
-    return App(settings, sql, writer, services, bus, sql.engine)
+    alerts = SqlAlertStore(sql.engine)
+    bus = CommandBus(
+        services, SqlCommandLog(sql.engine), bus_settings(settings), subscriptions=alerts
+    )
+    return App(settings, sql, writer, services, bus, sql.engine, alerts)
 
 
 def build_read_app(settings: Settings) -> App | None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from adapters.discord import registration as discord
 from adapters.slack import registration as slack
 from bot.surface import Surface, SurfaceCommand
+from learning_bot import alerts
 
 if TYPE_CHECKING:
     from adapters.mcp.tools import LearningTools
@@ -81,6 +82,13 @@ SURFACES = (
         discord.describe,
         discord.HOW_TO_ENABLE,
         discord.DISCORD_COMMAND,
+    ),
+    SurfaceEntry(
+        "Alerts",
+        alerts.wanted,
+        alerts.build,
+        alerts.describe,
+        "set SLACK_BOT_TOKEN or DISCORD_TOKEN, then /learning subscribe in a channel",
     ),
     SurfaceEntry(
         "MCP",

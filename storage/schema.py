@@ -290,3 +290,70 @@ session_sets = Table(
     PrimaryKeyConstraint("learner_id", "session_key"),
     Index("ix_session_sets_used", "learner_id", "used_at"),
 )
+
+# Proactive messages (migration 0014). A channel's subscription to a learner's alerts, digests
+# or changes, with who made it; a channel the bot could not post to is paused with the reason.
+alert_subscriptions = Table(
+    "alert_subscriptions",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("surface", String(64), nullable=False),
+    Column("channel", String(256), nullable=False),
+    # the workspace or guild the channel belongs to (its time zone, its bot token)
+    Column("scope", String(256), nullable=False),
+    Column("learner", String(128), nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("created_by", String(256), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("paused_at", BigInteger, nullable=True),
+    Column("paused_reason", Text, nullable=True),
+    # an IANA time zone for digests when the platform gave one; NULL: UTC
+    Column("timezone", String(64), nullable=True),
+    UniqueConstraint("surface", "channel", "learner", "kind", name="uq_alert_subscriptions_target"),
+)
+
+# One alert of one learner (`alert` is the rule and its subject, e.g. starvation:tool:web):
+# firing or resolved, the episode it is in (a new firing after a resolution is a new episode),
+# and the numbers behind its latest evaluation as JSON.
+alert_states = Table(
+    "alert_states",
+    metadata,
+    Column("learner", String(128), nullable=False),
+    Column("alert", String(600), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("episode", Integer, nullable=False),
+    Column("first_seen", BigInteger, nullable=False),
+    Column("last_seen", BigInteger, nullable=False),
+    Column("resolved_at", BigInteger, nullable=True),
+    Column("detail", Text, nullable=False),
+    PrimaryKeyConstraint("learner", "alert"),
+)
+
+# Each proactive message owed to one channel, claimed before it is sent (the claim is what makes
+# it sent once across replicas and restarts): an alert episode's card and its resolution, or a
+# digest of one period. `ref` is the platform's message id (Slack ts, Discord message id): the
+# card is edited in place and follow-ups go in its thread.
+alert_messages = Table(
+    "alert_messages",
+    metadata,
+    Column("subscription_id", Id, nullable=False),
+    Column("alert", String(600), nullable=False),
+    Column("episode", Integer, nullable=False),
+    Column("stage", String(16), nullable=False),
+    Column("claimed_by", String(128), nullable=False),
+    Column("claimed_at", BigInteger, nullable=False),
+    Column("sent_at", BigInteger, nullable=True),
+    Column("ref", String(256), nullable=True),
+    Column("error", Text, nullable=True),
+    PrimaryKeyConstraint("subscription_id", "alert", "episode", "stage"),
+    Index("ix_alert_messages_sent", "subscription_id", "sent_at"),
+)
+
+# Named leases: the replica holding `alerts` evaluates the rules and sends, until it expires.
+alert_leases = Table(
+    "alert_leases",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("holder", String(128), nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+)

@@ -12,6 +12,7 @@ from discord import app_commands
 from adapters.discord.interactions import (
     MAX_ARM_CHARS,
     DiscordInteractions,
+    InvalidOption,
     option_bool,
     option_choice,
     option_int,
@@ -26,9 +27,14 @@ from bot.commands import (
     PhaseCommand,
     RewardCommand,
     StatusCommand,
+    SubscribeCommand,
+    SubscriptionsCommand,
+    UnsubscribeCommand,
 )
-from engine.bounds import MAX_REASON_CHARS
+from engine.alert_records import SUBSCRIPTION_KINDS
+from engine.bounds import MAX_LEARNER_NAME, MAX_REASON_CHARS, check_learner_name
 from engine.config import Phase
+from engine.errors import InvalidInput
 
 GROUP_NAME = "learning"
 DEFAULT_PERMISSIONS = discord.Permissions(send_messages=True)
@@ -37,8 +43,23 @@ hint: admin-only subcommands are checked by the bot on every call."""
 REWARD_VALUES = {"good": 1.0, "bad": 0.0}
 
 
+SubscriptionKind = Literal["alerts", "digest daily", "digest weekly", "changes"]
+
+
+def option_learner(value: object) -> str | None:
+    """A learner name option (None when left out), checked against the learner-name rule."""
+    text = option_text("learner", value, MAX_LEARNER_NAME)
+    if not text:
+        return None
+    try:
+        return check_learner_name(text)
+    except InvalidInput as exc:
+        raise InvalidOption(str(exc)) from None
+
+
 class LearningCommands(app_commands.Group):
-    """/learning status | reward | reset | phase | help"""
+    """/learning status | reward | reset | phase | subscribe | unsubscribe | subscriptions |
+    help"""
 
     def __init__(self, interactions: DiscordInteractions) -> None:
         super().__init__(
@@ -125,12 +146,63 @@ class LearningCommands(app_commands.Group):
         command = PhaseCommand(Phase(word) if word else None)
         await self.interactions.run(interaction, command, public=False)
 
+    @app_commands.command(
+        name="subscribe",
+        description="Post a learner's alerts, digests or changes in this channel (admins)",
+    )
+    @app_commands.describe(
+        kind="alerts (default), digest daily, digest weekly, or changes (phase, resets)",
+        learner="The learner (default: this server's)",
+    )
+    async def subscribe(
+        self,
+        interaction: Interaction,
+        kind: SubscriptionKind = "alerts",
+        learner: app_commands.Range[str, 1, MAX_LEARNER_NAME] | None = None,
+    ) -> None:
+        word = option_choice("kind", kind, SUBSCRIPTION_KINDS) or "alerts"
+        command = SubscribeCommand(word, option_learner(learner))
+        await self.interactions.run(interaction, command, public=False)
+
+    @app_commands.command(
+        name="unsubscribe", description="Stop one of this channel's subscriptions (admins)"
+    )
+    @app_commands.describe(
+        kind="alerts (default), digest daily, digest weekly, changes, or all",
+        learner="The learner (default: this server's)",
+    )
+    async def unsubscribe(
+        self,
+        interaction: Interaction,
+        kind: Literal["alerts", "digest daily", "digest weekly", "changes", "all"] = "alerts",
+        learner: app_commands.Range[str, 1, MAX_LEARNER_NAME] | None = None,
+    ) -> None:
+        word = option_choice("kind", kind, (*SUBSCRIPTION_KINDS, "all")) or "alerts"
+        command = UnsubscribeCommand(None if word == "all" else word, option_learner(learner))
+        await self.interactions.run(interaction, command, public=False)
+
+    @app_commands.command(
+        name="subscriptions", description="What this channel is subscribed to, and if paused"
+    )
+    async def subscriptions(self, interaction: Interaction) -> None:
+        await self.interactions.run(interaction, SubscriptionsCommand(), public=False)
+
     @app_commands.command(name="help", description="What each /learning command does")
     @app_commands.describe(command="Explain one command")
     async def help(
         self,
         interaction: Interaction,
-        command: Literal["status", "reward", "reset", "phase", "help"] | None = None,
+        command: Literal[
+            "status",
+            "reward",
+            "reset",
+            "phase",
+            "subscribe",
+            "unsubscribe",
+            "subscriptions",
+            "help",
+        ]
+        | None = None,
     ) -> None:
         topic = option_choice("command", command, COMMAND_NAMES)
         await self.interactions.run(interaction, HelpCommand(topic), public=False)

@@ -292,7 +292,17 @@ def build_server(tools: LearningTools, *, version: str | None = None) -> MCPServ
     )
     async def learning_help(
         topic: Annotated[
-            Literal["status", "reward", "reset", "phase", "help"] | None,
+            Literal[
+                "status",
+                "reward",
+                "reset",
+                "phase",
+                "subscribe",
+                "unsubscribe",
+                "subscriptions",
+                "help",
+            ]
+            | None,
             Field(description="One command to explain; null: all of them."),
         ] = None,
     ) -> str:

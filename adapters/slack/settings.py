@@ -14,7 +14,7 @@ DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_COMMAND = "/learning"
 DEFAULT_USER_CACHE_SECONDS = 300.0
 DEFAULT_INLINE_SECONDS = 2.0
-BOT_SCOPES = ("commands", "chat:write", "users:read")
+BOT_SCOPES = ("commands", "chat:write", "files:write", "users:read")
 """What the app needs: the slash command, posting replies, and telling admins and guests apart."""
 
 

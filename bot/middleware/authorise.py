@@ -1,5 +1,5 @@
-"""Authorisation: guests only read; resets and phase changes are for admins (a surface's own
-admins, or ids on the LEARNING_BOT_ADMINS allow-list); rewards optionally too."""
+"""Authorisation: guests only read; resets, phase changes and subscriptions are for admins (a
+surface's own admins, or ids on the LEARNING_BOT_ADMINS allow-list); rewards optionally too."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from bot.commands import (
     PhaseCommand,
     ResetCommand,
     RewardCommand,
+    SubscribeCommand,
+    UnsubscribeCommand,
     is_mutating,
 )
 from bot.errors import FORBIDDEN
@@ -50,6 +52,13 @@ class Authorise(Middleware):
         if isinstance(command, ResetCommand | PhaseCommand) and not self.is_admin(invocation):
             what = "reset posteriors" if isinstance(command, ResetCommand) else "change the phase"
             raise Forbidden(f"Only admins can {what}. Ask a workspace admin, or {ADMIN_LIST_HINT}.")
+        if isinstance(command, SubscribeCommand | UnsubscribeCommand) and not self.is_admin(
+            invocation
+        ):
+            raise Forbidden(
+                f"Only admins can change this channel's subscriptions. Ask a workspace admin, "
+                f"or {ADMIN_LIST_HINT}."
+            )
 
     def before(self, call: Call, batch: CommandBatch | None) -> Reply | None:
         try:

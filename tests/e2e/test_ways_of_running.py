@@ -91,8 +91,11 @@ WAYS = {
     "discord-run": Way(DISCORD_RUN, discord=True),
 }
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
-FAILING_SURFACES = tuple(entry.name.lower() for entry in SURFACES if not entry.every_worker)
-"""The registry's chat surfaces (they connect out, so a refused credential ends `serve`)."""
+FAILING_SURFACES = tuple(
+    entry.name.lower() for entry in SURFACES if not entry.every_worker and entry.command
+)
+"""The registry's chat surfaces, those with a subcommand of their own (they connect out, so a
+refused credential ends `serve`; the alert scheduler logs a failed round and goes on)."""
 
 
 class Fakes:

@@ -249,6 +249,12 @@ class FakeDiscord:
         self.by_token: dict[str, InteractionState] = {}
         self.messages: dict[int, dict[str, Any]] = {}
         self.synced: dict[int | None, list[dict[str, Any]]] = {}
+        self.channel_messages: list[tuple[str, dict[str, Any]]] = []
+        """(channel id, body) of each message posted to a channel (the bot speaking first)."""
+        self.uploads: list[tuple[str, bytes]] = []
+        """(filename, content) of each file attached to a message."""
+        self.forbidden_channels: set[str] = set()
+        """Channels the bot may not post to: Discord answers 403 Missing Access."""
         self.callback_delay = 0.0
         self._runner: web.AppRunner | None = None
         self.base_url = ""
@@ -262,6 +268,8 @@ class FakeDiscord:
         app.router.add_delete(
             f"{api}/webhooks/{{app}}/{{token}}/messages/{{message}}", self._delete
         )
+        app.router.add_post(f"{api}/channels/{{channel}}/messages", self._channel_post)
+        app.router.add_patch(f"{api}/channels/{{channel}}/messages/{{message}}", self._channel_edit)
         app.router.add_put(f"{api}/applications/{{app}}/commands", self._sync)
         app.router.add_put(f"{api}/applications/{{app}}/guilds/{{guild}}/commands", self._sync)
         self._app = app
@@ -328,9 +336,14 @@ class FakeDiscord:
             return await request.json()
         if request.content_type.startswith("multipart/"):
             reader = await request.multipart()
+            payload: Any = None
             async for part in reader:
                 if getattr(part, "name", None) == "payload_json":
-                    return json.loads(await part.text())  # type: ignore[union-attr]
+                    payload = json.loads(await part.text())  # type: ignore[union-attr]
+                elif getattr(part, "filename", None):
+                    data = await part.read()  # type: ignore[union-attr]
+                    self.uploads.append((str(part.filename), bytes(data)))  # type: ignore[union-attr]
+            return payload
         return None
 
     def _record(
@@ -505,6 +518,31 @@ class FakeDiscord:
         if int(request.match_info["app"]) != APPLICATION_ID:
             return None
         return self.by_token.get(request.match_info["token"])
+
+    async def _channel_post(self, request: web.Request) -> web.Response:
+        at = time.perf_counter()
+        body = await self._body(request)
+        channel = request.match_info["channel"]
+        if channel in self.forbidden_channels:
+            self._record(request, body, 403, at, "channel", None)
+            return _json({"code": 50001, "message": "Missing Access"}, 403)
+        errors = message_errors(body or {})
+        if errors:
+            self._record(request, body, 400, at, "channel", None)
+            return self._reject(request.path, errors)
+        self._record(request, body, 200, at, "channel", None)
+        self.channel_messages.append((channel, body))
+        return _json(self._new_message(body, flags=0))
+
+    async def _channel_edit(self, request: web.Request) -> web.Response:
+        at = time.perf_counter()
+        body = await self._body(request)
+        message_id = int(request.match_info["message"])
+        if message_id not in self.messages:
+            self._record(request, body, 404, at, "channel-edit", None)
+            return _json({"code": 10008, "message": "Unknown Message"}, 404)
+        self._record(request, body, 200, at, "channel-edit", None)
+        return _json(self._update_message(message_id, body))
 
     async def _followup(self, request: web.Request) -> web.Response:
         at = time.perf_counter()

@@ -132,7 +132,8 @@ async def test_surfaces_run_beside_http_and_stop_with_it(tmp_path: Path) -> None
 def test_discord_is_built_when_its_token_is_set(tmp_path: Path) -> None:
     app = build_app(Settings(database_url=f"sqlite:///{tmp_path}/d.sqlite"), spool=False)
     surfaces, notes = configured_surfaces(app, {"DISCORD_TOKEN": "x" * 60})
-    assert [s.name for s in surfaces] == ["discord", "mcp"]  # MCP is always on
+    # MCP is always on; the alert scheduler runs beside any chat surface
+    assert [s.name for s in surfaces] == ["discord", "alerts", "mcp"]
     assert any(n.startswith("Discord: live") for n in notes)
     surfaces, notes = configured_surfaces(app, {})
     assert [s.name for s in surfaces] == ["mcp"]

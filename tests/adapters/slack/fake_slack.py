@@ -33,6 +33,10 @@ class Posted:
 class FakeSlack:
     users: dict[str, dict[str, Any]] = field(default_factory=dict)
     users_info_error: str | None = None
+    uploads: dict[str, bytes] = field(default_factory=dict)
+    """file id -> the bytes uploaded to its files.getUploadURLExternal address."""
+    channel_errors: dict[str, str] = field(default_factory=dict)
+    """channel id -> the error chat.postMessage answers there (e.g. not_in_channel)."""
     calls: list[ApiCall] = field(default_factory=list)
     posted: list[Posted] = field(default_factory=list)
     socket_replies: list[dict[str, Any]] = field(default_factory=list)
@@ -56,6 +60,7 @@ class FakeSlack:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_post("/response/{key}", self._response)
+        app.router.add_post("/upload/{file}", self._upload)
         app.router.add_get("/socket", self._socket)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
@@ -136,8 +141,22 @@ class FakeSlack:
             if user is None:
                 return {"ok": False, "error": "user_not_found"}
             return {"ok": True, "user": user}
-        if method == "chat.postMessage":
-            return {"ok": True, "channel": params.get("channel"), "ts": f"{time.time():.6f}"}
+        if method in ("chat.postMessage", "chat.update"):
+            channel = str(params.get("channel"))
+            if channel in self.channel_errors:
+                return {"ok": False, "error": self.channel_errors[channel]}
+            ts = params.get("ts") if method == "chat.update" else f"{time.time():.6f}"
+            return {"ok": True, "channel": channel, "ts": ts}
+        if method == "files.getUploadURLExternal":
+            file_id = f"F{len(self.uploads) + 1}"
+            self.uploads[file_id] = b""
+            return {"ok": True, "upload_url": f"{self.base}/upload/{file_id}", "file_id": file_id}
+        if method == "files.completeUploadExternal":
+            channel = str(params.get("channel_id"))
+            if channel in self.channel_errors:
+                return {"ok": False, "error": self.channel_errors[channel]}
+            files = params.get("files")
+            return {"ok": True, "files": json.loads(files) if isinstance(files, str) else files}
         if method == "oauth.v2.access":
             return {
                 "ok": True,
@@ -156,6 +175,11 @@ class FakeSlack:
         return {"ok": False, "error": "unknown_method"}
 
     # -- response_url --------------------------------------------------------------------------
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        self.uploads[request.match_info["file"]] = await request.read()
+        await self._notify()
+        return web.Response(text="OK - 1")
 
     async def _response(self, request: web.Request) -> web.Response:
         self.posted.append(Posted(request.path, await request.json()))

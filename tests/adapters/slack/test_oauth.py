@@ -31,7 +31,7 @@ async def test_install_then_serve_the_new_workspace(
     assert link is not None
     url = link.group(1).replace("&amp;", "&")
     assert "client_id=111.222" in url
-    assert "scope=commands,chat:write,users:read" in url
+    assert "scope=commands,chat:write,files:write,users:read" in url
     state = re.search(r"state=([^&]+)", url)
     assert state is not None
 

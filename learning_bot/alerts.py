@@ -1,0 +1,135 @@
+"""The alert scheduler as a surface of `learning-bot serve`: it runs beside Slack and Discord
+(in the first worker; across replicas the database lease picks one sender) and posts through
+the senders of the chat surfaces that are configured.
+
+Settings: LEARNING_BOT_ALERT_INTERVAL (seconds between evaluations, default 60, 0.05-86400),
+LEARNING_BOT_ALERTS_PER_HOUR (messages one channel gets per hour at most, default 10),
+LEARNING_BOT_DIGEST_HOUR (local hour from which a digest is due, default 9) and
+LEARNING_BOT_SKIP_EMPTY_DIGESTS (default true: a period without runs sends nothing)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from bot.alerting import AlertScheduler, AlertSender, AlertSettings
+from engine.errors import InvalidConfig
+
+if TYPE_CHECKING:
+    from learning_bot.app import App
+
+
+def alert_settings(env: Mapping[str, str]) -> AlertSettings:
+    raw = env.get("LEARNING_BOT_ALERT_INTERVAL", "").strip()
+    interval = 60.0
+    if raw:
+        try:
+            interval = float(raw)
+        except ValueError:
+            interval = -1.0
+        if not 0.05 <= interval <= 86400:
+            raise InvalidConfig(
+                "LEARNING_BOT_ALERT_INTERVAL", f"must be seconds from 0.05 to 86400, got {raw!r}"
+            )
+    raw = env.get("LEARNING_BOT_ALERTS_PER_HOUR", "").strip()
+    per_hour = 10
+    if raw:
+        if not raw.isdigit() or not 1 <= int(raw) <= 1000:
+            raise InvalidConfig(
+                "LEARNING_BOT_ALERTS_PER_HOUR",
+                f"must be a whole number from 1 to 1000, got {raw!r}",
+            )
+        per_hour = int(raw)
+    raw = env.get("LEARNING_BOT_DIGEST_HOUR", "").strip()
+    hour = 9
+    if raw:
+        if not raw.isdigit() or not 0 <= int(raw) <= 23:
+            raise InvalidConfig(
+                "LEARNING_BOT_DIGEST_HOUR", f"must be an hour from 0 to 23, got {raw!r}"
+            )
+        hour = int(raw)
+    raw = env.get("LEARNING_BOT_SKIP_EMPTY_DIGESTS", "").strip().lower()
+    if raw not in ("", "true", "false", "1", "0", "yes", "no"):
+        raise InvalidConfig(
+            "LEARNING_BOT_SKIP_EMPTY_DIGESTS", f"must be true or false, got {raw!r}"
+        )
+    skip = raw not in ("false", "0", "no")
+    return AlertSettings(
+        interval=interval, per_channel_per_hour=per_hour, digest_hour=hour, skip_empty_digests=skip
+    )
+
+
+def alert_senders(env: Mapping[str, str]) -> list[AlertSender]:
+    """A sender for each chat surface with a bot token."""
+    senders: list[AlertSender] = []
+    if env.get("SLACK_BOT_TOKEN", "").strip():
+        from adapters.slack.alerts import SlackAlertSender
+        from adapters.slack.settings import slack_settings_from_env
+
+        slack = slack_settings_from_env(env)
+        assert slack.bot_token is not None
+        senders.append(SlackAlertSender(slack.bot_token, slack.api_url))
+    if env.get("DISCORD_TOKEN", "").strip():
+        from adapters.discord.alerts import DiscordAlertSender
+        from adapters.discord.settings import load_discord_settings
+
+        discord = load_discord_settings(env)
+        senders.append(DiscordAlertSender(discord.require_token(), discord.api_url))
+    return senders
+
+
+def wanted(env: Mapping[str, str]) -> bool:
+    return bool(alert_senders_configured(env))
+
+
+def alert_senders_configured(env: Mapping[str, str]) -> list[str]:
+    return [
+        name
+        for name, variable in (("Slack", "SLACK_BOT_TOKEN"), ("Discord", "DISCORD_TOKEN"))
+        if env.get(variable, "").strip()
+    ]
+
+
+class AlertSurface:
+    """Runs the scheduler until stopped; no routes."""
+
+    name = "alerts"
+
+    def __init__(self, scheduler: AlertScheduler, channels: Sequence[str]) -> None:
+        self.scheduler = scheduler
+        self.channels = tuple(channels)
+
+    @property
+    def routes(self) -> Sequence[object]:
+        return ()
+
+    async def run(self) -> None:
+        try:
+            await self.scheduler.run()
+        finally:
+            for sender in self.scheduler.senders.values():
+                close = getattr(sender, "close", None)
+                if close is not None:
+                    await close()
+
+    async def stop(self) -> None:
+        self.scheduler.stop()
+
+
+def build(app: App, env: Mapping[str, str]) -> AlertSurface:
+    if app.alerts is None:
+        raise InvalidConfig("alerts", "need the database (subscriptions are stored there)")
+    scheduler = AlertScheduler(
+        app.alerts,
+        app.services,
+        alert_senders(env),
+        alert_settings(env),
+        dashboard_url=app.settings.dashboard_url,
+    )
+    return AlertSurface(scheduler, alert_senders_configured(env))
+
+
+def describe(surface: object) -> str:
+    assert isinstance(surface, AlertSurface)
+    every = surface.scheduler.settings.interval
+    return f"subscriptions in {', '.join(surface.channels)}, rules every {every:g} s"

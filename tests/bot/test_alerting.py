@@ -1,0 +1,283 @@
+"""The alert scheduler over a real database: a poisoning run trips the starvation and
+accuracy alerts once each, their resolution updates the card and follows up in its thread;
+a second scheduler (another replica, or a restart) sends nothing twice; a channel the bot
+was removed from pauses its subscription after one failure."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pytest
+
+from bot.alerting import AlertScheduler, AlertSettings, ChannelGone
+from bot.bus import LearnerServices
+from bot.replies import Reply
+from engine import LearningConfig, Phase
+from engine.alert_records import Subscription
+from engine.errors import Unavailable
+from engine.posterior import now_ms
+from engine.service import LearningService
+from storage import SqlStore
+from storage.alerts import SqlAlertStore
+from tests.storage.helpers import ARMS, report
+
+WEB = "tool:web:WebSearch"
+
+
+@dataclass
+class RecordingSender:
+    """A sender that keeps what it was asked to send (the scheduler's side of a surface)."""
+
+    surface: str = "slack"
+    gone: set[str] = field(default_factory=set)
+    posts: list[tuple[str, str, str | None]] = field(default_factory=list)
+    updates: list[tuple[str, str, str]] = field(default_factory=list)
+    uploads: list[tuple[str, str, bytes, str | None]] = field(default_factory=list)
+
+    async def post(self, channel: str, card: Reply, thread: str | None = None) -> str:
+        if channel in self.gone:
+            raise ChannelGone("not_in_channel")
+        self.posts.append((channel, card.summary, thread))
+        return f"ts-{len(self.posts)}"
+
+    async def update(self, channel: str, ref: str, card: Reply) -> None:
+        self.updates.append((channel, ref, card.summary))
+
+    async def upload(
+        self, channel: str, filename: str, data: bytes, title: str, thread: str | None
+    ) -> None:
+        self.uploads.append((channel, filename, data, thread))
+
+
+@pytest.fixture
+def store(sqlite_url: str) -> SqlStore:
+    return SqlStore(sqlite_url)
+
+
+def _services(store: SqlStore) -> tuple[LearnerServices, LearningService]:
+    config = LearningConfig.for_policy("seed", phase=Phase.ACTIVE)
+
+    def make(learner: str) -> LearningService:
+        return LearningService(store, config, learner=learner, cache_ttl=0)
+
+    services = LearnerServices(make, config, names=store.learner_names)
+    return services, services.get("default")
+
+
+def _runs(service: LearningService, start: int, count: int, *, poisoned: bool) -> None:
+    for i in range(start, start + count):
+        if poisoned:  # the web tool left out, and no included arm ever counted as used
+            service.observe(report(f"t{i}", calls=("Grep",), excluded={WEB}))
+        else:
+            service.observe(report(f"t{i}", calls=("Read", "WebSearch")))
+
+
+async def test_poisoning_fires_each_alert_once_and_resolves_in_its_thread(store: SqlStore) -> None:
+    services, service = _services(store)
+    alerts = SqlAlertStore(store.engine)
+    _runs(service, 0, 100, poisoned=False)
+    alerts.subscribe(Subscription(0, "slack", "C-alerts", "T1", "default", "alerts", "U1", 0))
+    gone, _ = alerts.subscribe(
+        Subscription(0, "slack", "C-gone", "T1", "default", "alerts", "U1", 0)
+    )
+    sender = RecordingSender(gone={"C-gone"})
+    settings = AlertSettings(interval=0.05)
+    first = AlertScheduler(alerts, services, [sender], settings, holder="a")
+    assert await first.tick(now=1_000) == 0  # healthy: nothing to say
+
+    _runs(service, 100, 60, poisoned=True)
+    assert [s.arm_id for s in service.status().starved] == [WEB]
+    assert await first.tick(now=2_000) == 2
+    titles = sorted(summary for channel, summary, _ in sender.posts if channel == "C-alerts")
+    assert titles == ["FIRING: Reward rate collapsed", "FIRING: Starved arm: WebSearch"]
+    # one failure to post pauses the channel's subscription, once
+    [paused] = [s for s in alerts.subscriptions() if s.id == gone.id]
+    assert paused.paused and paused.paused_reason == "not_in_channel"
+
+    # another replica (or this one restarted) with the lease expired: nothing is sent twice
+    again = AlertScheduler(alerts, services, [sender], settings, holder="b")
+    assert await again.tick(now=2_000 + settings.lease_ms + 1) == 0
+    assert len(sender.posts) == 2
+
+    _runs(service, 160, 120, poisoned=False)
+    assert await again.tick(now=900_000) == 2
+    follow_ups = [(summary, thread) for _, summary, thread in sender.posts[2:]]
+    assert sorted(follow_ups) == [
+        ("Resolved: Reward rate collapsed.", "ts-1"),
+        ("Resolved: Starved arm: WebSearch.", "ts-2"),
+    ] or sorted(follow_ups) == [
+        ("Resolved: Reward rate collapsed.", "ts-2"),
+        ("Resolved: Starved arm: WebSearch.", "ts-1"),
+    ]
+    assert sorted(u[2] for u in sender.updates) == [
+        "RESOLVED: Reward rate collapsed",
+        "RESOLVED: Starved arm: WebSearch",
+    ]
+    assert await again.tick(now=950_000) == 0
+
+
+async def test_a_replica_without_the_lease_sends_nothing(store: SqlStore) -> None:
+    services, service = _services(store)
+    alerts = SqlAlertStore(store.engine)
+    _runs(service, 0, 100, poisoned=False)
+    alerts.subscribe(Subscription(0, "slack", "C1", "T1", "default", "alerts", "U1", 0))
+    _runs(service, 100, 60, poisoned=True)
+    sender = RecordingSender()
+    holder = AlertScheduler(alerts, services, [sender], AlertSettings(interval=60), holder="a")
+    other = AlertScheduler(alerts, services, [sender], AlertSettings(interval=60), holder="b")
+    assert await holder.tick(now=1_000) == 2
+    assert await other.tick(now=2_000) == 0
+
+
+async def test_changes_reach_the_changes_subscription(store: SqlStore) -> None:
+    services, service = _services(store)
+    alerts = SqlAlertStore(store.engine)
+    _runs(service, 0, 5, poisoned=False)
+    alerts.subscribe(Subscription(0, "slack", "C1", "T1", "default", "changes", "U1", 0))
+    sender = RecordingSender()
+    scheduler = AlertScheduler(alerts, services, [sender], AlertSettings(interval=60))
+    await scheduler.tick(now=1_000)
+    assert sender.posts == []  # the first values are only recorded
+    service.reset([ARMS[0].id], actor="U1")
+    service.set_phase(Phase.PASSIVE, actor="U1")
+    assert await scheduler.tick(now=2_000) == 2
+    assert sorted(s for _, s, _ in sender.posts) == ["Phase is now PASSIVE", "Reset #1 was made"]
+
+
+async def test_two_replicas_evaluating_at_once_send_each_alert_once(database_url: str) -> None:
+    """Two schedulers (two replicas) on one database, ticking together, and again after the
+    lease changed hands: each alert reaches the channel once."""
+    store = SqlStore(database_url)
+    try:
+        services, service = _services(store)
+        alerts = SqlAlertStore(store.engine)
+        _runs(service, 0, 100, poisoned=False)
+        alerts.subscribe(Subscription(0, "slack", "C1", "T1", "default", "alerts", "U1", 0))
+        _runs(service, 100, 60, poisoned=True)
+        sender = RecordingSender()
+        settings = AlertSettings(interval=60)
+        replicas = [
+            AlertScheduler(alerts, services, [sender], settings, holder=name) for name in "ab"
+        ]
+        sent = await asyncio.gather(*(r.tick(now=1_000) for r in replicas))
+        assert sorted(sent) == [0, 2]
+        later = 1_000 + settings.lease_ms + 1
+        sent = await asyncio.gather(*(r.tick(now=later) for r in replicas))
+        assert sent == [0, 0] and len(sender.posts) == 2
+    finally:
+        store.close()
+
+
+async def test_a_daily_digest_is_sent_once_with_its_chart_and_quiet_channels_stay_quiet(
+    store: SqlStore,
+) -> None:
+    services, service = _services(store)
+    alerts = SqlAlertStore(store.engine)
+    day = 86_400_000
+    now = now_ms() // day * day + 10 * 3_600_000  # 10:00 UTC today
+    yesterday = now - day
+    for i in range(40):
+        service.observe(report(f"d{i}", calls=("Read",), timestamp=yesterday - 3_600_000 + i))
+    alerts.subscribe(Subscription(0, "slack", "C1", "T1", "default", "digest daily", "U1", 0))
+    alerts.subscribe(Subscription(0, "slack", "C2", "T1", "default", "digest weekly", "U1", 0))
+    sender = RecordingSender()
+    scheduler = AlertScheduler(alerts, services, [sender], AlertSettings(interval=60))
+    assert await scheduler.tick(now=now) == 1  # the weekly one had no runs: skipped
+    [(channel, summary, _)] = sender.posts
+    assert channel == "C1" and summary.startswith("Daily digest — default") and "40 runs" in summary
+    [(_, filename, png, thread)] = sender.uploads
+    assert png.startswith(b"\x89PNG") and thread == "ts-1" and filename.endswith(".png")
+    assert await scheduler.tick(now=now + 60_000) == 0  # once per period
+
+
+async def test_a_dead_lettered_run_alerts_once(sqlite_url: str, tmp_path: Path) -> None:
+    from storage.spool import Spool, SpoolingStore
+
+    store = SqlStore(sqlite_url)
+    spooling = SpoolingStore(store, Spool(tmp_path / "spool"), retry_seconds=60)
+    config = LearningConfig.for_policy("seed", phase=Phase.ACTIVE)
+
+    def make(learner: str) -> LearningService:
+        return LearningService(
+            store, config, learner=learner, cache_ttl=0, writer=spooling, spool=spooling
+        )
+
+    services = LearnerServices(make, config, names=store.learner_names)
+    service = services.get("default")
+    service.observe(report("stored"))
+    [stored], _ = service.traces(limit=1)
+    spooling.spool.append(service.learner_id, [replace(stored, trace_id="spooled")])
+    # a line no codec reads any more (a lone surrogate), as an older version could write it
+    [path] = sorted(spooling.spool.dir.glob("*.jsonl"))
+    line = json.loads(path.read_text().splitlines()[0])
+    line["traceId"] = "bad-\ud800"
+    path.write_text(json.dumps(line) + "\n")
+    spooling.replay_now()
+    assert spooling.health()["deadLetters"] == 1
+
+    alerts = SqlAlertStore(store.engine)
+    alerts.subscribe(Subscription(0, "discord", "42", "G1", "default", "alerts", "U1", 0))
+    sender = RecordingSender(surface="discord")
+    scheduler = AlertScheduler(alerts, services, [sender], AlertSettings(interval=60))
+    assert await scheduler.tick(now=1_000) == 1
+    assert await scheduler.tick(now=2_000) == 0
+    assert [s for _, s, _ in sender.posts] == ["FIRING: Runs were dead-lettered"]
+    spooling.close()
+    store.close()
+
+
+class FlakyAlertStore(SqlAlertStore):
+    """The database going away: every lease round trip fails while `down`."""
+
+    down = False
+
+    def acquire_lease(self, name: str, holder: str, at: int, ttl_ms: int) -> bool:
+        if self.down:
+            raise Unavailable("database is unavailable")
+        return super().acquire_lease(name, holder, at, ttl_ms)
+
+
+async def test_storage_down_longer_than_the_threshold_alerts_and_resolves(
+    store: SqlStore,
+) -> None:
+    services, service = _services(store)
+    service.observe(report("t0"))
+    alerts = FlakyAlertStore(store.engine)
+    alerts.subscribe(Subscription(0, "slack", "C1", "T1", "default", "alerts", "U1", 0))
+    sender = RecordingSender()
+    settings = AlertSettings(interval=60, storage_down_after=120)
+    holder = AlertScheduler(alerts, services, [sender], settings, holder="a")
+    other = AlertScheduler(alerts, services, [sender], settings, holder="b")
+    assert await holder.tick(now=1_000) == 0
+    assert await other.tick(now=1_000) == 0  # not the lease holder
+    alerts.down = True
+    assert await holder.tick(now=2_000) == 0  # the outage starts
+    assert await holder.tick(now=100_000) == 0  # not yet for long enough
+    assert await other.tick(now=200_000) == 0  # only the last holder speaks
+    assert await holder.tick(now=200_000) == 1
+    assert await holder.tick(now=300_000) == 0  # once per outage
+    alerts.down = False
+    assert await holder.tick(now=400_000) == 1
+    assert [s for _, s, _ in sender.posts] == [
+        "FIRING: Storage unavailable",
+        "Resolved: Storage unavailable.",
+    ]
+    assert sender.posts[1][2] == "ts-1" and sender.updates[0][1] == "ts-1"
+
+
+async def test_a_channel_gets_at_most_its_hourly_share_and_the_rest_waits(store: SqlStore) -> None:
+    services, service = _services(store)
+    alerts = SqlAlertStore(store.engine)
+    _runs(service, 0, 100, poisoned=False)
+    alerts.subscribe(Subscription(0, "slack", "C1", "T1", "default", "alerts", "U1", 0))
+    _runs(service, 100, 60, poisoned=True)  # two alerts fire
+    sender = RecordingSender()
+    settings = AlertSettings(interval=60, per_channel_per_hour=1)
+    scheduler = AlertScheduler(alerts, services, [sender], settings, holder="a")
+    assert await scheduler.tick(now=1_000) == 1
+    assert await scheduler.tick(now=60_000) == 0  # the hour's share is spent
+    assert await scheduler.tick(now=1_000 + 3_600_000) == 1  # the other one, an hour later
+    assert len({summary for _, summary, _ in sender.posts}) == 2
