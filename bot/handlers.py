@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.commands import (
+    COMMAND_NAMES,
     GRAMMAR,
     ArmNamesQuery,
     CancelCommand,
@@ -18,6 +19,7 @@ from bot.commands import (
     ResetCommand,
     RewardCommand,
     StatusCommand,
+    UsageError,
 )
 from bot.ports import PendingConfirmation
 from bot.replies import (
@@ -78,7 +80,19 @@ HELP = {
 
 
 def help_text(topic: str, surface: str = "") -> str:
-    return HELP[topic].format(cmd=command_prefix(surface))
+    """The help paragraph of one command, as the surface types it. A topic that names no
+    command (whatever way it arrived: typed, a tool argument, a stored command) is a usage
+    error naming it, never a KeyError."""
+    paragraph = HELP.get(topic.lower()) if isinstance(topic, str) else None
+    if paragraph is None:
+        raise UsageError(unknown_topic(topic), "help")
+    return paragraph.format(cmd=command_prefix(surface))
+
+
+def unknown_topic(topic: object) -> str:
+    """The message for a help topic that names no command."""
+    shown = str(topic)[:40]
+    return f"no help for {shown!r}; commands: {', '.join(COMMAND_NAMES)}"
 
 
 def grammar(surface: str = "") -> list[str]:
@@ -596,8 +610,11 @@ class Handlers:
 
     def help(self, command: HelpCommand, surface: str = "") -> Reply:
         if command.topic:
-            text = help_text(command.topic, surface)
-            return Reply(ReplyKind.INFO, (Text(text),), f"help {command.topic}")
+            topic = command.topic.lower()
+            if topic not in HELP:
+                return usage_reply(unknown_topic(command.topic), "help", surface)
+            text = help_text(topic, surface)
+            return Reply(ReplyKind.INFO, (Text(text),), f"help {topic}")
         prefix = command_prefix(surface)
         blocks = (
             Heading(f"{prefix} — the learning layer's chat commands"),
