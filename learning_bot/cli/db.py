@@ -9,6 +9,8 @@ from adapters.terminal.commands import EXIT_ERROR, EXIT_OK
 from learning_bot.cli.parser import Commands
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
     from learning_bot.settings import Settings
 
 
@@ -27,8 +29,26 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     return _db(args.action, settings.database_url)
 
 
+def _upgrade(engine: Engine) -> tuple[str | None, str]:
+    """`storage.upgrade`, with storage that does not answer said in one line (Unavailable)
+    rather than as the driver's own multi-line error."""
+    from sqlalchemy.exc import DBAPIError, OperationalError
+
+    from engine.errors import Unavailable
+    from storage import upgrade
+    from storage.database import is_unavailable
+
+    try:
+        return upgrade(engine)
+    except DBAPIError as exc:
+        if not (is_unavailable(exc) or isinstance(exc, OperationalError)):
+            raise
+        lines = str(exc.orig or exc).strip().splitlines() or [type(exc).__name__]
+        raise Unavailable(f"storage is unavailable: {lines[0]}") from exc
+
+
 def _db(action: str, url: str | None) -> int:
-    from storage import default_database_url, make_engine, upgrade
+    from storage import default_database_url, make_engine
     from storage.database import ensure_schema
 
     target = url or default_database_url()
@@ -38,7 +58,7 @@ def _db(action: str, url: str | None) -> int:
     engine = make_engine(target)
     try:
         if action == "upgrade":
-            before, after = upgrade(engine)
+            before, after = _upgrade(engine)
             if before == after:
                 print(f"The schema is already at revision {after}.")
             else:
