@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from typing import Any
+from typing import Any, NoReturn
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive
@@ -209,20 +209,31 @@ class Fields:
         if type(data) is not dict:
             return
         if not self.names.issuperset(data):
-            for name in data:
-                if name not in self.names:
-                    path = f"{where}{name}"
-                    if name in self.elsewhere:
-                        quoted = json.dumps(path, ensure_ascii=False)[:200]
-                        raise ApiError(400, f"unknown field {quoted}: {self.elsewhere[name]}")
-                    raise ApiError(400, unknown_field(path, name, self.known))
+            self._refuse(data, where)
         for name, spec in self.inner.items():
             value = data.get(name)
             if type(value) is dict:
                 spec.check(value, f"{where}{name}.")
             elif type(value) is list:
-                for i, item in enumerate(value):
-                    spec.check(item, f"{where}{name}[{i}].")
+                spec.check_items(value, f"{where}{name}")
+
+    def check_items(self, items: list[Any], where: str) -> None:
+        """`check` each object of an array (the path of one is built only to name it)."""
+        if self.inner:
+            for i, item in enumerate(items):
+                self.check(item, f"{where}[{i}].")
+            return
+        names = self.names
+        for i, item in enumerate(items):
+            if type(item) is dict and not names.issuperset(item):
+                self._refuse(item, f"{where}[{i}].")
+
+    def _refuse(self, data: dict[str, Any], where: str) -> NoReturn:
+        name = next(name for name in data if name not in self.names)
+        path = json.dumps(f"{where}{name}", ensure_ascii=False)[:200]
+        if name in self.elsewhere:
+            raise ApiError(400, f"unknown field {path}: {self.elsewhere[name]}")
+        raise ApiError(400, unknown_field(path, name, self.known))
 
 
 class EitherFields:
@@ -240,11 +251,11 @@ class EitherFields:
 
 
 def unknown_field(path: str, name: str, known: frozenset[str]) -> str:
-    """`unknown field "arms[0].includd"; did you mean "included"?` (the hint only when a
-    known field is close)."""
+    """`unknown field "arms[0].includd"; did you mean "included"?` (`path` quoted; the hint
+    only when a known field is close)."""
     import difflib
 
-    message = f"unknown field {json.dumps(path, ensure_ascii=False)[:200]}"
+    message = f"unknown field {path}"
     close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
     if close:
         return f'{message}; did you mean "{close[0]}"?'
