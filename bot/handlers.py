@@ -95,6 +95,34 @@ def unknown_topic(topic: object) -> str:
     return f"no help for {shown!r}; commands: {', '.join(COMMAND_NAMES)}"
 
 
+def help_entry(name: str, surface: str = "") -> dict[str, str]:
+    """One command's help as data: {name, usage, summary} (the paragraph split at its dash)."""
+    usage, _, summary = help_text(name, surface).partition(" — ")
+    return {"name": name, "usage": usage, "summary": summary}
+
+
+def help_reply(topic: str | None, surface: str = "") -> Reply:
+    """The help: every command, or the one `topic` names (a usage error for a topic that
+    names none). Its data, what `--json` prints: {commands: [help_entry...], grammar} or
+    {command: help_entry}."""
+    prefix = command_prefix(surface)
+    if topic:
+        name = topic.lower()
+        if name not in HELP:
+            return usage_reply(unknown_topic(topic), "help", surface)
+        text = help_text(name, surface)
+        data: dict[str, Any] = {"command": help_entry(name, surface)}
+        return Reply(ReplyKind.INFO, (Text(text),), f"help {name}", data=data)
+    lines = grammar(surface)
+    blocks = (
+        Heading(f"{prefix} — the learning layer's chat commands"),
+        Text("\n".join(lines)),
+        Text(f"{prefix} help <command> explains one command.", muted=True),
+    )
+    data = {"commands": [help_entry(name, surface) for name in HELP], "grammar": lines}
+    return Reply(ReplyKind.INFO, blocks, f"{prefix} help", data=data)
+
+
 def grammar(surface: str = "") -> list[str]:
     """The command grammar as the surface types it."""
     prefix = command_prefix(surface)
@@ -582,7 +610,7 @@ class Handlers:
                     Text(f"Switch with {command_prefix(surface)} phase {other}.", muted=True),
                 ),
                 text,
-                data={"phase": current.value},
+                data={"phase": current.value, "learner": service.learner},
             )
         change = service.set_phase(command.phase, actor=actor.id)
         lines = [f"Phase is now {change.phase.value.upper()} (was {change.previous.value})."]
@@ -609,19 +637,7 @@ class Handlers:
     # -- help, confirmations -----------------------------------------------------------------
 
     def help(self, command: HelpCommand, surface: str = "") -> Reply:
-        if command.topic:
-            topic = command.topic.lower()
-            if topic not in HELP:
-                return usage_reply(unknown_topic(command.topic), "help", surface)
-            text = help_text(topic, surface)
-            return Reply(ReplyKind.INFO, (Text(text),), f"help {topic}")
-        prefix = command_prefix(surface)
-        blocks = (
-            Heading(f"{prefix} — the learning layer's chat commands"),
-            Text("\n".join(grammar(surface))),
-            Text(f"{prefix} help <command> explains one command.", muted=True),
-        )
-        return Reply(ReplyKind.INFO, blocks, f"{prefix} help")
+        return help_reply(command.topic, surface)
 
     def outcome(self, reply: Reply, actor: Any) -> Reply:
         """The result of a confirmed command, as it replaces the confirmation prompt."""

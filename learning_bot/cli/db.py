@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+import json
+from typing import TYPE_CHECKING, Any
 
 from adapters.terminal.commands import EXIT_ERROR, EXIT_OK
 from learning_bot.cli.parser import Commands
@@ -22,11 +23,16 @@ def register(sub: Commands) -> None:
         help="upgrade: migrate the schema; verify: recompute every posterior from its "
         "observations; url: print the database URL in use",
     )
+    db.add_argument(
+        "--json",
+        action="store_true",
+        help="print the result as JSON, for scripts (schema: docs/cli-json.md)",
+    )
     db.set_defaults(run=_run, no_url="it maintains the database directly")
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
-    return _db(args.action, settings.database_url)
+    return _db(args.action, settings.database_url, as_json=args.json)
 
 
 def _upgrade(engine: Engine) -> tuple[str | None, str]:
@@ -47,19 +53,21 @@ def _upgrade(engine: Engine) -> tuple[str | None, str]:
         raise Unavailable(f"storage is unavailable: {lines[0]}") from exc
 
 
-def _db(action: str, url: str | None) -> int:
+def _db(action: str, url: str | None, *, as_json: bool = False) -> int:
     from storage import default_database_url, make_engine
     from storage.database import ensure_schema
 
     target = url or default_database_url()
     if action == "url":
-        print(target)
+        print(json.dumps({"url": target}) if as_json else target)
         return EXIT_OK
     engine = make_engine(target)
     try:
         if action == "upgrade":
             before, after = _upgrade(engine)
-            if before == after:
+            if as_json:
+                print(json.dumps({"before": before, "after": after, "upgraded": before != after}))
+            elif before == after:
                 print(f"The schema is already at revision {after}.")
             else:
                 print(f"Upgraded the schema from {before or 'empty'} to revision {after}.")
@@ -72,16 +80,22 @@ def _db(action: str, url: str | None) -> int:
 
     store = SqlStore(target, auto_create=False)
     failed = False
+    learners: list[dict[str, Any]] = []
     try:
         for name in store.learner_names():
             report = LearningService(store, learner=name).verify()
-            state = "ok" if report.ok else "FAILED"
-            print(
-                f"{name}: {state} — {report.arms_checked} arms, {report.traces_checked} traces, "
-                f"{report.observations_checked} changes in current epochs"
+            learners.append(
+                {
+                    "learner": name,
+                    "ok": report.ok,
+                    "armsChecked": report.arms_checked,
+                    "tracesChecked": report.traces_checked,
+                    "observationsChecked": report.observations_checked,
+                    "problems": [
+                        {"armId": p.arm_id, "message": p.message} for p in report.problems
+                    ],
+                }
             )
-            for problem in report.problems:
-                print(f"  {problem.arm_id or '-'}: {problem.message}")
             failed |= not report.ok
     finally:
         store.close()
@@ -89,6 +103,23 @@ def _db(action: str, url: str | None) -> int:
 
     root = default_spool_root(target)
     dead = dead_letters(root)
+    if as_json:
+        spool = {
+            "deadLetters": len(dead),
+            "deadLetterFile": str(root / "dead-letter.jsonl") if dead else None,
+            "latestReason": dead[-1].get("reason") if dead else None,
+        }
+        print(json.dumps({"ok": not failed, "learners": learners, "spool": spool}, indent=2))
+        return EXIT_ERROR if failed else EXIT_OK
+    for each in learners:
+        state = "ok" if each["ok"] else "FAILED"
+        print(
+            f"{each['learner']}: {state} — {each['armsChecked']} arms, "
+            f"{each['tracesChecked']} traces, {each['observationsChecked']} changes in "
+            "current epochs"
+        )
+        for problem in each["problems"]:
+            print(f"  {problem['armId'] or '-'}: {problem['message']}")
     if dead:
         print(
             f"spool: {len(dead)} run(s) the database refused on replay are kept in "
