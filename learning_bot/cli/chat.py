@@ -89,7 +89,8 @@ def _chat(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "help" and as_json:
         # The help is the same everywhere and reads nothing: answered here, with the
         # command line's own commands beside the chat commands.
-        return run_chat_command(_help_sender, text, as_json=True)
+        commands = cli_commands(args.root_parser)
+        return run_chat_command(lambda c: _help_reply(c, commands), text, as_json=True)
     if args.url:
         return run_chat_command(
             remote_sender(args.url, args.learner, conversation),
@@ -118,9 +119,9 @@ def _chat(args: argparse.Namespace, settings: Settings) -> int:
         app.close()
 
 
-def _help_sender(command: object) -> Reply:
-    """The help reply for `help [topic]`, its data with `cliCommands`: every `learning-bot`
-    command and what it does, as `learning-bot --help` lists them."""
+def _help_reply(command: object, commands: list[dict[str, str]]) -> Reply:
+    """The help reply for `help [topic]`, its data with `cliCommands` (`commands`): every
+    `learning-bot` command and what it does, as `learning-bot --help` lists them."""
     from dataclasses import replace
 
     from bot.commands import HelpCommand, parse_command
@@ -131,18 +132,13 @@ def _help_sender(command: object) -> Reply:
     reply = help_reply(topic, "terminal")
     if topic is not None:
         return reply
-    return replace(reply, data={**reply.data, "cliCommands": cli_commands()})
+    return replace(reply, data={**reply.data, "cliCommands": commands})
 
 
-def cli_commands() -> list[dict[str, str]]:
+def cli_commands(parser: argparse.ArgumentParser) -> list[dict[str, str]]:
     """[{name, summary}] of every `learning-bot` command, in `--help`'s order."""
-    import argparse as _argparse
-
-    from learning_bot.cli.general import build_parser
-
-    parser = build_parser()
     for action in parser._actions:
-        if isinstance(action, _argparse._SubParsersAction):
+        if isinstance(action, argparse._SubParsersAction):
             return [
                 {"name": choice.dest, "summary": choice.help or ""}
                 for choice in action._choices_actions

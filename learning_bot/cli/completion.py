@@ -59,9 +59,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK
     if args.shell is None:
         raise CliError("completion needs a shell", EXIT_USAGE, hint="one of: bash, zsh, fish")
-    from learning_bot.cli.general import build_parser
-
-    spec = CommandLine.of(build_parser())
+    spec = CommandLine.of(args.root_parser)
     print({"bash": bash_script, "zsh": zsh_script, "fish": fish_script}[args.shell](spec))
     return EXIT_OK
 
@@ -137,7 +135,9 @@ class CommandLine:
         return cls(options, valued, files, commands)
 
 
-def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction[object] | None:
+def _subparsers(
+    parser: argparse.ArgumentParser,
+) -> argparse._SubParsersAction[argparse.ArgumentParser] | None:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             return action

@@ -83,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (mcp, dashboard, completion):
         module.register(sub)
     _accept_after(sub, [a for a in parser._actions if a.dest in _GLOBAL])
+    # what `help --json` and `completion` describe (the commands cannot import this module)
+    parser.set_defaults(root_parser=parser)
     return parser
 
 
