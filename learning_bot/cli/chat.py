@@ -109,7 +109,7 @@ def _chat(args: argparse.Namespace, settings: Settings) -> int:
                 lite.close()
     from learning_bot.app import build_app
 
-    app = build_app(settings)
+    app = build_app(settings, one_shot=True)
     try:
         check_learner(app, args)
         return run_chat_command(
