@@ -44,6 +44,7 @@ def docs_html(spec: dict[str, Any], openapi_url: str = "openapi.json") -> str:
         f'<a href="{escape(openapi_url)}">openapi.json</a> · '
         '<a href="dashboard">dashboard</a></p>',
         f"<p>{escape(str(info.get('description', '')))}</p>",
+        *_strict(info.get("x-strict-fields")),
         "<nav><h2>Routes</h2><ul>",
     ]
     for path, item in paths.items():
@@ -64,6 +65,24 @@ def docs_html(spec: dict[str, Any], openapi_url: str = "openapi.json") -> str:
         out.extend(_schema_block(schema))
     out.append("</body></html>")
     return "\n".join(out)
+
+
+def _strict(strict: Any) -> list[str]:
+    """The strict-fields note: its version and the fields accepted and ignored."""
+    if not isinstance(strict, dict):
+        return []
+    tolerated = strict.get("tolerated") or {}
+    items = "".join(
+        f"<li>{escape(str(where))}: "
+        + ", ".join(f"<code>{escape(str(n))}</code>" for n in names)
+        + "</li>"
+        for where, names in tolerated.items()
+    )
+    return [
+        f"<p>Strict fields, version {escape(str(strict.get('version')))}: an unknown body "
+        "field is a 400 naming it. Accepted and ignored (sent by the original clients):</p>",
+        f"<ul>{items}</ul>",
+    ]
 
 
 def _anchor(method: str, path: str) -> str:

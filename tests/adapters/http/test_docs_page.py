@@ -23,6 +23,11 @@ def test_the_docs_page_renders_the_whole_document(live: Live) -> None:
             assert f'id="{method}-{path.strip("/").replace("/", "-")}"' in html, (method, path)
             for parameter in operation.get("parameters", []):
                 assert f"<code>{parameter['name']}</code>" in html
+    strict = spec["info"]["x-strict-fields"]
+    assert f"Strict fields, version {strict['version']}" in html
+    for names in strict["tolerated"].values():
+        for name in names:
+            assert f"<code>{name}</code>" in html
     for name in spec["components"]["schemas"]:
         assert f'id="schema-{name}"' in html, name
     # nothing from elsewhere: no script, no external source, stylesheet or link
