@@ -224,6 +224,11 @@ class Fields:
                 self.check(item, f"{where}[{i}].")
             return
         names = self.names
+        try:  # every item an object of known fields, checked without a Python loop
+            if all(map(names.issuperset, items)):
+                return
+        except TypeError:  # an item that is no collection: the loop below skips it
+            pass
         for i, item in enumerate(items):
             if type(item) is dict and not names.issuperset(item):
                 self._refuse(item, f"{where}[{i}].")
