@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.commands import (
+    COMMAND_NAMES,
     GRAMMAR,
     ArmNamesQuery,
     CancelCommand,
@@ -19,6 +20,7 @@ from bot.commands import (
     ResetCommand,
     RewardCommand,
     StatusCommand,
+    UsageError,
 )
 from bot.ports import PendingConfirmation
 from bot.replies import (
@@ -93,7 +95,47 @@ HELP = {
 
 
 def help_text(topic: str, surface: str = "") -> str:
-    return HELP[topic].format(cmd=command_prefix(surface))
+    """The help paragraph of one command, as the surface types it. A topic that names no
+    command (whatever way it arrived: typed, a tool argument, a stored command) is a usage
+    error naming it, never a KeyError."""
+    paragraph = HELP.get(topic.lower()) if isinstance(topic, str) else None
+    if paragraph is None:
+        raise UsageError(unknown_topic(topic), "help")
+    return paragraph.format(cmd=command_prefix(surface))
+
+
+def unknown_topic(topic: object) -> str:
+    """The message for a help topic that names no command."""
+    shown = str(topic)[:40]
+    return f"no help for {shown!r}; commands: {', '.join(COMMAND_NAMES)}"
+
+
+def help_entry(name: str, surface: str = "") -> dict[str, str]:
+    """One command's help as data: {name, usage, summary} (the paragraph split at its dash)."""
+    usage, _, summary = help_text(name, surface).partition(" — ")
+    return {"name": name, "usage": usage, "summary": summary}
+
+
+def help_reply(topic: str | None, surface: str = "") -> Reply:
+    """The help: every command, or the one `topic` names (a usage error for a topic that
+    names none). Its data, what `--json` prints: {commands: [help_entry...], grammar} or
+    {command: help_entry}."""
+    prefix = command_prefix(surface)
+    if topic:
+        name = topic.lower()
+        if name not in HELP:
+            return usage_reply(unknown_topic(topic), "help", surface)
+        text = help_text(name, surface)
+        data: dict[str, Any] = {"command": help_entry(name, surface)}
+        return Reply(ReplyKind.INFO, (Text(text),), f"help {name}", data=data)
+    lines = grammar(surface)
+    blocks = (
+        Heading(f"{prefix} — the learning layer's chat commands"),
+        Text("\n".join(lines)),
+        Text(f"{prefix} help <command> explains one command.", muted=True),
+    )
+    data = {"commands": [help_entry(name, surface) for name in HELP], "grammar": lines}
+    return Reply(ReplyKind.INFO, blocks, f"{prefix} help", data=data)
 
 
 def grammar(surface: str = "") -> list[str]:
@@ -606,7 +648,7 @@ class Handlers:
                     Text(f"Switch with {command_prefix(surface)} phase {other}.", muted=True),
                 ),
                 text,
-                data={"phase": current.value},
+                data={"phase": current.value, "learner": service.learner},
             )
         change = service.set_phase(command.phase, actor=actor.id)
         lines = [f"Phase is now {change.phase.value.upper()} (was {change.previous.value})."]
@@ -633,16 +675,7 @@ class Handlers:
     # -- help, confirmations -----------------------------------------------------------------
 
     def help(self, command: HelpCommand, surface: str = "") -> Reply:
-        if command.topic:
-            text = help_text(command.topic, surface)
-            return Reply(ReplyKind.INFO, (Text(text),), f"help {command.topic}")
-        prefix = command_prefix(surface)
-        blocks = (
-            Heading(f"{prefix} — the learning layer's chat commands"),
-            Text("\n".join(grammar(surface))),
-            Text(f"{prefix} help <command> explains one command.", muted=True),
-        )
-        return Reply(ReplyKind.INFO, blocks, f"{prefix} help")
+        return help_reply(command.topic, surface)
 
     def outcome(self, reply: Reply, actor: Any) -> Reply:
         """The result of a confirmed command, as it replaces the confirmation prompt."""

@@ -62,15 +62,24 @@ def bus_settings(settings: Settings, *, rate_limit: int | None = None) -> BusSet
     )
 
 
-def build_app(settings: Settings, *, spool: bool = True, serving: bool = False) -> App:
+def build_app(
+    settings: Settings, *, spool: bool = True, serving: bool = False, one_shot: bool = False
+) -> App:
     """Everything a surface needs. With `spool`, runs that storage cannot take are kept in a
     local spool and replayed when it is back. A `serving` app (serve, slack, discord run,
-    mcp) backs up and upgrades an outdated SQLite file instead of refusing it."""
+    mcp) backs up and upgrades an outdated SQLite file instead of refusing it. A `one_shot`
+    app (a command that does one thing and ends) fails at once, Unavailable, when storage
+    does not answer; any other starts anyway and checks the schema when it answers."""
     from storage import SqlStore
     from storage.alerts import SqlAlertStore
     from storage.command_log import SqlCommandLog
 
-    sql = SqlStore(settings.database_url, upgrade_sqlite=serving, pool=settings.pool)
+    sql = SqlStore(
+        settings.database_url,
+        upgrade_sqlite=serving,
+        pool=settings.pool,
+        wait_for_storage=not one_shot,
+    )
     writer: RunWriter = sql
     by_name: SpoolByName | None = None
     spooled: SpoolHealth | None = None

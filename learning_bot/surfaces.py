@@ -42,6 +42,7 @@ class SurfaceEntry:
 
 
 def _mcp(app: App, env: Mapping[str, str]) -> Surface:
+    from adapters.http.body import BodyReader
     from adapters.http.guards import RequestGuard
     from adapters.http.settings import http_settings
     from adapters.mcp.surface import McpSurface
@@ -50,6 +51,7 @@ def _mcp(app: App, env: Mapping[str, str]) -> Surface:
     return McpSurface(
         mcp_tools(app),
         guard=RequestGuard(http).refusal,
+        read_arguments=BodyReader(http.max_body_bytes, http.body_timeout_seconds).arguments,
         max_body_bytes=http.max_body_bytes,
         version=_version(),
     )

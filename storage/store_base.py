@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from storage import queries
-from storage.database import ensure_schema_later, make_engine
+from storage.database import ensure_schema, ensure_schema_later, make_engine
 from storage.hotpath import HotPath, stats_params
 from storage.location import default_database_url
 from storage.pooling import PoolSettings, pool_settings
@@ -27,15 +27,26 @@ class StoreBase:
         auto_create: bool = True,
         pool: PoolSettings | None = None,
         upgrade_sqlite: bool = False,
+        wait_for_storage: bool = True,
     ) -> None:
         """`upgrade_sqlite`: an outdated SQLite file is backed up and upgraded rather than
         refused (the serving commands; one-shot commands ask for `learning-bot db upgrade`).
-        `pool`: PostgreSQL pool sizes and pooler (default: from LEARNING_BOT_DB_* variables)."""
+        `pool`: PostgreSQL pool sizes and pooler (default: from LEARNING_BOT_DB_* variables).
+        `wait_for_storage`: storage that does not answer yet leaves the schema check for its
+        first use (a server starts anyway); else it is Unavailable here (a one-shot command
+        fails at once, in one line)."""
         self.url = url or default_database_url()
         self._pool = pool or pool_settings()
         self.engine: Engine = make_engine(self.url, pool=self._pool)
         self.dialect = self.engine.dialect.name
-        ensure_schema_later(self.engine, auto_create=auto_create, upgrade_sqlite=upgrade_sqlite)
+        if wait_for_storage:
+            ensure_schema_later(self.engine, auto_create=auto_create, upgrade_sqlite=upgrade_sqlite)
+        else:
+            try:
+                ensure_schema(self.engine, auto_create=auto_create, upgrade_sqlite=upgrade_sqlite)
+            except BaseException:
+                self.engine.dispose()
+                raise
         self._insert: Any
         if self.dialect == "postgresql":
             from sqlalchemy.dialects.postgresql import insert as pg_insert

@@ -206,7 +206,7 @@ class Api:
         return selection_json(selection)
 
     async def observe(self, request: Request) -> Any:
-        data = await self.reader.body(request)
+        data = await self.reader.body(request, "observe")
         service = self.service(request, create=True)
         return await self._observations.observe(service, data)
 
@@ -228,7 +228,7 @@ class Api:
         return reply
 
     async def reward(self, request: Request) -> Any:
-        data = await self.reader.body(request)
+        data = await self.reader.body(request, "reward")
         if not isinstance(data, dict):
             raise ApiError(400, "the body must be a JSON object")
         arm = data.get("arm_id", data.get("armId"))
@@ -272,7 +272,7 @@ class Api:
     async def reset(self, request: Request) -> Any:
         """Reset every arm (`{}`) or the listed ones, at once: the calling client confirms
         on its own side, as the original learning layer's clients do."""
-        data = await self.reader.body(request)
+        data = await self.reader.body(request, "reset")
         if not isinstance(data, dict):
             raise ApiError(400, "the body must be a JSON object")
         raw = data.get("arm_ids", data.get("armIds"))
@@ -293,7 +293,7 @@ class Api:
 
     async def undo_reset(self, request: Request) -> Any:
         """Undo the last reset (what the dashboard's Undo button calls)."""
-        await self.reader.body(request)
+        await self.reader.body(request, "reset/undo")
         reply = await self._command(request, ResetCommand(undo=True, confirm=True))
         return {
             "learner": reply.data["learner"],
@@ -303,7 +303,7 @@ class Api:
         }
 
     async def phase(self, request: Request) -> Any:
-        data = await self.reader.body(request)
+        data = await self.reader.body(request, "phase")
         if not isinstance(data, dict):
             raise ApiError(400, "the body must be a JSON object")
         raw = data.get("phase")
@@ -328,7 +328,7 @@ class Api:
         --url mode and scripts use it)."""
         from bot.commands import CancelCommand, ConfirmCommand
 
-        data = await self.reader.body(request)
+        data = await self.reader.body(request, "command")
         if not isinstance(data, dict):
             raise ApiError(400, "the body must be a JSON object")
         actor_name = data.get("actor", "api")

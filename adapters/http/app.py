@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adapters.http.access import RequestLog
 from adapters.http.api import BASE, Api
+from adapters.http.docs_page import docs_html
 from adapters.http.metrics import CONTENT_TYPE, HttpMetrics
 from adapters.http.openapi import openapi_document
 from adapters.http.settings import HttpSettings
@@ -90,6 +91,20 @@ def create_app(
     async def openapi(_: Request) -> Response:
         return JSONResponse(spec)
 
+    docs_page = docs_html(spec)
+
+    async def docs(_: Request) -> Response:
+        """The OpenAPI document as a page of our own (no script, nothing from elsewhere)."""
+        return HTMLResponse(
+            docs_page,
+            headers={
+                "Content-Security-Policy": (
+                    "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; "
+                    "form-action 'none'"
+                )
+            },
+        )
+
     async def root(_: Request) -> Response:
         return RedirectResponse(f"{BASE}/dashboard")
 
@@ -103,6 +118,7 @@ def create_app(
     routes: list[BaseRoute] = [
         Route(f"{BASE}/dashboard", dashboard, methods=READ),
         Route(f"{BASE}/openapi.json", openapi, methods=READ),
+        Route(f"{BASE}/docs", docs, methods=READ),
         Route(f"{BASE}/summary", api.handler(api.summary), methods=READ),
         Route(f"{BASE}/metrics", api.handler(api.summary), methods=READ),
         Route(f"{BASE}/config", api.handler(api.config), methods=READ),

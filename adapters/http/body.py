@@ -1,12 +1,14 @@
-"""Request bodies: read within the size limit and the deadline, and decoded as strict JSON
-(no NaN, no Infinity, no number too large for a finite float)."""
+"""Request bodies: read within the size limit and the deadline, decoded as strict JSON (no
+NaN, no Infinity, no number too large for a finite float), and held to their route's fields
+(BODY_FIELDS: an unknown field is a 400 naming it, but for the few the original clients send,
+TOLERATED). Every route with a body, the learning API's and the `/v1` routes, reads it here."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import math
-from typing import Any
+from typing import Any, NoReturn
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive
@@ -75,8 +77,18 @@ class BodyReader:
         self.limit = limit
         self._deadlines = BodyDeadlines(seconds)
 
-    async def body(self, request: Request) -> Any:
-        return decode_body(await self.raw_body(request.headers.get("content-length"), request))
+    async def body(self, request: Request, route: str | None = None) -> Any:
+        """The body as JSON, held to the fields of `route` (a BODY_FIELDS name) when given."""
+        raw = await self.raw_body(request.headers.get("content-length"), request)
+        return decode_body(raw, route)
+
+    async def arguments(self, request: Request, route: str) -> dict[str, Any]:
+        """A body that must be a JSON object (a tool's arguments, as the `/v1` routes take
+        them), held to the fields of `route`."""
+        data = await self.body(request, route)
+        if not isinstance(data, dict):
+            raise ApiError(400, "the body must be a JSON object of the tool's arguments")
+        return data
 
     async def raw_body(self, declared: str | None, request: Request | Receive) -> bytes:
         """The request body's bytes, with the checks `body` makes before decoding them:
@@ -127,16 +139,20 @@ async def _read_body(receive: Receive, limit: int) -> bytes:
             raise ClientDisconnect()
 
 
-def decode_body(raw: bytes) -> Any:
+def decode_body(raw: bytes, route: str | None = None) -> Any:
     """A request body as JSON ({} when empty); 400 naming the problem when it is not JSON,
-    holds NaN or Infinity, or a number too large for a finite float."""
+    holds NaN or Infinity, or a number too large for a finite float, or (with `route`, a
+    BODY_FIELDS name) holds a field the route does not know."""
     if not raw or raw.isspace():  # what `not raw.strip()` says, without a copy
         return {}
     try:
         # json.loads(raw, ...) with the decoder built once: loads builds one per call.
-        return _DECODER.decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
+        data = _DECODER.decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
     except (ValueError, RecursionError) as exc:
         raise ApiError(400, f"the body is not valid JSON: {str(exc)[:120]}") from None
+    if route is not None:
+        BODY_FIELDS[route].check(data)
+    return data
 
 
 def _finite_float(text: str) -> float:
@@ -151,3 +167,214 @@ def _refuse_constant(name: str) -> Any:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
+# -- strict fields -------------------------------------------------------------------------------
+
+STRICT_FIELDS_VERSION = 1
+"""The version of the field lists below and of their exceptions (TOLERATED): a field leaves
+TOLERATED only with a new version, announced in the README's HTTP section."""
+
+
+class Fields:
+    """The fields a JSON object of a request body may hold: each known field, with the Fields
+    its value is checked against when it is an object or an array of objects (None: not
+    looked into, e.g. a free-form `context`), and the tolerated ones (TOLERATED: sent by the
+    original clients, accepted and ignored). Any other field is refused with 400 naming it,
+    and the closest known field when one is close: a typo never silently changes what is
+    recorded."""
+
+    __slots__ = ("elsewhere", "inner", "known", "names", "tolerated")
+
+    def __init__(
+        self,
+        known: dict[str, Fields | None],
+        tolerated: frozenset[str] = frozenset(),
+        elsewhere: dict[str, str] | None = None,
+    ) -> None:
+        """`elsewhere`: fields that belong in another part of the request, with where."""
+        self.inner = {name: spec for name, spec in known.items() if spec is not None}
+        self.known = frozenset(known)
+        self.names = self.known | tolerated
+        self.tolerated = tolerated
+        self.elsewhere = elsewhere or {}
+
+    def spec(self) -> dict[str, Fields | None]:
+        """The known fields and what each is checked against (to build a variant)."""
+        return {name: self.inner.get(name) for name in self.known}
+
+    def check(self, data: Any, where: str = "") -> None:
+        """Refuse (ApiError 400) the first unknown field of `data` and of the objects it
+        holds; values that are not objects are left to the route's own checks."""
+        if type(data) is not dict:
+            return
+        if not self.names.issuperset(data):
+            self._refuse(data, where)
+        for name, spec in self.inner.items():
+            value = data.get(name)
+            if type(value) is dict:
+                spec.check(value, f"{where}{name}.")
+            elif type(value) is list:
+                spec.check_items(value, f"{where}{name}")
+
+    def check_items(self, items: list[Any], where: str) -> None:
+        """`check` each object of an array (the path of one is built only to name it)."""
+        if self.inner:
+            for i, item in enumerate(items):
+                self.check(item, f"{where}[{i}].")
+            return
+        names = self.names
+        try:  # every item an object of known fields, checked without a Python loop
+            if all(map(names.issuperset, items)):
+                return
+        except TypeError:  # an item that is no collection: the loop below skips it
+            pass
+        for i, item in enumerate(items):
+            if type(item) is dict and not names.issuperset(item):
+                self._refuse(item, f"{where}[{i}].")
+
+    def _refuse(self, data: dict[str, Any], where: str) -> NoReturn:
+        name = next(name for name in data if name not in self.names)
+        path = json.dumps(f"{where}{name}", ensure_ascii=False)[:200]
+        if name in self.elsewhere:
+            raise ApiError(400, f"unknown field {path}: {self.elsewhere[name]}")
+        raise ApiError(400, unknown_field(path, name, self.known))
+
+
+class EitherFields:
+    """A body of one of two shapes: `batch` when it has the field `key` (e.g. observe's
+    `{reports: [...]}`), else `single`."""
+
+    __slots__ = ("batch", "key", "single")
+
+    def __init__(self, key: str, batch: Fields, single: Fields) -> None:
+        self.key, self.batch, self.single = key, batch, single
+
+    def check(self, data: Any, where: str = "") -> None:
+        shape = self.batch if type(data) is dict and self.key in data else self.single
+        shape.check(data, where)
+
+
+def unknown_field(path: str, name: str, known: frozenset[str]) -> str:
+    """`unknown field "arms[0].includd"; did you mean "included"?` (`path` quoted; the hint
+    only when a known field is close)."""
+    import difflib
+
+    message = f"unknown field {path}"
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    if close:
+        return f'{message}; did you mean "{close[0]}"?'
+    return f"{message}; known fields: {', '.join(sorted(known))}"[:600]
+
+
+TOLERATED: dict[str, frozenset[str]] = {
+    # OpenClaw's RunTrace arm outcome ({armId, included, referenced, tokenCost}) and its Arm
+    # ({id, type, category, label, tokenCost}): `referenced` is computed here from the run's
+    # tool calls and texts, `type` and `category` are what the arm id says.
+    "arm": frozenset({"referenced", "type", "category"}),
+    # `confirm: true`, which clients of the reset route's first version sent: a reset acts
+    # at once (the calling client confirms on its side, as the original's clients do).
+    "reset": frozenset({"confirm"}),
+}
+"""Fields outside the lists below that the original clients send (OpenClaw's gateway and its
+learning layer's types, and clients of this API's first version), accepted and ignored
+(STRICT_FIELDS_VERSION 1)."""
+
+_OPEN = None  # a free-form object (context, metadata): not looked into
+
+ARM = Fields(
+    dict.fromkeys(
+        ("armId", "arm_id", "tokenCost", "token_cost", "label", "content", "included"), _OPEN
+    ),
+    TOLERATED["arm"],
+)
+USAGE = Fields(
+    dict.fromkeys(
+        ("input", "output", "cacheRead", "cache_read", "cacheWrite", "cache_write", "total"),
+        _OPEN,
+    )
+)
+TOOL_CALL = Fields({"name": _OPEN, "meta": _OPEN})
+REPORT = Fields(
+    {
+        **dict.fromkeys(
+            (
+                "traceId",
+                "trace_id",
+                "runId",
+                "run_id",
+                "sessionId",
+                "session_id",
+                "sessionKey",
+                "session_key",
+                "channel",
+                "conversation",
+                "timestamp",
+                "provider",
+                "model",
+                "isBaseline",
+                "is_baseline",
+                "assistantTexts",
+                "assistant_texts",
+                "durationMs",
+                "duration_ms",
+                "systemPromptChars",
+                "system_prompt_chars",
+                "aborted",
+                "error",
+                "context",
+            ),
+            _OPEN,
+        ),
+        "arms": ARM,
+        "toolCalls": TOOL_CALL,
+        "tool_calls": TOOL_CALL,
+        "usage": USAGE,
+    }
+)
+QUERY = {"learner": "the learning API names the learner in the query (?learner=NAME)"}
+"""What a learning API body may not hold: it goes in the query string."""
+CANDIDATE = Fields({"id": _OPEN, "metadata": _OPEN, "token_cost": _OPEN})
+
+BODY_FIELDS: dict[str, Fields | EitherFields] = {
+    # the learning API (/__openclaw__/api/learning/...)
+    "select": Fields({"arms": ARM, "context": _OPEN, "sessionKey": _OPEN}, elsewhere=QUERY),
+    "observe": EitherFields(
+        "reports",
+        Fields({"reports": REPORT}, elsewhere=QUERY),
+        Fields(REPORT.spec(), elsewhere=QUERY),
+    ),
+    "reward": Fields(
+        dict.fromkeys(("arm_id", "armId", "outcome", "reward", "reason", "actor")),
+        elsewhere=QUERY,
+    ),
+    "reset": Fields(dict.fromkeys(("arm_ids", "armIds")), TOLERATED["reset"], QUERY),
+    "reset/undo": Fields({}, elsewhere=QUERY),
+    "phase": Fields(dict.fromkeys(("phase", "confirm")), elsewhere=QUERY),
+    "command": Fields(
+        dict.fromkeys(("text", "actor", "conversation", "confirm", "cancel", "wording")),
+        elsewhere=QUERY,
+    ),
+    # the /v1 routes OpenClaw's gateway calls (each body: the MCP tool's arguments)
+    "v1/select": Fields(
+        {
+            **dict.fromkeys(
+                (
+                    "learner",
+                    "context",
+                    "k",
+                    "token_budget",
+                    "min_pulls",
+                    "seed_arms",
+                    "seed_boost",
+                )
+            ),
+            "candidates": CANDIDATE,
+        }
+    ),
+    "v1/observe": Fields(dict.fromkeys(("learner", "arm_id", "outcome", "reward", "context"))),
+    "v1/reset": Fields(dict.fromkeys(("learner", "arm_ids", "context"))),
+    "v1/sessions/start": Fields(dict.fromkeys(("learner", "session_name"))),
+    "v1/sessions/end": Fields(dict.fromkeys(("session_id",))),
+}
+"""Each route's body fields, by route name (`decode_body`'s `route`)."""

@@ -176,7 +176,7 @@ class FastSelect:
         seen before (`SelectBodies`)."""
         known = self._bodies.find(raw)
         if known is None:
-            data = decode_body(raw)
+            data = decode_body(raw, "select")
             service = self.service_for(scope)
             if service.selects_in_memory and _inline_size(data):
                 # Posteriors in memory and an inventory small enough: a selection takes less

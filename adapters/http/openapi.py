@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.http.api import BASE
+from adapters.http.body import STRICT_FIELDS_VERSION, TOLERATED
 from engine.config import PACKINGS, POLICIES
 from engine.service import TIMESERIES_METRICS
 
@@ -504,8 +505,13 @@ def openapi_document() -> dict[str, Any]:
             "description": (
                 "The learning layer's HTTP API: status, posteriors, traces, rewards and resets, "
                 "and select/observe for agent runtimes. Mutating routes need a bearer token "
-                "when the server is configured with one."
+                "when the server is configured with one. A body field its route does not "
+                "know is refused with 400 naming it (x-strict-fields lists the exceptions)."
             ),
+            "x-strict-fields": {
+                "version": STRICT_FIELDS_VERSION,
+                "tolerated": {where: sorted(names) for where, names in TOLERATED.items()},
+            },
         },
         "paths": {
             f"{BASE}/summary": _get("Traces, arms, tokens and the baseline split", _ref("Summary")),

@@ -4,7 +4,6 @@ each answer the tool's result as JSON, a failure a non-2xx `{error}`."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -22,34 +21,11 @@ Guard = Callable[[Request], Response | None]
 """Refuses a request (a JSON error response) or lets it through (None)."""
 
 
-class BodyError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a valid JSON number")
-
-
-async def _json_body(request: Request, limit: int) -> dict[str, Any]:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyError(413, f"request body is larger than {limit} bytes")
-        chunks.append(chunk)
-    raw = b"".join(chunks)
-    if not raw.strip():
-        return {}
-    try:
-        data = json.loads(raw, parse_constant=_refuse_constant)
-    except (ValueError, RecursionError):
-        raise BodyError(400, "Invalid JSON body") from None
-    if not isinstance(data, dict):
-        raise BodyError(400, "the body must be a JSON object of the tool's arguments")
-    return data
+ReadArguments = Callable[[Request, str], Awaitable[dict[str, Any]]]
+"""Reads a POST body as the tool's arguments for a route name (`v1/select`, ...): a JSON
+object held to that route's fields, or an exception whose `status` (a 4xx int) and message
+are the answer. The composition root gives the learning API's body reader, so both APIs
+read bodies alike: the same size limit, deadline, JSON rules and unknown-field refusals."""
 
 
 def _arm_ids(request: Request) -> list[str] | None:
@@ -75,23 +51,29 @@ def _is_arm_id(text: str) -> bool:
     return True
 
 
-def rest_routes(tools: LearningTools, guard: Guard, max_body_bytes: int) -> list[BaseRoute]:
+def rest_routes(tools: LearningTools, guard: Guard, read: ReadArguments) -> list[BaseRoute]:
     """GET /v1/health and the learning routes; the POSTs (they write) go through `guard`
     (the learning API's rules for writes), the reads are open like the learning API's."""
 
     def endpoint(
-        work: Callable[[Request, dict[str, Any]], Any], *, body: bool = True, guarded: bool = True
+        work: Callable[[Request, dict[str, Any]], Any], *, body: str = "", guarded: bool = True
     ) -> Callable[[Request], Awaitable[Response]]:
+        """`body`: the route's name for `read` (empty: the route takes no body)."""
+
         async def handle(request: Request) -> Response:
             if guarded:
                 refused = guard(request)
                 if refused is not None:
                     return refused
             try:
-                data = await _json_body(request, max_body_bytes) if body else {}
+                data = await read(request, body) if body else {}
+            except Exception as exc:
+                status = getattr(exc, "status", None)
+                if not isinstance(status, int) or not 400 <= status < 500:
+                    raise
+                return JSONResponse({"error": str(exc)}, status_code=status)
+            try:
                 result = await anyio.to_thread.run_sync(work, request, data)
-            except BodyError as exc:
-                return JSONResponse({"error": str(exc)}, status_code=exc.status)
             except ToolFailed as exc:
                 return JSONResponse({"error": str(exc)}, status_code=exc.status)
             except Exception as exc:
@@ -148,20 +130,24 @@ def rest_routes(tools: LearningTools, guard: Guard, max_body_bytes: int) -> list
 
     get, post = ("GET",), ("POST",)
     return [
-        Route("/v1/health", endpoint(health, body=False, guarded=False), methods=get),
-        Route("/v1/learning/select", endpoint(select), methods=post),
-        Route("/v1/learning/observe", endpoint(observe), methods=post),
-        Route("/v1/learning/reset", endpoint(reset), methods=post),
-        Route("/v1/learning/sessions/start", endpoint(start), methods=post),
-        Route("/v1/learning/sessions/end", endpoint(end), methods=post),
+        Route("/v1/health", endpoint(health, guarded=False), methods=get),
+        Route("/v1/learning/select", endpoint(select, body="v1/select"), methods=post),
+        Route("/v1/learning/observe", endpoint(observe, body="v1/observe"), methods=post),
+        Route("/v1/learning/reset", endpoint(reset, body="v1/reset"), methods=post),
+        Route(
+            "/v1/learning/sessions/start",
+            endpoint(start, body="v1/sessions/start"),
+            methods=post,
+        ),
+        Route("/v1/learning/sessions/end", endpoint(end, body="v1/sessions/end"), methods=post),
         Route(
             "/v1/learning/{learner}/posteriors",
-            endpoint(posteriors, body=False, guarded=False),
+            endpoint(posteriors, guarded=False),
             methods=get,
         ),
         Route(
             "/v1/learning/{learner}/metrics",
-            endpoint(metrics, body=False, guarded=False),
+            endpoint(metrics, guarded=False),
             methods=get,
         ),
     ]

@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
-from adapters.mcp.rest import Guard, rest_routes
+from adapters.mcp.rest import Guard, ReadArguments, rest_routes
 from adapters.mcp.tools import LearningTools
 
 if TYPE_CHECKING:
@@ -64,6 +64,7 @@ class McpSurface:
         tools: LearningTools,
         *,
         guard: Guard,
+        read_arguments: ReadArguments,
         max_body_bytes: int = 4 * 1024 * 1024,
         version: str = "",
     ) -> None:
@@ -78,7 +79,7 @@ class McpSurface:
         self._stop = asyncio.Event()
         self._routes: list[BaseRoute] = [
             Route(MCP_PATH, _McpEndpoint(self), methods=["GET", "POST", "DELETE"]),
-            *rest_routes(tools, self.guard, max_body_bytes),
+            *rest_routes(tools, self.guard, read_arguments),
         ]
 
     @property

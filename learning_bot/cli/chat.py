@@ -12,6 +12,7 @@ from adapters.terminal.commands import EXIT_USAGE, CliError
 from learning_bot.cli.parser import Commands, close_match
 
 if TYPE_CHECKING:
+    from bot.replies import Reply
     from learning_bot.app import App
     from learning_bot.settings import Settings
 
@@ -50,10 +51,11 @@ def register(sub: Commands) -> None:
     for name, (summary, words) in WORDS_HELP.items():
         p = sub.add_parser(name, help=summary.split(" — ", 1)[1], description=summary)
         p.add_argument("words", nargs="*", metavar="WORD", help=words)
-        if name == "status":
-            p.add_argument(
-                "--json", action="store_true", help="print the status data as JSON (for scripts)"
-            )
+        p.add_argument(
+            "--json",
+            action="store_true",
+            help=f"print the {name} data as JSON, for scripts (schema: docs/cli-json.md)",
+        )
         if name in ("reset", "phase"):
             p.add_argument("--confirm", action="store_true", help="do it without asking")
         if name == "reward":
@@ -84,6 +86,11 @@ def _chat(args: argparse.Namespace, settings: Settings) -> int:
     conversation = getattr(args, "conversation", "")
     as_json = bool(getattr(args, "json", False))
     text = _text([args.command, *args.words, *(["confirm"] if confirm else [])])
+    if args.command == "help" and as_json:
+        # The help is the same everywhere and reads nothing: answered here, with the
+        # command line's own commands beside the chat commands.
+        commands = cli_commands(args.root_parser)
+        return run_chat_command(lambda c: _help_reply(c, commands), text, as_json=True)
     if args.url:
         return run_chat_command(
             remote_sender(args.url, args.learner, conversation),
@@ -102,7 +109,7 @@ def _chat(args: argparse.Namespace, settings: Settings) -> int:
                 lite.close()
     from learning_bot.app import build_app
 
-    app = build_app(settings)
+    app = build_app(settings, one_shot=True)
     try:
         check_learner(app, args)
         return run_chat_command(
@@ -110,6 +117,33 @@ def _chat(args: argparse.Namespace, settings: Settings) -> int:
         )
     finally:
         app.close()
+
+
+def _help_reply(command: object, commands: list[dict[str, str]]) -> Reply:
+    """The help reply for `help [topic]`, its data with `cliCommands` (`commands`): every
+    `learning-bot` command and what it does, as `learning-bot --help` lists them."""
+    from dataclasses import replace
+
+    from bot.commands import HelpCommand, parse_command
+    from bot.handlers import help_reply
+
+    parsed = parse_command(command) if isinstance(command, str) else command
+    topic = parsed.topic if isinstance(parsed, HelpCommand) else None
+    reply = help_reply(topic, "terminal")
+    if topic is not None:
+        return reply
+    return replace(reply, data={**reply.data, "cliCommands": commands})
+
+
+def cli_commands(parser: argparse.ArgumentParser) -> list[dict[str, str]]:
+    """[{name, summary}] of every `learning-bot` command, in `--help`'s order."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return [
+                {"name": choice.dest, "summary": choice.help or ""}
+                for choice in action._choices_actions
+            ]
+    return []
 
 
 def check_learner(app: App, args: argparse.Namespace) -> None:

@@ -21,11 +21,23 @@ def register(sub: Commands) -> None:
             "answers), else that of LEARNING_BOT_PUBLIC_URL."
         ),
     )
+    dashboard.add_argument(
+        "--json",
+        action="store_true",
+        help="print {url, docs} as JSON, for scripts (schema: docs/cli-json.md)",
+    )
     dashboard.set_defaults(run=_run, no_url=None)
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
-    print(_dashboard_url(args.url, settings))
+    url = _dashboard_url(args.url, settings)
+    if args.json:
+        import json
+
+        docs = url.removesuffix("/dashboard") + "/docs"
+        print(json.dumps({"url": url, "docs": docs}))
+    else:
+        print(url)
     return EXIT_OK
 
 

@@ -44,7 +44,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     from learning_bot.app import build_app
     from learning_bot.cli.chat import check_learner
 
-    app = build_app(settings)
+    app = build_app(settings, one_shot=True)
     try:
         check_learner(app, args)
         return _export(app, args)

@@ -35,7 +35,18 @@ def _version() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The global options, then every command in the order `--help` lists them."""
-    from learning_bot.cli import chat, console, dashboard, db, export, learner, mcp, serve, simulate
+    from learning_bot.cli import (
+        chat,
+        completion,
+        console,
+        dashboard,
+        db,
+        export,
+        learner,
+        mcp,
+        serve,
+        simulate,
+    )
     from learning_bot.cli.host import register_surface_commands
     from learning_bot.cli.parser import CommandLineParser
 
@@ -69,9 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (chat, export, console, simulate, learner, db, serve):
         module.register(sub)
     register_surface_commands(sub)
-    for module in (mcp, dashboard):
+    for module in (mcp, dashboard, completion):
         module.register(sub)
     _accept_after(sub, [a for a in parser._actions if a.dest in _GLOBAL])
+    # what `help --json` and `completion` describe (the commands cannot import this module)
+    parser.set_defaults(root_parser=parser)
     return parser
 
 

@@ -48,7 +48,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
     if args.action != "set" and args.settings:
         raise CliError(f"learner {args.action} takes no KEY=VALUE settings")
-    app = build_app(settings)
+    app = build_app(settings, one_shot=True)
     try:
         if args.action == "create":
             return _learner_create(app, args.name)

@@ -66,7 +66,7 @@ def register(sub: Commands) -> None:
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     from learning_bot.app import build_app
 
-    app = build_app(settings)
+    app = build_app(settings, one_shot=True)
     try:
         return _simulate(app, args.traces, args.arms, args.seed, args.force, args.sessions)
     finally:

@@ -247,11 +247,29 @@ def test_dashboard_asks_the_running_server_or_the_public_url(db: str) -> None:
 
 
 def test_bad_database_url_is_one_line(tmp_path: Path) -> None:
-    result = run("postgresql+psycopg://postgres@127.0.0.1:1/none?connect_timeout=1", "status")
-    assert result.returncode == 1
-    assert "storage is unavailable" in result.stderr and "Traceback" not in result.stderr
+    down = "postgresql+psycopg://postgres@127.0.0.1:1/none?connect_timeout=1"
+    for command in (("status",), ("db", "upgrade")):
+        result = run(down, *command)
+        assert result.returncode == 1
+        assert result.stderr.startswith("learning-bot: storage is unavailable: ")
+        # one error, one line: not the server's "starting anyway" warning before it
+        assert len(result.stderr.splitlines()) == 1 and "anyway" not in result.stderr
     bad = run("notadb://x", "status")
     assert bad.returncode in (1, 2) and "Traceback" not in bad.stderr
+
+
+def test_a_postgresql_url_without_its_driver_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from learning_bot.cli import main
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as a plain install has it
+    code = main(["status", "--database-url", "postgresql+psycopg://u@127.0.0.1:1/x"])
+    assert code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "learning-bot: the PostgreSQL driver psycopg is not installed: "
+        "pip install 'learning-bot[postgres]'"
+    ]
 
 
 def test_invalid_config_names_the_setting(db: str) -> None:

@@ -150,9 +150,9 @@ def test_a_body_seen_before_is_not_decoded_again(
     decoded: list[bytes] = []
     decode = fast_select_module.decode_body
 
-    def counting(raw: bytes) -> Any:
+    def counting(raw: bytes, route: str | None = None) -> Any:
         decoded.append(raw)
-        return decode(raw)
+        return decode(raw, route)
 
     monkeypatch.setattr(fast_select_module, "decode_body", counting)
     app = create_app(bus, HttpSettings())
