@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.bounds import check_learner_name
 from engine.config import LearningConfig
 from engine.cost import PriceTable
-from engine.bounds import check_learner_name
 from engine.errors import InvalidConfig, InvalidInput
 
 ENV_PREFIX = "LEARNING_BOT_"

@@ -12,13 +12,15 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from adapters.discord import registration as discord
 from adapters.slack import registration as slack
 from bot.surface import Surface, SurfaceCommand
 
 if TYPE_CHECKING:
+    from starlette.requests import Request
+
     from adapters.mcp.tools import LearningTools
     from learning_bot.app import App
 
@@ -41,14 +43,27 @@ class SurfaceEntry:
 
 
 def _mcp(app: App, env: Mapping[str, str]) -> Surface:
+    from adapters.http.body import BodyReader
     from adapters.http.guards import RequestGuard
+    from adapters.http.responses import ApiError
     from adapters.http.settings import http_settings
+    from adapters.mcp.rest import BodyError
     from adapters.mcp.surface import McpSurface
 
     http = http_settings(env)
+    reader = BodyReader(http.max_body_bytes, http.body_timeout_seconds)
+
+    async def read_body(request: Request) -> Any:
+        """The learning API's body rules for `/v1`."""
+        try:
+            return await reader.body(request)
+        except ApiError as exc:
+            raise BodyError(exc.status, str(exc)) from None
+
     return McpSurface(
         mcp_tools(app),
         guard=RequestGuard(http).refusal,
+        read_body=read_body,
         max_body_bytes=http.max_body_bytes,
         version=_version(),
     )

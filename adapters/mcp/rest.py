@@ -4,7 +4,6 @@ each answer the tool's result as JSON, a failure a non-2xx `{error}`."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -13,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from adapters.mcp.tools import LearningTools, ToolFailed
+from adapters.mcp.tools import LearningTools, ToolFailed, strict_json
 from bot.errors import error_kind, user_message
 from engine.arms import parse_arm_id
 from engine.errors import InvalidInput
@@ -22,34 +21,16 @@ Guard = Callable[[Request], Response | None]
 """Refuses a request (a JSON error response) or lets it through (None)."""
 
 
+ReadBody = Callable[[Request], Awaitable[Any]]
+"""Reads and decodes a request body: the learning API's reader (its size limit, deadline and
+strict JSON, no NaN, Infinity or number past a double), handed in by the composition root;
+a refusal raises BodyError with its status."""
+
+
 class BodyError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a valid JSON number")
-
-
-async def _json_body(request: Request, limit: int) -> dict[str, Any]:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyError(413, f"request body is larger than {limit} bytes")
-        chunks.append(chunk)
-    raw = b"".join(chunks)
-    if not raw.strip():
-        return {}
-    try:
-        data = json.loads(raw, parse_constant=_refuse_constant)
-    except (ValueError, RecursionError):
-        raise BodyError(400, "Invalid JSON body") from None
-    if not isinstance(data, dict):
-        raise BodyError(400, "the body must be a JSON object of the tool's arguments")
-    return data
 
 
 def _arm_ids(request: Request) -> list[str] | None:
@@ -75,9 +56,10 @@ def _is_arm_id(text: str) -> bool:
     return True
 
 
-def rest_routes(tools: LearningTools, guard: Guard, max_body_bytes: int) -> list[BaseRoute]:
+def rest_routes(tools: LearningTools, guard: Guard, read_body: ReadBody) -> list[BaseRoute]:
     """GET /v1/health and the learning routes; the POSTs (they write) go through `guard`
-    (the learning API's rules for writes), the reads are open like the learning API's."""
+    (the learning API's rules for writes) and `read_body` (its body rules), the reads are
+    open like the learning API's. Answers are strict JSON (`strict_json`)."""
 
     def endpoint(
         work: Callable[[Request, dict[str, Any]], Any], *, body: bool = True, guarded: bool = True
@@ -88,7 +70,9 @@ def rest_routes(tools: LearningTools, guard: Guard, max_body_bytes: int) -> list
                 if refused is not None:
                     return refused
             try:
-                data = await _json_body(request, max_body_bytes) if body else {}
+                data = await read_body(request) if body else {}
+                if not isinstance(data, dict):
+                    raise BodyError(400, "the body must be a JSON object of the tool's arguments")
                 result = await anyio.to_thread.run_sync(work, request, data)
             except BodyError as exc:
                 return JSONResponse({"error": str(exc)}, status_code=exc.status)
@@ -99,7 +83,7 @@ def rest_routes(tools: LearningTools, guard: Guard, max_body_bytes: int) -> list
                 if kind.code == "internal":
                     raise
                 return JSONResponse({"error": user_message(exc)}, status_code=kind.http_status)
-            return JSONResponse(result)
+            return JSONResponse(strict_json(result))
 
         return handle
 

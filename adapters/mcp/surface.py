@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
-from adapters.mcp.rest import Guard, rest_routes
+from adapters.mcp.rest import Guard, ReadBody, rest_routes
 from adapters.mcp.tools import LearningTools
 
 if TYPE_CHECKING:
@@ -40,6 +40,15 @@ class _McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         surface = self.surface
+        if scope["method"] == "GET":
+            # The stream a GET opens carries what a server sends unasked; a stateless server
+            # never does, so the MCP spec's other answer: 405 (no stream held open).
+            await JSONResponse(
+                {"error": "GET /mcp opens no stream here: this server is stateless; POST calls"},
+                status_code=405,
+                headers={"Allow": "POST, DELETE"},
+            )(scope, receive, send)
+            return
         refused = surface.guard(Request(scope, receive))
         if refused is not None:
             await refused(scope, receive, send)
@@ -64,6 +73,7 @@ class McpSurface:
         tools: LearningTools,
         *,
         guard: Guard,
+        read_body: ReadBody,
         max_body_bytes: int = 4 * 1024 * 1024,
         version: str = "",
     ) -> None:
@@ -78,7 +88,7 @@ class McpSurface:
         self._stop = asyncio.Event()
         self._routes: list[BaseRoute] = [
             Route(MCP_PATH, _McpEndpoint(self), methods=["GET", "POST", "DELETE"]),
-            *rest_routes(tools, self.guard, max_body_bytes),
+            *rest_routes(tools, self.guard, read_body),
         ]
 
     @property
