@@ -49,9 +49,9 @@ from engine.bounds import (
     check_text,
 )
 from engine.config import Phase
-from engine.errors import InvalidInput, LearningError, NotFound
+from engine.errors import InvalidInput, LearningError, NotFound, Unavailable
 from engine.observation import MAX_ID_CHARS
-from engine.posterior import now_ms
+from engine.posterior import now_ms, prior_parameters
 from engine.service import LearningService
 from engine.views import ArmView
 
@@ -279,15 +279,22 @@ class LearningTools:
             provider=_context_text(ctx, "provider"),
             model=_context_text(ctx, "model"),
         )
-        means = {v.arm_id: v.mean for v in service.posteriors()}
-        return {
+        try:
+            means = {v.arm_id: v.mean for v in service.posteriors()}
+        except Unavailable:  # storage down: the run is spooled, the scores are the priors'
+            means = {}
+        out: dict[str, Any] = {
             "selected_arms": [shown[a] for a in selection.selected],
             "excluded_arms": [shown[a] for a in selection.excluded],
             "is_baseline": bool(selection.is_baseline),
-            "scores": {a.id: _round(means.get(a.id, 0.5)) for a in arms},
+            "scores": {a.id: _round(means.get(a.id, _prior_mean(a))) for a in arms},
             "token_budget": budget,
             "used_tokens": int(selection.used_tokens),
         }
+        fallback = selection.fallback or ""
+        if fallback.startswith("storage unavailable"):  # why every candidate is in
+            out["fallback"] = fallback
+        return out
 
     def observe(
         self,
@@ -324,13 +331,16 @@ class LearningTools:
             arm, value, referenced=referenced, session_key=_context_text(ctx, "session_key")
         )
         post = result.posterior
-        return {
+        out: dict[str, Any] = {
             "arm_id": arm,
             "alpha": _round(post.alpha),
             "beta": _round(post.beta),
             "mean": _round(post.mean),
             "pulls": int(post.pulls),
         }
+        if result.spooled:  # storage down: recorded once it answers (the posterior: before)
+            out["spooled"] = True
+        return out
 
     def posteriors(self, learner: Any, context: Any = None, arm_ids: Any = None) -> dict[str, Any]:
         name = _learner(learner)
@@ -487,6 +497,11 @@ class LearningTools:
                 f"topic: no help for {subject[:40]!r}; topics: {', '.join(COMMAND_NAMES)}"
             )
         return self._reply_text(HelpCommand(subject), None)
+
+
+def _prior_mean(arm: Arm) -> float:
+    alpha, beta = prior_parameters(parse_arm_id(arm.id).type)
+    return alpha / (alpha + beta)
 
 
 def _total_reward(view: ArmView) -> float:
