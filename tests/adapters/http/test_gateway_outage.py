@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,6 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 from adapters.http import create_app
 from adapters.http.settings import http_settings
@@ -130,30 +134,83 @@ async def test_gateway_outcomes_survive_a_postgresql_outage_exactly_once(
         async with gateway(url) as (late, late_client):  # started during the outage
             await turns.turn(late_client, "late-v1", over_mcp=False)
             await turns.turn(late_client, "late-mcp", over_mcp=True)
-            assert turns.spooled >= 10 * len(CANDIDATES), "the outage's outcomes were spooled"
-            assert turns.fallbacks >= 2, "a process with nothing cached selects every candidate"
-            proxy.up = True
-            for app in (first, late):
-                wait_until(lambda app=app: not app.service(LEARNER).spool_health()["pending"])
-            # A replay of what was replayed already changes nothing (each outcome's key).
-            service = first.service(LEARNER)
-            service.refresh(force=True)
-            pulls = sum(v.posterior.pulls for v in service.posteriors())
-            assert pulls == turns.acknowledged, "every acknowledged outcome, exactly once"
-            traces = service.traces(1000, 0)[1]
-            assert traces == turns.runs
-            assert first.service(LEARNER).spool_health()["deadLetters"] == 0
-
-            # A replay that runs again over what it wrote already (storage failed before the
-            # segment was deleted) records each outcome once: its key.
-            writer: Any = first.writer
-            again = PendingArmOutcome(
-                "tool:fs:Read", 1.0, True, "before", True, 1, "arm-outcome:same", Phase.ACTIVE
-            )
-            for _ in range(2):
-                writer.spool.append_outcome(service.learner_id, again)
-                writer.replay_now()
-            service.refresh(force=True)
-            assert sum(v.posterior.pulls for v in service.posteriors()) == pulls + 1
+            async with stdio_session(url, tmp_path) as stdio:  # `learning-bot mcp`, too
+                await stdio_turn(stdio, turns)
+                await outage_and_recovery(proxy, turns, first, late, tmp_path / "spool")
     capsys.readouterr()
     assert main(["--database-url", url, "db", "verify"]) == 0, capsys.readouterr().out
+
+
+async def outage_and_recovery(
+    proxy: Proxy, turns: Turns, first: App, late: App, spool: Path
+) -> None:
+    """Storage back: every process replays its spool; each acknowledged outcome once."""
+    assert turns.spooled >= 11 * len(CANDIDATES), "the outage's outcomes were spooled"
+    assert turns.fallbacks >= 3, "a process with nothing cached selects every candidate"
+    proxy.up = True
+    for app in (first, late):
+        wait_until(lambda app=app: not app.service(LEARNER).spool_health()["pending"])
+    wait_until(lambda: not any(spool.glob("p*/*.jsonl")))  # the stdio process's too
+    # A replay of what was replayed already changes nothing (each outcome's key).
+    service = first.service(LEARNER)
+    service.refresh(force=True)
+    pulls = sum(v.posterior.pulls for v in service.posteriors())
+    assert pulls == turns.acknowledged, "every acknowledged outcome, exactly once"
+    traces = service.traces(1000, 0)[1]
+    assert traces == turns.runs
+    assert first.service(LEARNER).spool_health()["deadLetters"] == 0
+
+    # A replay that runs again over what it wrote already (storage failed before the
+    # segment was deleted) records each outcome once: its key.
+    writer: Any = first.writer
+    again = PendingArmOutcome(
+        "tool:fs:Read", 1.0, True, "before", True, 1, "arm-outcome:same", Phase.ACTIVE
+    )
+    for _ in range(2):
+        writer.spool.append_outcome(service.learner_id, again)
+        writer.replay_now()
+    service.refresh(force=True)
+    assert sum(v.posterior.pulls for v in service.posteriors()) == pulls + 1
+
+
+@asynccontextmanager
+async def stdio_session(url: str, root: Path) -> AsyncIterator[ClientSession]:
+    """`python -m learning_bot mcp` as the gateway spawns it, started during the outage."""
+    env = {
+        "HOME": str(root / "home"),
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+        "LEARNING_BOT_SPOOL_DIR": os.environ["LEARNING_BOT_SPOOL_DIR"],
+        "LEARNING_BOT_PHASE": "active",
+    }
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "learning_bot", "mcp", f"--database-url={url}"],
+        env=env,
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+async def stdio_call(session: ClientSession, name: str, arguments: dict[str, Any]) -> Any:
+    result = await session.call_tool(name, arguments)
+    text = "".join(getattr(block, "text", "") for block in result.content)
+    assert not result.is_error, text
+    return json.loads(text)
+
+
+async def stdio_turn(session: ClientSession, turns: Turns) -> None:
+    context = {"session_key": "stdio", "channel": "c"}
+    select = {"learner": LEARNER, "candidates": CANDIDATES, "context": context}
+    chosen = await stdio_call(session, "qortex_learning_select", select)
+    turns.runs += 1
+    assert "unavailable" in chosen["fallback"], chosen
+    turns.fallbacks += 1
+    for arm in chosen["selected_arms"]:
+        observe = {"learner": LEARNER, "arm_id": arm["id"], "outcome": "accepted"}
+        result = await stdio_call(
+            session, "qortex_learning_observe", {**observe, "context": context}
+        )
+        assert result["spooled"] is True
+        turns.acknowledged += 1
+        turns.spooled += 1
