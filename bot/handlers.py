@@ -608,7 +608,11 @@ class Handlers:
                 ReplyKind.OK,
                 (Text(text),),
                 text,
-                data={"learner": result.learner, "reset_count": result.reset_count},
+                data={
+                    "learner": result.learner,
+                    "reset_count": result.reset_count,
+                    "arm_ids": list(result.arm_ids),
+                },
             )
         result = service.reset(command.arms, actor=actor.id)
         what = "every arm" if result.all_arms else ", ".join(result.arm_ids)

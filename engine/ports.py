@@ -283,6 +283,36 @@ class ArmOutcome:
     trace_id: str | None
     updated: bool
     """The posterior changed (the active phase); False in the passive phase."""
+    spooled: bool = False
+    """Storage was unavailable: the outcome waits in the spool and is recorded (once) when
+    storage answers again; `posterior` is the one this process knew."""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingArmOutcome:
+    """A per-arm outcome (`RunSessions.record_arm_outcome`'s arguments) kept while storage is
+    down; `key` makes its replay record it once however often the replay runs."""
+
+    arm_id: str
+    reward: float
+    referenced: bool
+    conversation: str | None
+    apply_reward: bool
+    at: int
+    key: str
+    phase: Phase
+
+
+@runtime_checkable
+class ArmOutcomeWriter(Protocol):
+    """A writer that records a per-arm outcome, or spools it while storage is down (for a
+    learner storage has not opened yet, `learner_id` None, by the learner's name)."""
+
+    def record_or_spool_arm_outcome(
+        self, learner_id: int | None, learner: str, pending: PendingArmOutcome
+    ) -> ArmOutcome | None:
+        """The outcome as recorded, or None when it was spooled."""
+        ...
 
 
 @runtime_checkable

@@ -49,8 +49,10 @@ from engine.observation import (
 )
 from engine.ports import (
     ArmOutcome,
+    ArmOutcomeWriter,
     ArmRecord,
     LearnerState,
+    PendingArmOutcome,
     RecordResult,
     ResetRecord,
     RewardChange,
@@ -63,7 +65,7 @@ from engine.ports import (
     TimeBucket,
     VerifyReport,
 )
-from engine.posterior import check_reward, now_ms
+from engine.posterior import check_reward, initial_prior, now_ms
 from engine.records import ArmOutcomeRecord, RunRecord, record_from_report
 from engine.resolve import MAX_QUERY_CHARS, resolve_arm_query
 from engine.savings import CostSavings, cost_savings, cost_series, price_sessions
@@ -191,6 +193,7 @@ class LearningService:
         except Unavailable:
             if spool_by_name is None:
                 raise
+            self._cache.phase = self.base_config.phase  # the configured one, until opened
             # Storage is down: select falls back to every arm and observe spools under the
             # learner's name until the learner can be opened (or created).
 
@@ -398,14 +401,7 @@ class LearningService:
             record_from_report(r, o, config.phase, observation_guard(r, config, ignore_phase=True))
             for r, o in zip(reports, outcomes, strict=True)
         ]
-        spool = self._spool_by_name
-        if self._learner_id is None and spool is not None:
-            try:
-                self._open()
-            except Unavailable:  # storage down since start: keep the runs by learner name
-                result = spool(self.learner, records)
-        if self._learner_id is not None or spool is None:
-            result = self.writer.record_runs(self.learner_id, records)
+        result = self._record_runs(records)
         out: list[ObserveResult] = []
         folds: dict[str, Fold] = {}
         keep = self._keep
@@ -434,6 +430,17 @@ class LearningService:
             self._session_sets.grow(reports, config)
         self._first_seen((item.arm.id for r in reports for item in r.arms), config)
         return out
+
+    def _record_runs(self, records: Sequence[RunRecord]) -> RecordResult:
+        """Write runs through the writer (which spools them while storage is down), or, for a
+        learner storage has not opened yet (down since start), spool them by its name."""
+        spool = self._spool_by_name
+        if self._learner_id is None and spool is not None:
+            try:
+                self._open()
+            except Unavailable:  # storage down since start: keep the runs by learner name
+                return spool(self.learner, records)
+        return self.writer.record_runs(self.learner_id, records)
 
     def _first_seen(self, arm_ids: Iterable[str], config: LearningConfig) -> None:
         """Arms the cache does not hold yet: the seeds among them get `seed_boost`, and the
@@ -501,8 +508,12 @@ class LearningService:
             changes["seed_arm_ids"] = tuple(seed_arm_ids)
         if seed_boost is not None:
             changes["seed_boost"] = seed_boost
-        with contextlib.suppress(Unavailable):  # the cached phase; the writer spools
+        unavailable: str | None = None
+        try:
             self.refresh()
+        except Unavailable as exc:  # the cached phase; the writer spools
+            if not self._cache.arms:  # nothing to select from: every arm, as `select` does
+                unavailable = f"storage unavailable: {exc}"
         try:
             config = self.config.merged(changes)
         except InvalidConfig as exc:
@@ -515,7 +526,11 @@ class LearningService:
                 chosen = self._cap(offered, chosen, k, settings)
             return chosen
 
-        if session_key and config.is_active:
+        if unavailable is not None:
+            from engine.selection import include_everything
+
+            selection = include_everything(arm_set, config, unavailable)
+        elif session_key and config.is_active:
             # A caller that asks with other per-call options asks for another selection: the
             # session's set is kept per set of options (a gateway sends the same every turn).
             key = session_key if not changes and not k else keyed(session_key, changes, k)
@@ -550,8 +565,9 @@ class LearningService:
             context=context_map,
             arms=outcomes,
         )
-        self.writer.record_runs(self.learner_id, [record])
-        self._first_seen(arm_set.ids, config)
+        self._record_runs([record])
+        with contextlib.suppress(Unavailable):  # a seed boost waits for storage
+            self._first_seen(arm_set.ids, config)
         return selection, trace_id
 
     def _cap(
@@ -603,15 +619,38 @@ class LearningService:
             self.refresh()
         update = self.config.is_active
         at = now_ms()
-        outcome = store.record_arm_outcome(
-            self.learner_id,
-            arm_id,
-            r,
-            referenced=referenced,
-            conversation=session_key or None,
-            apply_reward=update,
-            at=at,
-        )
+        writer = self.writer
+        if isinstance(writer, ArmOutcomeWriter):  # spools the outcome while storage is down
+            learner_id = self._learner_id
+            if learner_id is None:
+                with contextlib.suppress(Unavailable):
+                    learner_id = self._open()
+            pending = PendingArmOutcome(
+                arm_id,
+                r,
+                referenced,
+                session_key or None,
+                update,
+                at,
+                f"arm-outcome:{uuid.uuid4().hex}",
+                self.config.phase,
+            )
+            recorded = writer.record_or_spool_arm_outcome(learner_id, self.learner, pending)
+            if recorded is None:
+                entry = self._cache.arms.get(arm_id)
+                known = entry.posterior() if entry is not None else initial_prior(arm_id)
+                return ArmOutcome(arm_id, known, None, False, spooled=True)
+            outcome = recorded
+        else:
+            outcome = store.record_arm_outcome(
+                self.learner_id,
+                arm_id,
+                r,
+                referenced=referenced,
+                conversation=session_key or None,
+                apply_reward=update,
+                at=at,
+            )
         if update:
             self._cache.apply({arm_id: (r, 1.0 - r, 1.0, self._keep, r)}, at)
         elif arm_id not in self._cache.arms:

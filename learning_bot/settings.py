@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.bounds import check_learner_name
 from engine.config import LearningConfig
 from engine.cost import PriceTable
-from engine.errors import InvalidConfig
+from engine.errors import InvalidConfig, InvalidInput
 from storage.pooling import PoolSettings, pool_settings
 
 ENV_PREFIX = "LEARNING_BOT_"
@@ -139,7 +140,10 @@ def _pairs(name: str, raw: str) -> dict[str, str]:
         scope, learner = (part.strip() for part in item.split("=", 1))
         if not scope or not learner:
             raise InvalidConfig(name, f"expected scope=learner pairs, got {item!r}")
-        out[scope] = learner
+        try:
+            out[scope] = check_learner_name(learner)
+        except InvalidInput as exc:
+            raise InvalidConfig(name, f"{exc} (in {item[:120]!r})") from None
     return out
 
 
@@ -220,9 +224,14 @@ def load_settings(
         if public_url
         else env.get(f"{ENV_PREFIX}DASHBOARD_URL", "").strip() or None
     )
+    default_learner = learner or env.get(f"{ENV_PREFIX}LEARNER") or "default"
+    try:
+        check_learner_name(default_learner)
+    except InvalidInput as exc:
+        raise InvalidConfig("--learner" if learner else f"{ENV_PREFIX}LEARNER", str(exc)) from None
     return Settings(
         database_url=database_url or env.get(f"{ENV_PREFIX}DATABASE_URL") or None,
-        learner=learner or env.get(f"{ENV_PREFIX}LEARNER") or "default",
+        learner=default_learner,
         config=config,
         admins=admins,
         reward_admins_only=reward_admins in ("1", "true", "yes", "on"),

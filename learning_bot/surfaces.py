@@ -48,6 +48,7 @@ def _mcp(app: App, env: Mapping[str, str]) -> Surface:
     from adapters.mcp.surface import McpSurface
 
     http = http_settings(env)
+
     return McpSurface(
         mcp_tools(app),
         guard=RequestGuard(http).refusal,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import Connection, insert, select, update
 
 from engine.arms import parse_arm_id
 from engine.errors import NotFound
@@ -17,7 +17,7 @@ from storage.arm_keys import ArmKeys
 from storage.database import reading, with_retries, write_transaction
 from storage.forgetting import add_reward, locked_keep
 from storage.reads import traces_with_arms
-from storage.schema import observations, posteriors, trace_arms, traces
+from storage.schema import command_results, observations, posteriors, trace_arms, traces
 
 
 class Sessions(ArmKeys):
@@ -33,12 +33,14 @@ class Sessions(ArmKeys):
         conversation: str | None,
         apply_reward: bool,
         at: int,
+        once: str | None = None,
     ) -> ArmOutcome:
         """One arm's outcome, in one transaction: marked on the latest run of `conversation`
         that offered the arm and holds no outcome for it yet (referenced, and the reward with
         `apply_reward`), and, with `apply_reward`, added to the posterior at once. Without such
         a run the change is kept as an automatic observation of its own. An arm never seen
-        before gets its posterior row (at its type's prior) first."""
+        before gets its posterior row (at its type's prior) first. With `once` (a spooled
+        outcome's key), an outcome whose key was recorded before changes nothing."""
         parsed = parse_arm_id(arm_id)
         p = posteriors.c
         t = traces.c
@@ -61,6 +63,8 @@ class Sessions(ArmKeys):
                     .with_for_update()
                 )
                 row = conn.execute(locked).first()
+                if once is not None and not self._claim_once(conn, once, at):
+                    return self._recorded_before(conn, learner_id, arm_id), {}, {}
                 if row is None:
                     remembered, keys = self._ensure_arms(
                         conn, learner_id, {arm_id: (parsed.name, 0)}
@@ -141,6 +145,30 @@ class Sessions(ArmKeys):
         outcome, remembered, keys = with_retries(run)
         self._remember(learner_id, remembered, keys)
         return outcome
+
+    def _claim_once(self, conn: Connection, key: str, at: int) -> bool:
+        """Record `key` (in the idempotency keys' table) unless it is there already."""
+        c = command_results.c
+        stmt = (
+            self._insert(command_results)
+            .values(key=key, reply=None, created_at=at)
+            .on_conflict_do_nothing(index_elements=["key"])
+            .returning(c.key)
+        )
+        return conn.execute(stmt).first() is not None
+
+    @staticmethod
+    def _recorded_before(conn: Connection, learner_id: int, arm_id: str) -> ArmOutcome:
+        p = posteriors.c
+        row = conn.execute(
+            select(p.alpha, p.beta, p.pulls, p.last_updated).where(
+                p.learner_id == learner_id, p.arm_id == arm_id
+            )
+        ).one()
+        posterior = Posterior.trusted(
+            float(row.alpha), float(row.beta), int(row.pulls), row.last_updated
+        )
+        return ArmOutcome(arm_id, posterior, None, False)
 
     def boost_priors(self, learner_id: int, arm_ids: Sequence[str], alpha: float) -> int:
         """Start these arms at Beta(alpha, 1) (the seedBoost option): their prior becomes it and

@@ -22,7 +22,7 @@ from typing import Any, BinaryIO, NoReturn
 
 from engine.config import Phase
 from engine.errors import Conflict, NotFound, Unavailable
-from engine.ports import RecordResult, RunStatus, RunWriter
+from engine.ports import ArmOutcome, PendingArmOutcome, RecordResult, RunStatus, RunWriter
 from engine.posterior import now_ms
 from engine.records import RunRecord, record_from_json, record_to_json
 
@@ -49,6 +49,52 @@ def spool_line(learner_id: int, record: RunRecord, name: str | None = None) -> s
     one; the id is what lines of earlier versions carry alone."""
     head: dict[str, Any] = {"l": learner_id} if name is None else {"l": learner_id, "n": name}
     return json.dumps({**head, **record_to_json(record)}, separators=(",", ":"), allow_nan=False)
+
+
+OUTCOME_PREFIX = '{"k":"arm",'
+"""How a per-arm outcome's line starts (a run's line starts with `{"l":`)."""
+
+Spooled = RunRecord | PendingArmOutcome
+
+
+def outcome_line(learner_id: int, pending: PendingArmOutcome, name: str | None = None) -> str:
+    """One spool line holding a per-arm outcome (`PendingArmOutcome`)."""
+    head: dict[str, Any] = {"k": "arm", "l": learner_id}
+    if name is not None:
+        head["n"] = name
+    body = {
+        "arm": pending.arm_id,
+        "r": pending.reward,
+        "ref": pending.referenced,
+        "c": pending.conversation,
+        "apply": pending.apply_reward,
+        "at": pending.at,
+        "key": pending.key,
+        "phase": pending.phase.value,
+    }
+    return json.dumps({**head, "o": body}, separators=(",", ":"), allow_nan=False)
+
+
+def read_outcome_line(line: str) -> tuple[int, str | None, PendingArmOutcome]:
+    data: dict[str, Any] = json.loads(line)
+    o = data["o"]
+    name = data.get("n")
+    if name is not None and not isinstance(name, str):
+        raise ValueError("the learner name of a spool line must be a string")
+    conversation = o["c"]
+    if conversation is not None and not isinstance(conversation, str):
+        raise ValueError("the conversation of a spooled outcome must be a string")
+    pending = PendingArmOutcome(
+        str(o["arm"]),
+        float(o["r"]),
+        bool(o["ref"]),
+        conversation,
+        bool(o["apply"]),
+        int(o["at"]),
+        str(o["key"]),
+        Phase(o["phase"]),
+    )
+    return int(data["l"]), name, pending
 
 
 def read_spool_line(line: str) -> tuple[int, RunRecord]:
@@ -321,17 +367,26 @@ class Spool:
         """Durably append (under the learner's `name` when its id is not known yet); raises
         SpoolFull (and writes nothing) when over the limit or when the disk refuses."""
         lines = "".join(spool_line(learner_id, r, name) + "\n" for r in records)
-        data = lines.encode("utf-8")
+        self._append(lines.encode("utf-8"), len(records))
+
+    def append_outcome(
+        self, learner_id: int, pending: PendingArmOutcome, *, name: str | None = None
+    ) -> None:
+        """Durably append a per-arm outcome, behind the runs already waiting (the run it
+        completes among them); raises SpoolFull as `append` does."""
+        self._append((outcome_line(learner_id, pending, name) + "\n").encode("utf-8"), 1)
+
+    def _append(self, data: bytes, count: int) -> None:
         with self._lock:
             if self._bytes + len(data) > self.max_bytes:
                 self._refuse(
                     f"storage is unavailable and the local spool is full ({self.max_bytes} bytes)",
-                    len(records),
+                    count,
                 )
             try:
                 handle = self._segment_for_append()
             except OSError as exc:
-                self._refuse(_cannot_write(exc), len(records))
+                self._refuse(_cannot_write(exc), count)
             start = self._active_bytes
             try:
                 handle.write(data)
@@ -342,7 +397,7 @@ class Spool:
                 with contextlib.suppress(OSError):
                     os.ftruncate(handle.fileno(), start)
                 self._close_active()
-                self._refuse(_cannot_write(exc), len(records))
+                self._refuse(_cannot_write(exc), count)
             self._has_segments = True
             self._active_bytes += len(data)
             self._bytes += len(data)
@@ -388,7 +443,8 @@ class Spool:
     def replay(
         self,
         write: Callable[[int, list[RunRecord]], RecordResult],
-        resolve: Callable[[str, RunRecord], int] | None = None,
+        resolve: Callable[[str, Spooled], int] | None = None,
+        write_outcome: Callable[[int, PendingArmOutcome], object] | None = None,
     ) -> int:
         """Write spooled runs oldest first; a segment is deleted once all of it is stored or
         dead-lettered. Stops (keeping what is left) when storage is still unavailable; a run
@@ -415,17 +471,22 @@ class Spool:
                             except Unavailable:  # stop, keep it
                                 raise
                             except Exception as exc:  # a name storage refuses
-                                for record in batch:
-                                    line = spool_line(learner_id, record, name)
+                                for item in batch:
+                                    line = _line_of(learner_id, item, name)
                                     self._dead_letter(line, _reason(exc))
                                 continue
                         target = ids[name]
                     elif target == 0:
-                        for record in batch:
-                            line = spool_line(0, record, name)
+                        for item in batch:
+                            line = _line_of(0, item, name)
                             self._dead_letter(line, "no learner could be opened by name")
                         continue
-                    done += self._write_batch(write, target, batch, name)
+                    first = batch[0]
+                    if isinstance(first, PendingArmOutcome):
+                        done += self._write_outcome(write_outcome, target, first, name)
+                        continue
+                    runs = [r for r in batch if isinstance(r, RunRecord)]
+                    done += self._write_batch(write, target, runs, name)
                 segment.unlink()
                 log.info("replayed spool segment %s", segment.name)
             with self._lock:
@@ -456,19 +517,45 @@ class Spool:
             done += self._write_batch(write, learner_id, [record], name)
         return done
 
-    def _read(self, segment: Path) -> Iterator[tuple[tuple[int, str | None], RunRecord]]:
+    def _write_outcome(
+        self,
+        write: Callable[[int, PendingArmOutcome], object] | None,
+        learner_id: int,
+        pending: PendingArmOutcome,
+        name: str | None = None,
+    ) -> int:
+        """Record a spooled outcome (its key makes a second replay change nothing); one
+        storage refuses goes to the dead-letter file. Raises Unavailable to stop the replay."""
+        if write is None:
+            line = outcome_line(learner_id, pending, name)
+            self._dead_letter(line, "this writer records no outcomes")
+            return 0
+        try:
+            write(learner_id, pending)
+            return 1
+        except Unavailable:
+            raise
+        except Exception as exc:
+            self._dead_letter(outcome_line(learner_id, pending, name), _reason(exc))
+            return 0
+
+    def _read(self, segment: Path) -> Iterator[tuple[tuple[int, str | None], Spooled]]:
         with open(segment, encoding="utf-8", errors="surrogateescape") as handle:
             for number, line in enumerate(handle, 1):
                 if not line.endswith("\n"):
                     # A torn last line: its append never returned, so nobody was told.
                     log.warning("ignoring an unfinished line %d in %s", number, segment.name)
                     break
+                item: Spooled
                 try:
-                    learner_id, name, record = read_named_line(line)
+                    if line.startswith(OUTCOME_PREFIX):
+                        learner_id, name, item = read_outcome_line(line)
+                    else:
+                        learner_id, name, item = read_named_line(line)
                 except Exception as exc:  # a line no codec of this version reads
                     self._dead_letter(line.rstrip("\n"), _reason(exc))
                     continue
-                yield (learner_id, name), record
+                yield (learner_id, name), item
 
     def _dead_letter(self, line: str, reason: str) -> None:
         """Keep a refused run (once, even if its segment is replayed again) and log it."""
@@ -522,11 +609,20 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
 
 
+def _line_of(learner_id: int, item: Spooled, name: str | None) -> str:
+    if isinstance(item, PendingArmOutcome):
+        return outcome_line(learner_id, item, name)
+    return spool_line(learner_id, item, name)
+
+
 def _dead_key(line: str) -> tuple[str, str]:
-    """(the learner: its name, else its id; the trace id) of a spool line."""
+    """(the learner: its name, else its id; the trace id, or a per-arm outcome's key) of a
+    spool line."""
     try:
         data = json.loads(line)
         learner = data.get("n") or f"#{int(data.get('l', 0))}"
+        if data.get("k") == "arm":
+            return str(learner), str(data["o"]["key"])
         return str(learner), str(data.get("traceId", data.get("trace_id", line)))
     except (ValueError, TypeError, AttributeError):
         return "", line
@@ -557,11 +653,18 @@ def default_spool_root(database_url: str) -> Path:
 
 
 def _batches(
-    rows: Iterator[tuple[tuple[int, str | None], RunRecord]],
-) -> Iterator[tuple[tuple[int, str | None], list[RunRecord]]]:
+    rows: Iterator[tuple[tuple[int, str | None], Spooled]],
+) -> Iterator[tuple[tuple[int, str | None], list[Spooled]]]:
+    """Runs of one learner together (up to REPLAY_BATCH); each outcome alone, in its place."""
     learner: tuple[int, str | None] | None = None
-    batch: list[RunRecord] = []
+    batch: list[Spooled] = []
     for key, record in rows:
+        if isinstance(record, PendingArmOutcome):
+            if batch and learner is not None:
+                yield learner, batch
+            yield key, [record]
+            learner, batch = None, []
+            continue
         if learner is not None and (key != learner or len(batch) >= REPLAY_BATCH):
             yield learner, batch
             batch = []
@@ -636,12 +739,53 @@ class SpoolingStore:
         spooled: RunStatus = "spooled"
         return RecordResult(tuple(r.trace_id for r in runs), (spooled,) * len(runs))
 
+    def record_or_spool_arm_outcome(
+        self, learner_id: int | None, learner: str, pending: PendingArmOutcome
+    ) -> ArmOutcome | None:
+        """Record a per-arm outcome, or spool it (None) while storage is unavailable, or
+        while runs wait in the spool (the run it completes may be one of them)."""
+        record = getattr(self.inner, "record_arm_outcome", None)
+        if record is None:
+            raise Unavailable("this writer cannot record per-arm outcomes")
+        if learner_id is not None and not self.spool.pending():
+            try:
+                outcome: ArmOutcome = record(
+                    learner_id,
+                    pending.arm_id,
+                    pending.reward,
+                    referenced=pending.referenced,
+                    conversation=pending.conversation,
+                    apply_reward=pending.apply_reward,
+                    at=pending.at,
+                )
+                return outcome
+            except SpoolFull:
+                raise
+            except Unavailable as exc:
+                log.warning("storage is unavailable (%s); spooling an arm outcome", exc)
+        self.spool.append_outcome(learner_id or 0, pending, name=learner)
+        self._kick()
+        return None
+
+    def _write_outcome(self, learner_id: int, pending: PendingArmOutcome) -> ArmOutcome:
+        outcome: ArmOutcome = self.inner.record_arm_outcome(  # type: ignore[attr-defined]
+            learner_id,
+            pending.arm_id,
+            pending.reward,
+            referenced=pending.referenced,
+            conversation=pending.conversation,
+            apply_reward=pending.apply_reward,
+            at=pending.at,
+            once=pending.key,
+        )
+        return outcome
+
     def _name_of(self, learner_id: int) -> str | None:
         """The learner's name as the writer remembers it (no query: storage may be down)."""
         learner_name = getattr(self.inner, "learner_name", None)
         return None if learner_name is None else learner_name(learner_id)
 
-    def _resolve(self, name: str, record: RunRecord) -> int:
+    def _resolve(self, name: str, record: Spooled) -> int:
         if self.opener is not None:
             return self.opener(name, record.phase)
         open_learner = getattr(self.inner, "open_learner", None)
@@ -662,7 +806,7 @@ class SpoolingStore:
 
     def replay_now(self) -> int:
         """Replay synchronously (tests and shutdown); returns the runs written."""
-        return self.spool.replay(self.inner.record_runs, self._resolve)
+        return self.spool.replay(self.inner.record_runs, self._resolve, self._write_outcome)
 
     def _kick(self) -> None:
         with self._thread_lock:
@@ -685,7 +829,9 @@ class SpoolingStore:
                 if not self.spool.orphaned():
                     continue
             try:
-                replayed = self.spool.replay(self.inner.record_runs, self._resolve)
+                replayed = self.spool.replay(
+                    self.inner.record_runs, self._resolve, self._write_outcome
+                )
                 if replayed:
                     log.info("storage is back: replayed %d spooled run(s)", replayed)
             except Unavailable:

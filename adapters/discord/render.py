@@ -67,8 +67,11 @@ def clip(text: str, limit: int) -> str:
 
 
 def escape(text: str) -> str:
-    """User or arm text as literal Discord markdown: no formatting, links or mentions."""
-    return discord.utils.escape_mentions(discord.utils.escape_markdown(text))
+    """User or arm text as literal Discord markdown: no formatting, links or mentions. Every
+    `<` is escaped too, so that no channel or slash-command mention, custom emoji or timestamp
+    (`<#id>`, `</name:id>`, `<:name:id>`, `<t:...>`) comes alive; discord.py escapes only user,
+    role and everyone mentions."""
+    return discord.utils.escape_mentions(discord.utils.escape_markdown(text)).replace("<", "\\<")
 
 
 def code_safe(line: str) -> str:

@@ -145,9 +145,15 @@ def decode_body(raw: bytes, route: str | None = None) -> Any:
     BODY_FIELDS name) holds a field the route does not know."""
     if not raw or raw.isspace():  # what `not raw.strip()` says, without a copy
         return {}
+    text = ""
     try:
+        text = raw.decode(json.detect_encoding(raw), "surrogatepass")
         # json.loads(raw, ...) with the decoder built once: loads builds one per call.
-        data = _DECODER.decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
+        data = _DECODER.decode(text)
+    except _OutOfRange as exc:
+        where = _out_of_range_field(text)
+        detail = f"{where}: {exc}" if where else f"the body is not valid JSON: {exc}"
+        raise ApiError(400, detail[:300]) from None
     except (ValueError, RecursionError) as exc:
         raise ApiError(400, f"the body is not valid JSON: {str(exc)[:120]}") from None
     if route is not None:
@@ -155,11 +161,44 @@ def decode_body(raw: bytes, route: str | None = None) -> Any:
     return data
 
 
+class _OutOfRange(ValueError):
+    """A JSON number too large for a finite float."""
+
+
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise ValueError(f"{text[:40]} is out of the range of a finite number")
+        raise _OutOfRange(f"{text[:40]} is out of the range of a finite number")
     return value
+
+
+class _Huge(str):
+    """Where a number too large for a float stood (`_out_of_range_field`)."""
+
+
+_MARKING = json.JSONDecoder(parse_float=lambda t: _Huge(t) if math.isinf(float(t)) else 0.0)
+
+
+def _out_of_range_field(text: str) -> str:
+    """The field (`candidates[0].metadata.size`) of the first number too large for a float in
+    a body the strict decoder refused for it; read again only on that error path."""
+    try:
+        data = _MARKING.decode(text)
+    except (ValueError, RecursionError):
+        return ""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, _Huge):
+            return path or "the body"
+        if isinstance(value, dict):
+            items = [(f"{path}.{k}" if path else str(k), v) for k, v in value.items()]
+        elif isinstance(value, list):
+            items = [(f"{path}[{i}]", v) for i, v in enumerate(value)]
+        else:
+            continue
+        stack.extend(reversed(items))
+    return ""
 
 
 def _refuse_constant(name: str) -> Any:

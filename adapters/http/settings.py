@@ -42,6 +42,12 @@ def http_settings(env: Mapping[str, str] | None = None) -> HttpSettings:
     token = env.get("LEARNING_BOT_API_TOKEN", "").strip() or None
     if token is not None and len(token) < 16:
         raise InvalidConfig("LEARNING_BOT_API_TOKEN", "must be at least 16 characters")
+    if token is not None and not (token.isascii() and token.isprintable()):
+        # A client sends the header as bytes; only printable ASCII arrives as it was set.
+        raise InvalidConfig(
+            "LEARNING_BOT_API_TOKEN",
+            "must be printable ASCII (no client can send other characters in a header)",
+        )
     raw_max = env.get("LEARNING_BOT_MAX_BODY_BYTES", "").strip()
     try:
         max_body = int(raw_max) if raw_max else 4 * 1024 * 1024

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from adapters.mcp.tools import LearningTools, ToolFailed
+from adapters.mcp.tools import LearningTools, ToolFailed, strict_json
 from bot.errors import error_kind, user_message
 from engine.arms import parse_arm_id
 from engine.errors import InvalidInput
@@ -53,7 +53,8 @@ def _is_arm_id(text: str) -> bool:
 
 def rest_routes(tools: LearningTools, guard: Guard, read: ReadArguments) -> list[BaseRoute]:
     """GET /v1/health and the learning routes; the POSTs (they write) go through `guard`
-    (the learning API's rules for writes), the reads are open like the learning API's."""
+    (the learning API's rules for writes) and `read_body` (its body rules), the reads are
+    open like the learning API's. Answers are strict JSON (`strict_json`)."""
 
     def endpoint(
         work: Callable[[Request, dict[str, Any]], Any], *, body: str = "", guarded: bool = True
@@ -81,7 +82,7 @@ def rest_routes(tools: LearningTools, guard: Guard, read: ReadArguments) -> list
                 if kind.code == "internal":
                     raise
                 return JSONResponse({"error": user_message(exc)}, status_code=kind.http_status)
-            return JSONResponse(result)
+            return JSONResponse(strict_json(result))
 
         return handle
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
@@ -18,7 +18,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from adapters.mcp.tools import LearningTools
+from adapters.mcp.tools import LearningTools, strict_json
 from bot.errors import error_kind, user_message
 from engine.errors import LearningError
 
@@ -58,9 +58,11 @@ OptionalLearner = Annotated[
 
 
 async def _call(fn: Callable[..., T], *args: Any) -> T:
-    """Run one tool in a worker thread; learning errors become tool errors with their text."""
+    """Run one tool in a worker thread; learning errors become tool errors with their text.
+    The result is strict JSON (`strict_json`), so no text content holds NaN or Infinity."""
     try:
-        return await anyio.to_thread.run_sync(fn, *args)
+        result = await anyio.to_thread.run_sync(fn, *args)
+        return cast(T, strict_json(result))
     except LearningError as exc:
         raise ToolError(user_message(exc)) from None
     except Exception as exc:

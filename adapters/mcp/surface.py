@@ -40,6 +40,15 @@ class _McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         surface = self.surface
+        if scope["method"] == "GET":
+            # The stream a GET opens carries what a server sends unasked; a stateless server
+            # never does, so the MCP spec's other answer: 405 (no stream held open).
+            await JSONResponse(
+                {"error": "GET /mcp opens no stream here: this server is stateless; POST calls"},
+                status_code=405,
+                headers={"Allow": "POST, DELETE"},
+            )(scope, receive, send)
+            return
         refused = surface.guard(Request(scope, receive))
         if refused is not None:
             await refused(scope, receive, send)

@@ -39,11 +39,19 @@ from bot.invocation import Actor, Invocation
 from bot.render_text import render_text
 from bot.replies import ReplyKind
 from bot.shapes import reply_data_json
-from engine.arms import Arm
-from engine.bounds import check_learner_name
+from engine.arms import Arm, parse_arm_id
+from engine.bounds import (
+    MAX_TIMESTAMP_MS,
+    MAX_TOKEN_COST,
+    check_count,
+    check_json,
+    check_learner_name,
+    check_text,
+)
 from engine.config import Phase
-from engine.errors import InvalidInput, LearningError, NotFound
-from engine.posterior import now_ms
+from engine.errors import InvalidInput, LearningError, NotFound, Unavailable
+from engine.observation import MAX_ID_CHARS
+from engine.posterior import now_ms, prior_parameters
 from engine.service import LearningService
 from engine.views import ArmView
 
@@ -71,9 +79,25 @@ def _round(value: float) -> float:
     return round(float(value), 4)
 
 
+def strict_json(value: Any) -> Any:
+    """A tool's result as strict JSON takes it, for every way out (MCP text and structured
+    content, `/v1` bodies): a float that is not finite becomes null (no NaN or Infinity,
+    which strict parsers refuse). Inputs are checked at the boundary, so this changes
+    nothing in practice; it keeps the promise whatever a result holds."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
+
+
 def _text(field: str, value: Any, *, limit: int, required: bool = True) -> str:
+    """A string every backend stores (engine.bounds.check_text), stripped, named `field`."""
     if not isinstance(value, str):
         raise InvalidInput(f"{field}: must be a string, got {type(value).__name__}")
+    check_text(field, value)
     text: str = value.strip()
     if required and not text:
         raise InvalidInput(f"{field}: is required (a non-empty string)")
@@ -100,17 +124,29 @@ def _whole(field: str, value: Any, default: int) -> int:
     return value
 
 
+CONTEXT_TEXTS = ("session_key", "channel", "provider", "model")
+"""The context fields a run records in columns of their own."""
+
+
 def _context(field: str, value: Any) -> dict[str, Any]:
+    """A context object every backend stores (finite numbers, 64-bit integers, valid strings),
+    its recorded fields checked under their own names (`context.session_key`)."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
         raise InvalidInput(f"{field}: must be an object or null")
-    return dict(value)
+    context = dict(value)
+    for key in CONTEXT_TEXTS:
+        text = context.get(key)
+        if isinstance(text, str):
+            check_text(f"{field}.{key}", text)
+    check_json(field, context)
+    return context
 
 
 def _context_text(context: Mapping[str, Any], key: str) -> str:
     value = context.get(key)
-    return value[:256] if isinstance(value, str) else ""
+    return value[:MAX_ID_CHARS] if isinstance(value, str) else ""
 
 
 def _string_list(field: str, value: Any, limit: int = 1000) -> list[str] | None:
@@ -120,6 +156,8 @@ def _string_list(field: str, value: Any, limit: int = 1000) -> list[str] | None:
         raise InvalidInput(f"{field}: must be a list of non-empty strings or null")
     if len(value) > limit:
         raise InvalidInput(f"{field}: at most {limit} items")
+    for i, item in enumerate(value):
+        check_text(f"{field}[{i}]", item, MAX_ID_CHARS * 2)
     return list(value)
 
 
@@ -153,6 +191,11 @@ class Session:
             raise NotFound(f"session_id: unknown session {text[:80]!r}")
         if isinstance(started, bool) or not isinstance(started, int):
             raise NotFound(f"session_id: unknown session {text[:80]!r}")
+        if not 0 <= started <= MAX_TIMESTAMP_MS:
+            raise InvalidInput(
+                f"session_id: its start time is out of range (0 to {MAX_TIMESTAMP_MS} ms)"
+            )
+        check_text("session_id: its session name", name, MAX_ID_CHARS)
         return cls(learner, name, started)
 
 
@@ -197,7 +240,11 @@ class LearningTools:
             metadata = raw.get("metadata") or {}
             if not isinstance(metadata, Mapping):
                 raise InvalidInput(f"{where}.metadata: must be an object")
-            cost = _whole(f"{where}.token_cost", raw.get("token_cost"), 0)
+            check_json(f"{where}.metadata", metadata)
+            cost_value = raw.get("token_cost")
+            cost = 0 if cost_value is None else check_count(f"{where}.token_cost", cost_value)
+            if cost > MAX_TOKEN_COST:
+                raise InvalidInput(f"{where}.token_cost: at most {MAX_TOKEN_COST}")
             label = metadata.get("label")
             label = label if isinstance(label, str) and label.isprintable() else ""
             try:
@@ -232,15 +279,22 @@ class LearningTools:
             provider=_context_text(ctx, "provider"),
             model=_context_text(ctx, "model"),
         )
-        means = {v.arm_id: v.mean for v in service.posteriors()}
-        return {
+        try:
+            means = {v.arm_id: v.mean for v in service.posteriors()}
+        except Unavailable:  # storage down: the run is spooled, the scores are the priors'
+            means = {}
+        out: dict[str, Any] = {
             "selected_arms": [shown[a] for a in selection.selected],
             "excluded_arms": [shown[a] for a in selection.excluded],
             "is_baseline": bool(selection.is_baseline),
-            "scores": {a.id: _round(means.get(a.id, 0.5)) for a in arms},
+            "scores": {a.id: _round(means.get(a.id, _prior_mean(a))) for a in arms},
             "token_budget": budget,
             "used_tokens": int(selection.used_tokens),
         }
+        fallback = selection.fallback or ""
+        if fallback.startswith("storage unavailable"):  # why every candidate is in
+            out["fallback"] = fallback
+        return out
 
     def observe(
         self,
@@ -251,6 +305,10 @@ class LearningTools:
         context: Any = None,
     ) -> dict[str, Any]:
         arm = _text("arm_id", arm_id, limit=512)
+        try:
+            parse_arm_id(arm)
+        except InvalidInput as exc:
+            raise InvalidInput(f"arm_id: {exc}") from None
         word = "" if outcome is None else outcome
         if word not in ("", *OUTCOME_REWARDS):
             raise InvalidInput(
@@ -269,20 +327,20 @@ class LearningTools:
         ctx = _context("context", context)
         referenced = value > 0 if not word else word != "rejected"
         service = self._service(learner)
-        try:
-            result = service.observe_arm(
-                arm, value, referenced=referenced, session_key=_context_text(ctx, "session_key")
-            )
-        except InvalidInput as exc:
-            raise InvalidInput(f"arm_id: {exc}") from None
+        result = service.observe_arm(
+            arm, value, referenced=referenced, session_key=_context_text(ctx, "session_key")
+        )
         post = result.posterior
-        return {
+        out: dict[str, Any] = {
             "arm_id": arm,
             "alpha": _round(post.alpha),
             "beta": _round(post.beta),
             "mean": _round(post.mean),
             "pulls": int(post.pulls),
         }
+        if result.spooled:  # storage down: recorded once it answers (the posterior: before)
+            out["spooled"] = True
+        return out
 
     def posteriors(self, learner: Any, context: Any = None, arm_ids: Any = None) -> dict[str, Any]:
         name = _learner(learner)
@@ -439,6 +497,11 @@ class LearningTools:
                 f"topic: no help for {subject[:40]!r}; topics: {', '.join(COMMAND_NAMES)}"
             )
         return self._reply_text(HelpCommand(subject), None)
+
+
+def _prior_mean(arm: Arm) -> float:
+    alpha, beta = prior_parameters(parse_arm_id(arm.id).type)
+    return alpha / (alpha + beta)
 
 
 def _total_reward(view: ArmView) -> float:

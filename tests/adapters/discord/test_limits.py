@@ -164,7 +164,7 @@ def test_code_blocks_cannot_be_closed_by_an_arm_id() -> None:
 
 def test_escape() -> None:
     assert escape("@everyone **b** <@123456789012345678>") == (
-        "@\u200beveryone \\*\\*b\\*\\* <@\u200b123456789012345678>"
+        "@\u200beveryone \\*\\*b\\*\\* \\<@\u200b123456789012345678>"
     )
 
 

@@ -328,7 +328,8 @@ async def test_openclaw_turn_over_rest(served: Served) -> None:
         bad = await client.post(
             "/v1/learning/select", content=b"{", headers={"Content-Type": "application/json"}
         )
-        assert bad.status_code == 400 and "not valid JSON" in bad.json()["error"]
+        assert bad.status_code == 400 and list(bad.json()) == ["error"]
+        assert bad.json()["error"].startswith("the body is not valid JSON"), "the API's words"
         bad = await client.post("/v1/learning/observe", json={"learner": oc.LEARNER})
         assert bad.status_code == 400 and bad.json()["error"].startswith("arm_id")
         unknown = await client.post("/v1/learning/sessions/end", json={"session_id": "x"})
