@@ -12,6 +12,7 @@ from engine.errors import Conflict
 from engine.posterior import now_ms
 from engine.service import LearningService
 from storage import SqlStore
+from storage.pooling import PoolSettings
 
 ARMS = [Arm(f"tool:race:T{i}", token_cost=100) for i in range(3)]
 SESSION = "gw-session"
@@ -80,7 +81,7 @@ def _race(store: SqlStore, learner_id: int) -> list[BaseException]:
 def test_per_arm_outcomes_racing_resets_and_undos_keep_verify_passing(
     database_url: str,
 ) -> None:
-    store = SqlStore(database_url, pool_size=WORKERS + 2)
+    store = SqlStore(database_url, pool=PoolSettings(size=WORKERS + 2))
     try:
         # forgetting on: verify then also replays each arm's changes in their recorded order
         config = LearningConfig.for_policy(
