@@ -1,0 +1,325 @@
+"""The context-aware policy (SPEC section 4a, "Context"): each arm's usefulness for this
+request, Thompson-sampled and packed under the budget like the context-free draw.
+
+For a request with features F (engine.context) the score of an arm is a draw from
+
+    Beta(kappa * q + s, kappa * (1 - q) + n - s)
+
+- q, the prior mean for this request: the arm's learner-wide posterior mean p0, moved toward
+  the arm's lexical relevance to the message r (BM25 over its label, description and content,
+  scaled to [0, 1] by the request's best match) by `lexical_weight`: q = (1 - w) p0 + w r. The
+  lexical part is a prior that learning corrects: it weighs kappa pseudo-runs, nothing more.
+- s and n: the arm's rewards and observations in earlier runs that carried the same features,
+  averaged over the request's features that have evidence (a message of ten words is not ten
+  independent observations), after forgetting.
+- kappa: how many runs the prior weighs: the empirical-Bayes shrinkage of the per-feature
+  evidence toward the arm's learner-wide posterior (the pooled prior's idea one level down).
+
+A request without context draws from the learner-wide posteriors as before (engine.draws).
+
+`ContextEvidence` holds one learner's per-feature evidence: rows keyed by a feature's hash, one
+cell per arm seen in runs carrying it. It is bounded (`max_cells`: the least recently updated
+features go first) and forgets as the posteriors do (each row decays by the learner's keep
+factor per observed run since it was last updated).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from engine.bm25 import BM25Index, IndexCache
+from engine.context import RequestContext, words
+from engine.errors import InvalidInput
+from engine.inventory import ArmSet, FloatArray, PosteriorArrays
+
+IntArray = npt.NDArray[np.int64]
+
+MAX_EVIDENCE_CELLS = 200_000
+"""Per-feature evidence cells (feature x arm) one learner keeps at most by default: about
+10 MB in memory and in storage; the least recently updated features are evicted first."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContextSettings:
+    """How the context-aware draw weighs its parts."""
+
+    kappa: float = 4.0
+    """Runs' worth of weight of the request's prior mean against the per-feature evidence."""
+    lexical_weight: float = 0.5
+    """How far the prior mean moves from the learner-wide mean toward lexical relevance."""
+    max_cells: int = MAX_EVIDENCE_CELLS
+
+    def __post_init__(self) -> None:
+        if not self.kappa > 0:
+            raise InvalidInput(f"kappa must be > 0, got {self.kappa!r}")
+        if not 0.0 <= self.lexical_weight <= 1.0:
+            raise InvalidInput(f"lexical_weight must be in [0, 1], got {self.lexical_weight!r}")
+        if self.max_cells < 1:
+            raise InvalidInput(f"max_cells must be >= 1, got {self.max_cells!r}")
+
+
+class FeatureRow:
+    """One feature's evidence: per arm (learner-wide arm codes), rewards and observations as
+    of observation `tick`."""
+
+    __slots__ = ("arms", "n", "s", "tick")
+
+    def __init__(self) -> None:
+        self.arms: IntArray = np.zeros(0, dtype=np.int64)
+        self.s: FloatArray = np.zeros(0)
+        self.n: FloatArray = np.zeros(0)
+        self.tick = 0
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceCell:
+    """One (feature, arm) cell as storage keeps it."""
+
+    feature: int
+    arm_id: str
+    rewards: float
+    runs: float
+    tick: int
+
+
+class ContextEvidence:
+    """One learner's per-feature evidence (see the module docstring)."""
+
+    def __init__(self, keep: float = 1.0, max_cells: int = MAX_EVIDENCE_CELLS) -> None:
+        if not 0.0 < keep <= 1.0:
+            raise InvalidInput(f"keep must be in (0, 1], got {keep!r}")
+        self.keep = keep
+        self.max_cells = max_cells
+        self.tick = 0
+        """Observed runs so far (forgetting counts in them)."""
+        self.lock = threading.Lock()
+        self._rows: dict[int, FeatureRow] = {}
+        self._codes: dict[str, int] = {}
+        self._ids: list[str] = []
+        self._cells = 0
+        self._positions: dict[int, tuple[tuple[str, ...], int, IntArray]] = {}
+
+    @property
+    def cells(self) -> int:
+        return self._cells
+
+    @property
+    def features(self) -> int:
+        return len(self._rows)
+
+    def _code(self, arm_id: str) -> int:
+        code = self._codes.get(arm_id)
+        if code is None:
+            code = self._codes[arm_id] = len(self._ids)
+            self._ids.append(arm_id)
+        return code
+
+    def record(self, features: Iterable[int], rewards: Mapping[str, float]) -> None:
+        """One observed run: `rewards` (arm id -> reward) counts for each of its features."""
+        self.tick += 1
+        if not rewards:
+            return
+        codes = np.fromiter(map(self._code, rewards), dtype=np.int64, count=len(rewards))
+        values = np.fromiter(rewards.values(), dtype=np.float64, count=len(rewards))
+        order = np.argsort(codes)
+        codes, values = codes[order], values[order]
+        for feature in dict.fromkeys(int(f) for f in features):
+            self._add(feature, codes, values, np.ones(len(codes)), self.tick)
+        self._evict()
+
+    def _add(self, feature: int, codes: IntArray, s: FloatArray, n: FloatArray, tick: int) -> None:
+        row = self._rows.pop(feature, None)  # re-inserted last: dict order is recency
+        if row is None:
+            row = FeatureRow()
+        elif row.tick != tick and self.keep < 1.0:
+            decay = self.keep ** (tick - row.tick)
+            row.s = row.s * decay
+            row.n = row.n * decay
+        row.tick = tick
+        where = np.searchsorted(row.arms, codes)
+        inside = where < len(row.arms)
+        known = np.zeros(len(codes), dtype=bool)
+        known[inside] = row.arms[where[inside]] == codes[inside]
+        if known.any():
+            row.s[where[known]] += s[known]
+            row.n[where[known]] += n[known]
+        new = ~known
+        if new.any():
+            arms = np.concatenate([row.arms, codes[new]])
+            order = np.argsort(arms, kind="stable")
+            row.arms = arms[order]
+            row.s = np.concatenate([row.s, s[new]])[order]
+            row.n = np.concatenate([row.n, n[new]])[order]
+            self._cells += int(new.sum())
+        self._rows[feature] = row
+
+    def _evict(self) -> None:
+        while self._cells > self.max_cells and self._rows:
+            oldest = next(iter(self._rows))
+            self._cells -= len(self._rows.pop(oldest).arms)
+
+    def load(self, cells: Iterable[EvidenceCell], tick: int) -> None:
+        """Replace the evidence with stored cells (as `cells_of` gives them)."""
+        self._rows.clear()
+        self._cells = 0
+        self.tick = tick
+        by_feature: dict[int, list[EvidenceCell]] = {}
+        for cell in cells:
+            by_feature.setdefault(cell.feature, []).append(cell)
+        for feature, mine in sorted(by_feature.items(), key=lambda kv: max(c.tick for c in kv[1])):
+            at = max(c.tick for c in mine)
+            codes = np.array([self._code(c.arm_id) for c in mine], dtype=np.int64)
+            decay = np.array([self.keep ** (at - c.tick) for c in mine])
+            s = np.array([c.rewards for c in mine]) * decay
+            n = np.array([c.runs for c in mine]) * decay
+            order = np.argsort(codes)
+            self._add(feature, codes[order], s[order], n[order], at)
+        self._evict()
+
+    def cells_of(self, features: Iterable[int], arm_ids: Iterable[str]) -> list[EvidenceCell]:
+        """The stored form of the given arms' cells under the given features (what an
+        observe changed: the rest of a row only decayed, which its stored tick accounts for)."""
+        codes = sorted({c for a in arm_ids if (c := self._codes.get(a)) is not None})
+        if not codes:
+            return []
+        wanted = np.array(codes, dtype=np.int64)
+        ids = self._ids
+        out = []
+        for feature in dict.fromkeys(int(f) for f in features):
+            row = self._rows.get(feature)
+            if row is None:
+                continue
+            at = np.searchsorted(row.arms, wanted)
+            inside = at < len(row.arms)
+            at = at[inside]
+            hit = at[row.arms[at] == wanted[inside]]
+            for i in hit.tolist():
+                out.append(
+                    EvidenceCell(
+                        feature, ids[int(row.arms[i])], float(row.s[i]), float(row.n[i]), row.tick
+                    )
+                )
+        return out
+
+    def all_features(self) -> list[int]:
+        return list(self._rows)
+
+    def _positions_for(self, arm_set: ArmSet) -> IntArray:
+        """Position in `arm_set` of each learner arm code (-1: not in the set)."""
+        key = id(arm_set.ids)
+        hit = self._positions.get(key)
+        if hit is not None and hit[0] is arm_set.ids and hit[1] == len(self._ids):
+            return hit[2]
+        index = arm_set.index
+        positions = np.array([index.get(a, -1) for a in self._ids], dtype=np.int64)
+        if len(self._positions) > 8:
+            self._positions.clear()
+        self._positions[key] = (arm_set.ids, len(self._ids), positions)
+        return positions
+
+    def sums(
+        self, features: Sequence[int] | IntArray, arm_set: ArmSet
+    ) -> tuple[FloatArray, FloatArray]:
+        """(s, n) per arm of `arm_set`: the rewards and runs under the given features,
+        averaged over those features that have evidence, after forgetting."""
+        size = len(arm_set)
+        s_sum = np.zeros(size)
+        n_sum = np.zeros(size)
+        rows = [r for r in (self._rows.get(int(f)) for f in features) if r is not None]
+        if not rows:
+            return s_sum, n_sum
+        positions = self._positions_for(arm_set)
+        for row in rows:
+            pos = positions[row.arms]
+            inside = pos >= 0
+            decay = self.keep ** (self.tick - row.tick) if self.keep < 1.0 else 1.0
+            s_sum[pos[inside]] += row.s[inside] * decay
+            n_sum[pos[inside]] += row.n[inside] * decay
+        return s_sum / len(rows), n_sum / len(rows)
+
+    def rate_with(self, feature: int, arm_id: str) -> tuple[float, float] | None:
+        """(rewards, runs) of one arm under one feature, after forgetting; None if unseen."""
+        row = self._rows.get(feature)
+        code = self._codes.get(arm_id)
+        if row is None or code is None:
+            return None
+        at = int(np.searchsorted(row.arms, code))
+        if at >= len(row.arms) or row.arms[at] != code:
+            return None
+        decay = self.keep ** (self.tick - row.tick) if self.keep < 1.0 else 1.0
+        return float(row.s[at] * decay), float(row.n[at] * decay)
+
+
+_INDEXES = IndexCache()
+
+
+def arm_text(arm_set: ArmSet, i: int) -> str:
+    """What lexical relevance reads of an arm: its name, label, description and content."""
+    arm = arm_set.arms[i]
+    parts = [arm.name, arm.label, arm.description or "", arm.content or ""]
+    return " ".join(p for p in parts if p)
+
+
+def lexical_index(arm_set: ArmSet) -> BM25Index:
+    """The BM25 index of an inventory's arms (built once per inventory)."""
+    index = _INDEXES.get(arm_set.ids)
+    if index is None:
+        index = _INDEXES.get(arm_set.ids, [arm_text(arm_set, i) for i in range(len(arm_set))])
+        assert index is not None
+    return index
+
+
+def relevance(arm_set: ArmSet, message: str) -> FloatArray:
+    """Each arm's BM25 relevance to the message, scaled so the best match is 1 (all 0 when
+    nothing matches)."""
+    scores = lexical_index(arm_set).scores(words(message)) if message else np.zeros(len(arm_set))
+    best = float(scores.max()) if len(scores) else 0.0
+    return scores / best if best > 0.0 else scores
+
+
+def context_beta(
+    arm_set: ArmSet,
+    post: PosteriorArrays,
+    context: RequestContext,
+    evidence: ContextEvidence | None,
+    settings: ContextSettings,
+) -> tuple[FloatArray, FloatArray]:
+    """The Beta parameters of each arm's usefulness for this request (module docstring)."""
+    p0 = post.alpha / (post.alpha + post.beta)
+    q = p0
+    if context.message and settings.lexical_weight > 0.0:
+        r = relevance(arm_set, context.message)
+        if r.any():
+            q = (1.0 - settings.lexical_weight) * p0 + settings.lexical_weight * r
+    kappa = settings.kappa
+    a = kappa * q
+    b = kappa * (1.0 - q)
+    if evidence is not None:
+        with evidence.lock:
+            s, n = evidence.sums(context.features(), arm_set)
+        a = a + s
+        b = b + np.maximum(n - s, 0.0)
+    return np.maximum(a, 1e-6), np.maximum(b, 1e-6)
+
+
+def context_scores(
+    arm_set: ArmSet,
+    post: PosteriorArrays,
+    context: RequestContext,
+    evidence: ContextEvidence | None,
+    settings: ContextSettings,
+    exploration: float,
+    gen: np.random.Generator,
+) -> FloatArray:
+    """One Thompson score per arm from its usefulness for this request."""
+    a, b = context_beta(arm_set, post, context, evidence, settings)
+    if exploration == 0.0:
+        return a / (a + b)
+    if exploration != 1.0:
+        a, b = a / exploration, b / exploration
+    return gen.beta(a, b)
