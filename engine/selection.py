@@ -201,9 +201,14 @@ class Selection:
 
 
 def _is_tool(arm_id: str) -> bool:
+    """Whether an id of a selection built from id lists names a tool (an id that is not an
+    arm id names none)."""
     from engine.arms import ArmType, parse_arm_id
 
-    return parse_arm_id(arm_id).type is ArmType.TOOL
+    try:
+        return parse_arm_id(arm_id).type is ArmType.TOOL
+    except InvalidInput:
+        return False
 
 
 Draw = Callable[[PosteriorArrays, LearningConfig, np.random.Generator], FloatArray]

@@ -42,6 +42,7 @@ from bot.shapes import reply_data_json
 from engine.arms import Arm
 from engine.bounds import check_learner_name
 from engine.config import Phase
+from engine.context import MAX_DESCRIPTION_CHARS
 from engine.errors import InvalidInput, LearningError, NotFound
 from engine.posterior import now_ms
 from engine.service import LearningService
@@ -200,8 +201,10 @@ class LearningTools:
             cost = _whole(f"{where}.token_cost", raw.get("token_cost"), 0)
             label = metadata.get("label")
             label = label if isinstance(label, str) and label.isprintable() else ""
+            described = metadata.get("description")
+            description = described[:MAX_DESCRIPTION_CHARS] if isinstance(described, str) else None
             try:
-                arms.append(Arm(arm_id, cost, label[:512]))
+                arms.append(Arm(arm_id, cost, label[:512], description=description))
             except InvalidInput as exc:
                 raise InvalidInput(f"{where}.id: {exc}") from None
             if arm_id in shown:
@@ -236,6 +239,7 @@ class LearningTools:
         return {
             "selected_arms": [shown[a] for a in selection.selected],
             "excluded_arms": [shown[a] for a in selection.excluded],
+            "deferred_arms": [shown[a] for a in selection.deferred],
             "is_baseline": bool(selection.is_baseline),
             "scores": {a.id: _round(means.get(a.id, 0.5)) for a in arms},
             "token_budget": budget,
