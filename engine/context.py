@@ -6,6 +6,7 @@ stored context keeps the other fields and, for the message, its length only."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Mapping
@@ -149,11 +150,19 @@ def stem(word: str) -> str:
     return word
 
 
+@functools.lru_cache(maxsize=65_536)
 def feature_hash(kind: str, value: str) -> int:
     """A feature's stored key: 63 bits of BLAKE2b over its kind and value (what is stored
-    instead of the text, so a message cannot be read back)."""
+    instead of the text, so a message cannot be read back). Memoised: the words of requests
+    repeat."""
     digest = hashlib.blake2b(f"{kind}\x1f{value}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") >> 1
+
+
+@functools.lru_cache(maxsize=1_024)
+def message_words(message: str) -> tuple[str, ...]:
+    """`words(message)`, memoised for the few messages a select and its draw read again."""
+    return tuple(words(message))
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,8 +201,8 @@ class RequestContext:
             return None
         return cls(message, channel, model, tools)
 
-    def message_words(self) -> list[str]:
-        return words(self.message) if self.message else []
+    def message_words(self) -> tuple[str, ...]:
+        return message_words(self.message) if self.message else ()
 
     def features(self) -> npt.NDArray[np.int64]:
         """The hashed features learned per arm: the message's distinct words (at most

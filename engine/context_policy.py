@@ -10,8 +10,9 @@ For a request with features F (engine.context) the score of an arm is a draw fro
   scaled to [0, 1] by the request's best match) by `lexical_weight`: q = (1 - w) p0 + w r. The
   lexical part is a prior that learning corrects: it weighs kappa pseudo-runs, nothing more.
 - s and n: the arm's rewards and observations in earlier runs that carried the same features,
-  averaged over the request's features that have evidence (a message of ten words is not ten
-  independent observations), after forgetting.
+  summed over the request's features, after forgetting. Summing counts a run once per feature
+  it shares with the request, so a run that shares more of the request's words weighs more
+  (averaging instead kept 5 points less of BFCL's gold calls in the study, BENCHMARKS.md).
 - kappa: how many runs the prior weighs: the empirical-Bayes shrinkage of the per-feature
   evidence toward the arm's learner-wide posterior (the pooled prior's idea one level down).
 
@@ -33,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.bm25 import BM25Index, IndexCache
-from engine.context import RequestContext, words
+from engine.context import RequestContext, message_words
 from engine.errors import InvalidInput
 from engine.inventory import ArmSet, FloatArray, PosteriorArrays
 
@@ -50,7 +51,7 @@ class ContextSettings:
 
     kappa: float = 4.0
     """Runs' worth of weight of the request's prior mean against the per-feature evidence."""
-    lexical_weight: float = 0.5
+    lexical_weight: float = 0.8
     """How far the prior mean moves from the learner-wide mean toward lexical relevance."""
     max_cells: int = MAX_EVIDENCE_CELLS
 
@@ -209,38 +210,45 @@ class ContextEvidence:
     def all_features(self) -> list[int]:
         return list(self._rows)
 
-    def _positions_for(self, arm_set: ArmSet) -> IntArray:
-        """Position in `arm_set` of each learner arm code (-1: not in the set)."""
+    def _codes_for(self, arm_set: ArmSet) -> IntArray:
+        """The learner code of each arm of `arm_set` (len(codes): an arm never observed)."""
         key = id(arm_set.ids)
         hit = self._positions.get(key)
         if hit is not None and hit[0] is arm_set.ids and hit[1] == len(self._ids):
             return hit[2]
-        index = arm_set.index
-        positions = np.array([index.get(a, -1) for a in self._ids], dtype=np.int64)
+        codes = self._codes
+        unseen = len(self._ids)
+        mine = np.fromiter(
+            (codes.get(a, unseen) for a in arm_set.ids), dtype=np.int64, count=len(arm_set)
+        )
         if len(self._positions) > 8:
             self._positions.clear()
-        self._positions[key] = (arm_set.ids, len(self._ids), positions)
-        return positions
+        self._positions[key] = (arm_set.ids, len(self._ids), mine)
+        return mine
 
     def sums(
         self, features: Sequence[int] | IntArray, arm_set: ArmSet
     ) -> tuple[FloatArray, FloatArray]:
-        """(s, n) per arm of `arm_set`: the rewards and runs under the given features,
-        averaged over those features that have evidence, after forgetting."""
-        size = len(arm_set)
-        s_sum = np.zeros(size)
-        n_sum = np.zeros(size)
+        """(s, n) per arm of `arm_set`: the rewards and runs under the given features, summed
+        over them, after forgetting."""
         rows = [r for r in (self._rows.get(int(f)) for f in features) if r is not None]
         if not rows:
-            return s_sum, n_sum
-        positions = self._positions_for(arm_set)
+            return np.zeros(len(arm_set)), np.zeros(len(arm_set))
+        # summed over the learner's arms (one slot more for the arms it never observed), then
+        # gathered in inventory order: two array operations per feature
+        size = len(self._ids) + 1
+        s_all = np.zeros(size)
+        n_all = np.zeros(size)
         for row in rows:
-            pos = positions[row.arms]
-            inside = pos >= 0
-            decay = self.keep ** (self.tick - row.tick) if self.keep < 1.0 else 1.0
-            s_sum[pos[inside]] += row.s[inside] * decay
-            n_sum[pos[inside]] += row.n[inside] * decay
-        return s_sum / len(rows), n_sum / len(rows)
+            if self.keep < 1.0 and row.tick != self.tick:
+                decay = self.keep ** (self.tick - row.tick)
+                s_all[row.arms] += row.s * decay
+                n_all[row.arms] += row.n * decay
+            else:
+                s_all[row.arms] += row.s
+                n_all[row.arms] += row.n
+        mine = self._codes_for(arm_set)
+        return s_all[mine], n_all[mine]
 
     def rate_with(self, feature: int, arm_id: str) -> tuple[float, float] | None:
         """(rewards, runs) of one arm under one feature, after forgetting; None if unseen."""
@@ -277,7 +285,9 @@ def lexical_index(arm_set: ArmSet) -> BM25Index:
 def relevance(arm_set: ArmSet, message: str) -> FloatArray:
     """Each arm's BM25 relevance to the message, scaled so the best match is 1 (all 0 when
     nothing matches)."""
-    scores = lexical_index(arm_set).scores(words(message)) if message else np.zeros(len(arm_set))
+    scores = (
+        lexical_index(arm_set).scores(message_words(message)) if message else np.zeros(len(arm_set))
+    )
     best = float(scores.max()) if len(scores) else 0.0
     return scores / best if best > 0.0 else scores
 
