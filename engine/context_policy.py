@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.bm25 import BM25Index, IndexCache
-from engine.context import RequestContext, message_words
+from engine.context import RequestContext, feature_hash, message_words
 from engine.errors import InvalidInput
 from engine.inventory import ArmSet, FloatArray, PosteriorArrays
 
@@ -273,13 +273,58 @@ def arm_text(arm_set: ArmSet, i: int) -> str:
     return " ".join(p for p in parts if p)
 
 
+VOCABULARY: dict[int, str] = {}
+"""Feature hashes whose meaning can be shown: the words of the arms' own texts and the tools'
+names (what the inventory says, never a message), for explanations."""
+MAX_VOCABULARY = 100_000
+
+
 def lexical_index(arm_set: ArmSet) -> BM25Index:
     """The BM25 index of an inventory's arms (built once per inventory)."""
     index = _INDEXES.get(arm_set.ids)
     if index is None:
-        index = _INDEXES.get(arm_set.ids, [arm_text(arm_set, i) for i in range(len(arm_set))])
+        texts = [arm_text(arm_set, i) for i in range(len(arm_set))]
+        index = _INDEXES.get(arm_set.ids, texts)
         assert index is not None
+        if len(VOCABULARY) < MAX_VOCABULARY:
+            for text in texts:
+                for w in message_words(text):
+                    VOCABULARY.setdefault(feature_hash("w", w), f"the message mentions {w!r}")
+            for arm in arm_set.arms:
+                VOCABULARY.setdefault(feature_hash("prev", arm.name), f"{arm.name} came before")
     return index
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureLift:
+    """How an arm fared in runs that carried one feature, and in the others."""
+
+    feature: str
+    """What the feature is ("the message mentions 'file'"), or "a hashed feature"."""
+    rate_with: float
+    runs_with: float
+    rate_without: float | None
+
+
+def explain(
+    evidence: ContextEvidence, arm_id: str, rewards: float, runs: float, top: int = 3
+) -> list[FeatureLift]:
+    """The features under which the arm's rate of use differs most from its rate in the other
+    runs (`rewards` and `runs`: the arm's totals), those seen in at least 3 runs, largest
+    difference first."""
+    out = []
+    with evidence.lock:
+        for feature in evidence.all_features():
+            hit = evidence.rate_with(feature, arm_id)
+            if hit is None or hit[1] < 3:
+                continue
+            s, n = hit
+            rest = runs - n
+            without = (rewards - s) / rest if rest >= 1 else None
+            name = VOCABULARY.get(feature, "a hashed feature (channel, model or a message word)")
+            out.append(FeatureLift(name, s / n, n, without))
+    out.sort(key=lambda f: -abs(f.rate_with - (f.rate_without or 0.0)))
+    return out[:top]
 
 
 def relevance(arm_set: ArmSet, message: str) -> FloatArray:

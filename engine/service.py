@@ -246,6 +246,8 @@ class LearningService:
         self._evidence: ContextEvidence | None = None
         self._owed: OwedTries | None = None
         self._exploration_bound = exploration_bound
+        self._deferrals: dict[str, tuple[int, int]] = {}
+        """Per tool: runs that deferred it, runs that loaded it (this process's count)."""
         self.settings_differ: str | None = None
         """Set when the learner's stored settings differ from this process's configuration:
         which, and how to change them."""
@@ -492,6 +494,37 @@ class LearningService:
             self._evidence = evidence
         return evidence
 
+    def context_explanation(self, arm_id: str) -> tuple[list[Any], int, int]:
+        """What an arm's usefulness depends on (engine.context_policy.explain: the features
+        its rate of use differs most under), and how often this process saw it deferred in a
+        run that reported tool search, and loaded then."""
+        from engine.context_policy import explain
+
+        view = self.view(arm_id)
+        rewards = view.rewards if view.rewards is not None else 0.0
+        lifts = explain(self.context_evidence(), arm_id, rewards, float(view.posterior.pulls))
+        deferred, loaded = self._deferrals.get(arm_id, (0, 0))
+        return lifts, deferred, loaded
+
+    def _count_deferrals(self, reports: Sequence[RunReport]) -> None:
+        """Per tool, runs that deferred it (left out, in a run whose runtime reports what it
+        loaded) and runs that loaded it."""
+        from engine.arms import ArmType
+        from engine.context import LOADED_KEYS, loaded_arms
+
+        counts = self._deferrals
+        for report in reports:
+            context = report.context
+            if not context or not any(k in context for k in LOADED_KEYS):
+                continue
+            loaded = set(loaded_arms(context))
+            for item in report.arms:
+                arm = item.arm
+                if item.included or arm.type is not ArmType.TOOL:
+                    continue
+                d, n = counts.get(arm.id, (0, 0))
+                counts[arm.id] = (d + 1, n + (arm.id in loaded or arm.name in loaded))
+
     def _learn_context(self, reports: Sequence[RunReport], rewards: Sequence[Any]) -> None:
         """Per-feature evidence from the observed runs that carried a request context."""
         from engine.context import RequestContext
@@ -581,6 +614,7 @@ class LearningService:
         ]
         if learned:
             self._learn_context([r for r, _ in learned], [w for _, w in learned])
+            self._count_deferrals([r for r, _ in learned])
         if config.is_active:
             self._session_sets.grow(asked, config)
             if config.session_growth == "off":

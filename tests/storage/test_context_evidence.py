@@ -120,3 +120,28 @@ def test_a_poisoned_arm_is_tried_again_within_the_bound(store: SqlStore) -> None
     assert seen_at >= bound - 1  # and Thompson sampling alone had left it out until then
     service.observe(run("back", "", set(chosen.selected), [poisoned.split(":")[-1]]))
     assert service.view(poisoned).posterior.pulls == 61
+
+
+def test_status_explains_what_an_arm_depends_on(store: SqlStore) -> None:
+    from bot.replies import context_fields
+
+    arms = [Arm("tool:t:forecast", 100, description="weather rain forecast"), *TOOLS[:5]]
+    service = LearningService(store, config(), rng=9, cache_ttl=0)
+    service.select(arms, {"message": "rain"})  # the inventory's words become nameable
+    for i in range(12):
+        rain = i % 2 == 0
+        service.observe(
+            RunReport(
+                trace_id=f"e{i}",
+                arms=tuple(ReportedArm(a, a.id != "tool:t:Tool04") for a in arms),
+                tool_calls=(ToolCall("forecast" if rain else "Tool00"),),
+                context={"message": "rain again?" if rain else "list the rows", "loaded": []},
+            )
+        )
+    lines = [v for k, v in context_fields(service, "tool:t:forecast") if k == "Depends on"]
+    rain = "used in 100% of 6 runs where the message mentions 'rain'; 0% otherwise"
+    assert rain in lines
+    assert (
+        dict(context_fields(service, "tool:t:Tool04"))["Deferred, then loaded"]
+        == "0 of 12 runs (0%)"
+    )
