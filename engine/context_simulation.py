@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -37,10 +38,15 @@ from engine.context import RequestContext, words
 from engine.context_policy import ContextEvidence, ContextSettings, context_scores
 from engine.cost import ANTHROPIC, TokenPrices, prompt_cost
 from engine.exploration import ExplorationBound, OwedTries
+from engine.forgetting import forget, keep_factor
 from engine.inventory import ArmSet, FloatArray, PosteriorArrays, align_posteriors
+from engine.observation import ReportedArm, RunReport, ToolCall
 from engine.prompt_cache import Block, PromptCache
 from engine.selection import select_arms
 from engine.session_simulation import SessionShape
+
+if TYPE_CHECKING:
+    from engine.service import LearningService
 
 SEARCH_TOP = 5
 """Tools one tool search loads (the providers' documented default)."""
@@ -90,15 +96,21 @@ class StudyRun:
 
 
 class Learner:
-    """Learner-wide posteriors and per-feature evidence, updated as the service does."""
+    """Learner-wide posteriors and per-feature evidence, updated as LearningService does:
+    a turn that calls no tool updates nothing (it still counts for forgetting the evidence),
+    each observation of an arm forgets toward its type's prior by the policy's keep factor,
+    and the exploration bound counts the selections."""
 
     def __init__(self, arm_set: ArmSet, config: LearningConfig, settings: ContextSettings) -> None:
         self.arm_set = arm_set
         post = align_posteriors(arm_set, None)
+        self.prior_alpha = post.alpha.copy()
+        self.prior_beta = post.beta.copy()
         self.alpha = post.alpha.copy()
         self.beta = post.beta.copy()
         self.pulls = np.zeros(len(arm_set), dtype=np.int64)
-        self.evidence = ContextEvidence(1.0, settings.max_cells)
+        self.keep = keep_factor(config.half_life)
+        self.evidence = ContextEvidence(self.keep, settings.max_cells)
         self.config = config
         self.settings = settings
         self.owed = OwedTries(ExplorationBound())
@@ -107,20 +119,24 @@ class Learner:
         return PosteriorArrays(self.alpha, self.beta, self.pulls)
 
     def observe(
-        self, offered: Sequence[int], used: set[int], request: RequestContext | None
+        self, offered: Sequence[int], used: set[int], request: RequestContext | None, key: str
     ) -> None:
         ids = self.arm_set.ids
         rewards: dict[str, float] = {}
-        for i in offered:
-            r = 1.0 if i in used else 0.0
-            self.alpha[i] += r
-            self.beta[i] += 1.0 - r
-            self.pulls[i] += 1
-            rewards[ids[i]] = r
+        if used:
+            keep = self.keep
+            for i in offered:
+                r = 1.0 if i in used else 0.0
+                self.alpha[i] = forget(self.alpha[i], self.prior_alpha[i], keep, r)
+                self.beta[i] = forget(self.beta[i], self.prior_beta[i], keep, 1.0 - r)
+                self.pulls[i] += 1
+                rewards[ids[i]] = r
         features = request.features() if request is not None else np.zeros(0, dtype=np.int64)
         self.evidence.record(features.tolist(), rewards)
 
-    def select(self, request: RequestContext | None, gen: np.random.Generator) -> list[int]:
+    def select(
+        self, request: RequestContext | None, gen: np.random.Generator, key: str
+    ) -> list[int]:
         force = self.owed.mask(self.arm_set)
         post = self.arrays()
         if request is None:
@@ -134,6 +150,61 @@ class Learner:
             chosen = select_arms(self.arm_set, post, self.config, gen, draw=draw, force=force)
         self.owed.included(self.arm_set, chosen.mask)
         return np.flatnonzero(chosen.mask).tolist()
+
+
+class ServiceLearner:
+    """The same learner through a real LearningService (and its store): each session's first
+    select names the session, each turn is observed as a run report whose context carries the
+    turn's message, channel and tools called so far, and the deferred tools it loaded."""
+
+    def __init__(self, service: LearningService, arm_set: ArmSet) -> None:
+        self.service = service
+        self.arm_set = arm_set
+        self._turns = 0
+
+    def select(
+        self, request: RequestContext | None, gen: np.random.Generator, key: str
+    ) -> list[int]:
+        context: dict[str, object] = {"session_key": key}
+        if request is not None:
+            context.update(_context_of(request))
+        chosen = self.service.select(self.arm_set, context)
+        return np.flatnonzero(chosen.mask).tolist()
+
+    def observe(
+        self,
+        offered: Sequence[int],
+        used: set[int],
+        request: RequestContext | None,
+        key: str,
+        loaded: Sequence[int] = (),
+    ) -> None:
+        arms = self.arm_set.arms
+        have = set(offered) - set(loaded)
+        context: dict[str, object] = {} if request is None else _context_of(request)
+        if loaded:
+            context["loaded"] = [arms[i].id for i in loaded]
+        self._turns += 1
+        self.service.observe(
+            RunReport(
+                trace_id=f"{key}-{self._turns}",
+                session_key=key,
+                arms=tuple(ReportedArm(a, i in have) for i, a in enumerate(arms)),
+                tool_calls=tuple(ToolCall(arms[i].name) for i in sorted(used)),
+                context=context,
+            )
+        )
+
+
+def _context_of(request: RequestContext) -> dict[str, object]:
+    out: dict[str, object] = {}
+    if request.message:
+        out["message"] = request.message
+    if request.channel:
+        out["channel"] = request.channel
+    if request.tools_called:
+        out["tools_called"] = list(request.tools_called)
+    return out
 
 
 def _request(session: ContextSession, turn: int, previous: Sequence[str]) -> RequestContext:
@@ -153,8 +224,11 @@ def run_study(
     settings: ContextSettings | None = None,
     use_context: bool = True,
     turn_gap: float = 30.0,
+    service: LearningService | None = None,
 ) -> StudyRun:
-    """Drive one policy through the sessions in order (it learns as it goes)."""
+    """Drive one policy through the sessions in order (it learns as it goes). With `service`,
+    the learning policies select and observe through it (ServiceLearner) instead of the
+    in-memory Learner: the same selections for the same seed (the service's rng)."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
     shape = shape or SessionShape(history_tokens=1_000, message_tokens=100)
@@ -165,7 +239,11 @@ def run_study(
     texts = [" ".join(p for p in (a.name, a.label, a.description or "") if p) for a in arm_set.arms]
     search = BM25Index.of_texts(texts)
     blocks = [Block(a.id, a.token_cost) for a in arm_set.arms]
-    learner = Learner(arm_set, replace(config, baseline_rate=0.0), settings)
+    learner: Learner | ServiceLearner = (
+        Learner(arm_set, replace(config, baseline_rate=0.0), settings)
+        if service is None
+        else ServiceLearner(service, arm_set)
+    )
     gen = np.random.default_rng(seed)
     cache = PromptCache(ttl_seconds=300.0)
     n = len(sessions)
@@ -190,9 +268,9 @@ def run_study(
         elif policy == "oracle":
             tools = needed_all
         elif policy == "default":
-            tools = learner.select(None, gen)
+            tools = learner.select(None, gen, session.key)
         elif policy in ("context", "context+deferral"):
-            tools = learner.select(first, gen)
+            tools = learner.select(first, gen, session.key)
         else:
             tools = []
         out.selections.append(tuple(arm_set.ids[i] for i in tools))
@@ -234,7 +312,10 @@ def run_study(
             out.kept[s] += len(kept)
             if policy in ("default", "context", "context+deferral"):
                 offered = sorted(have | set(found))
-                learner.observe(offered, need, request)
+                if isinstance(learner, ServiceLearner):
+                    learner.observe(offered, need, request, session.key, found)
+                else:
+                    learner.observe(offered, need, request, session.key)
                 have |= set(found)  # loaded: in the conversation for the rest of the session
             called += [names[i] for i in sorted(need)]
             at += turn_gap

@@ -47,7 +47,7 @@ def test_without_context_the_service_selects_as_before(store: SqlStore) -> None:
 def test_evidence_is_learned_stored_bounded_and_read_back(store: SqlStore) -> None:
     service = LearningService(store, config(), rng=1, cache_ttl=0)
     every = {a.id for a in TOOLS}
-    for i in range(30):
+    for i in range(15):
         service.observe(run(f"w{i}", "will it rain in Oslo", every, ["Tool07"]))
         service.observe(run(f"f{i}", "sort the spreadsheet rows", every, ["Tool13"]))
     picks = [service.select(TOOLS, {"message": "rain in Bergen?"}).selected for _ in range(10)]
@@ -66,7 +66,7 @@ def test_evidence_is_learned_stored_bounded_and_read_back(store: SqlStore) -> No
         store, config(), rng=3, cache_ttl=0, learner="capped",
         context_settings=ContextSettings(max_cells=40),
     )  # fmt: skip
-    for i in range(80):
+    for i in range(40):
         small.observe(run(f"c{i}", f"word{i} other{i}", every, ["Tool01"]))
     assert small.context_evidence().cells <= 40
     assert store.context_evidence_rows(small.learner_id) <= 40 + 32 * 2 * len(TOOLS)
@@ -97,7 +97,7 @@ def test_a_deferred_arm_loaded_and_used_is_referenced_and_joins_the_session(
 
 
 def test_a_poisoned_arm_is_tried_again_within_the_bound(store: SqlStore) -> None:
-    bound = 40
+    bound = 25
     service = LearningService(
         store, config(token_budget=500), rng=6, cache_ttl=0,
         exploration_bound=ExplorationBound(after_selections=bound),
@@ -105,9 +105,9 @@ def test_a_poisoned_arm_is_tried_again_within_the_bound(store: SqlStore) -> None
     every = {a.id for a in TOOLS}
     poisoned = "tool:t:Tool05"
     names = [a.name for a in TOOLS if a.id != poisoned]
-    for i in range(60):  # a bug: every run reports Tool05 unused
+    for i in range(30):  # a bug: every run reports Tool05 unused
         service.observe(run(f"p{i}", "", every, names))
-    assert service.view(poisoned).mean < 0.05
+    assert service.view(poisoned).mean < 0.1
     # the tool is useful again from now on: each run calls it when it has it
     seen_at = None
     for k in range(bound + 5):
@@ -119,7 +119,7 @@ def test_a_poisoned_arm_is_tried_again_within_the_bound(store: SqlStore) -> None
     assert seen_at is not None and seen_at <= bound  # back within the bound
     assert seen_at >= bound - 1  # and Thompson sampling alone had left it out until then
     service.observe(run("back", "", set(chosen.selected), [poisoned.split(":")[-1]]))
-    assert service.view(poisoned).posterior.pulls == 61
+    assert service.view(poisoned).posterior.pulls == 31
 
 
 def test_status_explains_what_an_arm_depends_on(store: SqlStore) -> None:
@@ -145,3 +145,26 @@ def test_status_explains_what_an_arm_depends_on(store: SqlStore) -> None:
         dict(context_fields(service, "tool:t:Tool04"))["Deferred, then loaded"]
         == "0 of 12 runs (0%)"
     )
+
+
+def test_the_service_makes_the_study_selections_for_the_same_seed(store: SqlStore) -> None:
+    from engine.config import DEFAULT_POLICY
+    from engine.context_simulation import run_study, task_type_workload
+
+    arms, sessions = task_type_workload(tools=24, types=4, sessions=10, seed=3)
+    total = sum(a.token_cost for a in arms)
+    study_config = LearningConfig.for_policy(
+        DEFAULT_POLICY,
+        phase=Phase.ACTIVE,
+        seed_arm_ids=(),
+        min_pulls=0,
+        baseline_rate=0.0,
+        token_budget=total // 4,
+    )
+    for policy in ("context+deferral", "default"):
+        alone = run_study(arms, sessions, policy, study_config, seed=5)
+        service = LearningService(store, study_config, rng=5, cache_ttl=60, learner=policy)
+        served = run_study(arms, sessions, policy, study_config, seed=5, service=service)
+        assert served.selections == alone.selections
+        assert served.recall == alone.recall
+        assert service.verify().ok
