@@ -1,11 +1,12 @@
 """The context-aware policy's per-feature evidence in the database (the ContextStore port):
 the `context_evidence` table, bounded per learner.
 
-Each observe that carried a request context writes the cells of its features as the process
-holds them (rewards and runs as of the learner's observation count), one upsert per cell in
-sorted key order, with the learner's count in its own row. Every EVICT_EVERY saves the learner's
-cells are counted and, past the bound, the least recently updated ones are deleted: a learner
-holds at most max_cells + EVICT_EVERY * (cells one observe writes) rows.
+Each observe that carried a request context writes the cells it changed as the process holds
+them (rewards and runs as of the feature's run count `tick`; the row's other cells only decayed,
+which their older tick accounts for on reading), one upsert per cell in sorted key order, with
+the learner's run count in its own row. Every EVICT_EVERY saves the learner's cells are counted
+and, past the bound, those with the lowest ticks (features seen in the fewest runs) are deleted:
+a learner holds at most max_cells + EVICT_EVERY * (cells one observe writes) rows.
 """
 
 from __future__ import annotations

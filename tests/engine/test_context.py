@@ -127,10 +127,12 @@ def test_evidence_learns_per_feature_forgets_and_stays_bounded() -> None:
         evidence.record([10_000 + i], {f"tool:t:other{k}": 1.0 for k in range(3)})
     assert evidence.cells <= 50
     assert evidence.rate_with(int(weather.features()[0]), "tool:t:other3") is None
-    # forgetting: evidence decays by keep per observed run since
+    # forgetting: a feature's evidence decays by keep at each run that carries it
     fading = ContextEvidence(keep=0.5)
     fading.record([7], {"tool:t:other1": 1.0})
-    fading.record([8], {})
+    fading.record([8], {"tool:t:other1": 1.0})
+    assert fading.rate_with(7, "tool:t:other1") == (1.0, 1.0)
+    fading.record([7], {"tool:t:other2": 1.0})
     assert fading.rate_with(7, "tool:t:other1") == (0.5, 0.5)
 
 
