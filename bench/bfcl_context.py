@@ -99,6 +99,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--deferral-budget", type=float, default=0.25, help="share with deferral on"
     )
+    parser.add_argument(
+        "--per-turn-budget",
+        type=float,
+        default=0.16,
+        help="share of `context per turn` (BM25's tool tokens per turn at --budget)",
+    )
     args = parser.parse_args(argv)
     began = time.perf_counter()
     root = package_dir(args.package_dir)
@@ -121,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "default": args.budget,
         "bm25": args.budget,
         "context": args.budget,
+        "context per turn": args.per_turn_budget,
         "context+deferral": args.deferral_budget,
         "oracle": 1.0,
     }

@@ -11,7 +11,9 @@ turn needs. Policies choose the session's tools:
   BM25 over the turn's message alone, packed under the same budget (a new set each turn);
 - `context`: the context-aware draw (engine.context_policy) on the first turn's message,
   session-stable, learning per-feature evidence from every turn;
-- `context+deferral`: the same, with the left-out tools deferred: a turn that needs a tool the
+- `context per turn`: the context-aware draw on each turn's message (a new set each turn,
+  as `bm25`: not session-stable, so each change of set is a cache miss);
+- `context+deferral`: the context-aware draw on the first turn, with the left-out tools deferred: a turn that needs a tool the
   prompt lacks runs the providers' tool search as documented (BM25 over the deferred tools'
   names and descriptions, the turn's message as the query, the top SEARCH_TOP loaded), which
   costs an extra round trip (the prompt read again from the cache) and the appended
@@ -54,7 +56,15 @@ SEARCH_TOOL_TOKENS = 300
 """The tool-search tool's own definition, in the prompt of every deferred request."""
 SEARCH_RESULT_TOKENS = 60
 """The search call and its result, beside the loaded definitions."""
-POLICIES = ("every", "default", "bm25", "context", "context+deferral", "oracle")
+POLICIES = (
+    "every",
+    "default",
+    "bm25",
+    "context",
+    "context per turn",
+    "context+deferral",
+    "oracle",
+)
 
 
 @dataclass(frozen=True)
@@ -269,7 +279,7 @@ def run_study(
             tools = needed_all
         elif policy == "default":
             tools = learner.select(None, gen, session.key)
-        elif policy in ("context", "context+deferral"):
+        elif policy in ("context", "context+deferral", "context per turn"):
             tools = learner.select(first, gen, session.key)
         else:
             tools = []
@@ -278,6 +288,9 @@ def run_study(
         have = set(tools)
         for k, turn in enumerate(session.turns):
             request = _request(session, k, called) if use_context else None
+            if policy == "context per turn" and k > 0:
+                tools = learner.select(request, gen, f"{session.key}#{k}")
+                have = set(tools)
             if policy == "bm25":
                 ranked = search.top(words(turn.message), len(arm_set))
                 tools, room = [], budget
@@ -310,7 +323,7 @@ def run_study(
             kept = need & (have | set(found))
             out.used[s] += len(need)
             out.kept[s] += len(kept)
-            if policy in ("default", "context", "context+deferral"):
+            if policy in ("default", "context", "context+deferral", "context per turn"):
                 offered = sorted(have | set(found))
                 if isinstance(learner, ServiceLearner):
                     learner.observe(offered, need, request, session.key, found)
