@@ -15,9 +15,10 @@ turn needs. Policies choose the session's tools:
   as `bm25`: not session-stable, so each change of set is a cache miss);
 - `context+deferral`: the context-aware draw on the first turn, with the left-out tools
   deferred: a turn that needs a tool the prompt lacks runs the providers' tool search as
-  documented (BM25 over the deferred tools' names and descriptions, the turn's message as the query, the top SEARCH_TOP loaded), which
-  costs an extra round trip (the prompt read again from the cache) and the appended
-  definitions; found tools stay loaded for the rest of the session;
+  documented (BM25 over the deferred tools' names and descriptions, the turn's message as
+  the query, the top SEARCH_TOP loaded), which costs an extra round trip (the prompt read
+  again from the cache) and the appended definitions; found tools stay loaded for the rest
+  of the session;
 - `oracle`: the tools the session will use, known in advance (a bound, not a policy).
 
 A tool the turn needs counts as kept when the prompt had it, or when this turn's search found
