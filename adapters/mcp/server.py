@@ -101,10 +101,10 @@ def build_server(tools: LearningTools, *, version: str | None = None) -> MCPServ
         annotations=RECORDS,
         description="Choose which prompt components (arms) go into the next model request, "
         "under a token budget, and record the selection as a run. In the passive phase every "
-        "candidate is selected. Returns selected_arms, excluded_arms and deferred_arms (the "
-        "left-out tools a runtime with tool search can offer as deferred) ({id, metadata, "
-        "token_cost}), is_baseline, scores (each candidate's posterior mean), token_budget and "
-        "used_tokens.",
+        "candidate is selected. Returns selected_arms and excluded_arms ({id, metadata, "
+        "token_cost}; with context.message or context.tools_called also deferred_arms: the "
+        "left-out tools a runtime with tool search can offer as deferred), is_baseline, "
+        "scores (each candidate's posterior mean), token_budget and used_tokens.",
     )
     async def qortex_learning_select(
         learner: Learner,

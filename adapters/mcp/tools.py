@@ -101,6 +101,10 @@ def _whole(field: str, value: Any, default: int) -> int:
     return value
 
 
+_REQUEST_KEYS = ("message", "tools_called", "toolsCalled")
+"""Context keys that make a select request-aware (engine.context)."""
+
+
 def _context(field: str, value: Any) -> dict[str, Any]:
     if value is None:
         return {}
@@ -236,15 +240,19 @@ class LearningTools:
             model=_context_text(ctx, "model"),
         )
         means = {v.arm_id: v.mean for v in service.posteriors()}
-        return {
+        answer = {
             "selected_arms": [shown[a] for a in selection.selected],
             "excluded_arms": [shown[a] for a in selection.excluded],
-            "deferred_arms": [shown[a] for a in selection.deferred],
             "is_baseline": bool(selection.is_baseline),
             "scores": {a.id: _round(means.get(a.id, 0.5)) for a in arms},
             "token_budget": budget,
             "used_tokens": int(selection.used_tokens),
         }
+        if any(key in ctx for key in _REQUEST_KEYS):
+            # a caller that sends the request gets the deferred tools too; the others keep
+            # the answer's shape as qortex 0.8.1 gives it
+            answer["deferred_arms"] = [shown[a] for a in selection.deferred]
+        return answer
 
     def observe(
         self,
