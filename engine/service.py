@@ -569,6 +569,8 @@ class LearningService:
             self.refresh()
         config = self.config
         asked = reports
+        for report in asked:  # checked before anything is written
+            _request_of(report.context)
         reports = [_with_loaded(r) for r in reports]
         outcomes = [rewards_for_run(r, config) for r in reports]
         records = [

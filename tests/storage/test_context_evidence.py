@@ -168,3 +168,15 @@ def test_the_service_makes_the_study_selections_for_the_same_seed(store: SqlStor
         assert served.selections == alone.selections
         assert served.recall == alone.recall
         assert service.verify().ok
+
+
+def test_an_observe_with_a_bad_context_is_refused_before_it_is_stored(store: SqlStore) -> None:
+    import pytest
+
+    from engine.errors import InvalidInput
+
+    service = LearningService(store, config(), rng=1, cache_ttl=0)
+    bad = run("bad", "x" * 16_001, {TOOLS[0].id}, ["Tool00"])
+    with pytest.raises(InvalidInput, match="message"):
+        service.observe(bad)
+    assert service.traces()[1] == 0
