@@ -84,10 +84,35 @@ def inventory(size: int) -> tuple[Workload, list[dict[str, Any]]]:
 def reports(w: Workload, n: int, tag: str) -> list[dict[str, Any]]:
     rng = np.random.default_rng(abs(hash(tag)) % 2**32)
     ids = [a.id for a in w.arms]
-    return [
+    out = [
         report_to_json(w.report(f"{tag}-{i}", ids, w.draw_usage(i, rng)[1], False))
         for i in range(n)
     ]
+    if len(ids) == CONTEXT_SIZE:  # runs that carried a request: per-feature evidence to read
+        for i, r in enumerate(out):
+            r["context"] = {"message": CONTEXT_MESSAGES[i % len(CONTEXT_MESSAGES)]}
+    return out
+
+
+CONTEXT_SIZE = 1_000
+CONTEXT_MESSAGES = (
+    "search the web for the latest release notes and summarise them",
+    "read the deploy file and fix the failing test in the workspace",
+    "send a message to the team channel about the memory leak",
+    "compute the monthly totals from the spreadsheet and plot them",
+)
+"""The messages of the warm-up runs of the 1,000-arm inventory, and of the select with context
+(the first one, with a channel and the tools called so far)."""
+
+
+def context_body(dicts: list[dict[str, Any]]) -> str:
+    """The 1,000-arm select body with a request context."""
+    context = {
+        "message": CONTEXT_MESSAGES[0],
+        "channel": "bench",
+        "tools_called": [dicts[3]["armId"].split(":")[-1]],
+    }
+    return json.dumps({"arms": dicts, "context": context})
 
 
 # --- wrk ----------------------------------------------------------------------------------
@@ -343,6 +368,11 @@ def main() -> None:
         folder = Path(tmp)
         url = f"http://127.0.0.1:{args.port}{BASE}"
         scripts = {size: select_script(folder, size, bodies[size]) for size in SIZES}
+        with_context = select_script(
+            folder, -CONTEXT_SIZE, context_body(workloads[CONTEXT_SIZE][1])
+        )
+        contextual: list[WrkResult] = []
+        plain: list[WrkResult] = []
         observe = observe_script(folder, warm[30][0])
 
         store = SqlStore(f"sqlite:///{tmp}/in-process.sqlite")
@@ -397,6 +427,12 @@ def main() -> None:
                         inproc[name].append(timed(local[name], IN_PROCESS_CALLS[size]))
                     http8[size].append(wrk(f"{url}/select", scripts[size], CONNECTIONS, seconds))
                 observed.append(wrk(f"{url}/observe", observe, CONNECTIONS, seconds))
+                # select with and without a request context, in turn, on the first placement
+                cpus = next(iter(placements.values()))
+                pair = [(plain, scripts[CONTEXT_SIZE]), (contextual, with_context)]
+                for into, script in pair if r % 2 == 0 else reversed(pair):
+                    with pinned(server.pid, floor.pid):
+                        into.append(wrk(f"{url}/select", script, 1, seconds, cpus))
         finally:
             server.terminate()
             floor.terminate()
@@ -457,6 +493,20 @@ def main() -> None:
     verdicts.append(
         f"observe p99 <= {TARGET_OBSERVE_P99 * 1e3:g} ms with {CONNECTIONS} connections "
         f"{verdict(p99 <= TARGET_OBSERVE_P99)}"
+    )
+    without = med([x.p50 for x in plain])
+    within_context = med([x.p50 for x in contextual])
+    ratio = within_context / without
+    print()
+    print("| select, 1,000 arms, 1 connection | p50 | ratio |")
+    print("|---|---|---|")
+    print(f"| without context | {ms(without)} | 1.00x |")
+    print(
+        f"| with context (message, channel, tools called) | {ms(within_context)} | {ratio:.2f}x |"
+    )
+    verdicts.append(
+        f"select with context at 1,000 arms within 2x of without: {verdict(ratio <= 2.0)} "
+        f"({ratio:.2f}x)"
     )
     print()
     print("targets:")

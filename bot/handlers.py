@@ -36,6 +36,7 @@ from bot.replies import (
     Table,
     Text,
     Visibility,
+    context_fields,
 )
 from bot.shapes import arm_json, reply_from_json, summary_json
 from engine.config import Phase
@@ -463,6 +464,7 @@ class Handlers:
                         "Under-explored",
                         "yes (always included until min pulls)" if view.is_underexplored else "no",
                     ),
+                    *context_fields(service, arm_id),
                 )
             ),
         )

@@ -155,3 +155,24 @@ def error_reply(
         data={"error": message, "errorCode": code, **data},
         detail=detail,
     )
+
+
+def context_fields(service: Any, arm_id: str) -> tuple[tuple[str, str], ...]:
+    """`status arm`'s lines on what the arm's usefulness depends on (the request features its
+    rate of use differs most under) and how often it was deferred, then loaded."""
+    lifts, deferred, loaded = service.context_explanation(arm_id)
+    out = []
+    for lift in lifts:
+        other = f"; {lift.rate_without:.0%} otherwise" if lift.rate_without is not None else ""
+        out.append(
+            (
+                "Depends on",
+                f"used in {lift.rate_with:.0%} of {lift.runs_with:.0f} runs where "
+                f"{lift.feature}{other}",
+            )
+        )
+    if deferred:
+        out.append(
+            ("Deferred, then loaded", f"{loaded} of {deferred} runs ({loaded / deferred:.0%})")
+        )
+    return tuple(out)

@@ -124,6 +124,7 @@ def selection_json(selection: Selection) -> dict[str, Any]:
     return {
         "selected": list(selection.selected),
         "excluded": list(selection.excluded),
+        "deferred": list(selection.deferred),
         "isBaseline": selection.is_baseline,
         "tokenBudget": selection.token_budget,
         "usedTokens": selection.used_tokens,

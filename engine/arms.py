@@ -117,6 +117,8 @@ class Arm:
     token_cost: int
     label: str = ""
     content: str | None = field(default=None, repr=False, compare=False)
+    description: str | None = field(default=None, repr=False, compare=False)
+    """What the arm does, for lexical relevance to a request (a tool's description)."""
     parsed: ArmId = field(init=False, repr=False, compare=False)
     type: ArmType = field(init=False, repr=False, compare=False)
     category: str = field(init=False, repr=False, compare=False)
@@ -139,3 +141,8 @@ class Arm:
             object.__setattr__(self, "label", parsed.name)
         if self.content is not None:
             check_text(f"content of {_shorten(self.id)!r}", self.content)
+        if self.description is not None:
+            from engine.context import MAX_DESCRIPTION_CHARS
+
+            where = f"description of {_shorten(self.id)!r}"
+            check_text(where, self.description, MAX_DESCRIPTION_CHARS)

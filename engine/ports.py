@@ -7,13 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from engine.config import Phase
 from engine.posterior import Posterior
 from engine.records import RunRecord
 from engine.savings import SessionUsage
 from engine.session_sets import SessionSet
+
+if TYPE_CHECKING:
+    from engine.context_policy import EvidenceCell
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,6 +356,19 @@ class SessionSets(Protocol):
     ) -> SessionSet: ...
 
     def save_session_set(self, learner_id: int, changed: SessionSet) -> bool: ...
+
+
+@runtime_checkable
+class ContextStore(Protocol):
+    """The context-aware policy's per-feature evidence (engine.context_policy), kept per
+    learner under a bound on its cells. SqlStore implements it; a store without it keeps the
+    evidence in this process only."""
+
+    def context_evidence(self, learner_id: int) -> tuple[list[EvidenceCell], int]: ...
+
+    def save_context_evidence(
+        self, learner_id: int, cells: Sequence[EvidenceCell], tick: int, max_cells: int
+    ) -> None: ...
 
 
 @runtime_checkable

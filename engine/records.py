@@ -399,7 +399,7 @@ def record_from_row(row: Any, arms: tuple[ArmOutcomeRecord, ...]) -> RunRecord:
 
 # -- reports and arm lists sent as JSON -----------------------------------------------------------
 
-_ARM_CACHE: dict[tuple[str, int, str, str | None], Arm] = {}
+_ARM_CACHE: dict[tuple[str, int, str, str | None, str | None], Arm] = {}
 _ARM_CACHE_SIZE = 8192
 
 
@@ -414,15 +414,17 @@ def arm_from_json(data: Any, where: str = "arms[]") -> ReportedArm:
     cost = _pick(data, "tokenCost", "token_cost", 0)
     label = data.get("label", "")
     content = data.get("content")
+    description = data.get("description")
     included = data.get("included", True)
     if not isinstance(included, bool):
         raise InvalidInput(f"{where}.included must be true or false")
     plain = type(arm_id) is str and type(cost) is int and type(label) is str
-    if plain and (content is None or type(content) is str):
-        key = (arm_id, cost, label, content)
+    described = description is None or type(description) is str
+    if plain and described and (content is None or type(content) is str):
+        key = (arm_id, cost, label, content, description)
         arm = _ARM_CACHE.get(key)
         if arm is None:
-            arm = _new_arm(where, arm_id, cost, label, content)
+            arm = _new_arm(where, arm_id, cost, label, content, description)
             if len(_ARM_CACHE) >= _ARM_CACHE_SIZE:
                 _ARM_CACHE.clear()
             _ARM_CACHE[key] = arm
@@ -433,12 +435,17 @@ def arm_from_json(data: Any, where: str = "arms[]") -> ReportedArm:
         raise InvalidInput(f"{where}.label must be a string")
     if content is not None and not isinstance(content, str):
         raise InvalidInput(f"{where}.content must be a string")
-    return ReportedArm(_new_arm(where, arm_id, cost, label, content), included)
+    if description is not None and not isinstance(description, str):
+        raise InvalidInput(f"{where}.description must be a string")
+    return ReportedArm(_new_arm(where, arm_id, cost, label, content, description), included)
 
 
-def _new_arm(where: str, arm_id: str, cost: Any, label: str, content: str | None) -> Arm:
+def _new_arm(
+    where: str, arm_id: str, cost: Any, label: str, content: str | None, description: str | None
+) -> Arm:
     try:
-        return Arm(arm_id, check_count(f"{where}.tokenCost", cost, MAX_TOKEN_COST), label, content)
+        cost = check_count(f"{where}.tokenCost", cost, MAX_TOKEN_COST)
+        return Arm(arm_id, cost, label, content, description)
     except InvalidInput as exc:
         message = str(exc)
         raise type(exc)(message if message.startswith(where) else f"{where}: {message}") from None

@@ -4,7 +4,7 @@ result and `select_arms`, which draws the scores (engine.draws) and packs the ar
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import compress
 from operator import not_
 from typing import Any
@@ -20,6 +20,7 @@ from engine.inventory import (
     SMALL_INVENTORY,
     ArmSet,
     BoolArray,
+    FloatArray,
     PosteriorArrays,
     align_posteriors,
 )
@@ -122,6 +123,20 @@ class Selection:
         return self._excluded
 
     @property
+    def deferred(self) -> tuple[str, ...]:
+        """The left-out tools, in inventory order: those a runtime with tool search can still
+        offer as deferred (Anthropic `defer_loading`, OpenAI tool search), so they stay
+        reachable without their definitions in the prompt (SPEC section 4a)."""
+        arm_set = self._arm_set
+        if arm_set is None:
+            return tuple(a for a in self.excluded if _is_tool(a))
+        if self._flags is not None:
+            flags = self._flags
+            return tuple(arm_set.ids[i] for i in arm_set.tool_positions if not flags[i])
+        assert self._mask is not None
+        return tuple(arm_set.id_array[arm_set.tool_mask & ~self._mask].tolist())
+
+    @property
     def mask(self) -> BoolArray:
         """Which arms are selected, as booleans in inventory order (read-only).
 
@@ -185,6 +200,22 @@ class Selection:
         )
 
 
+def _is_tool(arm_id: str) -> bool:
+    """Whether an id of a selection built from id lists names a tool (an id that is not an
+    arm id names none)."""
+    from engine.arms import ArmType, parse_arm_id
+
+    try:
+        return parse_arm_id(arm_id).type is ArmType.TOOL
+    except InvalidInput:
+        return False
+
+
+Draw = Callable[[PosteriorArrays, LearningConfig, np.random.Generator], FloatArray]
+"""A Thompson draw: one score per arm from the posteriors (engine.draws.draw_scores, or the
+context-aware draw of engine.context_policy)."""
+
+
 def include_everything(
     arms: Sequence[Arm] | ArmSet, config: LearningConfig, reason: str
 ) -> Selection:
@@ -201,6 +232,9 @@ def select_arms(
     posteriors: Mapping[str, Posterior] | PosteriorArrays | None,
     config: LearningConfig,
     rng: np.random.Generator | int | None = None,
+    *,
+    draw: Draw | None = None,
+    force: BoolArray | None = None,
 ) -> Selection:
     """Choose the arms of the next prompt (SPEC section 4).
 
@@ -217,6 +251,10 @@ def select_arms(
     `packing="score_per_token"` ranks the rest by score / token cost instead of score, and
     `min_score` leaves out every arm of the rest whose score falls below it, however much
     budget is left. Their defaults are the SPEC behaviour.
+
+    `draw` replaces the Thompson draw (the context-aware policy passes its own); `force` marks
+    arms included like seeds in a Thompson run (the exploration bound of engine.starvation
+    passes those it owes a try). Neither changes a baseline run.
 
     Inventories below SMALL_INVENTORY arms are ranked and packed in plain Python, larger ones
     with array operations; both take the same draws from `rng` in the same order and make the
@@ -237,13 +275,21 @@ def select_arms(
         post = align_posteriors(arm_set, posteriors)
     if n == 0:
         return Selection._chosen(arm_set, None, [], False, config.token_budget, 0, None)
+    if force is not None and force.shape != (n,):
+        raise InvalidInput(f"force marks {force.shape[0]} arms, expected {n}")
+    scorer = draw_scores if draw is None else draw
     if n < SMALL_INVENTORY:
-        return _select_small(arm_set, post, config, gen)
-    return _select_vectorised(arm_set, post, config, gen)
+        return _select_small(arm_set, post, config, gen, scorer, force)
+    return _select_vectorised(arm_set, post, config, gen, scorer, force)
 
 
 def _select_vectorised(
-    arm_set: ArmSet, post: PosteriorArrays, config: LearningConfig, gen: np.random.Generator
+    arm_set: ArmSet,
+    post: PosteriorArrays,
+    config: LearningConfig,
+    gen: np.random.Generator,
+    scorer: Draw,
+    force: BoolArray | None,
 ) -> Selection:
     """select_arms with array operations, for large inventories."""
     costs = arm_set.costs
@@ -256,10 +302,12 @@ def _select_vectorised(
         forced_cost = int(costs[forced].sum()) if seeds.positions else 0
         taken, packed = pack(rest, costs, budget - forced_cost)
         return _masked(arm_set, forced, taken, True, budget, forced_cost + packed)
-    scores = draw_scores(post, config, gen)
+    scores = scorer(post, config, gen)
     forced = post.pulls < config.min_pulls
     if seeds.positions:
         forced |= seeds.mask
+    if force is not None:
+        forced |= force
     rank = scores if config.packing == "score" else scores * arm_set.per_token
     if config.min_score <= 0.0:
         whole = pack_inventory(rank, forced, costs, budget)
@@ -289,7 +337,12 @@ def _masked(
 
 
 def _select_small(
-    arm_set: ArmSet, post: PosteriorArrays, config: LearningConfig, gen: np.random.Generator
+    arm_set: ArmSet,
+    post: PosteriorArrays,
+    config: LearningConfig,
+    gen: np.random.Generator,
+    scorer: Draw,
+    force: BoolArray | None,
 ) -> Selection:
     """select_arms for a small inventory: the same draws as `_select_vectorised`, then
     ranking and greedy packing over Python lists (a stable sort: ties in inventory order)."""
@@ -307,7 +360,12 @@ def _select_small(
         rest = list(compress(range(n), map(not_, flags)))
         rest = [rest[j] for j in gen.permutation(len(rest)).tolist()]
     else:
-        scores = draw_scores(post, config, gen)
+        scores = scorer(post, config, gen)
+        if force is not None:
+            for i in np.flatnonzero(force).tolist():
+                if not flags[i]:
+                    flags[i] = True
+                    room -= costs[i]
         if config.packing == "score":
             rank: list[float] = scores.tolist()
         else:

@@ -21,6 +21,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
     import numpy as np
 
+    from engine.context import RequestContext
+    from engine.context_policy import ContextEvidence, ContextSettings
+    from engine.exploration import ExplorationBound, OwedTries
     from engine.inventory import ArmSet
     from engine.selection import Selection
 
@@ -51,6 +54,7 @@ from engine.ports import (
     ArmOutcome,
     ArmOutcomeWriter,
     ArmRecord,
+    ContextStore,
     LearnerState,
     PendingArmOutcome,
     RecordResult,
@@ -97,6 +101,61 @@ Schedule = Callable[[Callable[[], None]], None]
 """Runs a callable soon, somewhere that does not make the caller wait."""
 SpoolByName = Callable[[str, Sequence[RunRecord]], RecordResult]
 """Keeps runs for a learner not opened yet (storage down since start), by its name."""
+
+
+def _request_of(context: Mapping[str, Any] | None) -> RequestContext | None:
+    """The request context a select carries (checked), or None without one."""
+    if not context:
+        return None
+    from engine.context import RequestContext
+
+    return RequestContext.of(context)
+
+
+def _stored(context: Mapping[str, Any]) -> dict[str, Any]:
+    """A context as a run keeps it: never the message text (engine.context)."""
+    if "message" not in context:
+        return dict(context)
+    from engine.context import stored_context
+
+    return stored_context(context)
+
+
+def _with_loaded(report: RunReport) -> RunReport:
+    """The report as observed: the deferred arms the model loaded through tool search
+    (`context.loaded`) count as included, so a loaded arm the model used is referenced, and the
+    message text is not stored."""
+    context = report.context
+    if not context:
+        return report
+    from engine.context import loaded_arms
+
+    loaded = set(loaded_arms(context))
+    arms = report.arms
+    if loaded:
+        arms = tuple(
+            replace(item, included=True)
+            if not item.included and (item.arm.id in loaded or item.arm.name in loaded)
+            else item
+            for item in arms
+        )
+    if "message" not in context and arms is report.arms:
+        return report
+    return replace(report, arms=arms, context=_stored(context))
+
+
+def _loaded_calls(report: RunReport) -> RunReport | None:
+    """The report with only its calls of deferred arms it loaded (None: it loaded none)."""
+    if not report.context:
+        return None
+    from engine.context import loaded_arms
+
+    loaded = set(loaded_arms(report.context))
+    if not loaded:
+        return None
+    names = {i.arm.name for i in report.arms if i.arm.id in loaded or i.arm.name in loaded}
+    calls = tuple(c for c in report.tool_calls if c.name in names)
+    return replace(report, tool_calls=calls, context={}) if calls else None
 
 
 def reward_value(value: str | float | int) -> float:
@@ -157,6 +216,8 @@ class LearningService:
         spool: SpoolHealth | None = None,
         prices: PriceTable | None = None,
         wall_clock: Callable[[], int] = now_ms,
+        context_settings: ContextSettings | None = None,
+        exploration_bound: ExplorationBound | None = None,
     ) -> None:
         self.store = store
         self.spool = spool
@@ -185,6 +246,14 @@ class LearningService:
         self._keep = keep_factor(self.base_config.half_life)
         self._settings = self.base_config
         """The learner's settings (its stored ones once opened; the phase is the cache's)."""
+        self.context_settings = context_settings
+        """How the context-aware draw weighs lexical relevance and per-feature evidence
+        (engine.context_policy); None: the defaults."""
+        self._evidence: ContextEvidence | None = None
+        self._owed: OwedTries | None = None
+        self._exploration_bound = exploration_bound
+        self._deferrals: dict[str, tuple[int, int]] = {}
+        """Per tool: runs that deferred it, runs that loaded it (this process's count)."""
         self.settings_differ: str | None = None
         """Set when the learner's stored settings differ from this process's configuration:
         which, and how to change them."""
@@ -366,19 +435,129 @@ class LearningService:
             self._refresh_quietly()
         config = self.config
         key = session_key_of(context, session_key)
-        if key and config.is_active:
-            return self._session_sets.select(key, arm_set, config, self._select_cached)
-        return self._select_cached(arm_set, config)
+        request = _request_of(context)
 
-    def _select_cached(self, arm_set: ArmSet, config: LearningConfig) -> Selection:
+        def draw(offered: ArmSet, settings: LearningConfig) -> Selection:
+            return self._select_cached(offered, settings, request)
+
+        if key and config.is_active:
+            return self._session_sets.select(key, arm_set, config, draw)
+        return draw(arm_set, config)
+
+    def _select_cached(
+        self, arm_set: ArmSet, config: LearningConfig, request: RequestContext | None = None
+    ) -> Selection:
         """`select_arms` under `config`: from the cached posteriors, under the cache's lock,
-        when active; passive or disabled, every arm without reading a posterior."""
+        when active; passive or disabled, every arm without reading a posterior. With a
+        request context the draw is the context-aware one (engine.context_policy); arms owed
+        a try by the exploration bound (engine.exploration) are included."""
         from engine.selection import select_arms
 
         if not config.is_active:
             return select_arms(arm_set, None, config)
-        with self._cache.lock:
-            return select_arms(arm_set, self._cache.arrays(arm_set), config, self._rng)
+        cache = self._cache
+        owed = self._owed_tries()
+        force = owed.mask(arm_set)
+        if request is None:
+            with cache.lock:
+                chosen = select_arms(arm_set, cache.arrays(arm_set), config, self._rng, force=force)
+        else:
+            from engine.context_policy import ContextSettings, context_scores
+
+            settings = self.context_settings or ContextSettings()
+            evidence = self.context_evidence()
+
+            def scores(p: Any, c: LearningConfig, gen: np.random.Generator) -> Any:
+                return context_scores(arm_set, p, request, evidence, settings, c.exploration, gen)
+
+            with cache.lock:
+                post = cache.arrays(arm_set)
+                chosen = select_arms(arm_set, post, config, self._rng, draw=scores, force=force)
+        owed.included(arm_set, chosen.mask)
+        return chosen
+
+    def _owed_tries(self) -> OwedTries:
+        owed = self._owed
+        if owed is None:
+            from engine.exploration import ExplorationBound, OwedTries
+
+            owed = self._owed = OwedTries(self._exploration_bound or ExplorationBound())
+        return owed
+
+    def context_evidence(self) -> ContextEvidence:
+        """This learner's per-feature evidence (engine.context_policy), read from storage
+        the first time when the store keeps it."""
+        evidence = self._evidence
+        if evidence is None:
+            from engine.context_policy import ContextEvidence, ContextSettings
+
+            settings = self.context_settings or ContextSettings()
+            evidence = ContextEvidence(self._keep, settings.max_cells)
+            store = self.store
+            if isinstance(store, ContextStore):
+                with contextlib.suppress(Unavailable):
+                    cells, tick = store.context_evidence(self.learner_id)
+                    evidence.load(cells, tick)
+            self._evidence = evidence
+        return evidence
+
+    def context_explanation(self, arm_id: str) -> tuple[list[Any], int, int]:
+        """What an arm's usefulness depends on (engine.context_policy.explain: the features
+        its rate of use differs most under), and how often this process saw it deferred in a
+        run that reported tool search, and loaded then."""
+        from engine.context_policy import explain
+
+        view = self.view(arm_id)
+        rewards = view.rewards if view.rewards is not None else 0.0
+        lifts = explain(self.context_evidence(), arm_id, rewards, float(view.posterior.pulls))
+        deferred, loaded = self._deferrals.get(arm_id, (0, 0))
+        return lifts, deferred, loaded
+
+    def _count_deferrals(self, reports: Sequence[RunReport]) -> None:
+        """Per tool, runs that deferred it (left out, in a run whose runtime reports what it
+        loaded) and runs that loaded it."""
+        from engine.arms import ArmType
+        from engine.context import LOADED_KEYS, loaded_arms
+
+        counts = self._deferrals
+        for report in reports:
+            context = report.context
+            if not context or not any(k in context for k in LOADED_KEYS):
+                continue
+            loaded = set(loaded_arms(context))
+            for item in report.arms:
+                arm = item.arm
+                if item.included or arm.type is not ArmType.TOOL:
+                    continue
+                d, n = counts.get(arm.id, (0, 0))
+                counts[arm.id] = (d + 1, n + (arm.id in loaded or arm.name in loaded))
+
+    def _learn_context(self, reports: Sequence[RunReport], rewards: Sequence[Any]) -> None:
+        """Per-feature evidence from the observed runs that carried a request context."""
+        from engine.context import RequestContext
+
+        evidence = self.context_evidence()
+        changed: list[tuple[list[int], Any]] = []
+        with evidence.lock:
+            for report, reward in zip(reports, rewards, strict=True):
+                request = RequestContext.of(report.context)
+                features = request.features().tolist() if request is not None else []
+                evidence.record(features, reward)
+                if features and reward:
+                    changed.append((features, reward))
+            # a later run of the batch may have changed a cell again: the last state is written
+            cells = list(
+                {
+                    (c.feature, c.arm_id): c
+                    for features, reward in changed
+                    for c in evidence.cells_of(features, reward)
+                }.values()
+            )
+            tick = evidence.tick
+        store = self.store
+        if isinstance(store, ContextStore):
+            with contextlib.suppress(Unavailable):
+                store.save_context_evidence(self.learner_id, cells, tick, evidence.max_cells)
 
     def observe(self, report: RunReport) -> ObserveResult:
         """Store the run's trace (both phases), apply the guard, update posteriors; a trace id
@@ -396,6 +575,10 @@ class LearningService:
         with contextlib.suppress(Unavailable):  # keep the cached phase; the writer spools
             self.refresh()
         config = self.config
+        asked = reports
+        for report in asked:  # checked before anything is written
+            _request_of(report.context)
+        reports = [_with_loaded(r) for r in reports]
         outcomes = [rewards_for_run(r, config) for r in reports]
         records = [
             record_from_report(r, o, config.phase, observation_guard(r, config, ignore_phase=True))
@@ -426,8 +609,21 @@ class LearningService:
             )
         if folds:
             self._cache.apply({a: f.as_tuple() for a, f in folds.items()}, now_ms())
+        learned = [
+            (r, o.rewards)
+            for r, o, status in zip(asked, outcomes, result.statuses, strict=True)
+            if status == "inserted" and r.context
+        ]
+        if learned:
+            self._learn_context([r for r, _ in learned], [w for _, w in learned])
+            self._count_deferrals([r for r, _ in learned])
         if config.is_active:
-            self._session_sets.grow(reports, config)
+            self._session_sets.grow(asked, config)
+            if config.session_growth == "off":
+                # a deferred arm the model loaded and used joins its session all the same
+                loaded = [r for r in map(_loaded_calls, asked) if r is not None]
+                if loaded:
+                    self._session_sets.grow(loaded, replace(config, session_growth="append"))
         self._first_seen((item.arm.id for r in reports for item in r.arms), config)
         return out
 
@@ -495,6 +691,7 @@ class LearningService:
             raise InvalidInput(f"k must be a whole number >= 0, got {k!r}")
         context_map = dict(context or {})
         check_json("context", context_map)
+        request = _request_of(context_map)
         keys = {"session_key": session_key, "channel": channel}
         keys.update(provider=provider, model=model)
         for name, value in keys.items():
@@ -521,7 +718,7 @@ class LearningService:
         arm_set = ArmSet(arms)
 
         def draw(offered: ArmSet, settings: LearningConfig) -> Selection:
-            chosen = self._select_cached(offered, settings)
+            chosen = self._select_cached(offered, settings, request)
             if settings.is_active and 0 < k < len(chosen.selected):
                 chosen = self._cap(offered, chosen, k, settings)
             return chosen
@@ -562,7 +759,7 @@ class LearningService:
             system_prompt_chars=0,
             aborted=False,
             error=None,
-            context=context_map,
+            context=_stored(context_map),
             arms=outcomes,
         )
         self._record_runs([record])

@@ -357,3 +357,20 @@ alert_leases = Table(
     Column("holder", String(128), nullable=False),
     Column("expires_at", BigInteger, nullable=False),
 )
+
+# The context-aware policy's per-feature evidence (SPEC section 4a, engine.context_policy):
+# per learner, per hashed feature (a message word, the previous tool, the channel, the model),
+# per arm, the rewards and runs seen under it as of observation `tick` (forgetting decays them
+# from there). The row with feature 0 and arm_id "" holds the learner's observation count.
+context_evidence = Table(
+    "context_evidence",
+    metadata,
+    Column("learner_id", Id, ForeignKey("learners.id"), nullable=False),
+    Column("feature", BigInteger, nullable=False),
+    Column("arm_id", String(512), nullable=False),
+    Column("rewards", Float, nullable=False),
+    Column("runs", Float, nullable=False),
+    Column("tick", BigInteger, nullable=False),
+    PrimaryKeyConstraint("learner_id", "feature", "arm_id"),
+    Index("ix_context_evidence_tick", "learner_id", "tick"),
+)

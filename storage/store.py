@@ -17,6 +17,7 @@ from sqlalchemy import delete, select
 
 from storage.arm_keys import ArmKeys
 from storage.bootstrap import Bootstrap
+from storage.context_evidence import ContextEvidenceStore
 from storage.database import write_transaction
 from storage.learners import Learners
 from storage.reads import Reads
@@ -25,6 +26,7 @@ from storage.rewards import Rewards
 from storage.runs import Runs
 from storage.schema import (
     audit_log,
+    context_evidence,
     observations,
     posteriors,
     run_stats,
@@ -44,6 +46,7 @@ class SqlStore(
     Rewards,
     Sessions,
     SessionSetStore,
+    ContextEvidenceStore,
     SessionCosts,
     Resets,
     Bootstrap,
@@ -57,7 +60,14 @@ class SqlStore(
     def delete_learner_data(self, learner_id: int) -> None:
         """Remove every trace, observation and posterior of a learner (used by tests/tools)."""
         with write_transaction(self.engine) as conn:
-            for table in (observations, run_stats, posteriors, audit_log, session_sets):
+            for table in (
+                observations,
+                run_stats,
+                posteriors,
+                audit_log,
+                session_sets,
+                context_evidence,
+            ):
                 conn.execute(delete(table).where(table.c.learner_id == learner_id))
             # Outcomes first: no key ties them to their trace (migration 0008).
             conn.execute(

@@ -117,11 +117,13 @@ def selection_bytes(selection: Selection, names: Mapping[str, str] | None) -> by
             try:
                 selected = ",".join(map(text, selection.selected))
                 excluded = ",".join(map(text, selection.excluded))
+                deferred = ",".join(map(text, selection.deferred))
             except (KeyError, TypeError):  # an id without its text: the encoder's way
                 pass
             else:
                 return (
                     f'{{"selected":[{selected}],"excluded":[{excluded}],'
+                    f'"deferred":[{deferred}],'
                     f'"isBaseline":{"true" if baseline else "false"},'
                     f'"tokenBudget":{int.__repr__(budget)},"usedTokens":{int.__repr__(used)},'
                     f'"overBudget":{"true" if over else "false"},'

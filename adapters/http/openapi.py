@@ -237,6 +237,11 @@ SCHEMAS: dict[str, Any] = {
             "tokenCost": {"type": "integer", "minimum": 0},
             "label": STR,
             "content": N_STR,
+            "description": {
+                "type": "string",
+                "maxLength": 4000,
+                "description": "What the arm does: lexical relevance to context.message reads it",
+            },
             "included": BOOL,
         },
         ["armId"],
@@ -264,6 +269,12 @@ SCHEMAS: dict[str, Any] = {
         {
             "selected": {"type": "array", "items": STR},
             "excluded": {"type": "array", "items": STR},
+            "deferred": {
+                "type": "array",
+                "items": STR,
+                "description": "The left-out tools a runtime with tool search can still offer "
+                "as deferred (Anthropic defer_loading, OpenAI tool search)",
+            },
             "isBaseline": BOOL,
             "tokenBudget": INT,
             "usedTokens": INT,
@@ -274,6 +285,7 @@ SCHEMAS: dict[str, Any] = {
         [
             "selected",
             "excluded",
+            "deferred",
             "isBaseline",
             "tokenBudget",
             "usedTokens",

@@ -47,9 +47,11 @@ Learner = Annotated[
 Context = Annotated[
     dict[str, Any] | None,
     Field(
-        description="Run context {session_key, channel, provider, model, phase}. Recorded with "
-        "the run; it does not split posteriors. Observes attach to the latest select of the "
-        "same session_key."
+        description="Run context {session_key, channel, provider, model, phase, message, "
+        "tools_called, loaded}. Recorded with the run (the message as its length only). A "
+        "select's message, channel, model and tools_called feed the context-aware draw; an "
+        "observe's `loaded` names the deferred arms the model loaded through tool search. "
+        "Observes attach to the latest select of the same session_key."
     ),
 ]
 OptionalLearner = Annotated[
@@ -102,8 +104,9 @@ def build_server(tools: LearningTools, *, version: str | None = None) -> MCPServ
         description="Choose which prompt components (arms) go into the next model request, "
         "under a token budget, and record the selection as a run. In the passive phase every "
         "candidate is selected. Returns selected_arms and excluded_arms ({id, metadata, "
-        "token_cost}), is_baseline, scores (each candidate's posterior mean), token_budget and "
-        "used_tokens.",
+        "token_cost}; with context.message or context.tools_called also deferred_arms: the "
+        "left-out tools a runtime with tool search can offer as deferred), is_baseline, "
+        "scores (each candidate's posterior mean), token_budget and used_tokens.",
     )
     async def qortex_learning_select(
         learner: Learner,
@@ -111,7 +114,7 @@ def build_server(tools: LearningTools, *, version: str | None = None) -> MCPServ
             list[dict[str, Any]],
             Field(
                 description="The arms on offer: [{id: 'tool:fs:Read' | 'skill:<name>:main' | "
-                "'file:workspace:<path>' | ..., metadata: {type, category, label}, "
+                "'file:workspace:<path>' | ..., metadata: {type, category, label, description}, "
                 "token_cost: int}]."
             ),
         ],

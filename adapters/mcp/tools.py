@@ -49,6 +49,7 @@ from engine.bounds import (
     check_text,
 )
 from engine.config import Phase
+from engine.context import MAX_DESCRIPTION_CHARS
 from engine.errors import InvalidInput, LearningError, NotFound, Unavailable
 from engine.observation import MAX_ID_CHARS
 from engine.posterior import now_ms, prior_parameters
@@ -126,6 +127,9 @@ def _whole(field: str, value: Any, default: int) -> int:
 
 CONTEXT_TEXTS = ("session_key", "channel", "provider", "model")
 """The context fields a run records in columns of their own."""
+
+_REQUEST_KEYS = ("message", "tools_called", "toolsCalled")
+"""Context keys that make a select request-aware (engine.context)."""
 
 
 def _context(field: str, value: Any) -> dict[str, Any]:
@@ -247,8 +251,10 @@ class LearningTools:
                 raise InvalidInput(f"{where}.token_cost: at most {MAX_TOKEN_COST}")
             label = metadata.get("label")
             label = label if isinstance(label, str) and label.isprintable() else ""
+            described = metadata.get("description")
+            description = described[:MAX_DESCRIPTION_CHARS] if isinstance(described, str) else None
             try:
-                arms.append(Arm(arm_id, cost, label[:512]))
+                arms.append(Arm(arm_id, cost, label[:512], description=description))
             except InvalidInput as exc:
                 raise InvalidInput(f"{where}.id: {exc}") from None
             if arm_id in shown:
@@ -294,6 +300,10 @@ class LearningTools:
         fallback = selection.fallback or ""
         if fallback.startswith("storage unavailable"):  # why every candidate is in
             out["fallback"] = fallback
+        if any(key in ctx for key in _REQUEST_KEYS):
+            # a caller that sends the request gets the deferred tools too; the others keep
+            # the answer's shape as qortex 0.8.1 gives it
+            out["deferred_arms"] = [shown[a] for a in selection.deferred]
         return out
 
     def observe(

@@ -380,3 +380,23 @@ def test_a_terminal_talking_to_the_server_gets_terminal_wording(live: Live) -> N
     assert "learning-bot phase" in str(terminal["blocks"])
     assert "/learning" not in str(terminal["blocks"])
     assert bad.status_code == 400 and "wording" in bad.json()["error"]
+
+
+def test_select_takes_a_request_context_and_answers_deferred_tools(live: Live) -> None:
+    arms = [
+        arm("tool:ctx:get_weather", 100, description="The weather forecast for a city"),
+        arm("tool:ctx:send_email", 100, description="Send an email message"),
+        arm("tool:ctx:read_file", 100, description="Read a file"),
+        arm("skill:ctx:main", 100),
+    ]
+    with live.client() as c:
+        body = {"arms": arms, "context": {"message": "will it rain in Lyon", "channel": "c1"}}
+        answer = c.post("/select", json=body).json()
+        conforms("Selection", answer)
+        tools = {a["armId"] for a in arms if a["armId"].startswith("tool:")}
+        assert set(answer["deferred"]) == tools - set(answer["selected"])
+        too_long = {"arms": arms, "context": {"message": "x" * 16_001}}
+        refused = c.post("/select", json=too_long)
+        assert refused.status_code == 400 and "context.message" in refused.text
+        bad = c.post("/select", json={"arms": [{**arms[0], "description": 5}]})
+        assert bad.status_code == 400 and "description" in bad.text

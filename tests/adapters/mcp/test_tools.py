@@ -110,3 +110,24 @@ def test_outcomes_forget_like_every_other_write(database_url: str) -> None:
         assert read["pulls"] == 4 and read["alpha"] < 3.0 + 4  # older evidence counts less
     finally:
         made.close()
+
+
+def test_select_reads_the_request_and_lists_deferred_tools(tools: LearningTools, app: App) -> None:
+    tools.learning_phase("active", True, oc.LEARNER)
+    described = {"get_weather": "weather forecast", "send_email": "send an email"}
+    described["read_file"] = "read a file"
+    candidates = [
+        {"id": f"tool:t:{name}", "metadata": {"description": text}, "token_cost": 100}
+        for name, text in described.items()
+    ]
+    context = {"session_key": "", "message": "please send an email to Ana"}
+    chosen = []
+    for _ in range(20):
+        answer = tools.select(oc.LEARNER, candidates, context, 0, 100, 0, [], None)
+        (picked,) = oc.arm_ids(answer["selected_arms"])
+        deferred = oc.arm_ids(answer["deferred_arms"])
+        assert sorted([picked, *deferred]) == sorted(c["id"] for c in candidates)
+        chosen.append(picked)
+    assert chosen.count("tool:t:send_email") >= 12  # the request's tool, most of the time
+    run = app.service(oc.LEARNER).traces()[0][0]
+    assert "message" not in run.context and run.context["message_chars"] == len(context["message"])

@@ -1,0 +1,264 @@
+"""What a select knows about the request (SPEC section 4a, "Context"): the user's message, the
+channel, the model and the tools called so far, checked once and turned into the few things the
+context-aware policy reads: the message's words (for lexical relevance, in memory only) and
+hashed features (what is learned and stored). The message text itself is never stored: a run's
+stored context keeps the other fields and, for the message, its length only."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from engine.bounds import check_text
+from engine.errors import InvalidInput
+
+MAX_MESSAGE_CHARS = 16_000
+"""A request's message (`context.message`) at most: longer ones are refused, not cut."""
+MAX_TOOLS_CALLED = 256
+"""Names in `context.tools_called` at most."""
+MAX_TOOL_NAME_CHARS = 128
+MAX_CONTEXT_FIELD_CHARS = 256
+"""`channel` and `model` at most."""
+MAX_MESSAGE_FEATURES = 48
+"""Distinct message words that become learned features, at most (the first ones met)."""
+MAX_DESCRIPTION_CHARS = 4_000
+"""An arm's `description` in a select body at most."""
+
+MESSAGE_KEYS = ("message",)
+_TOOLS_KEYS = ("tools_called", "toolsCalled")
+
+_WORD = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "can",
+        "could",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "our",
+        "please",
+        "she",
+        "so",
+        "some",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "too",
+        "up",
+        "us",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "also",
+        "just",
+        "now",
+        "then",
+        "after",
+        "before",
+        "all",
+        "any",
+        "each",
+        "other",
+        "same",
+        "such",
+        "only",
+        "own",
+        "very",
+    ]
+)
+
+
+def words(text: str) -> list[str]:
+    """The words of a text as relevance and features read them: split at non-letters and at
+    camelCase and snake_case joints, lowercased, stop words and one-letter words left out, and
+    a plural or -ing/-ed ending taken off (so "files" and "file" meet)."""
+    out = []
+    for raw in _WORD.findall(text):
+        w = raw.lower()
+        if len(w) < 2 or w in _STOP:
+            continue
+        out.append(stem(w))
+    return out
+
+
+def stem(word: str) -> str:
+    """A light suffix stripper (English plurals, -ing, -ed): enough for tool names and requests."""
+    if len(word) > 5 and word.endswith("ing"):
+        return word[:-3]
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 4 and word.endswith("ed"):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+@functools.lru_cache(maxsize=65_536)
+def feature_hash(kind: str, value: str) -> int:
+    """A feature's stored key: 63 bits of BLAKE2b over its kind and value (what is stored
+    instead of the text, so a message cannot be read back). Memoised: the words of requests
+    repeat."""
+    digest = hashlib.blake2b(f"{kind}\x1f{value}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
+@functools.lru_cache(maxsize=1_024)
+def message_words(message: str) -> tuple[str, ...]:
+    """`words(message)`, memoised for the few messages a select and its draw read again."""
+    return tuple(words(message))
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """The request a select is made for. Every field may be empty."""
+
+    message: str = ""
+    channel: str = ""
+    model: str = ""
+    tools_called: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, context: Mapping[str, Any] | None) -> RequestContext | None:
+        """The request context in a select's `context` mapping, checked (InvalidInput names the
+        field); None when it carries none of the fields (a select as before)."""
+        if context is None:
+            return None
+        if not isinstance(context, Mapping):
+            raise InvalidInput(f"context must be an object, got {type(context).__name__}")
+        message = _text(context, MESSAGE_KEYS, MAX_MESSAGE_CHARS)
+        channel = _text(context, ("channel",), MAX_CONTEXT_FIELD_CHARS)
+        model = _text(context, ("model",), MAX_CONTEXT_FIELD_CHARS)
+        raw = next((context[k] for k in _TOOLS_KEYS if k in context), None)
+        tools: tuple[str, ...] = ()
+        if raw is not None:
+            if not isinstance(raw, list | tuple):
+                raise InvalidInput("context.tools_called must be an array of tool names")
+            if len(raw) > MAX_TOOLS_CALLED:
+                raise InvalidInput(f"context.tools_called: at most {MAX_TOOLS_CALLED} names")
+            for i, name in enumerate(raw):
+                if not isinstance(name, str):
+                    raise InvalidInput(f"context.tools_called[{i}] must be a string")
+                check_text(f"context.tools_called[{i}]", name, MAX_TOOL_NAME_CHARS)
+            tools = tuple(raw)
+        if not (message or channel or model or tools):
+            return None
+        return cls(message, channel, model, tools)
+
+    def message_words(self) -> tuple[str, ...]:
+        return message_words(self.message) if self.message else ()
+
+    def features(self) -> npt.NDArray[np.int64]:
+        """The hashed features learned per arm: the message's distinct words (at most
+        MAX_MESSAGE_FEATURES), the previous tool, the channel and the model."""
+        keys: list[int] = []
+        seen: set[str] = set()
+        for w in self.message_words():
+            if w not in seen:
+                seen.add(w)
+                keys.append(feature_hash("w", w))
+                if len(seen) >= MAX_MESSAGE_FEATURES:
+                    break
+        if self.tools_called:
+            keys.append(feature_hash("prev", self.tools_called[-1]))
+        if self.channel:
+            keys.append(feature_hash("ch", self.channel))
+        if self.model:
+            keys.append(feature_hash("model", self.model))
+        return np.array(keys, dtype=np.int64)
+
+
+def _text(context: Mapping[str, Any], keys: tuple[str, ...], limit: int) -> str:
+    value = next((context[k] for k in keys if k in context), None)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidInput(f"context.{keys[0]} must be a string, got {type(value).__name__}")
+    check_text(f"context.{keys[0]}", value, limit)
+    return value
+
+
+def stored_context(context: Mapping[str, Any]) -> dict[str, Any]:
+    """The context as a run keeps it: the message replaced by its length in characters
+    (`message_chars`), everything else as given."""
+    out = {k: v for k, v in context.items() if k not in MESSAGE_KEYS}
+    message = context.get("message")
+    if isinstance(message, str):
+        out["message_chars"] = len(message)
+    return out
+
+
+LOADED_KEYS = ("loaded", "deferred_loaded", "deferredLoaded")
+"""Where a run report's context names the deferred arms the model loaded through tool search."""
+
+
+def loaded_arms(context: Mapping[str, Any]) -> tuple[str, ...]:
+    """The deferred arms (ids or tool names) a run report says the model loaded."""
+    raw = next((context[k] for k in LOADED_KEYS if k in context), None)
+    if raw is None:
+        return ()
+    if not isinstance(raw, list | tuple):
+        raise InvalidInput("context.loaded must be an array of arm ids or tool names")
+    if len(raw) > MAX_TOOLS_CALLED:
+        raise InvalidInput(f"context.loaded: at most {MAX_TOOLS_CALLED} names")
+    for i, name in enumerate(raw):
+        if not isinstance(name, str):
+            raise InvalidInput(f"context.loaded[{i}] must be a string")
+        check_text(f"context.loaded[{i}]", name, MAX_TOOL_NAME_CHARS * 2)
+    return tuple(raw)

@@ -1,0 +1,499 @@
+"""Context-rich sessions priced through the prompt cache (SPEC section 4a, "Context"): the study
+of request-aware selection and deferred tools.
+
+A `ContextSession` is a conversation whose turns carry the user's message and the tools the
+turn needs. Policies choose the session's tools:
+
+- `every`: every tool on every turn (the reference of cost);
+- `default`: today's context-free Thompson draw (engine.selection with the learner-wide
+  posteriors), decided on the session's first turn and kept (session-stable);
+- `bm25`: the providers' tool-search baseline without learning: each turn, the tools ranked by
+  BM25 over the turn's message alone, packed under the same budget (a new set each turn);
+- `context`: the context-aware draw (engine.context_policy) on the first turn's message,
+  session-stable, learning per-feature evidence from every turn;
+- `context per turn`: the context-aware draw on each turn's message (a new set each turn,
+  as `bm25`: not session-stable, so each change of set is a cache miss);
+- `context+deferral`: the context-aware draw on the first turn, with the left-out tools
+  deferred: a turn that needs a tool the prompt lacks runs the providers' tool search as
+  documented (BM25 over the deferred tools' names and descriptions, the turn's message as
+  the query, the top SEARCH_TOP loaded), which costs an extra round trip (the prompt read
+  again from the cache) and the appended definitions; found tools stay loaded for the rest
+  of the session;
+- `oracle`: the tools the session will use, known in advance (a bound, not a policy).
+
+A tool the turn needs counts as kept when the prompt had it, or when this turn's search found
+it (deferral only). Learning (default, context) observes each turn as the service would: an
+offered tool used is reward 1, offered and unused 0, a deferred tool loaded counts as offered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from engine.arms import Arm
+from engine.bm25 import BM25Index
+from engine.config import LearningConfig
+from engine.context import RequestContext, words
+from engine.context_policy import ContextEvidence, ContextSettings, context_scores
+from engine.cost import ANTHROPIC, TokenPrices, prompt_cost
+from engine.exploration import ExplorationBound, OwedTries
+from engine.forgetting import forget, keep_factor
+from engine.inventory import ArmSet, FloatArray, PosteriorArrays, align_posteriors
+from engine.observation import ReportedArm, RunReport, ToolCall
+from engine.prompt_cache import Block, PromptCache
+from engine.selection import select_arms
+from engine.session_simulation import SessionShape
+
+if TYPE_CHECKING:
+    from engine.service import LearningService
+
+SEARCH_TOP = 5
+"""Tools one tool search loads (the providers' documented default)."""
+SEARCH_TOOL_TOKENS = 300
+"""The tool-search tool's own definition, in the prompt of every deferred request."""
+SEARCH_RESULT_TOKENS = 60
+"""The search call and its result, beside the loaded definitions."""
+POLICIES = (
+    "every",
+    "default",
+    "bm25",
+    "context",
+    "context per turn",
+    "context+deferral",
+    "oracle",
+)
+
+
+@dataclass(frozen=True)
+class ContextTurn:
+    message: str
+    used: tuple[int, ...]
+    """The tools (inventory positions) the turn needs, distinct."""
+
+
+@dataclass(frozen=True)
+class ContextSession:
+    key: str
+    turns: tuple[ContextTurn, ...]
+    channel: str = ""
+    group: str = ""
+    """What the figures are split by (a BFCL category, a task type)."""
+    expected: FloatArray | None = None
+    """Each tool's chance of being needed by a turn of this session, when the workload knows it
+    (the context oracle packs the budget by it); None: the oracle takes the tools used."""
+
+
+@dataclass
+class StudyRun:
+    """Per-session figures of one policy."""
+
+    prompt_cost: FloatArray
+    tool_tokens: FloatArray
+    used: FloatArray
+    kept: FloatArray
+    searches: FloatArray
+    turns: FloatArray
+    selections: list[tuple[str, ...]] = field(default_factory=list)
+    """Each session's first-turn set (arm ids, inventory order)."""
+
+    @property
+    def recall(self) -> float:
+        used = float(self.used.sum())
+        return float(self.kept.sum()) / used if used else 1.0
+
+
+class Learner:
+    """Learner-wide posteriors and per-feature evidence, updated as LearningService does:
+    a turn that calls no tool updates nothing (it still counts for forgetting the evidence),
+    each observation of an arm forgets toward its type's prior by the policy's keep factor,
+    and the exploration bound counts the selections."""
+
+    def __init__(self, arm_set: ArmSet, config: LearningConfig, settings: ContextSettings) -> None:
+        self.arm_set = arm_set
+        post = align_posteriors(arm_set, None)
+        self.prior_alpha = post.alpha.copy()
+        self.prior_beta = post.beta.copy()
+        self.alpha = post.alpha.copy()
+        self.beta = post.beta.copy()
+        self.pulls = np.zeros(len(arm_set), dtype=np.int64)
+        self.keep = keep_factor(config.half_life)
+        self.evidence = ContextEvidence(self.keep, settings.max_cells)
+        self.config = config
+        self.settings = settings
+        self.owed = OwedTries(ExplorationBound())
+
+    def arrays(self) -> PosteriorArrays:
+        return PosteriorArrays(self.alpha, self.beta, self.pulls)
+
+    def observe(
+        self, offered: Sequence[int], used: set[int], request: RequestContext | None, key: str
+    ) -> None:
+        ids = self.arm_set.ids
+        rewards: dict[str, float] = {}
+        if used:
+            keep = self.keep
+            for i in offered:
+                r = 1.0 if i in used else 0.0
+                self.alpha[i] = forget(self.alpha[i], self.prior_alpha[i], keep, r)
+                self.beta[i] = forget(self.beta[i], self.prior_beta[i], keep, 1.0 - r)
+                self.pulls[i] += 1
+                rewards[ids[i]] = r
+        features = request.features() if request is not None else np.zeros(0, dtype=np.int64)
+        self.evidence.record(features.tolist(), rewards)
+
+    def select(
+        self, request: RequestContext | None, gen: np.random.Generator, key: str
+    ) -> list[int]:
+        force = self.owed.mask(self.arm_set)
+        post = self.arrays()
+        if request is None:
+            chosen = select_arms(self.arm_set, post, self.config, gen, force=force)
+        else:
+            arm_set, evidence, settings = self.arm_set, self.evidence, self.settings
+
+            def draw(p: PosteriorArrays, c: LearningConfig, g: np.random.Generator) -> FloatArray:
+                return context_scores(arm_set, p, request, evidence, settings, c.exploration, g)
+
+            chosen = select_arms(self.arm_set, post, self.config, gen, draw=draw, force=force)
+        self.owed.included(self.arm_set, chosen.mask)
+        return np.flatnonzero(chosen.mask).tolist()
+
+
+class ServiceLearner:
+    """The same learner through a real LearningService (and its store): each session's first
+    select names the session, each turn is observed as a run report whose context carries the
+    turn's message, channel and tools called so far, and the deferred tools it loaded."""
+
+    def __init__(self, service: LearningService, arm_set: ArmSet) -> None:
+        self.service = service
+        self.arm_set = arm_set
+        self._turns = 0
+
+    def select(
+        self, request: RequestContext | None, gen: np.random.Generator, key: str
+    ) -> list[int]:
+        context: dict[str, object] = {"session_key": key}
+        if request is not None:
+            context.update(_context_of(request))
+        chosen = self.service.select(self.arm_set, context)
+        return np.flatnonzero(chosen.mask).tolist()
+
+    def observe(
+        self,
+        offered: Sequence[int],
+        used: set[int],
+        request: RequestContext | None,
+        key: str,
+        loaded: Sequence[int] = (),
+    ) -> None:
+        arms = self.arm_set.arms
+        have = set(offered) - set(loaded)
+        context: dict[str, object] = {} if request is None else _context_of(request)
+        if loaded:
+            context["loaded"] = [arms[i].id for i in loaded]
+        self._turns += 1
+        self.service.observe(
+            RunReport(
+                trace_id=f"{key}-{self._turns}",
+                session_key=key,
+                arms=tuple(ReportedArm(a, i in have) for i, a in enumerate(arms)),
+                tool_calls=tuple(ToolCall(arms[i].name) for i in sorted(used)),
+                context=context,
+            )
+        )
+
+
+def _context_of(request: RequestContext) -> dict[str, object]:
+    out: dict[str, object] = {}
+    if request.message:
+        out["message"] = request.message
+    if request.channel:
+        out["channel"] = request.channel
+    if request.tools_called:
+        out["tools_called"] = list(request.tools_called)
+    return out
+
+
+def _request(session: ContextSession, turn: int, previous: Sequence[str]) -> RequestContext:
+    message = session.turns[turn].message
+    return RequestContext(message, session.channel, "", tuple(previous))
+
+
+def run_study(
+    arms: Sequence[Arm],
+    sessions: Sequence[ContextSession],
+    policy: str,
+    config: LearningConfig,
+    *,
+    seed: int = 0,
+    shape: SessionShape | None = None,
+    prices: TokenPrices = ANTHROPIC,
+    settings: ContextSettings | None = None,
+    use_context: bool = True,
+    turn_gap: float = 30.0,
+    service: LearningService | None = None,
+) -> StudyRun:
+    """Drive one policy through the sessions in order (it learns as it goes). With `service`,
+    the learning policies select and observe through it (ServiceLearner) instead of the
+    in-memory Learner: the same selections for the same seed (the service's rng)."""
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
+    shape = shape or SessionShape(history_tokens=1_000, message_tokens=100)
+    settings = settings or ContextSettings()
+    arm_set = ArmSet.of(list(arms))
+    costs = arm_set.costs
+    names = [a.name for a in arm_set.arms]
+    texts = [" ".join(p for p in (a.name, a.label, a.description or "") if p) for a in arm_set.arms]
+    search = BM25Index.of_texts(texts)
+    blocks = [Block(a.id, a.token_cost) for a in arm_set.arms]
+    learner: Learner | ServiceLearner = (
+        Learner(arm_set, replace(config, baseline_rate=0.0), settings)
+        if service is None
+        else ServiceLearner(service, arm_set)
+    )
+    gen = np.random.default_rng(seed)
+    cache = PromptCache(ttl_seconds=300.0)
+    n = len(sessions)
+    out = StudyRun(np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n))
+    deferral = policy == "context+deferral"
+    at = 0.0
+    budget = config.token_budget
+    for s, session in enumerate(sessions):
+        called: list[str] = []
+        first = _request(session, 0, ()) if use_context else None
+        needed_all = sorted({i for t in session.turns for i in t.used})
+        if policy == "every":
+            tools = list(range(len(arm_set)))
+        elif policy == "oracle" and session.expected is not None:
+            ratio = session.expected / np.maximum(costs, 1)
+            tools, room = [], budget
+            for i in np.argsort(-ratio, kind="stable").tolist():
+                if session.expected[i] > 0 and costs[i] <= room:
+                    tools.append(i)
+                    room -= int(costs[i])
+            tools.sort()
+        elif policy == "oracle":
+            tools = needed_all
+        elif policy == "default":
+            tools = learner.select(None, gen, session.key)
+        elif policy in ("context", "context+deferral", "context per turn"):
+            tools = learner.select(first, gen, session.key)
+        else:
+            tools = []
+        out.selections.append(tuple(arm_set.ids[i] for i in tools))
+        loaded: dict[int, list[Block]] = {}
+        have = set(tools)
+        for k, turn in enumerate(session.turns):
+            request = _request(session, k, called) if use_context else None
+            if policy == "context per turn" and k > 0:
+                tools = learner.select(request, gen, f"{session.key}#{k}")
+                have = set(tools)
+            if policy == "bm25":
+                ranked = search.top(words(turn.message), len(arm_set))
+                tools, room = [], budget
+                for i in ranked:
+                    if costs[i] <= room:
+                        tools.append(i)
+                        room -= int(costs[i])
+                have = set(tools)
+            head = [blocks[i] for i in tools]
+            if deferral:
+                head.append(Block("tool-search", SEARCH_TOOL_TOKENS))
+            prompt = shape.blocks(head, k, loaded)
+            usage = cache.request(session.key, at, prompt)
+            out.prompt_cost[s] += prompt_cost(usage, prices)
+            out.tool_tokens[s] += float(costs[sorted(have)].sum()) if have else 0.0
+            need = set(turn.used)
+            found: list[int] = []
+            if deferral and need - have:
+                among = np.ones(len(arm_set), dtype=bool)
+                among[list(have)] = False
+                found = search.top(words(turn.message), SEARCH_TOP, among)
+                appended = Block(
+                    f"search:{k}", SEARCH_RESULT_TOKENS + (int(costs[found].sum()) if found else 0)
+                )
+                usage = cache.request(session.key, at + 5.0, [*prompt, appended])
+                out.prompt_cost[s] += prompt_cost(usage, prices)
+                out.tool_tokens[s] += float(costs[found].sum()) if found else 0.0
+                out.searches[s] += 1
+                loaded[k] = [appended]
+            kept = need & (have | set(found))
+            out.used[s] += len(need)
+            out.kept[s] += len(kept)
+            if policy in ("default", "context", "context+deferral", "context per turn"):
+                offered = sorted(have | set(found))
+                if isinstance(learner, ServiceLearner):
+                    learner.observe(offered, need, request, session.key, found)
+                else:
+                    learner.observe(offered, need, request, session.key)
+                have |= set(found)  # loaded: in the conversation for the rest of the session
+            called += [names[i] for i in sorted(need)]
+            at += turn_gap
+        out.turns[s] = len(session.turns)
+        cache.forget(session.key)
+        at += 3_600.0
+    return out
+
+
+GENERIC_WORDS = (
+    "able",
+    "account",
+    "action",
+    "answer",
+    "area",
+    "back",
+    "base",
+    "best",
+    "body",
+    "call",
+    "case",
+    "change",
+    "check",
+    "clear",
+    "close",
+    "come",
+    "common",
+    "data",
+    "date",
+    "day",
+    "detail",
+    "done",
+    "early",
+    "easy",
+    "end",
+    "entry",
+    "fact",
+    "field",
+    "final",
+    "find",
+    "first",
+    "follow",
+    "form",
+    "free",
+    "full",
+    "give",
+    "good",
+    "group",
+    "hand",
+    "help",
+    "high",
+    "hold",
+    "idea",
+    "item",
+    "keep",
+    "kind",
+    "last",
+    "late",
+    "left",
+    "level",
+    "line",
+    "list",
+    "long",
+    "look",
+    "main",
+    "make",
+    "mark",
+    "move",
+    "name",
+    "need",
+    "next",
+    "note",
+    "number",
+    "open",
+    "order",
+    "part",
+    "place",
+    "plan",
+    "point",
+    "put",
+    "quick",
+    "ready",
+    "real",
+    "record",
+    "right",
+    "run",
+    "same",
+    "save",
+    "see",
+    "set",
+    "short",
+    "show",
+    "side",
+    "small",
+    "sort",
+    "start",
+    "state",
+    "step",
+    "still",
+    "sure",
+    "take",
+    "tell",
+    "thing",
+    "time",
+    "top",
+    "turn",
+    "use",
+    "value",
+    "view",
+    "want",
+    "way",
+    "week",
+    "well",
+    "whole",
+    "word",
+    "work",
+    "year",
+)
+
+
+def task_type_workload(
+    *,
+    tools: int = 60,
+    types: int = 8,
+    sessions: int = 1_000,
+    mean_turns: float = 3.0,
+    background: float = 0.02,
+    message_words: int = 8,
+    seed: int = 0,
+) -> tuple[list[Arm], list[ContextSession]]:
+    """A context-rich workload: requests of several task types, each type using 2-5 of the
+    tools with high probability (0.5-0.9 a turn) and every tool at a small background rate.
+    A type has its own 12 words; a message mixes some of them with common words, and a tool's
+    description holds two words of the type it serves among common ones, so lexical relevance
+    is a hint, not the answer. Each session is one type; `expected` holds its usage rates."""
+    gen = np.random.default_rng(seed)
+    size = len(GENERIC_WORDS)
+    vocab = [
+        [f"{chr(97 + t % 26)}{GENERIC_WORDS[(t * 12 + j) % size]}" for j in range(12)]
+        for t in range(types)
+    ]
+    rates = np.full((types, tools), background)
+    owner = np.full(tools, -1)
+    for t in range(types):
+        free = np.flatnonzero(owner < 0)
+        core = gen.choice(free, size=int(gen.integers(2, 6)), replace=False)
+        owner[core] = t
+        rates[t, core] = gen.uniform(0.5, 0.9, size=core.size)
+    arms = []
+    for i in range(tools):
+        common = gen.choice(GENERIC_WORDS, size=4, replace=False).tolist()
+        own = gen.choice(vocab[owner[i]], size=2, replace=False).tolist() if owner[i] >= 0 else []
+        cost = int(gen.integers(150, 600))
+        arms.append(Arm(f"tool:task:tool{i:03d}", cost, description=" ".join([*own, *common])))
+    out = []
+    for s in range(sessions):
+        t = int(gen.integers(types))
+        turns = []
+        for _ in range(max(1, int(gen.geometric(1.0 / mean_turns)))):
+            used = np.flatnonzero(gen.random(tools) < rates[t])
+            mine = gen.choice(vocab[t], size=message_words // 2, replace=False).tolist()
+            rest = gen.choice(GENERIC_WORDS, size=message_words - len(mine), replace=False).tolist()
+            words_ = [*mine, *rest]
+            gen.shuffle(words_)
+            turns.append(ContextTurn(" ".join(words_), tuple(used.tolist())))
+        out.append(ContextSession(f"task-{s}", tuple(turns), group=f"type {t}", expected=rates[t]))
+    return arms, out

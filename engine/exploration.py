@@ -1,0 +1,94 @@
+"""The exploration bound: no arm is starved for good (SPEC section 4a).
+
+Thompson sampling stops offering an arm whose posterior is low, and an arm that is not offered
+is never observed again: a bug that poisoned its posterior, or a run of bad luck, would keep it
+out for ever. The bound: an arm left out of `after_selections` consecutive Thompson selections
+of a learner (default 500) is owed a try, and the next selection includes it as it includes a
+seed (at most `per_select` such arms per selection, the longest left out first); being
+included starts its count again. So with k arms owed a try at once, each is included within
+`after_selections` + k selections of its last inclusion. The count is kept by the process that
+selects (a restart starts it again), and an arm the process sees for the first time starts at
+the current selection."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from engine.errors import InvalidInput
+from engine.inventory import ArmSet, BoolArray
+
+DEFAULT_AFTER_SELECTIONS = 500
+
+
+@dataclass(frozen=True, slots=True)
+class ExplorationBound:
+    after_selections: int = DEFAULT_AFTER_SELECTIONS
+    """Consecutive selections an arm may be left out of before it is owed a try (0: never)."""
+    per_select: int = 1
+    """Arms owed a try that one selection includes at most."""
+
+    def __post_init__(self) -> None:
+        if self.after_selections < 0 or self.per_select < 0:
+            raise InvalidInput("after_selections and per_select must be >= 0")
+
+
+class OwedTries:
+    """Each arm's last inclusion, counted in selections, and the arms owed a try."""
+
+    def __init__(self, bound: ExplorationBound) -> None:
+        self.bound = bound
+        self.count = 0
+        """Selections made so far."""
+        self._last: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._cached: tuple[tuple[str, ...], npt.NDArray[np.int64]] | None = None
+
+    def _lasts(self, arm_set: ArmSet) -> npt.NDArray[np.int64]:
+        cached = self._cached
+        if cached is not None and cached[0] is arm_set.ids:
+            return cached[1]
+        last = self._last
+        count = self.count
+        lasts = np.fromiter(
+            (last.setdefault(a, count) for a in arm_set.ids), dtype=np.int64, count=len(arm_set)
+        )
+        self._cached = (arm_set.ids, lasts)
+        return lasts
+
+    def mask(self, arm_set: ArmSet) -> BoolArray | None:
+        """The arms to force into this selection, or None (the usual case)."""
+        bound = self.bound
+        if bound.after_selections <= 0 or bound.per_select <= 0 or not len(arm_set):
+            return None
+        with self._lock:
+            lasts = self._lasts(arm_set)
+            owed = self.count - lasts >= bound.after_selections
+            if not owed.any():
+                return None
+            candidates = np.flatnonzero(owed)
+            if candidates.size > bound.per_select:
+                oldest = np.argsort(lasts[candidates], kind="stable")[: bound.per_select]
+                candidates = candidates[oldest]
+        out = np.zeros(len(arm_set), dtype=bool)
+        out[candidates] = True
+        return out
+
+    def included(self, arm_set: ArmSet, mask: BoolArray) -> None:
+        """A selection was made over `arm_set` and included the arms `mask` marks."""
+        if self.bound.after_selections <= 0:
+            return
+        with self._lock:
+            self.count += 1
+            lasts = self._lasts(arm_set)
+            lasts[mask] = self.count
+            if mask.all():
+                for a in arm_set.ids:
+                    self._last[a] = self.count
+            else:
+                ids = arm_set.ids
+                for i in np.flatnonzero(mask).tolist():
+                    self._last[ids[i]] = self.count
