@@ -3,7 +3,7 @@ learner, one row per (hashed feature, arm) with the arm's rewards and runs under
 of the learner's observation count `tick`. Hashes only: no message text is stored.
 
 Revision ID: 0015
-Revises: 0012
+Revises: 0014
 Create Date: 2026-11-26 22:00:00
 """
 
