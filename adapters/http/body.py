@@ -323,7 +323,17 @@ _OPEN = None  # a free-form object (context, metadata): not looked into
 
 ARM = Fields(
     dict.fromkeys(
-        ("armId", "arm_id", "tokenCost", "token_cost", "label", "content", "included"), _OPEN
+        (
+            "armId",
+            "arm_id",
+            "tokenCost",
+            "token_cost",
+            "label",
+            "content",
+            "description",
+            "included",
+        ),
+        _OPEN,
     ),
     TOLERATED["arm"],
 )
