@@ -69,12 +69,21 @@ class ArmSpec:
     label: str = field(default="", metadata={"json": "label"})
     content: str | None = field(default=None, metadata={"json": "content"})
     included: bool = field(default=True, metadata={"json": "included"})
+    description: str | None = field(default=None, metadata={"json": "description"})
+    """What the arm does: the context-aware policy reads it against the request's message."""
 
     @classmethod
     def tool(cls, name: str, schema: Mapping[str, Any], category: str = "agent") -> ArmSpec:
         """The arm of a tool: `tool:<category>:<name>`, costing its JSON definition's token
-        estimate (SPEC section 2: the compact JSON text, a token per 4 characters)."""
-        return cls(f"tool:{category}:{name}", estimate_tokens(dict(schema)), name)
+        estimate (SPEC section 2: the compact JSON text, a token per 4 characters), described
+        by the definition's `description`."""
+        described = schema.get("description")
+        return cls(
+            f"tool:{category}:{name}",
+            estimate_tokens(dict(schema)),
+            name,
+            description=described if isinstance(described, str) and described else None,
+        )
 
     @property
     def name(self) -> str:
@@ -89,6 +98,8 @@ class ArmSpec:
             out["content"] = self.content
         if report:
             out["included"] = self.included
+        elif self.description is not None:
+            out["description"] = self.description
         return out
 
 

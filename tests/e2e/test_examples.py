@@ -172,14 +172,20 @@ async def test_anthropic_example(server: Served, env: dict[str, str]) -> None:
             )
             assert text == "Sunny and 21 C."
     assert len(requests) == 4  # two turns, each a tool call and an answer
+    kept_tools: list[list[str]] = []
     for body in requests:
         tools = body["tools"]
-        assert all("defer_loading" not in t for t in tools)
-        assert [("cache_control" in t) for t in tools] == [False] * (len(tools) - 1) + [True]
-    check_offered(
-        [[t["name"] for t in body["tools"]] for body in requests],
-        [body["system"] for body in requests],
-    )
+        # The server lists the left-out tool as deferred: the kept tools first, the last of
+        # them marking the cached prefix, then the tool search tool and the deferred one.
+        kept = [t for t in tools if "defer_loading" not in t and "type" not in t]
+        assert [("cache_control" in t) for t in kept] == [False] * (len(kept) - 1) + [True]
+        assert tools[: len(kept)] == kept
+        assert tools[len(kept)]["type"].startswith("tool_search_tool_bm25")
+        assert [(t["name"], t["defer_loading"]) for t in tools[len(kept) + 1 :]] == [
+            ("run_sql", True)
+        ]
+        kept_tools.append([t["name"] for t in kept])
+    check_offered(kept_tools, [body["system"] for body in requests])
     check_learned(server, env, "examples-anthropic", "anthropic")
 
 
