@@ -6,6 +6,7 @@ Grammar (keywords are case-insensitive; arm ids and labels keep their case):
     reward [<arm-id-or-label>] [1|0|good|bad] [reason...]
     reset [all | <arm ids...>] [confirm] | reset undo [confirm]
     phase [passive|active] [confirm]
+    config | config <key> <value> [learner]
     help [command]
 """
 
@@ -31,9 +32,10 @@ GRAMMAR = (
     "/learning reset [all | <arm ids...>] [confirm]",
     "/learning reset undo [confirm]",
     "/learning phase [passive|active] [confirm]",
+    "/learning config [<key> <value> [learner]]",
     "/learning help [command]",
 )
-COMMAND_NAMES = ("status", "reward", "reset", "phase", "help")
+COMMAND_NAMES = ("status", "reward", "reset", "phase", "config", "help")
 _VALUES = {"1": 1.0, "0": 0.0, "good": 1.0, "bad": 0.0}
 
 
@@ -78,6 +80,27 @@ class PhaseCommand:
 
 
 @dataclass(frozen=True, slots=True)
+class ConfigCommand:
+    """Show the learner's stored settings (no changes), or change them (SPEC 4a: a learner's
+    settings are its own state, changed only by this command and its equivalents)."""
+
+    changes: tuple[tuple[str, Any], ...] = ()
+    """(key, value) pairs, keys camelCase or snake_case as the config file takes them."""
+    learner: str | None = None
+    """The learner to show or change; None: the one this conversation is served by."""
+
+
+def setting_value(raw: str) -> Any:
+    """A setting's value as typed (chat, `learning-bot learner set`): JSON when it reads as
+    JSON (50, 0.2, true, null, ["a"]), else the text itself (seed). The learner's
+    configuration then validates it (LearningService.set_settings)."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+@dataclass(frozen=True, slots=True)
 class HelpCommand:
     topic: str | None = None
 
@@ -104,6 +127,7 @@ Command = (
     | RewardCommand
     | ResetCommand
     | PhaseCommand
+    | ConfigCommand
     | HelpCommand
     | ArmNamesQuery
     | ConfirmCommand
@@ -115,6 +139,8 @@ MUTATING = (RewardCommand, ResetCommand, ConfirmCommand, CancelCommand)
 def is_mutating(command: Command) -> bool:
     if isinstance(command, PhaseCommand):
         return command.phase is not None
+    if isinstance(command, ConfigCommand):
+        return bool(command.changes)
     return isinstance(command, MUTATING)
 
 
@@ -165,13 +191,15 @@ def parse_command(text: str | None) -> Command:
         return _parse_reset(rest)
     if head == "phase":
         return _parse_phase(rest)
+    if head == "config":
+        return _parse_config(rest)
     if head == "help":
         if len(rest) > 1:
             raise UsageError(f"unexpected {_shown(rest[1])!r} after help", "help")
         topic = rest[0].lower() if rest else None
         if topic is not None and topic not in COMMAND_NAMES:
             raise UsageError(
-                f"no help for {_shown(rest[0])!r}; commands: status, reward, reset, phase, help",
+                f"no help for {_shown(rest[0])!r}; commands: {', '.join(COMMAND_NAMES)}",
                 "help",
             )
         return HelpCommand(topic)
@@ -275,6 +303,22 @@ def _parse_phase(rest: list[str]) -> PhaseCommand:
     return PhaseCommand(Phase(word), confirm)
 
 
+def _parse_config(rest: list[str]) -> ConfigCommand:
+    if not rest:
+        return ConfigCommand()
+    if len(rest) == 1:
+        raise UsageError(
+            f"'config {_shown(rest[0])}' needs a value, e.g. config halfLife 50", "config"
+        )
+    if len(rest) > 3:
+        raise UsageError(f"unexpected {_shown(rest[3])!r} after config", "config")
+    key = rest[0]
+    if key.lower() == "phase":
+        raise UsageError("the phase has its own command: phase passive|active", "config")
+    learner = rest[2] if len(rest) == 3 else None
+    return ConfigCommand(((key, setting_value(rest[1])),), learner)
+
+
 def command_to_json(command: Command) -> str:
     data: dict[str, Any] = {"type": type(command).__name__}
     for name in command.__slots__:
@@ -297,6 +341,9 @@ def command_from_json(text: str) -> Command:
         return RewardCommand(data["arm"], data["value"], data["reason"], data["public"])
     if kind == "StatusCommand":
         return StatusCommand(data["top"], data["public"], data["arm"])
+    if kind == "ConfigCommand":
+        changes = tuple((str(k), v) for k, v in data["changes"])
+        return ConfigCommand(changes, data["learner"])
     if kind == "HelpCommand":
         return HelpCommand(data["topic"])
     raise ValueError(f"unknown command type {kind}")

@@ -4,8 +4,10 @@ several worker processes."""
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -14,6 +16,8 @@ from learning_bot.cli.parser import Commands
 
 if TYPE_CHECKING:
     from learning_bot.settings import Settings
+
+log = logging.getLogger("learning_bot.serve")
 
 
 def register(sub: Commands) -> None:
@@ -87,6 +91,7 @@ def _serve_one(
     from learning_bot.surfaces import configured_surfaces
 
     app = build_app(settings, serving=True)
+    stop_purge = start_purging(app.bus.commands)
     try:
         live, notes = configured_surfaces(app, first_worker=surfaces)
         for note in notes if not quiet else ():
@@ -96,7 +101,38 @@ def _serve_one(
         run = serve(app.bus, host=host, port=port, surfaces=live, announce=announce, sock=sock)  # type: ignore[arg-type]
         return serve_until_stopped(run)
     finally:
+        stop_purge.set()
         app.close()
+
+
+PURGE_EVERY_SECONDS = 600.0
+"""How often a serving process forgets old idempotency keys and spent confirmations."""
+KEEP_COMMANDS_MS = 24 * 60 * 60 * 1000
+"""Idempotency keys are kept a day (surfaces retry within minutes); confirmations until a day
+past their expiry."""
+
+
+def start_purging(commands: object, every: float = PURGE_EVERY_SECONDS) -> threading.Event:
+    """Purge the command log now and every `every` seconds on a daemon thread, until the
+    returned event is set. Replicas purging at once is harmless (the deletes are idempotent);
+    a failure (storage down) is logged and tried again next time."""
+    stop = threading.Event()
+    purge = getattr(commands, "purge", None)
+    if purge is None:
+        return stop
+
+    def loop() -> None:
+        from engine.posterior import now_ms
+
+        while not stop.is_set():
+            try:
+                purge(now_ms() - KEEP_COMMANDS_MS)
+            except Exception:  # noqa: BLE001 - the schedule outlives one failure
+                log.warning("command log purge failed; retrying later", exc_info=True)
+            stop.wait(every)
+
+    threading.Thread(target=loop, name="command-log-purge", daemon=True).start()
+    return stop
 
 
 def announce_public(settings: Settings, announce: Callable[[str], None]) -> None:
