@@ -619,7 +619,10 @@ class Handlers:
         if len(changes) != len(command.changes):
             raise InvalidInput("settings: a key is given twice")
         try:
-            unchanged = service.config.merged(changes).to_dict(complete=True) == before
+            unchanged = (
+                "phase" not in changes
+                and service.config.merged(changes).to_dict(complete=True) == before
+            )
         except InvalidConfig:
             unchanged = False  # set_settings refuses it with the field named
         if unchanged:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from sqlalchemy import (
+    ColumnElement,
     Connection,
     Engine,
     and_,
@@ -173,7 +174,7 @@ class SqlCommandLog:
         self, token: str, actor_id: str, at: int, lease_ms: int | None = None
     ) -> bool:
         c = confirmations.c
-        free = c.used_at.is_(None)
+        free: ColumnElement[bool] = c.used_at.is_(None)
         if lease_ms is not None:
             # A use whose process died before writing the outcome is a lapsed lease.
             free = or_(free, and_(c.outcome.is_(None), c.used_at < at - lease_ms))

@@ -12,6 +12,7 @@ from discord import app_commands
 from adapters.discord.interactions import (
     MAX_ARM_CHARS,
     DiscordInteractions,
+    InvalidOption,
     option_bool,
     option_choice,
     option_int,
@@ -22,10 +23,12 @@ from adapters.discord.render import Interaction
 from bot.commands import (
     COMMAND_NAMES,
     MAX_TOP,
+    ConfigCommand,
     HelpCommand,
     PhaseCommand,
     RewardCommand,
     StatusCommand,
+    setting_value,
 )
 from engine.bounds import MAX_REASON_CHARS
 from engine.config import Phase
@@ -38,7 +41,7 @@ REWARD_VALUES = {"good": 1.0, "bad": 0.0}
 
 
 class LearningCommands(app_commands.Group):
-    """/learning status | reward | reset | phase | help"""
+    """/learning status | reward | reset | phase | config | help"""
 
     def __init__(self, interactions: DiscordInteractions) -> None:
         super().__init__(
@@ -125,12 +128,32 @@ class LearningCommands(app_commands.Group):
         command = PhaseCommand(Phase(word) if word else None)
         await self.interactions.run(interaction, command, public=False)
 
+    @app_commands.command(
+        name="config", description="Show the learner's settings, or change one (admins)"
+    )
+    @app_commands.describe(
+        key="the setting to change, e.g. halfLife or policy (leave out to show them)",
+        value="its new value, e.g. 50 or seed (JSON, else text)",
+    )
+    async def config(
+        self,
+        interaction: Interaction,
+        key: app_commands.Range[str, 1, 64] | None = None,
+        value: app_commands.Range[str, 1, 1000] | None = None,
+    ) -> None:
+        name = option_text("key", key, 64)
+        raw = option_text("value", value, 1000)
+        if (name is None) != (raw is None):
+            raise InvalidOption("give both key and value to change a setting, or neither to show")
+        pairs = ((name, setting_value(raw)),) if name and raw else ()
+        await self.interactions.run(interaction, ConfigCommand(pairs), public=False)
+
     @app_commands.command(name="help", description="What each /learning command does")
     @app_commands.describe(command="Explain one command")
     async def help(
         self,
         interaction: Interaction,
-        command: Literal["status", "reward", "reset", "phase", "help"] | None = None,
+        command: Literal["status", "reward", "reset", "phase", "config", "help"] | None = None,
     ) -> None:
         topic = option_choice("command", command, COMMAND_NAMES)
         await self.interactions.run(interaction, HelpCommand(topic), public=False)

@@ -22,7 +22,7 @@ from adapters.http.observe_line import ObserveLine
 from adapters.http.responses import ApiError, JsonResponse, failure
 from adapters.http.settings import HttpSettings
 from bot.bus import CommandBus
-from bot.commands import Command, PhaseCommand, ResetCommand, RewardCommand
+from bot.commands import Command, ConfigCommand, PhaseCommand, ResetCommand, RewardCommand
 from bot.errors import kind_of_code
 from bot.invocation import Actor, Invocation
 from bot.replies import Reply, ReplyKind
@@ -293,6 +293,26 @@ class Api:
             "changed": "previous" in reply.data,
             "warning": reply.data.get("warning"),
             "bootstrappedTraces": reply.data.get("bootstrappedTraces", 0),
+        }
+
+    async def learner_settings(self, request: Request) -> Any:
+        """Change the learner's stored settings (`{"settings": {"halfLife": 50}}`): the same
+        command as `/learning config` and `learning-bot learner set`, audited; setting what is
+        stored changes nothing (`changed` is empty)."""
+        data = await self.reader.body(request)
+        if not isinstance(data, dict):
+            raise ApiError(400, "the body must be a JSON object")
+        changes = data.get("settings")
+        if not isinstance(changes, dict) or not changes:
+            raise ApiError(400, 'settings must be a non-empty object, e.g. {"halfLife": 50}')
+        unknown = sorted(set(data) - {"settings"})
+        if unknown:
+            raise ApiError(400, f'unexpected field {unknown[0]!r}; send {{"settings": {{...}}}}')
+        reply = await self._command(request, ConfigCommand(tuple(changes.items())))
+        return {
+            "learner": reply.data["learner"],
+            "settings": reply.data["settings"],
+            "changed": reply.data.get("changed", []),
         }
 
     async def command(self, request: Request) -> Any:

@@ -127,7 +127,7 @@ def start_purging(commands: object, every: float = PURGE_EVERY_SECONDS) -> threa
         while not stop.is_set():
             try:
                 purge(now_ms() - KEEP_COMMANDS_MS)
-            except Exception:  # noqa: BLE001 - the schedule outlives one failure
+            except Exception:
                 log.warning("command log purge failed; retrying later", exc_info=True)
             stop.wait(every)
 

@@ -16,7 +16,7 @@ from engine import Phase
 from engine.posterior import now_ms
 from storage import SqlStore
 from storage.command_log import SqlCommandLog
-from storage.schema import audit_log, learners, command_results, confirmations
+from storage.schema import audit_log, command_results, confirmations, learners
 
 from .conftest import ADMIN, GUEST, MEMBER, Actor, Invocation, make_bus, say
 
