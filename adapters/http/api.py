@@ -345,6 +345,11 @@ class Api:
         wording = data.get("wording", "api")
         if wording not in ("api", "terminal"):
             raise ApiError(400, "wording must be api or terminal")
+        # A client's retry of the same command (same Idempotency-Key, on any replica) runs
+        # once and answers the first reply.
+        key = request.headers.get("idempotency-key")
+        if key is not None and (not key or len(key) > 200 or not key.isprintable()):
+            raise ApiError(400, "Idempotency-Key must be 1-200 printable characters")
         reply = await self._dispatch(
             request,
             command,
@@ -352,6 +357,7 @@ class Api:
             conversation=conversation,
             interactive=True,
             wording=wording,
+            idempotency_key=key,
         )
         return reply_json(reply)
 
