@@ -344,6 +344,27 @@ def serve_workers(
     return worst
 
 
+def fork_worker(
+    run_worker: Callable[[int, socket.socket], None], index: int, sock: socket.socket
+) -> int:
+    """Fork one worker process running `run_worker(index, sock)`; its pid."""
+    pid = os.fork()
+    if pid == 0:  # the worker
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _die_with_parent()
+        code = 0
+        try:
+            run_worker(index, sock)
+        except BaseException:
+            log.exception("worker %d failed", index)
+            code = 1
+        finally:
+            sys.stdout.flush()
+            os._exit(code)
+    return pid
+
+
 def _die_with_parent() -> None:
     """Linux: have the kernel send SIGTERM to this worker when its parent dies."""
     if not sys.platform.startswith("linux"):
