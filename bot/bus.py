@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from bot.commands import (
     CancelCommand,
     Command,
+    ConfigCommand,
     ConfirmCommand,
     PhaseCommand,
     ResetCommand,
@@ -73,6 +74,14 @@ class BusSettings:
     dashboard_url: str | None = None
     rate_limit: int = 20
     """Mutating commands one actor may run per minute on one surface; 0 turns it off."""
+    command_lease: float = 60.0
+    """Seconds an idempotency claim, or a used confirmation, without a reply belongs to the
+    process that took it; past that its process is taken to be dead (its transaction rolled
+    back) and a retry takes it over and runs the command once."""
+
+    @property
+    def lease_ms(self) -> int:
+        return max(1, int(self.command_lease * 1000))
 
 
 class LearnerServices:
@@ -148,7 +157,7 @@ class CommandBus:
         )
         self.authorise = Authorise(self.settings.admins, self.settings.reward_admins_only)
         self.chain: list[Middleware] = [
-            Idempotency(),
+            Idempotency(self.settings.lease_ms),
             Audit(),
             RateLimit(self.settings.rate_limit),
             self.authorise,
@@ -185,7 +194,10 @@ class CommandBus:
         except UsageError as exc:
             return usage_reply(str(exc), exc.command, invocation.speaks_as)
         learner = self.learner_for(invocation)
-        if isinstance(command, SubscribeCommand | UnsubscribeCommand) and command.learner:
+        if (
+            isinstance(command, SubscribeCommand | UnsubscribeCommand | ConfigCommand)
+            and command.learner
+        ):
             learner = command.learner
         call = Call(invocation, command, learner)
         return self._answer(lambda: self._through_chain(call), call)
@@ -311,13 +323,14 @@ class CommandBus:
         pending = self._pending(invocation, token)
         if isinstance(pending, Reply):
             return pending
-        if pending.used_at is not None:
+        lease = self.settings.lease_ms
+        if pending.used_at is not None and not _lapsed(pending, lease):
             return self.handlers.already_done(pending)
         if now_ms() > pending.expires_at:
             return error_reply("This confirmation has expired; run the command again.")
         command = command_from_json(pending.command)
         self.authorise.check(invocation, command)
-        if not self.commands.use_confirmation(token, invocation.actor.id, now_ms()):
+        if not self.commands.use_confirmation(token, invocation.actor.id, now_ms(), lease):
             return self._already_done(token, pending)
         service = self.services.get(pending.learner)
         confirmed = _confirmed(command)
@@ -332,9 +345,10 @@ class CommandBus:
         pending = self._pending(invocation, token)
         if isinstance(pending, Reply):
             return pending
-        if pending.used_at is not None:
+        lease = self.settings.lease_ms
+        if pending.used_at is not None and not _lapsed(pending, lease):
             return self.handlers.already_done(pending)
-        if not self.commands.use_confirmation(token, invocation.actor.id, now_ms()):
+        if not self.commands.use_confirmation(token, invocation.actor.id, now_ms(), lease):
             return self._already_done(token, pending)
         reply = self.handlers.cancelled(pending, invocation.actor)
         self.commands.finish_confirmation(token, json.dumps(reply_json(reply)))
@@ -345,6 +359,15 @@ class CommandBus:
         return self.handlers.already_done(
             PendingConfirmation.from_mapping(row) if row is not None else pending
         )
+
+
+def _lapsed(pending: PendingConfirmation, lease_ms: int) -> bool:
+    """A use without an outcome older than the lease: its process died mid-command."""
+    return (
+        pending.used_at is not None
+        and pending.outcome is None
+        and pending.used_at < now_ms() - lease_ms
+    )
 
 
 def _confirmed(command: Command) -> Command:

@@ -6,6 +6,7 @@ Grammar (keywords are case-insensitive; arm ids and labels keep their case):
     reward [<arm-id-or-label>] [1|0|good|bad] [reason...]
     reset [all | <arm ids...>] [confirm] | reset undo [confirm]
     phase [passive|active] [confirm]
+    config | config <key> <value> [learner]
     subscribe [alerts|digest daily|digest weekly|changes] [learner]
     unsubscribe [alerts|digest daily|digest weekly|changes|all] [learner]
     subscriptions
@@ -34,6 +35,7 @@ GRAMMAR = (
     "/learning reset [all | <arm ids...>] [confirm]",
     "/learning reset undo [confirm]",
     "/learning phase [passive|active] [confirm]",
+    "/learning config [<key> <value> [learner]]",
     "/learning subscribe [alerts|digest daily|digest weekly|changes] [learner]",
     "/learning unsubscribe [alerts|digest daily|digest weekly|changes|all] [learner]",
     "/learning subscriptions",
@@ -44,6 +46,7 @@ COMMAND_NAMES = (
     "reward",
     "reset",
     "phase",
+    "config",
     "subscribe",
     "unsubscribe",
     "subscriptions",
@@ -90,6 +93,27 @@ class PhaseCommand:
     phase: Phase | None = None
     """None shows the current phase."""
     confirm: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigCommand:
+    """Show the learner's stored settings (no changes), or change them (SPEC 4a: a learner's
+    settings are its own state, changed only by this command and its equivalents)."""
+
+    changes: tuple[tuple[str, Any], ...] = ()
+    """(key, value) pairs, keys camelCase or snake_case as the config file takes them."""
+    learner: str | None = None
+    """The learner to show or change; None: the one this conversation is served by."""
+
+
+def setting_value(raw: str) -> Any:
+    """A setting's value as typed (chat, `learning-bot learner set`): JSON when it reads as
+    JSON (50, 0.2, true, null, ["a"]), else the text itself (seed). The learner's
+    configuration then validates it (LearningService.set_settings)."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +165,7 @@ Command = (
     | RewardCommand
     | ResetCommand
     | PhaseCommand
+    | ConfigCommand
     | SubscribeCommand
     | UnsubscribeCommand
     | SubscriptionsCommand
@@ -162,6 +187,8 @@ MUTATING = (
 def is_mutating(command: Command) -> bool:
     if isinstance(command, PhaseCommand):
         return command.phase is not None
+    if isinstance(command, ConfigCommand):
+        return bool(command.changes)
     return isinstance(command, MUTATING)
 
 
@@ -212,6 +239,8 @@ def parse_command(text: str | None) -> Command:
         return _parse_reset(rest)
     if head == "phase":
         return _parse_phase(rest)
+    if head == "config":
+        return _parse_config(rest)
     if head in ("subscribe", "unsubscribe"):
         return _parse_subscribe(head, rest)
     if head == "subscriptions":
@@ -359,6 +388,22 @@ def _parse_phase(rest: list[str]) -> PhaseCommand:
     return PhaseCommand(Phase(word), confirm)
 
 
+def _parse_config(rest: list[str]) -> ConfigCommand:
+    if not rest:
+        return ConfigCommand()
+    if len(rest) == 1:
+        raise UsageError(
+            f"'config {_shown(rest[0])}' needs a value, e.g. config halfLife 50", "config"
+        )
+    if len(rest) > 3:
+        raise UsageError(f"unexpected {_shown(rest[3])!r} after config", "config")
+    key = rest[0]
+    if key.lower() == "phase":
+        raise UsageError("the phase has its own command: phase passive|active", "config")
+    learner = rest[2] if len(rest) == 3 else None
+    return ConfigCommand(((key, setting_value(rest[1])),), learner)
+
+
 def command_to_json(command: Command) -> str:
     data: dict[str, Any] = {"type": type(command).__name__}
     for name in command.__slots__:
@@ -381,6 +426,9 @@ def command_from_json(text: str) -> Command:
         return RewardCommand(data["arm"], data["value"], data["reason"], data["public"])
     if kind == "StatusCommand":
         return StatusCommand(data["top"], data["public"], data["arm"])
+    if kind == "ConfigCommand":
+        changes = tuple((str(k), v) for k, v in data["changes"])
+        return ConfigCommand(changes, data["learner"])
     if kind == "HelpCommand":
         return HelpCommand(data["topic"])
     raise ValueError(f"unknown command type {kind}")

@@ -14,6 +14,7 @@ from bot.commands import (
     ArmNamesQuery,
     CancelCommand,
     Command,
+    ConfigCommand,
     ConfirmCommand,
     HelpCommand,
     PhaseCommand,
@@ -40,6 +41,7 @@ from bot.replies import (
 )
 from bot.shapes import arm_json, reply_from_json, summary_json
 from engine.config import Phase
+from engine.errors import InvalidConfig, InvalidInput
 from engine.service import MIN_TRACES_FOR_ACTIVE, LearningService
 from engine.starvation import StarvedArm
 from engine.views import ArmView, Status, Summary
@@ -76,6 +78,11 @@ HELP = {
         "{cmd} phase [passive|active] — shows or sets the phase. passive: every arm is "
         "included and nothing is learnt from; active: Thompson Sampling picks arms under "
         "the token budget. Changing it is for admins and asks for confirmation."
+    ),
+    "config": (
+        "{cmd} config [<key> <value> [learner]] — shows the learner's stored settings, or "
+        "changes one (e.g. config halfLife 50, config policy seed). Every replica takes the "
+        "change at its next select. Changing settings is for admins."
     ),
     "subscribe": (
         "{cmd} subscribe [alerts|digest daily|digest weekly|changes] [learner] — this channel "
@@ -313,6 +320,8 @@ class Handlers:
             return self.reset(service, command, actor, surface)
         if isinstance(command, PhaseCommand):
             return self.phase(service, command, actor, surface)
+        if isinstance(command, ConfigCommand):
+            return self.config(service, command, actor, surface)
         if isinstance(command, HelpCommand):
             return self.help(command, surface)
         if isinstance(command, ArmNamesQuery):
@@ -676,6 +685,75 @@ class Handlers:
                 "warning": change.warning,
                 "bootstrappedTraces": change.bootstrapped_traces,
             },
+        )
+
+    # -- config ----------------------------------------------------------------------------
+
+    def config(
+        self, service: LearningService, command: ConfigCommand, actor: Any, surface: str = ""
+    ) -> Reply:
+        """Show the learner's settings, or change them through LearningService.set_settings
+        (the one validation, shared with `learning-bot learner set`). Setting what is already
+        stored writes nothing and says so."""
+        service.refresh(force=True)
+        before = service.config.to_dict(complete=True)
+        if not command.changes:
+            return self._settings_reply(
+                service, ReplyKind.INFO, f"Settings of learner '{service.learner}'.", surface
+            )
+        changes = dict(command.changes)
+        if len(changes) != len(command.changes):
+            raise InvalidInput("settings: a key is given twice")
+        try:
+            unchanged = (
+                "phase" not in changes
+                and service.config.merged(changes).to_dict(complete=True) == before
+            )
+        except InvalidConfig:
+            unchanged = False  # set_settings refuses it with the field named
+        if unchanged:
+            return self._settings_reply(
+                service,
+                ReplyKind.INFO,
+                f"Learner '{service.learner}' already has "
+                + ", ".join(f"{k} = {json.dumps(v)}" for k, v in command.changes)
+                + "; nothing changed.",
+                surface,
+                changed=(),
+            )
+        service.set_settings(changes, actor=actor.id)
+        after = service.config.to_dict(complete=True)
+        changed = tuple(k for k in sorted(after) if after[k] != before.get(k))
+        text = f"Learner '{service.learner}' settings changed: " + ", ".join(
+            f"{k} {json.dumps(before.get(k))} -> {json.dumps(after[k])}" for k in changed
+        )
+        return self._settings_reply(service, ReplyKind.OK, text, surface, changed=changed)
+
+    def _settings_reply(
+        self,
+        service: LearningService,
+        kind: ReplyKind,
+        text: str,
+        surface: str,
+        changed: tuple[str, ...] | None = None,
+    ) -> Reply:
+        stored = service.config.to_dict(complete=True)
+        stored.pop("phase", None)
+        rows = tuple((key, json.dumps(stored[key])) for key in sorted(stored))
+        data: dict[str, Any] = {"learner": service.learner, "settings": stored}
+        if changed is not None:
+            data["changed"] = list(changed)
+        return Reply(
+            kind,
+            (
+                Text(text),
+                Fields(rows),
+                Text(
+                    f"Change one with {command_prefix(surface)} config <key> <value>.", muted=True
+                ),
+            ),
+            text,
+            data=data,
         )
 
     # -- help, confirmations -----------------------------------------------------------------

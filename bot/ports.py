@@ -43,9 +43,11 @@ class PendingConfirmation:
 class CommandBatch(Protocol):
     """Command-log operations that run together in one transaction."""
 
-    def claim(self, key: str, at: int) -> tuple[bool, str | None]:
+    def claim(self, key: str, at: int, lease_ms: int | None = None) -> tuple[bool, str | None]:
         """Claim an idempotency key: (True, None) when new, else (False, its stored reply or
-        None while the first execution still runs)."""
+        None while the first execution still runs). A claim is a lease: one without a reply
+        that is older than `lease_ms` (its process died, or it outlived the deadline) is taken
+        over, and the command runs again, once."""
         ...
 
     def hit_rate_limit(self, key: str, window_ms: int, at: int) -> int:
@@ -73,8 +75,11 @@ class CommandStore(Protocol):
 
     def get_confirmation(self, token: str) -> Mapping[str, Any] | None: ...
 
-    def use_confirmation(self, token: str, actor_id: str, at: int) -> bool:
-        """Mark the confirmation used; False when it already was (exactly-once)."""
+    def use_confirmation(
+        self, token: str, actor_id: str, at: int, lease_ms: int | None = None
+    ) -> bool:
+        """Mark the confirmation used; False when it already was (exactly-once). A use
+        without an outcome older than `lease_ms` is a dead process's: it is taken over."""
         ...
 
     def finish_confirmation(self, token: str, outcome: str) -> None: ...

@@ -59,6 +59,7 @@ def bus_settings(settings: Settings, *, rate_limit: int | None = None) -> BusSet
         default_learner=settings.learner,
         dashboard_url=settings.dashboard_url,
         rate_limit=settings.rate_limit if rate_limit is None else rate_limit,
+        command_lease=settings.command_lease,
     )
 
 
@@ -174,7 +175,9 @@ class _NoCommandLog:
     def get_confirmation(self, token: str) -> Mapping[str, Any] | None:
         return None
 
-    def use_confirmation(self, token: str, actor_id: str, at: int) -> bool:
+    def use_confirmation(
+        self, token: str, actor_id: str, at: int, lease_ms: int | None = None
+    ) -> bool:
         raise self._refuse()
 
     def finish_confirmation(self, token: str, outcome: str) -> None:

@@ -49,6 +49,9 @@ class Settings:
     """Where users reach the server (LEARNING_BOT_PUBLIC_URL), e.g. https://learning.example.com."""
     cache_ttl: float = 0.5
     rate_limit: int = 20
+    command_lease: float = 60.0
+    """Seconds an idempotency claim or a used confirmation without a reply is held for its
+    process (LEARNING_BOT_COMMAND_LEASE); past it, a retry takes it over and runs once."""
     spool_max_mb: float = 256.0
     """Bound of the local spool (LEARNING_BOT_SPOOL_MAX_MB); beyond it observe refuses loudly."""
     prices: PriceTable = field(default_factory=PriceTable)
@@ -199,6 +202,15 @@ def load_settings(
         ) from None
     if rate_limit < 0:
         raise InvalidConfig(f"{ENV_PREFIX}RATE_LIMIT", "must be >= 0 (0 turns it off)")
+    lease_raw = env.get(f"{ENV_PREFIX}COMMAND_LEASE", "").strip()
+    try:
+        command_lease = float(lease_raw) if lease_raw else 60.0
+    except ValueError:
+        command_lease = math.nan
+    if not math.isfinite(command_lease) or command_lease <= 0:
+        raise InvalidConfig(
+            f"{ENV_PREFIX}COMMAND_LEASE", f"must be a positive number of seconds, got {lease_raw!r}"
+        )
     spool_raw = env.get(f"{ENV_PREFIX}SPOOL_MAX_MB", "").strip()
     try:
         spool_max_mb = float(spool_raw) if spool_raw else 256.0
@@ -240,6 +252,7 @@ def load_settings(
         public_url=public_url,
         cache_ttl=ttl,
         rate_limit=rate_limit,
+        command_lease=command_lease,
         spool_max_mb=spool_max_mb,
         prices=prices,
         pool=pool_settings(env),

@@ -7,7 +7,19 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, case, delete, insert, literal, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    and_,
+    case,
+    delete,
+    insert,
+    literal,
+    or_,
+    select,
+    update,
+)
 
 from engine.ports import AuditEntry
 from storage.database import reading, with_retries, write_transaction
@@ -36,7 +48,7 @@ class _Batch:
         self.conn = conn
         self._insert = insert_for
 
-    def claim(self, key: str, at: int) -> tuple[bool, str | None]:
+    def claim(self, key: str, at: int, lease_ms: int | None = None) -> tuple[bool, str | None]:
         c = command_results.c
         stmt = (
             self._insert(command_results)
@@ -46,6 +58,17 @@ class _Batch:
         )
         if self.conn.execute(stmt).first() is not None:
             return True, None
+        if lease_ms is not None:
+            # A claim without a reply past its lease: its process died mid-command (its
+            # transaction rolled back) or it outlived the deadline. One statement takes it
+            # over, so of several retries at once exactly one runs the command.
+            taken = self.conn.execute(
+                update(command_results)
+                .where(c.key == key, c.reply.is_(None), c.created_at < at - lease_ms)
+                .values(created_at=at)
+            ).rowcount
+            if taken:
+                return True, None
         return False, self.conn.execute(select(c.reply).where(c.key == key)).scalar()
 
     def hit_rate_limit(self, key: str, window_ms: int, at: int) -> int:
@@ -147,14 +170,20 @@ class SqlCommandLog:
             return None
         return {name: getattr(row, name) for name in _CONFIRMATION_FIELDS}
 
-    def use_confirmation(self, token: str, actor_id: str, at: int) -> bool:
+    def use_confirmation(
+        self, token: str, actor_id: str, at: int, lease_ms: int | None = None
+    ) -> bool:
         c = confirmations.c
+        free: ColumnElement[bool] = c.used_at.is_(None)
+        if lease_ms is not None:
+            # A use whose process died before writing the outcome is a lapsed lease.
+            free = or_(free, and_(c.outcome.is_(None), c.used_at < at - lease_ms))
 
         def run() -> bool:
             with write_transaction(self.engine) as conn:
                 done = conn.execute(
                     update(confirmations)
-                    .where(c.token == token, c.used_at.is_(None))
+                    .where(c.token == token, free)
                     .values(used_at=at, used_by=actor_id)
                 ).rowcount
                 return bool(done)

@@ -23,6 +23,7 @@ from adapters.discord.render import Interaction
 from bot.commands import (
     COMMAND_NAMES,
     MAX_TOP,
+    ConfigCommand,
     HelpCommand,
     PhaseCommand,
     RewardCommand,
@@ -30,6 +31,7 @@ from bot.commands import (
     SubscribeCommand,
     SubscriptionsCommand,
     UnsubscribeCommand,
+    setting_value,
 )
 from engine.alert_records import SUBSCRIPTION_KINDS
 from engine.bounds import MAX_LEARNER_NAME, MAX_REASON_CHARS, check_learner_name
@@ -58,8 +60,8 @@ def option_learner(value: object) -> str | None:
 
 
 class LearningCommands(app_commands.Group):
-    """/learning status | reward | reset | phase | subscribe | unsubscribe | subscriptions |
-    help"""
+    """/learning status | reward | reset | phase | config | subscribe | unsubscribe |
+    subscriptions | help"""
 
     def __init__(self, interactions: DiscordInteractions) -> None:
         super().__init__(
@@ -147,6 +149,26 @@ class LearningCommands(app_commands.Group):
         await self.interactions.run(interaction, command, public=False)
 
     @app_commands.command(
+        name="config", description="Show the learner's settings, or change one (admins)"
+    )
+    @app_commands.describe(
+        key="the setting to change, e.g. halfLife or policy (leave out to show them)",
+        value="its new value, e.g. 50 or seed (JSON, else text)",
+    )
+    async def config(
+        self,
+        interaction: Interaction,
+        key: app_commands.Range[str, 1, 64] | None = None,
+        value: app_commands.Range[str, 1, 1000] | None = None,
+    ) -> None:
+        name = option_text("key", key, 64)
+        raw = option_text("value", value, 1000)
+        if (name is None) != (raw is None):
+            raise InvalidOption("give both key and value to change a setting, or neither to show")
+        pairs = ((name, setting_value(raw)),) if name and raw else ()
+        await self.interactions.run(interaction, ConfigCommand(pairs), public=False)
+
+    @app_commands.command(
         name="subscribe",
         description="Post a learner's alerts, digests or changes in this channel (admins)",
     )
@@ -197,6 +219,7 @@ class LearningCommands(app_commands.Group):
             "reward",
             "reset",
             "phase",
+            "config",
             "subscribe",
             "unsubscribe",
             "subscriptions",

@@ -23,7 +23,7 @@ from adapters.http.responses import ENCODER, ApiError, JsonResponse, failure
 from adapters.http.settings import HttpSettings
 from adapters.http.streams import SlotStream, StreamSlots
 from bot.bus import CommandBus
-from bot.commands import Command, PhaseCommand, ResetCommand, RewardCommand
+from bot.commands import Command, ConfigCommand, PhaseCommand, ResetCommand, RewardCommand
 from bot.errors import kind_of_code
 from bot.invocation import Actor, Invocation
 from bot.replies import Reply, ReplyKind
@@ -323,6 +323,26 @@ class Api:
             "bootstrappedTraces": reply.data.get("bootstrappedTraces", 0),
         }
 
+    async def learner_settings(self, request: Request) -> Any:
+        """Change the learner's stored settings (`{"settings": {"halfLife": 50}}`): the same
+        command as `/learning config` and `learning-bot learner set`, audited; setting what is
+        stored changes nothing (`changed` is empty)."""
+        data = await self.reader.body(request)
+        if not isinstance(data, dict):
+            raise ApiError(400, "the body must be a JSON object")
+        changes = data.get("settings")
+        if not isinstance(changes, dict) or not changes:
+            raise ApiError(400, 'settings must be a non-empty object, e.g. {"halfLife": 50}')
+        unknown = sorted(set(data) - {"settings"})
+        if unknown:
+            raise ApiError(400, f'unexpected field {unknown[0]!r}; send {{"settings": {{...}}}}')
+        reply = await self._command(request, ConfigCommand(tuple(changes.items())))
+        return {
+            "learner": reply.data["learner"],
+            "settings": reply.data["settings"],
+            "changed": reply.data.get("changed", []),
+        }
+
     async def command(self, request: Request) -> Any:
         """Any /learning command through the bus; the reply comes back as data (the CLI's
         --url mode and scripts use it)."""
@@ -353,6 +373,11 @@ class Api:
         wording = data.get("wording", "api")
         if wording not in ("api", "terminal"):
             raise ApiError(400, "wording must be api or terminal")
+        # A client's retry of the same command (same Idempotency-Key, on any replica) runs
+        # once and answers the first reply.
+        key = request.headers.get("idempotency-key")
+        if key is not None and (not key or len(key) > 200 or not key.isprintable()):
+            raise ApiError(400, "Idempotency-Key must be 1-200 printable characters")
         reply = await self._dispatch(
             request,
             command,
@@ -360,6 +385,7 @@ class Api:
             conversation=conversation,
             interactive=True,
             wording=wording,
+            idempotency_key=key,
         )
         return reply_json(reply)
 

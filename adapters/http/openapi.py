@@ -393,6 +393,18 @@ SCHEMAS: dict[str, Any] = {
         },
         ["phase"],
     ),
+    "SettingsRequest": _obj(
+        {"settings": {"type": "object", "minProperties": 1}},
+        ["settings"],
+    ),
+    "SettingsResult": _obj(
+        {
+            "learner": STR,
+            "settings": {"type": "object"},
+            "changed": {"type": "array", "items": STR},
+        },
+        ["learner", "settings", "changed"],
+    ),
     "CommandRequest": _obj(
         {
             "text": {"type": "string", "maxLength": 1000},
@@ -592,6 +604,14 @@ def openapi_document() -> dict[str, Any]:
                 _ref("PhaseResult"),
                 403,
                 409,
+                429,
+            ),
+            f"{BASE}/settings": _post(
+                "Change the learner's stored settings (policy, halfLife, ...); every replica "
+                "takes them at its next select",
+                _ref("SettingsRequest"),
+                _ref("SettingsResult"),
+                403,
                 429,
             ),
             f"{BASE}/command": _post(

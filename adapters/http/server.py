@@ -285,63 +285,25 @@ async def serve(
     announce("learning-bot: stopped")
 
 
-def serve_workers(
-    run_worker: Callable[[int, socket.socket], None],
-    *,
-    host: str,
-    port: int,
-    workers: int,
-    announce: Callable[[str], None] = print,
+def fork_worker(
+    run_worker: Callable[[int, socket.socket], None], index: int, sock: socket.socket
 ) -> int:
-    """Bind once, then fork `workers` processes that each serve the same socket (the kernel
-    spreads connections between them): one per core gets past the interpreter's lock. Every
-    worker has its own caches and spool; they share the database like any replicas. SIGINT or
-    SIGTERM stops them all; a worker dies with this process."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    children: list[int] = []
-    for index in range(workers):
-        pid = os.fork()
-        if pid == 0:  # the worker
-            _die_with_parent()
-            code = 0
-            try:
-                run_worker(index, sock)
-            except BaseException:
-                log.exception("worker %d failed", index)
-                code = 1
-            finally:
-                sys.stdout.flush()
-                os._exit(code)
-        children.append(pid)
-    announce(f"learning-bot: {workers} worker processes serve port {port}")
-
-    def forward(signum: int, _frame: object) -> None:
-        for child in children:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(child, signal.SIGTERM)
-
-    signal.signal(signal.SIGINT, forward)
-    signal.signal(signal.SIGTERM, forward)
-    worst = 0
-    remaining = set(children)
-    while remaining:
+    """Fork one worker process running `run_worker(index, sock)`; its pid."""
+    pid = os.fork()
+    if pid == 0:  # the worker
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _die_with_parent()
+        code = 0
         try:
-            pid, status = os.wait()
-        except ChildProcessError:
-            break
-        remaining.discard(pid)
-        code = os.waitstatus_to_exitcode(status)
-        if code != 0 and remaining:
-            log.error("a worker exited with %d; stopping the others", code)
-            forward(signal.SIGTERM, None)
-        worst = max(worst, abs(code))
-    sock.close()
-    return worst
+            run_worker(index, sock)
+        except BaseException:
+            log.exception("worker %d failed", index)
+            code = 1
+        finally:
+            sys.stdout.flush()
+            os._exit(code)
+    return pid
 
 
 def _die_with_parent() -> None:

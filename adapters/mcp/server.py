@@ -94,7 +94,7 @@ def build_server(tools: LearningTools, *, version: str | None = None) -> MCPServ
             "A Thompson-sampling learning layer for agent prompts. Agent gateways call "
             "qortex_learning_select before a model request and qortex_learning_observe for each "
             "selected arm afterwards; people use learning_status, learning_reward, "
-            "learning_reset, learning_phase and learning_help."
+            "learning_reset, learning_phase, learning_config and learning_help."
         ),
         log_level="WARNING",
     )
@@ -291,6 +291,22 @@ def build_server(tools: LearningTools, *, version: str | None = None) -> MCPServ
         return await _call(tools.learning_phase, phase, confirm, learner)
 
     @server.tool(
+        annotations=SETS,
+        description="/learning config: show the learner's stored settings (policy, halfLife, "
+        "tokenBudget, ...), or change some; every replica takes a change at its next select. "
+        "Changing them is for admins.",
+        structured_output=False,
+    )
+    async def learning_config(
+        settings: Annotated[
+            dict[str, Any] | None,
+            Field(description='Settings to change, e.g. {"halfLife": 50}; null: show them.'),
+        ] = None,
+        learner: OptionalLearner = None,
+    ) -> str:
+        return await _call(tools.learning_config, settings, learner)
+
+    @server.tool(
         annotations=READS,
         description="/learning help: the commands and what they do.",
         structured_output=False,
@@ -302,6 +318,7 @@ def build_server(tools: LearningTools, *, version: str | None = None) -> MCPServ
                 "reward",
                 "reset",
                 "phase",
+                "config",
                 "subscribe",
                 "unsubscribe",
                 "subscriptions",

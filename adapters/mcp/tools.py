@@ -28,6 +28,7 @@ from bot.bus import CommandBus
 from bot.commands import (
     COMMAND_NAMES,
     Command,
+    ConfigCommand,
     HelpCommand,
     PhaseCommand,
     ResetCommand,
@@ -500,6 +501,21 @@ class LearningTools:
             raise InvalidInput("confirm: must be true or false")
         return self._reply_text(PhaseCommand(target, confirm=confirm), learner)
 
+    def learning_config(self, settings: Any = None, learner: Any = None) -> str:
+        """/learning config: the learner's stored settings, or a change to them (validated
+        by the learner's configuration, like `learning-bot learner set`)."""
+        if settings is not None and (
+            not isinstance(settings, dict)
+            or not settings
+            or not all(isinstance(k, str) and k for k in settings)
+        ):
+            raise InvalidInput(
+                'settings: an object of setting names and values (e.g. {"halfLife": 50}), '
+                "or null to show them"
+            )
+        changes = tuple(settings.items()) if settings else ()
+        return self._reply_text(ConfigCommand(changes), learner)
+
     def learning_help(self, topic: Any = None) -> str:
         subject = None if topic is None else _text("topic", topic, limit=64).lower()
         if subject is not None and subject not in COMMAND_NAMES:
@@ -550,5 +566,6 @@ OWN_TOOLS = (
     "learning_reward",
     "learning_reset",
     "learning_phase",
+    "learning_config",
     "learning_help",
 )

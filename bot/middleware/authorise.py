@@ -8,6 +8,7 @@ from collections.abc import Set
 from bot.commands import (
     CancelCommand,
     Command,
+    ConfigCommand,
     ConfirmCommand,
     PhaseCommand,
     ResetCommand,
@@ -23,6 +24,8 @@ from bot.ports import CommandBatch
 from bot.replies import Reply, error_reply
 from engine.errors import Forbidden
 
+CHAT_SURFACES = frozenset({"slack", "discord"})
+"""Surfaces whose admins are a workspace's or a guild's, not the deployment's."""
 ADMIN_LIST_HINT = "have your id added to the admin allow-list (LEARNING_BOT_ADMINS)"
 
 
@@ -41,6 +44,9 @@ class Authorise(Middleware):
 
     def check(self, invocation: Invocation, command: Command) -> None:
         """Raise Forbidden when the actor may not run `command` here."""
+        if isinstance(command, ConfigCommand):
+            self._check_config(invocation, command)
+            return
         if not is_mutating(command) or isinstance(command, ConfirmCommand | CancelCommand):
             return
         if invocation.actor.is_guest:
@@ -59,6 +65,32 @@ class Authorise(Middleware):
                 f"Only admins can change this channel's subscriptions. Ask a workspace admin, "
                 f"or {ADMIN_LIST_HINT}."
             )
+
+    def _check_config(self, invocation: Invocation, command: ConfigCommand) -> None:
+        """Settings are for admins to change; naming a learner other than the conversation's
+        in a chat workspace (where admins are the workspace's) needs the allow-list, so one
+        workspace's admins cannot change another's learner."""
+        if command.changes:
+            if invocation.actor.is_guest:
+                raise Forbidden("Guests can look at settings, but cannot change them.")
+            if not self.is_admin(invocation):
+                raise Forbidden(
+                    f"Only admins can change a learner's settings. Ask a workspace admin, or "
+                    f"{ADMIN_LIST_HINT}."
+                )
+        if (
+            command.learner is not None
+            and invocation.surface in CHAT_SURFACES
+            and not self.on_allow_list(invocation)
+        ):
+            raise Forbidden(
+                f"Naming a learner in config is for operators: {ADMIN_LIST_HINT}, or leave "
+                "the learner out to use this conversation's."
+            )
+
+    def on_allow_list(self, invocation: Invocation) -> bool:
+        actor_id = invocation.actor.id
+        return actor_id in self.admins or f"{invocation.surface}:{actor_id}" in self.admins
 
     def before(self, call: Call, batch: CommandBatch | None) -> Reply | None:
         try:

@@ -22,6 +22,10 @@ def scoped_key(call: Call) -> str | None:
 
 
 class Idempotency(Middleware):
+    def __init__(self, lease_ms: int | None = None) -> None:
+        self.lease_ms = lease_ms
+        """A claim without a reply older than this is taken over (bot.ports.CommandBatch)."""
+
     def touches_store(self, call: Call) -> bool:
         return scoped_key(call) is not None
 
@@ -29,7 +33,7 @@ class Idempotency(Middleware):
         key = scoped_key(call)
         if key is None or batch is None:
             return None
-        new, stored = batch.claim(key, now_ms())
+        new, stored = batch.claim(key, now_ms(), self.lease_ms)
         if new:
             return None
         if stored is None:

@@ -1,4 +1,4 @@
-"""The chat commands on the command line (status, reward, reset, phase, help): the terminal
+"""The chat commands on the command line (status, reward, reset, phase, config, help): the terminal
 surface's words, sent to the local bus or to a running server's (--url)."""
 
 from __future__ import annotations
@@ -40,9 +40,15 @@ WORDS_HELP = {
         "phase — show the phase, or set it: passive records only, active selects arms",
         "[passive|active]: the phase to switch to; without it, the current phase is shown",
     ),
+    "config": (
+        "config — show the learner's stored settings, or change one (admins; audited; every "
+        "replica takes it at its next select)",
+        "[<key> <value> [learner]]: e.g. config halfLife 50, config policy seed; values are "
+        "read as JSON, else as text (the same as `learner set`)",
+    ),
     "help": (
         "help — the commands, or one command explained",
-        "[status|reward|reset|phase|help]: the command to explain",
+        "[status|reward|reset|phase|config|help]: the command to explain",
     ),
 }
 

@@ -69,6 +69,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _pairs(items: list[str]) -> dict[str, Any]:
+    from bot.commands import setting_value
+
     """KEY=VALUE words as settings: a value is read as JSON, else taken as a string."""
     if not items:
         raise CliError("learner set needs at least one KEY=VALUE (e.g. halfLife=50)")
@@ -77,10 +79,7 @@ def _pairs(items: list[str]) -> dict[str, Any]:
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise CliError(f"expected KEY=VALUE, got {item!r}")
-        try:
-            out[key] = json.loads(raw)
-        except ValueError:
-            out[key] = raw
+        out[key] = setting_value(raw)
     return out
 
 

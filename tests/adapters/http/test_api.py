@@ -352,6 +352,7 @@ def test_openapi_document_lists_every_route(live: Live) -> None:
         "reward",
         "reset",
         "phase",
+        "settings",
         "command",
     }
 

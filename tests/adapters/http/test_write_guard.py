@@ -60,6 +60,7 @@ WRITES: list[tuple[str, dict[str, Any]]] = [
     (f"{BASE}/reset", {}),
     (f"{BASE}/reset/undo", {}),
     (f"{BASE}/phase", {"phase": "passive", "confirm": True}),
+    (f"{BASE}/settings", {"settings": {"halfLife": 1}}),
     (f"{BASE}/command", {"text": "reset"}),
     ("/v1/learning/select", {"learner": LEARNER, "candidates": CANDIDATES}),
     ("/v1/learning/observe", {"learner": LEARNER, "arm_id": "tool:fs:Read", "outcome": "rejected"}),
@@ -68,6 +69,7 @@ WRITES: list[tuple[str, dict[str, Any]]] = [
     ("/v1/learning/sessions/end", {"session_id": "x"}),
     ("/mcp", mcp_call("qortex_learning_reset", {"learner": LEARNER})),
     ("/mcp", mcp_call("learning_phase", {"phase": "passive", "confirm": True})),
+    ("/mcp", mcp_call("learning_config", {"settings": {"halfLife": 1}})),
 ]
 """Every writing route, each with the body that would do the most harm."""
 

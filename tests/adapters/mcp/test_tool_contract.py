@@ -55,6 +55,7 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("learning_reset", {"undo": "maybe"}, "undo"),
     ("learning_phase", {"phase": "asleep"}, "phase"),
     ("learning_phase", {"phase": "active", "confirm": "please"}, "confirm"),
+    ("learning_config", {"settings": {"halfLife": -1}}, "halfLife"),
     ("learning_help", {"topic": "fly"}, "topic"),
 ]
 
@@ -182,7 +183,8 @@ async def test_annotations_say_what_each_tool_does(app: App) -> None:
                 continue
             assert hints.read_only_hint is False, name
             assert hints.destructive_hint is (name in resets), name
-            assert hints.idempotent_hint is (name == "learning_phase"), name
+            sets = name in ("learning_phase", "learning_config")
+            assert hints.idempotent_hint is sets, name
 
 
 async def test_the_server_reports_the_package_version(app: App) -> None:
