@@ -410,6 +410,13 @@ def ensure_schema_later(
             _DEFERRED[engine] = auto_create
 
 
+def schema_ready(engine: Engine) -> None:
+    """Run the schema check a server started while its database was down deferred (once,
+    other threads waiting for it): every path that writes or reads without `reading` or
+    `write_transaction` (the PostgreSQL observe statement's own connections) calls it first."""
+    _ready(engine)
+
+
 def _ready(engine: Engine) -> None:
     """Run a deferred schema check (once, other threads waiting for it)."""
     if not _DEFERRED:

@@ -16,6 +16,7 @@ from engine.records import RunRecord
 from storage.arm_keys import ArmKeys
 from storage.database import (
     lost_session_state,
+    schema_ready,
     sqlite_write_cursor,
     watch_pooler,
     with_retries,
@@ -168,6 +169,9 @@ class Runs(ArmKeys):
         lost one have committed first, the second attempt reads its runs as duplicates."""
         import psycopg
 
+        # A server started while the database was down checks (creates) the schema on the
+        # first use of its engine; this statement's own connections come after that check.
+        schema_ready(self.engine)
         direct = self._direct_engine()
         for attempt in range(2):
             proxy = direct.raw_connection()
