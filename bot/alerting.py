@@ -29,6 +29,7 @@ from bot.digest import (
     moved_arms,
     open_alert_titles,
     period_runs,
+    trend,
 )
 from bot.ports import SubscriptionStore
 from bot.replies import Fields, Heading, Reply, ReplyKind, Text, Visibility
@@ -271,6 +272,7 @@ class AlertScheduler:
             summary.estimated_recall,
             moved_arms(buckets, period),
             open_alert_titles(self.store.alert_states(sub.learner)),
+            trend(runs, period, 86_400_000 if weekly else 3_600_000, service.recall_of),
         )
 
     async def _digest(self, sub: Subscription, at: int) -> int:

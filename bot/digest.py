@@ -79,6 +79,41 @@ class DigestFacts:
     moved: tuple[tuple[str, float, float], ...]
     """(arm, mean at the start, mean at the end), the largest moves first."""
     open_alerts: tuple[str, ...]
+    trend: tuple[TrendPoint, ...] = ()
+    """The period hour by hour (daily) or day by day (weekly): savings and recall."""
+
+
+@dataclass(frozen=True, slots=True)
+class TrendPoint:
+    """One step of a digest's period: when it starts, the prompt tokens its selected runs
+    saved against sending every arm offered (percent), and their estimated recall."""
+
+    t: int
+    token_saving: float | None
+    recall: float | None
+
+
+def trend(
+    runs: list[RunRecord],
+    period: Period,
+    step_ms: int,
+    recall_of: Any,
+) -> tuple[TrendPoint, ...]:
+    """The period's runs in steps of `step_ms`: each step with runs gets its token saving
+    (selected runs: 1 - sent / offered tool tokens) and `recall_of(runs)`."""
+    steps: dict[int, list[RunRecord]] = {}
+    for run in runs:
+        if period.start_ms <= run.timestamp < period.end_ms:
+            start = period.start_ms + (run.timestamp - period.start_ms) // step_ms * step_ms
+            steps.setdefault(start, []).append(run)
+    points = []
+    for start, group in sorted(steps.items()):
+        selected = [r for r in group if not r.is_baseline]
+        offered = sum(r.offered_tokens for r in selected)
+        sent = sum(r.selected_tokens for r in selected)
+        saving = 100.0 * (1.0 - sent / offered) if offered else None
+        points.append(TrendPoint(start, saving, recall_of(group)))
+    return tuple(points)
 
 
 def period_runs(runs_newest_first: list[RunRecord], period: Period) -> list[RunRecord]:
@@ -136,9 +171,10 @@ def digest_card(facts: DigestFacts, kind: str, dashboard_url: str | None = None)
 
 
 def digest_chart(facts: DigestFacts) -> bytes | None:
-    """A PNG of the arms that moved most (mean before and after), or None without matplotlib
-    or without moves."""
-    if not facts.moved:
+    """A PNG of the period's savings and recall (when any step has them) above the arms that
+    moved most (mean before and after), or None without matplotlib or with neither."""
+    shown = [p for p in facts.trend if p.token_saving is not None or p.recall is not None]
+    if not facts.moved and not shown:
         return None
     try:
         import matplotlib
@@ -147,8 +183,38 @@ def digest_chart(facts: DigestFacts) -> bytes | None:
         from matplotlib.figure import Figure
     except ImportError:
         return None
-    figure = Figure(figsize=(6.4, 0.5 + 0.45 * len(facts.moved)), dpi=100)
-    axes = figure.subplots()
+    heights = ([2.4] if shown else []) + ([0.5 + 0.45 * len(facts.moved)] if facts.moved else [])
+    figure = Figure(figsize=(6.4, sum(heights) + 0.4), dpi=100)
+    panels = figure.subplots(len(heights), 1, gridspec_kw={"height_ratios": heights}, squeeze=False)
+    if shown:
+        _trend_panel(panels[0][0], facts, shown)
+    if facts.moved:
+        _moved_panel(panels[-1][0], facts)
+    figure.tight_layout()
+    out = io.BytesIO()
+    figure.savefig(out, format="png")
+    return out.getvalue()
+
+
+def _trend_panel(axes: Any, facts: DigestFacts, points: list[TrendPoint]) -> None:
+    hours = [(p.t - facts.period.start_ms) / 3_600_000 for p in points]
+    weekly = facts.period.end_ms - facts.period.start_ms > 2 * 86_400_000
+    xs = [h / 24 for h in hours] if weekly else hours
+    for name, values in (
+        ("prompt token saving %", [p.token_saving for p in points]),
+        ("estimated recall %", [None if p.recall is None else 100 * p.recall for p in points]),
+    ):
+        pairs = [(x, v) for x, v in zip(xs, values, strict=True) if v is not None]
+        if pairs:
+            axes.plot([x for x, _ in pairs], [v for _, v in pairs], marker="o", label=name)
+    axes.set_ylim(min(0, *(v for p in points for v in (p.token_saving or 0,))), 100)
+    axes.set_xlabel("day of the week" if weekly else "hour of the day")
+    axes.set_ylabel("%")
+    axes.set_title(f"{facts.learner}: savings and recall, {facts.period.label}")
+    axes.legend(loc="lower right")
+
+
+def _moved_panel(axes: Any, facts: DigestFacts) -> None:
     labels = [arm.rsplit(":", 1)[-1][:40] for arm, _, _ in facts.moved]
     positions = list(range(len(facts.moved)))
     axes.barh([p + 0.2 for p in positions], [a for _, a, _ in facts.moved], 0.4, label="before")
@@ -158,7 +224,3 @@ def digest_chart(facts: DigestFacts) -> bytes | None:
     axes.set_xlabel("posterior mean")
     axes.set_title(f"{facts.learner}: arms that moved most, {facts.period.label}")
     axes.legend(loc="lower right")
-    figure.tight_layout()
-    out = io.BytesIO()
-    figure.savefig(out, format="png")
-    return out.getvalue()

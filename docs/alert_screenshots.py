@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import base64
 import html
+import math
 import os
 import re
 import shutil
@@ -28,7 +29,7 @@ from screenshots import CHROMIUM_ARGS, OUT, shrink  # noqa: E402
 from adapters.discord.alerts import message_payload  # noqa: E402
 from adapters.slack.blocks import render_reply as slack_render  # noqa: E402
 from bot.alerting import alert_card  # noqa: E402
-from bot.digest import DigestFacts, Period, digest_card, digest_chart  # noqa: E402
+from bot.digest import DigestFacts, Period, TrendPoint, digest_card, digest_chart  # noqa: E402
 from bot.replies import Reply  # noqa: E402
 from engine.alerts import FIRING, RewardLevels, Signals, findings  # noqa: E402
 from engine.starvation import StarvedArm  # noqa: E402
@@ -57,6 +58,15 @@ def sample_cards() -> tuple[Reply, Reply, bytes | None]:
             ("tool:exec:bash", 0.90, 0.74),
         ),
         ("Starved arm: web_search", "Reward rate collapsed"),
+        tuple(
+            TrendPoint(
+                hour * 3_600_000,
+                44.0 + 3.0 * math.sin(hour / 3.0),
+                0.95 - (0.12 if 14 <= hour <= 17 else 0.0) + 0.01 * math.cos(hour),
+            )
+            for hour in range(24)
+            if hour % 2 == 0 or hour >= 12
+        ),
     )
     return alert, digest_card(facts, "digest daily", DASHBOARD), digest_chart(facts)
 

@@ -1038,6 +1038,26 @@ class LearningService:
     def summary(self) -> Summary:
         return self._summary()[0]
 
+    def recall_of(self, runs: Iterable[RunRecord]) -> float | None:
+        """The estimated recall (engine.metrics.estimated_recall) of these runs alone: their
+        selected, active, unguarded runs, each left-out arm's use estimated from the arm's
+        usage probability as the learner knows it now (a digest's points over its period)."""
+        counts: dict[str, list[int]] = {}
+        for run in runs:
+            if run.is_baseline or run.phase is not Phase.ACTIVE or run.guard is not None:
+                continue
+            for arm in run.arms:
+                c = counts.setdefault(arm.arm_id, [0, 0, 0])
+                c[0] += arm.included
+                c[1] += 1
+                c[2] += arm.included and arm.referenced
+        if not counts:
+            return None
+        self.refresh()
+        return estimated_recall(
+            self._usefulness(), {k: (v[0], v[1], v[2]) for k, v in sorted(counts.items())}
+        )
+
     def _summary(self) -> tuple[Summary, dict[str, tuple[int, int, int]]]:
         """The summary, and the inclusion counts of the latest selected runs it read."""
         stats = self.store.run_stats(self.learner_id)

@@ -281,3 +281,36 @@ async def test_a_channel_gets_at_most_its_hourly_share_and_the_rest_waits(store:
     assert await scheduler.tick(now=60_000) == 0  # the hour's share is spent
     assert await scheduler.tick(now=1_000 + 3_600_000) == 1  # the other one, an hour later
     assert len({summary for _, summary, _ in sender.posts}) == 2
+
+
+def test_a_digest_charts_savings_and_recall_over_its_period(store: SqlStore) -> None:
+    """The digest's trend: the period hour by hour, each hour's token saving counted from its
+    selected runs (sent against offered tokens) and its estimated recall; the chart has it."""
+    from bot.digest import digest_chart, due_period
+
+    services, service = _services(store)
+    alerts = SqlAlertStore(store.engine)
+    day = 86_400_000
+    now = now_ms() // day * day + 10 * 3_600_000
+    start = now // day * day - day  # yesterday 00:00 UTC
+    # 09:xx: every arm sent; 15:xx: WebSearch (900 of 2,050 tokens) left out
+    for i in range(5):
+        service.observe(report(f"a{i}", timestamp=start + 9 * 3_600_000 + i))
+        service.observe(
+            report(f"b{i}", excluded=("tool:web:WebSearch",), timestamp=start + 15 * 3_600_000 + i)
+        )
+    service.observe(report("base", baseline=True, timestamp=start + 15 * 3_600_000 + 9))
+    sub = Subscription(1, "slack", "C1", "T1", "default", "digest daily", "U1", 0)
+    alerts.subscribe(sub)
+    scheduler = AlertScheduler(alerts, services, [RecordingSender()], AlertSettings(interval=60))
+    period = due_period(sub, now, scheduler.settings.digest_hour)
+    assert period is not None
+    facts = scheduler._digest_facts(sub, period)
+    assert [p.t for p in facts.trend] == [start + 9 * 3_600_000, start + 15 * 3_600_000]
+    first, second = facts.trend
+    assert first.token_saving == 0.0
+    assert second.token_saving == pytest.approx(100 * 900 / 2050)  # the baseline run not counted
+    assert first.recall == 1.0  # nothing left out
+    assert second.recall is not None and second.recall <= 1.0
+    png = digest_chart(facts)
+    assert png is not None and png.startswith(b"\x89PNG")
