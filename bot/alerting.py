@@ -71,6 +71,9 @@ class AlertSettings:
     """A digest of a period without runs is not sent (else: one line saying so)."""
     storage_down_after: float = 120.0
     """Seconds storage may be unavailable before the alert subscriptions hear of it."""
+    remind_after: float = 86_400.0
+    """An alert still firing this many seconds after it began gets a "still firing" note in
+    its thread, and another each time as long again passes (0: never)."""
 
     @property
     def lease_ms(self) -> int:
@@ -123,6 +126,17 @@ def alert_card(finding: Finding, state: str, dashboard_url: str | None = None) -
     summary = f"{badge}: {finding.title}" if state != "note" else finding.title
     kind = ReplyKind.OK if state == RESOLVED else ReplyKind.INFO
     return Reply(kind, tuple(blocks), summary, Visibility.PUBLIC, dashboard_url=dashboard_url)
+
+
+STILL = "still-"
+"""The stage of a "still firing" note: `still-N`, N remind periods after the alert began."""
+
+
+def still_firing_note(finding: Finding, firing_ms: int) -> Reply:
+    hours = firing_ms / 3_600_000
+    since = f"{hours / 24:.0f} days" if hours >= 48 else f"{hours:.0f} hours"
+    text = f"Still firing after {since}: {finding.title}."
+    return Reply(ReplyKind.INFO, (Text(text),), text, Visibility.PUBLIC)
 
 
 def resolved_note(finding: Finding) -> Reply:
@@ -350,15 +364,18 @@ class AlertScheduler:
 
     # -- delivery --------------------------------------------------------------------------
 
-    def _owed(self, state: AlertState, sub: Subscription) -> list[str]:
-        """The stages of the state's current episode this subscription is owed."""
+    def _owed(self, state: AlertState, sub: Subscription, at: int) -> list[str]:
+        """The stages of the state's current episode this subscription is owed: its card,
+        the latest "still firing" note due (`still-N`, N remind periods in), its resolution."""
         change = state.alert.startswith("change:")
         if (sub.kind == "changes") != change or state.episode < 1:
             return []
         if change:
             return ["note"] if state.first_seen >= sub.created_at else []
         if state.state == FIRING:
-            return ["firing"]
+            remind_ms = int(self.settings.remind_after * 1000)
+            periods = (at - state.first_seen) // remind_ms if remind_ms > 0 else 0
+            return ["firing"] + ([f"{STILL}{periods}"] if periods >= 1 else [])
         if state.resolved_at is not None and state.resolved_at >= sub.created_at:
             return ["firing", "resolved"]
         return []
@@ -369,7 +386,7 @@ class AlertScheduler:
         paused: set[int] = set()
         for state in states:
             for sub in subs:
-                for stage in self._owed(state, sub):
+                for stage in self._owed(state, sub, at):
                     if sub.id in paused:
                         continue
                     done = await asyncio.to_thread(
@@ -422,6 +439,14 @@ class AlertScheduler:
                     ref = await sender.post(sub.channel, resolved_note(finding), thread=first.ref)
                 else:
                     ref = await sender.post(sub.channel, card)
+            elif stage.startswith(STILL):
+                first = await asyncio.to_thread(
+                    self.store.sent_message, sub.id, state.alert, state.episode, "firing"
+                )
+                if first is None or not first.ref:
+                    return False  # its card first (the next round), then the note in its thread
+                note = still_firing_note(finding, at - state.first_seen)
+                ref = await sender.post(sub.channel, note, thread=first.ref)
             else:
                 ref = await sender.post(sub.channel, alert_card(finding, stage, self.dashboard_url))
         except ChannelGone as exc:

@@ -4,8 +4,10 @@ the senders of the chat surfaces that are configured.
 
 Settings: LEARNING_BOT_ALERT_INTERVAL (seconds between evaluations, default 60, 0.05-86400),
 LEARNING_BOT_ALERTS_PER_HOUR (messages one channel gets per hour at most, default 10),
-LEARNING_BOT_DIGEST_HOUR (local hour from which a digest is due, default 9) and
-LEARNING_BOT_SKIP_EMPTY_DIGESTS (default true: a period without runs sends nothing)."""
+LEARNING_BOT_DIGEST_HOUR (local hour from which a digest is due, default 9),
+LEARNING_BOT_SKIP_EMPTY_DIGESTS (default true: a period without runs sends nothing) and
+LEARNING_BOT_ALERT_REMIND_HOURS (a "still firing" note in an alert's thread each time this many
+hours pass while it fires, default 24, 0 for never)."""
 
 from __future__ import annotations
 
@@ -54,8 +56,24 @@ def alert_settings(env: Mapping[str, str]) -> AlertSettings:
             "LEARNING_BOT_SKIP_EMPTY_DIGESTS", f"must be true or false, got {raw!r}"
         )
     skip = raw not in ("false", "0", "no")
+    raw = env.get("LEARNING_BOT_ALERT_REMIND_HOURS", "").strip()
+    remind = 24.0
+    if raw:
+        try:
+            remind = float(raw)
+        except ValueError:
+            remind = -1.0
+        if not (remind == 0 or 0.01 <= remind <= 24 * 365):
+            raise InvalidConfig(
+                "LEARNING_BOT_ALERT_REMIND_HOURS",
+                f"must be hours from 0.01 to 8760, or 0 for never, got {raw!r}",
+            )
     return AlertSettings(
-        interval=interval, per_channel_per_hour=per_hour, digest_hour=hour, skip_empty_digests=skip
+        interval=interval,
+        per_channel_per_hour=per_hour,
+        digest_hour=hour,
+        skip_empty_digests=skip,
+        remind_after=remind * 3600.0,
     )
 
 

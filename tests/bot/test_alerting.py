@@ -314,3 +314,31 @@ def test_a_digest_charts_savings_and_recall_over_its_period(store: SqlStore) -> 
     assert second.recall is not None and second.recall <= 1.0
     png = digest_chart(facts)
     assert png is not None and png.startswith(b"\x89PNG")
+
+
+async def test_an_alert_still_firing_gets_a_note_in_its_thread_each_period(
+    store: SqlStore,
+) -> None:
+    services, service = _services(store)
+    alerts = SqlAlertStore(store.engine)
+    _runs(service, 0, 100, poisoned=False)
+    alerts.subscribe(Subscription(0, "slack", "C1", "T1", "default", "alerts", "U1", 0))
+    _runs(service, 100, 60, poisoned=True)
+    sender = RecordingSender()
+    settings = AlertSettings(interval=60, remind_after=1_000.0)
+    scheduler = AlertScheduler(alerts, services, [sender], settings)
+    assert await scheduler.tick(now=1_000) == 2
+    cards = {"ts-1", "ts-2"}  # the two cards' message refs, as the recording sender numbers them
+    assert await scheduler.tick(now=500_000) == 0  # not yet a period
+    assert await scheduler.tick(now=1_000 + 1_000_001) == 2
+    notes = [(summary, thread) for _, summary, thread in sender.posts[2:]]
+    assert all(s.startswith("Still firing after 0 hours: ") for s, _ in notes), notes
+    assert {thread for _, thread in notes} == cards
+    assert await scheduler.tick(now=1_000 + 1_050_000) == 0  # once per period
+    # another replica, once the lease has passed to it, in the same period: nothing twice
+    again = AlertScheduler(alerts, services, [sender], settings, holder="restarted")
+    later = 1_000 + 1_050_000 + settings.lease_ms + 1
+    assert later < 1_000 + 2_000_000
+    assert await again.tick(now=later) == 0
+    assert await again.tick(now=1_000 + 2_000_001 + settings.lease_ms) == 2  # the next period
+    assert len(sender.posts) == 6
