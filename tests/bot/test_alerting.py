@@ -342,3 +342,32 @@ async def test_an_alert_still_firing_gets_a_note_in_its_thread_each_period(
     assert await again.tick(now=later) == 0
     assert await again.tick(now=1_000 + 2_000_001 + settings.lease_ms) == 2  # the next period
     assert len(sender.posts) == 6
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("LEARNING_BOT_ALERT_INTERVAL", "0"),
+        ("LEARNING_BOT_ALERT_INTERVAL", "soon"),
+        ("LEARNING_BOT_ALERTS_PER_HOUR", "-1"),
+        ("LEARNING_BOT_DIGEST_HOUR", "24"),
+        ("LEARNING_BOT_SKIP_EMPTY_DIGESTS", "maybe"),
+        ("LEARNING_BOT_ALERT_REMIND_HOURS", "-2"),
+        ("LEARNING_BOT_ALERT_REMIND_HOURS", "nan"),
+    ],
+)
+def test_alert_settings_refuse_bad_values_naming_them(name: str, raw: str) -> None:
+    from engine.errors import InvalidConfig
+    from learning_bot.alerts import alert_settings
+
+    with pytest.raises(InvalidConfig, match=name):
+        alert_settings({name: raw})
+
+
+def test_alert_settings_read_the_environment() -> None:
+    from learning_bot.alerts import alert_settings
+
+    settings = alert_settings({"LEARNING_BOT_ALERT_REMIND_HOURS": "0.5"})
+    assert settings.remind_after == 1800.0
+    assert alert_settings({"LEARNING_BOT_ALERT_REMIND_HOURS": "0"}).remind_after == 0.0
+    assert alert_settings({}).remind_after == 86_400.0
