@@ -49,17 +49,35 @@ OWN_PREFIXES = ("LEARNING_BOT_", "SLACK_", "DISCORD_")
 
 _handed_out: set[int] = set()
 
+PORTS_FROM = 20_000
+PORTS_PER_PROCESS = 2_000
+"""Test processes (pytest-xdist workers) hand out ports from ranges of their own below the
+kernel's ephemeral range (32768 and up), so two processes never get the same port, and no
+outgoing connection is given one between its hand-out and its server's bind."""
+
+
+def _port_range() -> range:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    index = int(worker) if worker.isdigit() else 0
+    start = PORTS_FROM + (index % 6) * PORTS_PER_PROCESS
+    return range(start, start + PORTS_PER_PROCESS)
+
 
 def free_port() -> int:
-    """A loopback port nothing listens on, never the same twice in one test run (processes
-    started side by side bind theirs a moment after they get it)."""
-    while True:
+    """A loopback port nothing listens on, from this test process's own range, never the same
+    twice in one test run (processes started side by side bind theirs a moment after they
+    get it)."""
+    for port in _port_range():
+        if port in _handed_out:
+            continue
         with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port: int = sock.getsockname()[1]
-        if port not in _handed_out:
-            _handed_out.add(port)
-            return port
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError("no free loopback port left in this test process's range")
 
 
 def environment(root: Path, settings: Mapping[str, str]) -> dict[str, str]:

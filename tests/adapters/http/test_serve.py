@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ from adapters.http.server import serve
 from learning_bot.app import build_app
 from learning_bot.settings import Settings
 from learning_bot.surfaces import configured_surfaces
-from tests.e2e.launch import served
+from tests.e2e.launch import free_port, served
 
 EXE = str(Path(sys.executable).with_name("learning-bot"))
 
@@ -39,12 +38,6 @@ class ChatSurface:
 
     async def stop(self) -> None:
         await self._stop()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
