@@ -18,7 +18,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from bot.digest import (
     DigestFacts,
@@ -79,6 +79,13 @@ class AlertSettings:
     def lease_ms(self) -> int:
         """The lease outlives three missed evaluations, then another replica takes over."""
         return max(int(self.interval * 3000), 3000)
+
+
+@runtime_checkable
+class ScopedSender(Protocol):
+    """A sender installed in several workspaces: the sender for one of them."""
+
+    async def for_scope(self, scope: str) -> AlertSender: ...
 
 
 class ChannelGone(Exception):
@@ -198,7 +205,8 @@ class AlertScheduler:
             if sub.paused or sub.surface not in self.senders:
                 continue
             try:
-                ref = await self.senders[sub.surface].post(sub.channel, card)
+                sender = await self._sender_for(sub)
+                ref = await sender.post(sub.channel, card)
             except Exception:
                 log.warning("could not tell %s %s that storage is down", sub.surface, sub.channel)
                 continue
@@ -213,8 +221,8 @@ class AlertScheduler:
         finding = self._outage_finding((now_ms() - down_since) / 1000)
         sent = 0
         for sub, ref in self._outage.values():
-            sender = self.senders[sub.surface]
             try:
+                sender = await self._sender_for(sub)
                 await sender.update(sub.channel, ref, alert_card(finding, RESOLVED))
                 await sender.post(sub.channel, resolved_note(finding), thread=ref)
                 sent += 1
@@ -310,9 +318,10 @@ class AlertScheduler:
         if facts.runs == 0 and self.settings.skip_empty_digests:
             await asyncio.to_thread(self.store.message_sent, *key, at, None, "no runs")
             return 0
-        sender = self.senders[sub.surface]
+        sender: AlertSender = self.senders[sub.surface]
         card = digest_card(facts, sub.kind, self.dashboard_url)
         try:
+            sender = await self._sender_for(sub)
             ref = await sender.post(sub.channel, card)
         except ChannelGone as exc:
             reason = str(exc) or "the bot cannot post to this channel"
@@ -363,6 +372,15 @@ class AlertScheduler:
         return self.store.alert_states(learner)
 
     # -- delivery --------------------------------------------------------------------------
+
+    async def _sender_for(self, sub: Subscription) -> AlertSender:
+        """The surface's sender for the subscription's workspace or guild: a surface installed
+        in several (Slack's OAuth installations) posts with the token of the one the channel
+        belongs to; ChannelGone when the bot is no longer installed there."""
+        sender = self.senders[sub.surface]
+        if isinstance(sender, ScopedSender):
+            return await sender.for_scope(sub.scope)
+        return sender
 
     def _owed(self, state: AlertState, sub: Subscription, at: int) -> list[str]:
         """The stages of the state's current episode this subscription is owed: its card,
@@ -424,10 +442,10 @@ class AlertScheduler:
     async def _send(self, sub: Subscription, state: AlertState, stage: str, at: int) -> bool | None:
         """Send one claimed message: True when sent, False to retry later, None when the
         channel is gone (the subscription is paused)."""
-        sender = self.senders[sub.surface]
         finding = stored_finding(state)
         key = (sub.id, state.alert, state.episode, stage)
         try:
+            sender = await self._sender_for(sub)
             ref: str | None
             if stage == "resolved":
                 first = await asyncio.to_thread(

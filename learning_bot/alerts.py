@@ -18,6 +18,8 @@ from bot.alerting import AlertScheduler, AlertSender, AlertSettings
 from engine.errors import InvalidConfig
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
     from learning_bot.app import App
 
 
@@ -77,16 +79,28 @@ def alert_settings(env: Mapping[str, str]) -> AlertSettings:
     )
 
 
-def alert_senders(env: Mapping[str, str]) -> list[AlertSender]:
-    """A sender for each chat surface with a bot token."""
+def _slack_oauth(env: Mapping[str, str]) -> bool:
+    return bool(
+        env.get("SLACK_CLIENT_ID", "").strip() and env.get("SLACK_CLIENT_SECRET", "").strip()
+    )
+
+
+def alert_senders(env: Mapping[str, str], engine: Engine | None = None) -> list[AlertSender]:
+    """A sender for each chat surface with a bot token; for Slack installed through OAuth
+    (several workspaces), one that posts with each workspace's installation token."""
     senders: list[AlertSender] = []
-    if env.get("SLACK_BOT_TOKEN", "").strip():
+    if env.get("SLACK_BOT_TOKEN", "").strip() or (_slack_oauth(env) and engine is not None):
         from adapters.slack.alerts import SlackAlertSender
         from adapters.slack.settings import slack_settings_from_env
 
         slack = slack_settings_from_env(env)
-        assert slack.bot_token is not None
-        senders.append(SlackAlertSender(slack.bot_token, slack.api_url))
+        tokens = None
+        if slack.oauth and engine is not None:
+            from adapters.slack.oauth import installed_bot_tokens
+
+            assert slack.client_id is not None
+            tokens = installed_bot_tokens(slack.client_id, engine)
+        senders.append(SlackAlertSender(slack.bot_token, slack.api_url, bot_token_for=tokens))
     if env.get("DISCORD_TOKEN", "").strip():
         from adapters.discord.alerts import DiscordAlertSender
         from adapters.discord.settings import load_discord_settings
@@ -104,7 +118,7 @@ def alert_senders_configured(env: Mapping[str, str]) -> list[str]:
     return [
         name
         for name, variable in (("Slack", "SLACK_BOT_TOKEN"), ("Discord", "DISCORD_TOKEN"))
-        if env.get(variable, "").strip()
+        if env.get(variable, "").strip() or (name == "Slack" and _slack_oauth(env))
     ]
 
 
@@ -140,7 +154,7 @@ def build(app: App, env: Mapping[str, str]) -> AlertSurface:
     scheduler = AlertScheduler(
         app.alerts,
         app.services,
-        alert_senders(env),
+        alert_senders(env, app.engine),
         alert_settings(env),
         dashboard_url=app.settings.dashboard_url,
     )

@@ -6,6 +6,8 @@ scopes."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -30,14 +32,51 @@ GONE = frozenset(
 """Web API errors after which posting to the channel will keep failing until someone acts."""
 
 
+BotTokenFor = Callable[[str], Awaitable[str | None]]
+"""The bot token of a workspace (team id) the app was installed in through OAuth, or None."""
+
+
 class SlackAlertSender:
-    """The scheduler's sender for Slack channels (one workspace: the bot token)."""
+    """The scheduler's sender for Slack channels: with the bot token of one workspace, or,
+    installed in several through OAuth (`bot_token_for`), with the token of the workspace a
+    subscription's channel belongs to (`for_scope`)."""
 
     surface = SURFACE
 
-    def __init__(self, token: str, api_url: str, *, table_blocks: bool = True) -> None:
+    def __init__(
+        self,
+        token: str | None,
+        api_url: str,
+        *,
+        table_blocks: bool = True,
+        bot_token_for: BotTokenFor | None = None,
+    ) -> None:
         self.client = AsyncWebClient(token=token, base_url=api_url)
+        self.token = token
+        self.api_url = api_url
         self.table_blocks = table_blocks
+        self.bot_token_for = bot_token_for
+        self._workspaces: dict[str, SlackAlertSender] = {}
+
+    async def for_scope(self, scope: str) -> SlackAlertSender:
+        """The sender for workspace `scope`: its installation's bot token, else this one's;
+        ChannelGone when the app is installed there no more and there is no single token."""
+        if self.bot_token_for is None or not scope:
+            return self
+        token = await self.bot_token_for(scope)
+        if token is None:
+            if self.token:
+                return self
+            raise ChannelGone(f"learning-bot is not installed in the Slack workspace {scope}")
+        if token == self.token:
+            return self
+        sender = self._workspaces.get(token)
+        if sender is None:
+            if len(self._workspaces) >= 1000:  # rotated tokens are not kept forever
+                self._workspaces.clear()
+            sender = SlackAlertSender(token, self.api_url, table_blocks=self.table_blocks)
+            self._workspaces[token] = sender
+        return sender
 
     async def post(self, channel: str, card: Reply, thread: str | None = None) -> str:
         message = render_reply(card, table_blocks=self.table_blocks)

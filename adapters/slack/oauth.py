@@ -13,7 +13,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from logging import Logger
 from typing import Any, TypeVar
 
@@ -199,3 +199,18 @@ def oauth_settings(
         client=client,
     )
     return oauth
+
+
+def installed_bot_tokens(client_id: str, engine: Engine) -> Callable[[str], Awaitable[str | None]]:
+    """The bot token of each workspace (team id) the app was installed in through OAuth, read
+    from the installation store in `engine`'s database (the alert senders post with it)."""
+    installations = SQLAlchemyInstallationStore(client_id=client_id, engine=engine)
+
+    async def bot_token(team_id: str) -> str | None:
+        def load() -> str | None:
+            bot = installations.find_bot(enterprise_id=None, team_id=team_id)
+            return None if bot is None or not bot.bot_token else str(bot.bot_token)
+
+        return await asyncio.to_thread(load)
+
+    return bot_token

@@ -97,3 +97,54 @@ async def test_discord_card_posted_edited_and_replied_to_without_mentions() -> N
     assert reply["message_reference"]["message_id"] == ref
     assert "RESOLVED" in str(fake.message(int(ref))["embeds"])
     assert "@everyone" not in str(card["embeds"]).replace("@\u200beveryone", "")
+
+
+async def test_slack_installed_in_several_workspaces_posts_with_each_ones_token(
+    tmp_path: object,
+) -> None:
+    """Slack through OAuth: each subscription's channel is posted to with the bot token of
+    its workspace's installation; a workspace the app left pauses (ChannelGone)."""
+    import sqlalchemy as sa
+    from slack_sdk.oauth.installation_store.models.installation import Installation
+    from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallationStore
+
+    from adapters.slack.oauth import installed_bot_tokens
+
+    engine = sa.create_engine(f"sqlite:///{tmp_path}/oauth.sqlite")
+    store = SQLAlchemyInstallationStore(client_id="cid", engine=engine)
+    store.metadata.create_all(engine)
+    for team, token in (("T1", "xoxb-one"), ("T2", "xoxb-two")):
+        store.save(
+            Installation(
+                app_id="A1",
+                team_id=team,
+                user_id="U1",
+                bot_token=token,
+                bot_id=f"B{team}",
+                bot_user_id=f"UB{team}",
+            )
+        )
+    fake = FakeSlack()
+    await fake.start()
+    try:
+        sender = SlackAlertSender(
+            None, fake.api_url, bot_token_for=installed_bot_tokens("cid", engine)
+        )
+        finding = _finding()
+        one = await sender.for_scope("T1")
+        await one.post("C1", alert_card(finding, FIRING))  # type: ignore[arg-type]
+        two = await sender.for_scope("T2")
+        ts = await two.post("C2", alert_card(finding, FIRING))  # type: ignore[arg-type]
+        await two.update("C2", ts, alert_card(finding, RESOLVED))  # type: ignore[arg-type]
+        assert await sender.for_scope("T1") is one  # one client per workspace
+        with pytest.raises(ChannelGone, match="not installed in the Slack workspace T3"):
+            await sender.for_scope("T3")
+    finally:
+        await fake.stop()
+        engine.dispose()
+    posts = fake.api("chat.postMessage")
+    assert [(c.params["channel"], c.token) for c in posts] == [
+        ("C1", "xoxb-one"),
+        ("C2", "xoxb-two"),
+    ]
+    assert [c.token for c in fake.api("chat.update")] == ["xoxb-two"]

@@ -371,3 +371,42 @@ def test_alert_settings_read_the_environment() -> None:
     assert settings.remind_after == 1800.0
     assert alert_settings({"LEARNING_BOT_ALERT_REMIND_HOURS": "0"}).remind_after == 0.0
     assert alert_settings({}).remind_after == 86_400.0
+
+
+@dataclass
+class Workspaces:
+    """A surface installed in several workspaces: a recording sender per workspace."""
+
+    surface: str = "slack"
+    each: dict[str, RecordingSender] = field(default_factory=dict)
+
+    async def for_scope(self, scope: str) -> RecordingSender:
+        if scope == "T-gone":
+            raise ChannelGone("learning-bot is not installed in the Slack workspace T-gone")
+        return self.each.setdefault(scope, RecordingSender())
+
+    async def post(self, channel: str, card: Reply, thread: str | None = None) -> str:
+        raise AssertionError("a workspace's sender posts, never the surface's")
+
+    async def update(self, channel: str, ref: str, card: Reply) -> None:
+        raise AssertionError("a workspace's sender updates, never the surface's")
+
+    async def upload(
+        self, channel: str, filename: str, data: bytes, title: str, thread: str | None
+    ) -> None:
+        raise AssertionError("a workspace's sender uploads, never the surface's")
+
+
+async def test_each_workspaces_channels_get_its_own_senders_messages(store: SqlStore) -> None:
+    services, service = _services(store)
+    alerts = SqlAlertStore(store.engine)
+    _runs(service, 0, 100, poisoned=False)
+    alerts.subscribe(Subscription(0, "slack", "C1", "T1", "default", "alerts", "U1", 0))
+    alerts.subscribe(Subscription(0, "slack", "C9", "T-gone", "default", "alerts", "U1", 0))
+    _runs(service, 100, 60, poisoned=True)
+    workspaces = Workspaces()
+    scheduler = AlertScheduler(alerts, services, [workspaces], AlertSettings(interval=60))
+    assert await scheduler.tick(now=1_000) == 2
+    assert {channel for channel, _, _ in workspaces.each["T1"].posts} == {"C1"}
+    [gone] = [s for s in alerts.subscriptions() if s.scope == "T-gone"]
+    assert gone.paused and "not installed" in (gone.paused_reason or "")
