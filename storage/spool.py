@@ -806,7 +806,18 @@ class SpoolingStore:
 
     def replay_now(self) -> int:
         """Replay synchronously (tests and shutdown); returns the runs written."""
+        self._schema_ready()
         return self.spool.replay(self.inner.record_runs, self._resolve, self._write_outcome)
+
+    def _schema_ready(self) -> None:
+        """Storage answers and has its schema before anything is replayed into it (a server
+        started while its database was down creates the schema on first use): Unavailable
+        until then, so replay waits instead of dead-lettering runs into missing tables."""
+        engine = getattr(self.inner, "engine", None)
+        if engine is not None:
+            from storage.database import schema_ready
+
+            schema_ready(engine)
 
     def _kick(self) -> None:
         with self._thread_lock:
@@ -829,6 +840,7 @@ class SpoolingStore:
                 if not self.spool.orphaned():
                     continue
             try:
+                self._schema_ready()
                 replayed = self.spool.replay(
                     self.inner.record_runs, self._resolve, self._write_outcome
                 )
