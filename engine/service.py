@@ -379,6 +379,12 @@ class LearningService:
         else:
             self._refresh_quietly()
 
+    def seed_draws(self, seed: int) -> None:
+        """Make this service's random draws (Thompson samples, baseline coins) repeatable from
+        `seed` from now on: a simulation with a seed selects the same way each time."""
+        self._rng_seed = seed
+        self._rng_made = None
+
     @property
     def _rng(self) -> np.random.Generator:
         if self._rng_made is None:

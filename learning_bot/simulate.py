@@ -145,6 +145,7 @@ def simulate(
     if service.phase() is Phase.PASSIVE:
         service.set_phase(Phase.ACTIVE, actor="simulate", bootstrap=True)
         switched = True
+    service.seed_draws(seed)  # the same seed, the same runs and the same selections
     workload = make_workload(arms, seed=seed)
     if sessions:
         return _simulate_sessions(service, workload, traces, seed, switched, progress)
