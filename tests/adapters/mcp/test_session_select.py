@@ -31,7 +31,12 @@ async def test_one_session_key_one_set_over_stdio(tmp_path: Path) -> None:
     steps += [_select(no_session) for _ in range(30)]
     params = stdio_params(url, tmp_path / "home")
     # the seed algorithm's draws spread widely at the priors, so sets differ per request
-    params.env = {**(params.env or {}), "LEARNING_BOT_POLICY": "seed"}
+    # no baseline session (every arm, 10% of sessions): the session set is a selection
+    params.env = {
+        **(params.env or {}),
+        "LEARNING_BOT_POLICY": "seed",
+        "LEARNING_BOT_BASELINE_RATE": "0",
+    }
     with (tmp_path / "stderr.txt").open("w") as errlog:
         async with oc.stdio_session(params, errlog) as session:
             replies = await oc.run_steps(oc.session_caller(session), steps)
