@@ -90,6 +90,41 @@ class EvidenceCell:
     tick: int
 
 
+def advance_cells(
+    stored: Iterable[EvidenceCell],
+    runs: Iterable[tuple[Iterable[int], Mapping[str, float]]],
+    keep: float,
+) -> list[EvidenceCell]:
+    """The cells `runs` (each: its features, arm id -> reward) change, as `ContextEvidence.record`
+    changes them, from the stored cells of those runs' features (every arm's: a feature's run
+    count is the highest tick of its cells). What storage computes inside the write that
+    holds the learner's evidence lock, so that replicas add to the same cells: a run carrying
+    feature f takes f's count T to T + 1, and an arm it rewards gets its cell decayed by
+    keep ** (T + 1 - the cell's tick), then the reward and one run added."""
+    cells: dict[tuple[int, str], tuple[float, float, int]] = {}
+    ticks: dict[int, int] = {}
+    for c in stored:
+        cells[(c.feature, c.arm_id)] = (c.rewards, c.runs, c.tick)
+        if c.tick > ticks.get(c.feature, 0):
+            ticks[c.feature] = c.tick
+    changed: dict[tuple[int, str], None] = {}
+    for features, rewards in runs:
+        if not rewards:
+            continue
+        for feature in dict.fromkeys(int(f) for f in features):
+            at = ticks[feature] = ticks.get(feature, 0) + 1
+            for arm_id, reward in rewards.items():
+                key = (feature, arm_id)
+                hit = cells.get(key)
+                if hit is None:
+                    cells[key] = (float(reward), 1.0, at)
+                else:
+                    decay = keep ** (at - hit[2]) if keep < 1.0 else 1.0
+                    cells[key] = (hit[0] * decay + reward, hit[1] * decay + 1.0, at)
+                changed[key] = None
+    return [EvidenceCell(f, a, *cells[(f, a)]) for f, a in changed]
+
+
 class ContextEvidence:
     """One learner's per-feature evidence (see the module docstring)."""
 

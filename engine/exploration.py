@@ -2,17 +2,28 @@
 
 Thompson sampling stops offering an arm whose posterior is low, and an arm that is not offered
 is never observed again: a bug that poisoned its posterior, or a run of bad luck, would keep it
-out for ever. The bound: an arm left out of `after_selections` consecutive Thompson selections
-of a learner (default 500) is owed a try, and the next selection includes it as it includes a
-seed (at most `per_select` such arms per selection, the longest left out first); being
-included starts its count again. So with k arms owed a try at once, each is included within
-`after_selections` + k selections of its last inclusion. The count is kept by the process that
-selects (a restart starts it again), and an arm the process sees for the first time starts at
-the current selection."""
+out for ever. The bound: an arm left out of `after_selections` consecutive selections of a
+learner (default 500) is owed a try, and the next selection includes it as it includes a seed
+(at most `per_select` such arms per selection, the longest left out first); being included
+starts its count again. So with k arms owed a try at once, each is included within
+`after_selections` + k selections of its last inclusion.
+
+The count is the learner's, not the process's: a service reads it from the stored runs when it
+first selects and again at most every SYNC_SECONDS (storage's `left_out_runs`: of the learner's
+latest `after_selections` active-phase runs, from every replica, those since each arm's last
+inclusion), and counts its own selections in between. Precisely, an arm offered in every
+selection is force-included at the latest when the stored runs since its last included run, as
+of this process's last read, plus this process's own selections since that read reach
+`after_selections`: a restart or another replica's selections do not start the count again.
+What is counted from storage is runs, so a session's runs each count (its later selects draw
+nothing), which can only bring a try earlier; a selection whose run is never reported counts
+only in the process that made it. An arm the learner never included is counted from its first
+appearance in those runs; one that appears in none starts at the current selection."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +33,8 @@ from engine.errors import InvalidInput
 from engine.inventory import ArmSet, BoolArray
 
 DEFAULT_AFTER_SELECTIONS = 500
+SYNC_SECONDS = 10.0
+"""How often at most a service reads the counts from the stored runs again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +57,8 @@ class OwedTries:
         self.count = 0
         """Selections made so far."""
         self._last: dict[str, int] = {}
+        self._fresh: set[str] = set()
+        """Arms this process included since the last `sync`."""
         self._lock = threading.Lock()
         self._cached: tuple[tuple[str, ...], npt.NDArray[np.int64]] | None = None
 
@@ -88,7 +103,25 @@ class OwedTries:
             if mask.all():
                 for a in arm_set.ids:
                     self._last[a] = self.count
+                self._fresh.update(arm_set.ids)
             else:
                 ids = arm_set.ids
                 for i in np.flatnonzero(mask).tolist():
                     self._last[ids[i]] = self.count
+                    self._fresh.add(ids[i])
+
+    def sync(self, left_out: Mapping[str, int]) -> None:
+        """Take the learner's counts read from storage: arm id -> runs since its last
+        inclusion (every replica's). An arm this process included since the last sync keeps
+        the smaller count (its run may not be stored yet); an arm not in `left_out` keeps this
+        process's count."""
+        with self._lock:
+            count = self.count
+            last = self._last
+            fresh = self._fresh
+            for arm_id, runs in left_out.items():
+                if arm_id in fresh:
+                    runs = min(runs, count - last.get(arm_id, count))
+                last[arm_id] = count - runs
+            fresh.clear()
+            self._cached = None

@@ -360,15 +360,33 @@ class SessionSets(Protocol):
 
 @runtime_checkable
 class ContextStore(Protocol):
-    """The context-aware policy's per-feature evidence (engine.context_policy), kept per
-    learner under a bound on its cells. SqlStore implements it; a store without it keeps the
-    evidence in this process only."""
+    """The context-aware policy's per-feature evidence (engine.context_policy) and deferral
+    counts, kept per learner under a bound on its cells and shared by every replica: writes add
+    to what is stored. SqlStore implements it; a store without it keeps them in this process
+    only."""
 
     def context_evidence(self, learner_id: int) -> tuple[list[EvidenceCell], int]: ...
 
-    def save_context_evidence(
-        self, learner_id: int, cells: Sequence[EvidenceCell], tick: int, max_cells: int
-    ) -> None: ...
+    def context_evidence_tick(self, learner_id: int) -> int: ...
+
+    def add_context_evidence(
+        self,
+        learner_id: int,
+        runs: Sequence[tuple[Sequence[int], Mapping[str, float]]],
+        keep: float,
+        max_cells: int,
+        deferrals: Mapping[str, tuple[int, int]] | None = None,
+    ) -> int: ...
+
+    def context_deferrals(self, learner_id: int, arm_id: str) -> tuple[int, int]: ...
+
+
+@runtime_checkable
+class LeftOutRuns(Protocol):
+    """Per arm, the learner's latest runs since its last inclusion: the exploration bound's
+    count across replicas and restarts (engine.exploration). SqlStore implements it."""
+
+    def left_out_runs(self, learner_id: int, window: int) -> dict[str, int]: ...
 
 
 @runtime_checkable

@@ -56,6 +56,7 @@ from engine.ports import (
     ArmRecord,
     ContextStore,
     LearnerState,
+    LeftOutRuns,
     PendingArmOutcome,
     RecordResult,
     ResetRecord,
@@ -250,10 +251,14 @@ class LearningService:
         """How the context-aware draw weighs lexical relevance and per-feature evidence
         (engine.context_policy); None: the defaults."""
         self._evidence: ContextEvidence | None = None
+        self._evidence_checked_at = float("-inf")
+        """When the stored evidence count was last compared with the one `_evidence` holds."""
         self._owed: OwedTries | None = None
+        self._owed_synced_at = float("-inf")
         self._exploration_bound = exploration_bound
         self._deferrals: dict[str, tuple[int, int]] = {}
-        """Per tool: runs that deferred it, runs that loaded it (this process's count)."""
+        """Per tool: runs that deferred it, runs that loaded it (this process's count, for a
+        store that does not keep them)."""
         self.settings_differ: str | None = None
         """Set when the learner's stored settings differ from this process's configuration:
         which, and how to change them."""
@@ -483,49 +488,95 @@ class LearningService:
         return chosen
 
     def _owed_tries(self) -> OwedTries:
+        """The exploration bound's counts: read from the stored runs on first use, and again
+        at most every SYNC_SECONDS (in the background when a scheduler was given), so that the
+        bound counts every replica's runs and survives a restart (engine.exploration)."""
+        from engine.exploration import SYNC_SECONDS
+
         owed = self._owed
         if owed is None:
             from engine.exploration import ExplorationBound, OwedTries
 
             owed = self._owed = OwedTries(self._exploration_bound or ExplorationBound())
+            self._owed_synced_at = self._clock()
+            self._sync_owed()
+        elif self._clock() - self._owed_synced_at >= SYNC_SECONDS:
+            self._owed_synced_at = self._clock()
+            if self._schedule is not None:
+                self._schedule(self._sync_owed)
+            else:
+                self._sync_owed()
         return owed
 
-    def context_evidence(self) -> ContextEvidence:
-        """This learner's per-feature evidence (engine.context_policy), read from storage
-        the first time when the store keeps it."""
-        evidence = self._evidence
-        if evidence is None:
-            from engine.context_policy import ContextEvidence, ContextSettings
+    def _sync_owed(self) -> None:
+        owed = self._owed
+        store = self.store
+        if owed is None or not isinstance(store, LeftOutRuns):
+            return
+        window = owed.bound.after_selections
+        if window <= 0:
+            return
+        with contextlib.suppress(Unavailable):  # keep this process's counts meanwhile
+            owed.sync(store.left_out_runs(self.learner_id, window))
 
-            settings = self.context_settings or ContextSettings()
-            evidence = ContextEvidence(self._keep, settings.max_cells)
-            store = self.store
-            if isinstance(store, ContextStore):
-                with contextlib.suppress(Unavailable):
-                    cells, tick = store.context_evidence(self.learner_id)
-                    evidence.load(cells, tick)
-            self._evidence = evidence
+    def _new_evidence(self) -> ContextEvidence:
+        from engine.context_policy import ContextEvidence, ContextSettings
+
+        settings = self.context_settings or ContextSettings()
+        return ContextEvidence(self._keep, settings.max_cells)
+
+    def context_evidence(self) -> ContextEvidence:
+        """This learner's per-feature evidence (engine.context_policy). With a store that
+        keeps it (every replica adding to it), it is read from storage on first use and read
+        again when the stored evidence count is not the one it reflects (another replica
+        observed, a reset or an undo): a one-row check at most every cache_ttl seconds, the
+        bound posteriors have."""
+        evidence = self._evidence
+        store = self.store
+        if not isinstance(store, ContextStore):
+            if evidence is None:
+                evidence = self._evidence = self._new_evidence()
+            return evidence
+        now = self._clock()
+        if evidence is not None and now - self._evidence_checked_at < self.cache_ttl:
+            return evidence
+        try:
+            if evidence is None or store.context_evidence_tick(self.learner_id) != evidence.tick:
+                fresh = self._new_evidence()
+                cells, tick = store.context_evidence(self.learner_id)
+                fresh.load(cells, tick)
+                self._evidence = evidence = fresh
+        except Unavailable:  # storage down: keep what is held (or nothing yet)
+            if evidence is None:
+                evidence = self._evidence = self._new_evidence()
+        self._evidence_checked_at = now
         return evidence
 
     def context_explanation(self, arm_id: str) -> tuple[list[Any], int, int]:
         """What an arm's usefulness depends on (engine.context_policy.explain: the features
-        its rate of use differs most under), and how often this process saw it deferred in a
-        run that reported tool search, and loaded then."""
+        its rate of use differs most under), and how often it was deferred in a run that
+        reported tool search, and loaded then (the learner's counts, since the arm's last
+        reset, when the store keeps them)."""
         from engine.context_policy import explain
 
         view = self.view(arm_id)
         rewards = view.rewards if view.rewards is not None else 0.0
         lifts = explain(self.context_evidence(), arm_id, rewards, float(view.posterior.pulls))
-        deferred, loaded = self._deferrals.get(arm_id, (0, 0))
+        store = self.store
+        if isinstance(store, ContextStore):
+            deferred, loaded = store.context_deferrals(self.learner_id, arm_id)
+        else:
+            deferred, loaded = self._deferrals.get(arm_id, (0, 0))
         return lifts, deferred, loaded
 
-    def _count_deferrals(self, reports: Sequence[RunReport]) -> None:
+    @staticmethod
+    def _count_deferrals(reports: Sequence[RunReport]) -> dict[str, tuple[int, int]]:
         """Per tool, runs that deferred it (left out, in a run whose runtime reports what it
         loaded) and runs that loaded it."""
         from engine.arms import ArmType
         from engine.context import LOADED_KEYS, loaded_arms
 
-        counts = self._deferrals
+        counts: dict[str, tuple[int, int]] = {}
         for report in reports:
             context = report.context
             if not context or not any(k in context for k in LOADED_KEYS):
@@ -537,33 +588,38 @@ class LearningService:
                     continue
                 d, n = counts.get(arm.id, (0, 0))
                 counts[arm.id] = (d + 1, n + (arm.id in loaded or arm.name in loaded))
+        return counts
 
     def _learn_context(self, reports: Sequence[RunReport], rewards: Sequence[Any]) -> None:
-        """Per-feature evidence from the observed runs that carried a request context."""
+        """Per-feature evidence and deferral counts from the observed runs that carried a
+        request context: added in memory, and to the stored ones in one write that adds to
+        what every replica wrote (storage.context_evidence). When that write finds the stored
+        count ahead of this process's, another replica wrote meanwhile: the evidence is read
+        again at its next use."""
         from engine.context import RequestContext
 
         evidence = self.context_evidence()
-        changed: list[tuple[list[int], Any]] = []
+        runs: list[tuple[list[int], Any]] = []
         with evidence.lock:
             for report, reward in zip(reports, rewards, strict=True):
                 request = RequestContext.of(report.context)
                 features = request.features().tolist() if request is not None else []
                 evidence.record(features, reward)
-                if features and reward:
-                    changed.append((features, reward))
-            # a later run of the batch may have changed a cell again: the last state is written
-            cells = list(
-                {
-                    (c.feature, c.arm_id): c
-                    for features, reward in changed
-                    for c in evidence.cells_of(features, reward)
-                }.values()
-            )
-            tick = evidence.tick
+                runs.append((features, reward))
+            expected = evidence.tick
+        deferrals = self._count_deferrals(reports)
         store = self.store
-        if isinstance(store, ContextStore):
-            with contextlib.suppress(Unavailable):
-                store.save_context_evidence(self.learner_id, cells, tick, evidence.max_cells)
+        if not isinstance(store, ContextStore):
+            for arm_id, (d, n) in deferrals.items():
+                was = self._deferrals.get(arm_id, (0, 0))
+                self._deferrals[arm_id] = (was[0] + d, was[1] + n)
+            return
+        with contextlib.suppress(Unavailable):
+            tick = store.add_context_evidence(
+                self.learner_id, runs, evidence.keep, evidence.max_cells, deferrals
+            )
+            if tick != expected:
+                self._evidence_checked_at = float("-inf")
 
     def observe(self, report: RunReport) -> ObserveResult:
         """Store the run's trace (both phases), apply the guard, update posteriors; a trace id
@@ -622,7 +678,6 @@ class LearningService:
         ]
         if learned:
             self._learn_context([r for r, _ in learned], [w for _, w in learned])
-            self._count_deferrals([r for r, _ in learned])
         if config.is_active:
             self._session_sets.grow(asked, config)
             if config.session_growth == "off":
@@ -963,6 +1018,7 @@ class LearningService:
                 raise InvalidInput(f"at most {MAX_RESET_ARMS} arms per reset")
             ids = sorted({self.resolve_arm(a) for a in requested})
         record = self.store.reset(self.learner_id, ids, actor=actor_text, at=now_ms())
+        self._evidence_checked_at = float("-inf")  # the reset cleared the arms' evidence
         self._cache.invalidate(reload=True)
         return ResetResult(self.learner, record.reset_id, record.arm_ids, record.all_arms)
 
@@ -970,6 +1026,7 @@ class LearningService:
         """Restore the posteriors the last reset replaced, keeping what was learnt since."""
         actor_text = recorded_actor(actor)
         record = self.store.undo_reset(self.learner_id, actor=actor_text, at=now_ms())
+        self._evidence_checked_at = float("-inf")  # and put back the evidence it cleared
         self._cache.invalidate(reload=True)
         return ResetResult(
             self.learner, record.reset_id, record.arm_ids, record.all_arms, undone=True

@@ -1,21 +1,38 @@
 """The context-aware policy's per-feature evidence in the database (the ContextStore port):
-the `context_evidence` table, bounded per learner.
+the `context_evidence` table, bounded per learner and shared by every replica.
 
-Each observe that carried a request context writes the cells it changed as the process holds
-them (rewards and runs as of the feature's run count `tick`; the row's other cells only decayed,
-which their older tick accounts for on reading), one upsert per cell in sorted key order, with
-the learner's run count in its own row. Every EVICT_EVERY saves the learner's cells are counted
-and, past the bound, those with the lowest ticks (features seen in the fewest runs) are deleted:
-a learner holds at most max_cells + EVICT_EVERY * (cells one observe writes) rows.
+The table's rows, by feature:
+
+- feature > 0 (a 63-bit feature hash): a cell, one arm's rewards and runs under the feature
+  as of the feature's run count `tick` (the feature's other cells only decayed since their own
+  older tick, which reading accounts for);
+- feature 0, arm_id "": the learner's evidence count in `tick`, which every observe that
+  carried a context, every reset and every undo advances: a replica whose evidence was read
+  at another count reads it again (the learner's evidence lock, too: see below);
+- feature 0, arm_id an arm: how many runs that reported tool search deferred the arm (`runs`)
+  and loaded it (`rewards`), added to by each observe;
+- feature < 0: what the learner's last reset cleared, for its undo: the cell (f, arm) kept
+  as (-1 - f, arm), normalised to f's run count at the reset; the row (-1, "") names the reset
+  in `tick`.
+
+Writes add to what is stored, so replicas on one database add up: an observe's transaction
+first advances the learner's count (locking that row on PostgreSQL; SQLite writes one at a
+time), then reads the cells of the run's features, computes the run's change as the in-memory
+evidence does (engine.context_policy.advance_cells: decay by the feature's runs since each
+cell's tick, then add) and writes the result, all under that lock. A reset and an undo take the
+same lock. Every EVICT_EVERY saves (per process) the learner's cells are counted and, past the
+bound, those with the lowest ticks (features seen in the fewest runs) are deleted: a learner
+holds at most max_cells + EVICT_EVERY * (cells one observe writes) cells.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-from sqlalchemy import and_, delete, func, select
+from sqlalchemy import Connection, and_, delete, func, insert, select
 
-from engine.context_policy import EvidenceCell
+from engine.context_policy import EvidenceCell, advance_cells
 from storage.database import reading, with_retries, write_transaction
 from storage.schema import context_evidence
 from storage.store_base import StoreBase
@@ -23,7 +40,46 @@ from storage.store_base import StoreBase
 EVICT_EVERY = 32
 """Saves between two counts of a learner's cells (per process)."""
 TICK_FEATURE = 0
-"""The feature of the row that holds the learner's observation count (arm_id "")."""
+"""The feature of the learner's rows: its evidence count (arm_id "") and deferral counts."""
+RESET_MARK = -1
+"""With arm_id "": the row naming the reset whose cleared evidence the negative rows keep."""
+CHUNK = 500
+"""Keys per IN list."""
+
+RunEvidence = tuple[Sequence[int], Mapping[str, float]]
+"""One observed run's features and rewards (arm id -> reward)."""
+
+
+def _kept(feature: int) -> int:
+    """The row a reset keeps the cell of `feature` in (and back)."""
+    return -1 - feature
+
+
+def _advance(conn: Connection, insert_: Any, learner_id: int, by: int) -> int:
+    """Advance the learner's evidence count by `by` and return it; the row stays locked until
+    the transaction ends (PostgreSQL), so the learner's evidence writes take turns."""
+    stmt = insert_(context_evidence).values(
+        learner_id=learner_id, feature=TICK_FEATURE, arm_id="", rewards=0.0, runs=0.0, tick=by
+    )
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["learner_id", "feature", "arm_id"],
+        set_={"tick": context_evidence.c.tick + by},
+    ).returning(context_evidence.c.tick)
+    return int(conn.execute(stmt).scalar_one())
+
+
+def _cells(conn: Connection, learner_id: int, features: Sequence[int]) -> list[EvidenceCell]:
+    """Every stored cell of the given features (every arm's)."""
+    c = context_evidence.c
+    out: list[EvidenceCell] = []
+    for i in range(0, len(features), CHUNK):
+        rows = conn.execute(
+            select(c.feature, c.arm_id, c.rewards, c.runs, c.tick).where(
+                c.learner_id == learner_id, c.feature.in_(features[i : i + CHUNK])
+            )
+        ).all()
+        out.extend(EvidenceCell(int(f), a, float(s), float(n), int(t)) for f, a, s, n, t in rows)
+    return out
 
 
 class ContextEvidenceStore(StoreBase):
@@ -32,29 +88,95 @@ class ContextEvidenceStore(StoreBase):
     _evidence_saves = 0
 
     def context_evidence(self, learner_id: int) -> tuple[list[EvidenceCell], int]:
-        """Every stored cell of the learner, and its observation count."""
+        """Every stored cell of the learner, and its evidence count (one read: a consistent
+        pair)."""
         c = context_evidence.c
         with reading(self.engine) as conn:
             rows = conn.execute(
                 select(c.feature, c.arm_id, c.rewards, c.runs, c.tick).where(
-                    c.learner_id == learner_id
+                    c.learner_id == learner_id, c.feature >= TICK_FEATURE
                 )
             ).all()
         tick = 0
         cells = []
         for feature, arm_id, rewards, runs, at in rows:
-            if feature == TICK_FEATURE and arm_id == "":
-                tick = int(at)
+            if feature == TICK_FEATURE:
+                if arm_id == "":
+                    tick = int(at)
             else:
                 cells.append(
                     EvidenceCell(int(feature), arm_id, float(rewards), float(runs), int(at))
                 )
         return cells, tick
 
-    def save_context_evidence(
-        self, learner_id: int, cells: Sequence[EvidenceCell], tick: int, max_cells: int
+    def context_evidence_tick(self, learner_id: int) -> int:
+        """The learner's evidence count (one row): another than the one its evidence was read
+        at says another replica (or a reset) changed it."""
+        c = context_evidence.c
+        with reading(self.engine) as conn:
+            tick = conn.execute(
+                select(c.tick).where(
+                    c.learner_id == learner_id, c.feature == TICK_FEATURE, c.arm_id == ""
+                )
+            ).scalar()
+        return int(tick or 0)
+
+    def add_context_evidence(
+        self,
+        learner_id: int,
+        runs: Sequence[RunEvidence],
+        keep: float,
+        max_cells: int,
+        deferrals: Mapping[str, tuple[int, int]] | None = None,
+    ) -> int:
+        """Add observed runs (in order) to the learner's evidence, and `deferrals` (arm id ->
+        (runs that deferred it, runs that loaded it)) to its counts, in one transaction;
+        evict past `max_cells` now and then. Returns the learner's evidence count after it
+        (the count before plus len(runs) when no other writer came in between)."""
+        features = sorted({int(f) for fs, rewards in runs if rewards for f in fs})
+        deferred = sorted((deferrals or {}).items())
+        self._evidence_saves += 1
+        evict = self._evidence_saves % EVICT_EVERY == 0
+        c = context_evidence.c
+
+        def run() -> int:
+            with write_transaction(self.engine) as conn:
+                tick = _advance(conn, self._insert, learner_id, len(runs))
+                if features:
+                    changed = advance_cells(_cells(conn, learner_id, features), runs, keep)
+                    self._write_cells(conn, learner_id, changed)
+                if deferred:
+                    stmt = self._insert(context_evidence)
+                    stmt = stmt.on_conflict_do_update(
+                        index_elements=["learner_id", "feature", "arm_id"],
+                        set_={
+                            "runs": c.runs + stmt.excluded.runs,
+                            "rewards": c.rewards + stmt.excluded.rewards,
+                        },
+                    )
+                    conn.execute(
+                        stmt,
+                        [
+                            {
+                                "learner_id": learner_id,
+                                "feature": TICK_FEATURE,
+                                "arm_id": arm_id,
+                                "rewards": float(loaded),
+                                "runs": float(d),
+                                "tick": 0,
+                            }
+                            for arm_id, (d, loaded) in deferred
+                        ],
+                    )
+                if evict:
+                    self._evict(conn, learner_id, max_cells)
+                return tick
+
+        return with_retries(run)
+
+    def _write_cells(
+        self, conn: Connection, learner_id: int, cells: Iterable[EvidenceCell]
     ) -> None:
-        """Write the given cells and the learner's count; evict past `max_cells` now and then."""
         rows = [
             {
                 "learner_id": learner_id,
@@ -66,17 +188,8 @@ class ContextEvidenceStore(StoreBase):
             }
             for cell in sorted(cells, key=lambda c: (c.feature, c.arm_id))
         ]
-        rows.insert(
-            0,
-            {
-                "learner_id": learner_id,
-                "feature": TICK_FEATURE,
-                "arm_id": "",
-                "rewards": 0.0,
-                "runs": 0.0,
-                "tick": tick,
-            },
-        )
+        if not rows:
+            return
         stmt = self._insert(context_evidence)
         stmt = stmt.on_conflict_do_update(
             index_elements=["learner_id", "feature", "arm_id"],
@@ -86,38 +199,164 @@ class ContextEvidenceStore(StoreBase):
                 "tick": stmt.excluded.tick,
             },
         )
-        self._evidence_saves += 1
-        evict = self._evidence_saves % EVICT_EVERY == 0
+        conn.execute(stmt, rows)
+
+    def _evict(self, conn: Connection, learner_id: int, max_cells: int) -> None:
         c = context_evidence.c
+        mine = and_(c.learner_id == learner_id, c.feature > TICK_FEATURE)
+        count = conn.execute(
+            select(func.count()).select_from(context_evidence).where(mine)
+        ).scalar_one()
+        excess = int(count) - max_cells
+        if excess <= 0:
+            return
+        cut = conn.execute(
+            select(c.tick).where(mine).order_by(c.tick).offset(excess).limit(1)
+        ).scalar()
+        if cut is not None:
+            conn.execute(delete(context_evidence).where(mine, c.tick < cut))
 
-        def run() -> None:
-            with write_transaction(self.engine) as conn:
-                conn.execute(stmt, rows)
-                if not evict:
-                    return
-                mine = and_(c.learner_id == learner_id, c.feature != TICK_FEATURE)
-                count = conn.execute(
-                    select(func.count()).select_from(context_evidence).where(mine)
-                ).scalar_one()
-                excess = int(count) - max_cells
-                if excess <= 0:
-                    return
-                cut = conn.execute(
-                    select(c.tick).where(mine).order_by(c.tick).offset(excess).limit(1)
-                ).scalar()
-                if cut is not None:
-                    conn.execute(delete(context_evidence).where(mine, c.tick < cut))
-
-        with_retries(run)
+    def context_deferrals(self, learner_id: int, arm_id: str) -> tuple[int, int]:
+        """Runs that deferred the arm (left it out and reported what they loaded), and runs
+        that loaded it, since its last reset."""
+        c = context_evidence.c
+        with reading(self.engine) as conn:
+            row = conn.execute(
+                select(c.runs, c.rewards).where(
+                    c.learner_id == learner_id, c.feature == TICK_FEATURE, c.arm_id == arm_id
+                )
+            ).first()
+        return (0, 0) if row is None else (round(row[0]), round(row[1]))
 
     def context_evidence_rows(self, learner_id: int) -> int:
-        """The learner's stored evidence cells (its observation count's row not counted)."""
+        """The learner's stored evidence cells (its count's and deferral rows not counted)."""
         c = context_evidence.c
         with reading(self.engine) as conn:
             return int(
                 conn.execute(
                     select(func.count())
                     .select_from(context_evidence)
-                    .where(c.learner_id == learner_id, c.feature != TICK_FEATURE)
+                    .where(c.learner_id == learner_id, c.feature > TICK_FEATURE)
                 ).scalar_one()
             )
+
+
+def clear_evidence(
+    conn: Connection, insert_: Any, learner_id: int, arm_ids: Sequence[str] | None, reset_id: int
+) -> None:
+    """Inside a reset's transaction: clear the arms' evidence cells and deferral counts (every
+    arm's with None), keeping them for the reset's undo in place of what the previous reset
+    kept, and advance the learner's evidence count (every replica reads its evidence again).
+
+    A kept cell is normalised to its feature's run count at the reset (decayed by the feature's
+    runs since the cell's tick), so that undo can add it to what the feature learnt since
+    without comparing run counts across the reset (a full reset starts every feature's count
+    again)."""
+    c = context_evidence.c
+    _advance(conn, insert_, learner_id, 1)
+    conn.execute(delete(context_evidence).where(c.learner_id == learner_id, c.feature < 0))
+    mine = and_(c.learner_id == learner_id, c.feature >= TICK_FEATURE, c.arm_id != "")
+    if arm_ids is not None:
+        mine = and_(mine, c.arm_id.in_(arm_ids))
+    rows = conn.execute(select(c.feature, c.arm_id, c.rewards, c.runs, c.tick).where(mine)).all()
+    ticks = dict(
+        conn.execute(
+            select(c.feature, func.max(c.tick))
+            .where(c.learner_id == learner_id, c.feature > TICK_FEATURE)
+            .group_by(c.feature)
+        ).all()
+    )
+    keep = _keep_of(conn, learner_id)
+    kept: list[dict[str, Any]] = [
+        {"feature": RESET_MARK, "arm_id": "", "rewards": 0.0, "runs": 0.0, "tick": reset_id}
+    ]
+    for feature, arm_id, rewards, runs, tick in rows:
+        at = int(ticks.get(feature, tick)) if feature > TICK_FEATURE else int(tick)
+        decay = keep ** (at - int(tick)) if at > tick else 1.0
+        kept.append(
+            {
+                "feature": _kept(int(feature)),
+                "arm_id": arm_id,
+                "rewards": float(rewards) * decay,
+                "runs": float(runs) * decay,
+                "tick": at,
+            }
+        )
+    for row in kept:
+        row["learner_id"] = learner_id
+    conn.execute(insert(context_evidence), kept)
+    conn.execute(delete(context_evidence).where(mine))
+
+
+def restore_evidence(conn: Connection, insert_: Any, learner_id: int, reset_id: int) -> bool:
+    """Inside an undo's transaction: put back what reset `reset_id` cleared, adding it to what
+    was learnt since (as undo does for posteriors: nothing of the kept evidence decays for the
+    runs in between), and advance the learner's evidence count. False when the kept evidence
+    is another reset's (only the last reset's is kept: undoing an earlier one after undoing
+    it restores its posteriors, not its evidence)."""
+    c = context_evidence.c
+    mark = conn.execute(
+        select(c.tick).where(c.learner_id == learner_id, c.feature == RESET_MARK, c.arm_id == "")
+    ).scalar()
+    _advance(conn, insert_, learner_id, 1)
+    if mark is None or int(mark) != reset_id:
+        return False
+    kept = [
+        EvidenceCell(_kept(int(f)), a, float(s), float(n), int(t))
+        for f, a, s, n, t in conn.execute(
+            select(c.feature, c.arm_id, c.rewards, c.runs, c.tick).where(
+                c.learner_id == learner_id, c.feature < 0, c.arm_id != ""
+            )
+        ).all()
+    ]
+    features = sorted({k.feature for k in kept})  # TICK_FEATURE among them: deferral counts
+    current = {(x.feature, x.arm_id): x for x in _cells(conn, learner_id, features)}
+    ticks: dict[int, int] = {}
+    for cell in current.values():
+        ticks[cell.feature] = max(ticks.get(cell.feature, 0), cell.tick)
+    keep = _keep_of(conn, learner_id)
+    rows = []
+    for k in kept:
+        now = current.get((k.feature, k.arm_id))
+        is_cell = k.feature > TICK_FEATURE
+        at = ticks.get(k.feature, k.tick) if is_cell else 0
+        s, n = k.rewards, k.runs
+        if now is not None:
+            decay = keep ** (at - now.tick) if is_cell and at > now.tick else 1.0
+            s += now.rewards * decay
+            n += now.runs * decay
+        rows.append(
+            {
+                "learner_id": learner_id,
+                "feature": k.feature,
+                "arm_id": k.arm_id,
+                "rewards": s,
+                "runs": n,
+                "tick": at,
+            }
+        )
+    rows.sort(key=lambda r: (r["feature"], r["arm_id"]))
+    if rows:
+        stmt = insert_(context_evidence)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["learner_id", "feature", "arm_id"],
+            set_={
+                "rewards": stmt.excluded.rewards,
+                "runs": stmt.excluded.runs,
+                "tick": stmt.excluded.tick,
+            },
+        )
+        conn.execute(stmt, rows)
+    conn.execute(delete(context_evidence).where(c.learner_id == learner_id, c.feature < 0))
+    return True
+
+
+def _keep_of(conn: Connection, learner_id: int) -> float:
+    """The learner's keep factor (engine.forgetting), from its stored half-life."""
+    from engine.forgetting import keep_factor
+    from storage.schema import learners
+
+    half_life = conn.execute(
+        select(learners.c.half_life).where(learners.c.id == learner_id)
+    ).scalar()
+    return keep_factor(float(half_life or 0.0))

@@ -1,5 +1,7 @@
 """Resets and their undo: arms returned to Beta(1, 1) with a snapshot of what they held, and
-the snapshot restored (keeping what was learnt since)."""
+the snapshot restored (keeping what was learnt since). A reset clears the arms' context
+evidence and deferral counts too, kept for the undo of the last reset
+(storage.context_evidence)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from sqlalchemy import Connection, bindparam, func, insert, select, update
 from engine.errors import Conflict, InvalidInput, NotFound
 from engine.ports import ResetRecord
 from storage import queries
+from storage.context_evidence import clear_evidence, restore_evidence
 from storage.database import reading, with_retries, write_transaction
 from storage.schema import learners, posteriors, resets, traces
 from storage.schema import reset_snapshots as snapshots
@@ -107,6 +110,8 @@ class Resets(StoreBase):
                     reset_trace_pk=last_trace,
                 )
             )
+        # the arms' context evidence and deferral counts go too (kept for the undo)
+        clear_evidence(conn, self._insert, learner_id, wanted, int(reset_id))
         if all_arms:
             conn.execute(
                 update(learners)
@@ -203,6 +208,7 @@ class Resets(StoreBase):
         conn.execute(
             update(resets).where(resets.c.id == row.id).values(undone_at=at, undone_by=actor)
         )
+        restore_evidence(conn, self._insert, learner_id, int(row.id))
         if row.all_arms:
             conn.execute(
                 update(learners)

@@ -19,6 +19,7 @@ from storage.arm_keys import ArmKeys
 from storage.bootstrap import Bootstrap
 from storage.context_evidence import ContextEvidenceStore
 from storage.database import write_transaction
+from storage.exploration import ExplorationStore
 from storage.learners import Learners
 from storage.reads import Reads
 from storage.resets import Resets
@@ -47,6 +48,7 @@ class SqlStore(
     Sessions,
     SessionSetStore,
     ContextEvidenceStore,
+    ExplorationStore,
     SessionCosts,
     Resets,
     Bootstrap,
