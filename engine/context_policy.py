@@ -96,11 +96,14 @@ def advance_cells(
     keep: float,
 ) -> list[EvidenceCell]:
     """The cells `runs` (each: its features, arm id -> reward) change, as `ContextEvidence.record`
-    changes them, from the stored cells of those runs' features (every arm's: a feature's run
-    count is the highest tick of its cells). What storage computes inside the write that
-    holds the learner's evidence lock, so that replicas add to the same cells: a run carrying
-    feature f takes f's count T to T + 1, and an arm it rewards gets its cell decayed by
-    keep ** (T + 1 - the cell's tick), then the reward and one run added."""
+    changes them, from the stored cells of those runs' features and rewarded arms, each
+    feature's run count given by a cell of arm id "" (else the highest tick of its cells given).
+    What storage computes inside the write that holds the learner's evidence lock, so that
+    replicas add to the same cells: a run with rewards carrying feature f takes f's count T to
+    T + 1, and an arm it rewards gets its cell decayed by keep ** (T + 1 - the cell's tick),
+    then the reward and one run added. The result has each changed cell, and each advanced
+    feature's count as a cell of arm id "" (a feature's other cells only decayed, which their
+    older tick says)."""
     cells: dict[tuple[int, str], tuple[float, float, int]] = {}
     ticks: dict[int, int] = {}
     for c in stored:
@@ -122,7 +125,11 @@ def advance_cells(
                     decay = keep ** (at - hit[2]) if keep < 1.0 else 1.0
                     cells[key] = (hit[0] * decay + reward, hit[1] * decay + 1.0, at)
                 changed[key] = None
-    return [EvidenceCell(f, a, *cells[(f, a)]) for f, a in changed]
+    out = [EvidenceCell(f, a, *cells[(f, a)]) for f, a in changed]
+    out.extend(
+        EvidenceCell(f, "", 0.0, 0.0, ticks[f]) for f in dict.fromkeys(f for f, _ in changed)
+    )
+    return out
 
 
 class ContextEvidence:
@@ -205,7 +212,8 @@ class ContextEvidence:
             self._cells -= len(self._rows.pop(oldest).arms)
 
     def load(self, cells: Iterable[EvidenceCell], tick: int) -> None:
-        """Replace the evidence with stored cells (as `cells_of` gives them)."""
+        """Replace the evidence with stored cells (as `cells_of` gives them; a cell with arm id
+        "" gives its feature's run count only, when storage keeps it apart)."""
         self._rows.clear()
         self._cells = 0
         self.tick = tick
@@ -214,6 +222,9 @@ class ContextEvidence:
             by_feature.setdefault(cell.feature, []).append(cell)
         for feature, mine in sorted(by_feature.items(), key=lambda kv: max(c.tick for c in kv[1])):
             at = max(c.tick for c in mine)
+            mine = [c for c in mine if c.arm_id]
+            if not mine:
+                continue
             codes = np.array([self._code(c.arm_id) for c in mine], dtype=np.int64)
             decay = np.array([self.keep ** (at - c.tick) for c in mine])
             s = np.array([c.rewards for c in mine]) * decay

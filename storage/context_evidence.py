@@ -3,26 +3,29 @@ the `context_evidence` table, bounded per learner and shared by every replica.
 
 The table's rows, by feature:
 
-- feature > 0 (a 63-bit feature hash): a cell, one arm's rewards and runs under the feature
-  as of the feature's run count `tick` (the feature's other cells only decayed since their own
-  older tick, which reading accounts for);
+- feature > 0 (a 63-bit feature hash), arm_id an arm: a cell, the arm's rewards and runs under
+  the feature as of the feature's run count `tick` (a cell the feature's later runs did not
+  reward only decayed since, which the difference of ticks says);
+- feature > 0, arm_id "": the feature's run count (its runs with rewards) in `tick`;
 - feature 0, arm_id "": the learner's evidence count in `tick`, which every observe that
   carried a context, every reset and every undo advances: a replica whose evidence was read
-  at another count reads it again (the learner's evidence lock, too: see below);
+  at another count reads it again. Advancing it locks the row (PostgreSQL; SQLite writes one
+  at a time), which makes the learner's evidence writes take turns;
 - feature 0, arm_id an arm: how many runs that reported tool search deferred the arm (`runs`)
   and loaded it (`rewards`), added to by each observe;
-- feature < 0: what the learner's last reset cleared, for its undo: the cell (f, arm) kept
-  as (-1 - f, arm), normalised to f's run count at the reset; the row (-1, "") names the reset
-  in `tick`.
+- feature < 0: what the learner's last reset cleared, for its undo: the row (f, arm) kept as
+  (-1 - f, arm), normalised to f's run count at the reset; the row (-1, "") names the reset in
+  `tick`.
 
 Writes add to what is stored, so replicas on one database add up: an observe's transaction
-first advances the learner's count (locking that row on PostgreSQL; SQLite writes one at a
-time), then reads the cells of the run's features, computes the run's change as the in-memory
-evidence does (engine.context_policy.advance_cells: decay by the feature's runs since each
-cell's tick, then add) and writes the result, all under that lock. A reset and an undo take the
-same lock. Every EVICT_EVERY saves (per process) the learner's cells are counted and, past the
-bound, those with the lowest ticks (features seen in the fewest runs) are deleted: a learner
-holds at most max_cells + EVICT_EVERY * (cells one observe writes) cells.
+advances the learner's count, reads the rows of the runs' features and rewarded arms (and the
+features' counts), computes the runs' change as the in-memory evidence does
+(engine.context_policy.advance_cells: decay by the feature's runs since each cell's tick, then
+add) and writes it, all under that lock. A reset and an undo take the same lock. Every
+EVICT_EVERY saves (per process) the learner's cells are counted and, past the bound, those with
+the lowest ticks (features seen in the fewest runs) are deleted with the counts of features left
+without cells: a learner holds at most max_cells + EVICT_EVERY * (cells one observe writes)
+cells, and one count row per feature that has cells.
 """
 
 from __future__ import annotations
@@ -68,17 +71,40 @@ def _advance(conn: Connection, insert_: Any, learner_id: int, by: int) -> int:
     return int(conn.execute(stmt).scalar_one())
 
 
-def _cells(conn: Connection, learner_id: int, features: Sequence[int]) -> list[EvidenceCell]:
-    """Every stored cell of the given features (every arm's)."""
+def _cells(
+    conn: Connection, learner_id: int, features: Sequence[int], arm_ids: Sequence[str] | None = None
+) -> list[EvidenceCell]:
+    """The stored rows of the given features: every arm's, or those of `arm_ids` (with the
+    features' own rows, arm id "")."""
+    c = context_evidence.c
+    out: list[EvidenceCell] = []
+    arms = None if arm_ids is None else sorted({"", *arm_ids})
+    for i in range(0, len(features), CHUNK):
+        for j in range(0, 1 if arms is None else len(arms), CHUNK):
+            where = [c.learner_id == learner_id, c.feature.in_(features[i : i + CHUNK])]
+            if arms is not None:
+                where.append(c.arm_id.in_(arms[j : j + CHUNK]))
+            rows = conn.execute(
+                select(c.feature, c.arm_id, c.rewards, c.runs, c.tick).where(*where)
+            ).all()
+            out.extend(
+                EvidenceCell(int(f), a, float(s), float(n), int(t)) for f, a, s, n, t in rows
+            )
+    return out
+
+
+def _run_counts(conn: Connection, learner_id: int, features: Sequence[int]) -> list[EvidenceCell]:
+    """The run count of features without a row of their own (new ones, or cells written
+    before features had one): the highest tick of their cells, as a row of arm id ""."""
     c = context_evidence.c
     out: list[EvidenceCell] = []
     for i in range(0, len(features), CHUNK):
         rows = conn.execute(
-            select(c.feature, c.arm_id, c.rewards, c.runs, c.tick).where(
-                c.learner_id == learner_id, c.feature.in_(features[i : i + CHUNK])
-            )
+            select(c.feature, func.max(c.tick))
+            .where(c.learner_id == learner_id, c.feature.in_(features[i : i + CHUNK]))
+            .group_by(c.feature)
         ).all()
-        out.extend(EvidenceCell(int(f), a, float(s), float(n), int(t)) for f, a, s, n, t in rows)
+        out.extend(EvidenceCell(int(f), "", 0.0, 0.0, int(t)) for f, t in rows)
     return out
 
 
@@ -134,6 +160,7 @@ class ContextEvidenceStore(StoreBase):
         evict past `max_cells` now and then. Returns the learner's evidence count after it
         (the count before plus len(runs) when no other writer came in between)."""
         features = sorted({int(f) for fs, rewards in runs if rewards for f in fs})
+        arm_ids = sorted({a for fs, rewards in runs if fs for a in rewards})
         deferred = sorted((deferrals or {}).items())
         self._evidence_saves += 1
         evict = self._evidence_saves % EVICT_EVERY == 0
@@ -143,7 +170,12 @@ class ContextEvidenceStore(StoreBase):
             with write_transaction(self.engine) as conn:
                 tick = _advance(conn, self._insert, learner_id, len(runs))
                 if features:
-                    changed = advance_cells(_cells(conn, learner_id, features), runs, keep)
+                    stored = _cells(conn, learner_id, features, arm_ids)
+                    counted = {s.feature for s in stored if s.arm_id == ""}
+                    missing = [f for f in features if f not in counted]
+                    if missing:
+                        stored.extend(_run_counts(conn, learner_id, missing))
+                    changed = advance_cells(stored, runs, keep)
                     self._write_cells(conn, learner_id, changed)
                 if deferred:
                     stmt = self._insert(context_evidence)
@@ -203,7 +235,8 @@ class ContextEvidenceStore(StoreBase):
 
     def _evict(self, conn: Connection, learner_id: int, max_cells: int) -> None:
         c = context_evidence.c
-        mine = and_(c.learner_id == learner_id, c.feature > TICK_FEATURE)
+        rows = and_(c.learner_id == learner_id, c.feature > TICK_FEATURE)
+        mine = and_(rows, c.arm_id != "")
         count = conn.execute(
             select(func.count()).select_from(context_evidence).where(mine)
         ).scalar_one()
@@ -214,7 +247,8 @@ class ContextEvidenceStore(StoreBase):
             select(c.tick).where(mine).order_by(c.tick).offset(excess).limit(1)
         ).scalar()
         if cut is not None:
-            conn.execute(delete(context_evidence).where(mine, c.tick < cut))
+            # a feature's own row goes with its last cells (its count is at least theirs)
+            conn.execute(delete(context_evidence).where(rows, c.tick < cut))
 
     def context_deferrals(self, learner_id: int, arm_id: str) -> tuple[int, int]:
         """Runs that deferred the arm (left it out and reported what they loaded), and runs
@@ -236,7 +270,7 @@ class ContextEvidenceStore(StoreBase):
                 conn.execute(
                     select(func.count())
                     .select_from(context_evidence)
-                    .where(c.learner_id == learner_id, c.feature > TICK_FEATURE)
+                    .where(c.learner_id == learner_id, c.feature > TICK_FEATURE, c.arm_id != "")
                 ).scalar_one()
             )
 

@@ -15,7 +15,13 @@ from engine.context import (
     stored_context,
     words,
 )
-from engine.context_policy import ContextEvidence, ContextSettings, context_beta, relevance
+from engine.context_policy import (
+    ContextEvidence,
+    ContextSettings,
+    EvidenceCell,
+    context_beta,
+    relevance,
+)
 from engine.errors import InvalidInput
 from engine.exploration import ExplorationBound, OwedTries
 from engine.inventory import ArmSet, align_posteriors
@@ -149,6 +155,32 @@ def test_stored_cells_load_back_to_the_same_evidence() -> None:
             assert again.rate_with(feature, arm) == pytest.approx(evidence.rate_with(feature, arm))
 
 
+def test_cells_advanced_run_by_run_as_storage_does_match_the_evidence_in_memory() -> None:
+    from engine.context_policy import advance_cells
+
+    gen = np.random.default_rng(4)
+    arms = [f"tool:t:a{i}" for i in range(6)]
+    evidence = ContextEvidence(keep=0.8)
+    stored: dict[tuple[int, str], EvidenceCell] = {}
+    for _ in range(60):
+        features = gen.choice(8, size=int(gen.integers(0, 4)), replace=False).tolist()
+        chosen = gen.choice(arms, size=int(gen.integers(0, 4)), replace=False).tolist()
+        rewards = {a: float(gen.integers(0, 2)) for a in chosen}
+        evidence.record(features, rewards)
+        # what one observe's write reads: the runs' features' rows of the rewarded arms
+        read = [c for (f, a), c in stored.items() if f in features and (a in rewards or not a)]
+        for cell in advance_cells(read, [(features, rewards)], 0.8):
+            stored[(cell.feature, cell.arm_id)] = cell
+    again = ContextEvidence(keep=0.8)
+    again.load(stored.values(), evidence.tick)
+    for feature in range(8):
+        for arm in arms:
+            got, want = again.rate_with(feature, arm), evidence.rate_with(feature, arm)
+            assert (got is None) == (want is None)
+            if want is not None:
+                assert got == pytest.approx(want)
+
+
 def test_deferred_lists_the_left_out_tools_only() -> None:
     arms = [*inventory()[:3], Arm("skill:s:writing", 100)]
     chosen = select_arms(arms, None, config(token_budget=100), 3)
@@ -172,3 +204,21 @@ def test_an_arm_left_out_past_the_bound_is_owed_one_try() -> None:
     assert "tool:t:calculator" in chosen.selected
     owed.included(arms, chosen.mask)
     assert owed.mask(arms) is None  # its count starts again
+
+
+def test_counts_read_from_storage_carry_on_in_the_process() -> None:
+    arms = ArmSet.of(inventory())
+    owed = OwedTries(ExplorationBound(after_selections=5, per_select=1))
+    first, second = arms.ids[0], arms.ids[1]
+    owed.sync({first: 4, second: 1})  # left out of the learner's last 4 runs, and 1
+    assert owed.mask(arms) is None
+    owed.included(arms, np.zeros(len(arms), dtype=bool))
+    forced = owed.mask(arms)
+    assert forced is not None and np.flatnonzero(forced).tolist() == [0]
+    owed.included(arms, forced)
+    # storage has not seen the run that included it yet: the process's smaller count holds
+    owed.sync({first: 6, second: 4})
+    assert owed.mask(arms) is None
+    owed.included(arms, np.zeros(len(arms), dtype=bool))
+    forced = owed.mask(arms)
+    assert forced is not None and np.flatnonzero(forced).tolist() == [1]

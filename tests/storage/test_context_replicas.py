@@ -62,6 +62,7 @@ def stored(store: SqlStore, learner_id: int) -> dict[tuple[int, str], tuple[floa
             c.runs * keep ** (top[c.feature] - c.tick),
         )
         for c in cells
+        if c.arm_id  # a feature's own row: its run count
     }
 
 
@@ -287,3 +288,43 @@ def test_the_exploration_bound_counts_another_replicas_runs(database_url: str) -
     finally:
         first.close()
         second.close()
+
+
+def test_cells_stored_before_features_kept_their_count_advance_from_their_highest_tick(
+    store: SqlStore,
+) -> None:
+    from sqlalchemy import insert
+
+    from engine.forgetting import keep_factor
+    from storage.database import write_transaction
+    from storage.schema import context_evidence
+
+    service = LearningService(store, config(), rng=1, cache_ttl=0)
+    lid = service.learner_id
+    old = [("tool:t:Tool00", 2.0, 3.0, 3), ("tool:t:Tool01", 1.0, 1.0, 5)]
+    with write_transaction(store.engine) as conn:
+        conn.execute(
+            insert(context_evidence),
+            [
+                {
+                    "learner_id": lid,
+                    "feature": RAIN,
+                    "arm_id": a,
+                    "rewards": s,
+                    "runs": n,
+                    "tick": t,
+                }
+                for a, s, n, t in old
+            ],
+        )
+    service.observe(run("legacy", "rain", ["Tool00"], {"tool:t:Tool00"}))
+    cells = {(c.feature, c.arm_id): c for c in store.context_evidence(lid)[0]}
+    k = keep_factor(20.0) ** 3
+    got = cells[(RAIN, "tool:t:Tool00")]
+    assert (got.rewards, got.runs, got.tick) == (
+        pytest.approx(2 * k + 1),
+        pytest.approx(3 * k + 1),
+        6,
+    )
+    assert cells[(RAIN, "")].tick == 6
+    assert cells[(RAIN, "tool:t:Tool01")].tick == 5
