@@ -8,17 +8,22 @@ learner (default 500) is owed a try, and the next selection includes it as it in
 starts its count again. So with k arms owed a try at once, each is included within
 `after_selections` + k selections of its last inclusion.
 
-The count is the learner's, not the process's: a service reads it from the stored runs when it
-first selects and again at most every SYNC_SECONDS (storage's `left_out_runs`: of the learner's
-latest `after_selections` active-phase runs, from every replica, those since each arm's last
-inclusion), and counts its own selections in between. Precisely, an arm offered in every
-selection is force-included at the latest when the stored runs since its last included run, as
-of this process's last read, plus this process's own selections since that read reach
-`after_selections`: a restart or another replica's selections do not start the count again.
-What is counted from storage is runs, so a session's runs each count (its later selects draw
-nothing), which can only bring a try earlier; a selection whose run is never reported counts
-only in the process that made it. An arm the learner never included is counted from its first
-appearance in those runs; one that appears in none starts at the current selection."""
+The count is the learner's, not the process's. A service reads it from the stored runs when it
+first selects (storage's `left_out_runs`: of the learner's latest `after_selections`
+active-phase runs, every replica's, those since each arm's last inclusion) and counts its own
+selections from there; at most every SYNC_SECONDS it reads it again if storage holds runs the
+process did not store itself (another replica's). Precisely: an arm offered in every selection
+is force-included at the latest when the runs stored since its last included run, as of the
+process's last read, plus the process's own selections since that read reach
+`after_selections`; a restart does not start the count again, and replicas count each other's
+runs within SYNC_SECONDS. From storage the count is in runs: a session's runs each count (its
+later selects draw nothing), and an arm loaded through tool search counts as included, which
+can only bring a try earlier; a selection whose run is never reported counts only in the
+process that made it. An arm none of the read runs included counts from its first appearance
+in them; one that appears in none starts at the process's current selection. A process alone
+on its learner keeps counting its own selections, so its selections are those of a simulation
+with the same seed.
+"""
 
 from __future__ import annotations
 
@@ -34,7 +39,8 @@ from engine.inventory import ArmSet, BoolArray
 
 DEFAULT_AFTER_SELECTIONS = 500
 SYNC_SECONDS = 10.0
-"""How often at most a service reads the counts from the stored runs again."""
+"""How often at most a service reads the counts from the stored runs again (when storage holds
+runs it did not store)."""
 
 
 @dataclass(frozen=True, slots=True)

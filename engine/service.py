@@ -255,6 +255,9 @@ class LearningService:
         """When the stored evidence count was last compared with the one `_evidence` holds."""
         self._owed: OwedTries | None = None
         self._owed_synced_at = float("-inf")
+        self._owed_runs: int | None = None
+        """The learner's stored runs as of the exploration bound's last read, plus the runs
+        this process stored since: when storage holds no others, its count is the learner's."""
         self._exploration_bound = exploration_bound
         self._deferrals: dict[str, tuple[int, int]] = {}
         """Per tool: runs that deferred it, runs that loaded it (this process's count, for a
@@ -489,8 +492,9 @@ class LearningService:
 
     def _owed_tries(self) -> OwedTries:
         """The exploration bound's counts: read from the stored runs on first use, and again
-        at most every SYNC_SECONDS (in the background when a scheduler was given), so that the
-        bound counts every replica's runs and survives a restart (engine.exploration)."""
+        at most every SYNC_SECONDS when other replicas stored runs (in the background when a
+        scheduler was given), so that the bound counts every replica's runs and survives a
+        restart (engine.exploration)."""
         from engine.exploration import SYNC_SECONDS
 
         owed = self._owed
@@ -499,7 +503,7 @@ class LearningService:
 
             owed = self._owed = OwedTries(self._exploration_bound or ExplorationBound())
             self._owed_synced_at = self._clock()
-            self._sync_owed()
+            self._sync_owed(first=True)
         elif self._clock() - self._owed_synced_at >= SYNC_SECONDS:
             self._owed_synced_at = self._clock()
             if self._schedule is not None:
@@ -508,7 +512,10 @@ class LearningService:
                 self._sync_owed()
         return owed
 
-    def _sync_owed(self) -> None:
+    def _sync_owed(self, first: bool = False) -> None:
+        """Read the exploration bound's counts from the stored runs: on first use, and later
+        when storage holds runs this process did not store (another replica's), so that a
+        process alone keeps counting its own selections."""
         owed = self._owed
         store = self.store
         if owed is None or not isinstance(store, LeftOutRuns):
@@ -517,7 +524,11 @@ class LearningService:
         if window <= 0:
             return
         with contextlib.suppress(Unavailable):  # keep this process's counts meanwhile
+            runs = store.run_stats(self.learner_id).all_time_traces
+            if not first and runs == self._owed_runs:
+                return
             owed.sync(store.left_out_runs(self.learner_id, window))
+            self._owed_runs = runs
 
     def _new_evidence(self) -> ContextEvidence:
         from engine.context_policy import ContextEvidence, ContextSettings
@@ -671,6 +682,8 @@ class LearningService:
             )
         if folds:
             self._cache.apply({a: f.as_tuple() for a, f in folds.items()}, now_ms())
+        if self._owed_runs is not None:  # the exploration bound's count of stored runs
+            self._owed_runs += sum(status == "inserted" for status in result.statuses)
         learned = [
             (r, o.rewards)
             for r, o, status in zip(asked, outcomes, result.statuses, strict=True)
