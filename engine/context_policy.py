@@ -217,6 +217,20 @@ class ContextEvidence:
         self._rows.clear()
         self._cells = 0
         self.tick = tick
+        self._install(cells)
+
+    def refresh(self, cells: Iterable[EvidenceCell], tick: int) -> None:
+        """Replace the rows of the features `cells` names with those stored cells (the
+        features another replica changed), the others kept."""
+        cells = list(cells)
+        for feature in {c.feature for c in cells}:
+            row = self._rows.pop(feature, None)
+            if row is not None:
+                self._cells -= len(row.arms)
+        self.tick = tick
+        self._install(cells)
+
+    def _install(self, cells: Iterable[EvidenceCell]) -> None:
         by_feature: dict[int, list[EvidenceCell]] = {}
         for cell in cells:
             by_feature.setdefault(cell.feature, []).append(cell)

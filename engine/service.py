@@ -253,6 +253,10 @@ class LearningService:
         self._evidence: ContextEvidence | None = None
         self._evidence_checked_at = float("-inf")
         """When the stored evidence count was last compared with the one `_evidence` holds."""
+        self._evidence_synced = 0
+        """The stored evidence count up to which `_evidence` holds every replica's writes."""
+        self._evidence_generation = 0
+        """The stored evidence generation `_evidence` was read at (resets and undos move it)."""
         self._owed: OwedTries | None = None
         self._owed_synced_at = float("-inf")
         self._owed_runs: int | None = None
@@ -538,10 +542,11 @@ class LearningService:
 
     def context_evidence(self) -> ContextEvidence:
         """This learner's per-feature evidence (engine.context_policy). With a store that
-        keeps it (every replica adding to it), it is read from storage on first use and read
-        again when the stored evidence count is not the one it reflects (another replica
-        observed, a reset or an undo): a one-row check at most every cache_ttl seconds, the
-        bound posteriors have."""
+        keeps it (every replica adding to it), it is read from storage on first use; then a
+        one-row check at most every cache_ttl seconds (the bound posteriors have) compares the
+        stored evidence count and generation with the ones it reflects: another count (another
+        replica observed) reads the features changed since, another generation (a reset or an
+        undo) all of it."""
         evidence = self._evidence
         store = self.store
         if not isinstance(store, ContextStore):
@@ -552,15 +557,34 @@ class LearningService:
         if evidence is not None and now - self._evidence_checked_at < self.cache_ttl:
             return evidence
         try:
-            if evidence is None or store.context_evidence_tick(self.learner_id) != evidence.tick:
-                fresh = self._new_evidence()
-                cells, tick = store.context_evidence(self.learner_id)
-                fresh.load(cells, tick)
-                self._evidence = evidence = fresh
+            if evidence is None:
+                evidence = self._load_evidence(store)
+            else:
+                tick, generation = store.context_evidence_state(self.learner_id)
+                if generation != self._evidence_generation:
+                    evidence = self._load_evidence(store)
+                elif tick != evidence.tick or tick != self._evidence_synced:
+                    # only the features changed since: not the whole evidence on every change
+                    since = self._evidence_synced
+                    cells, tick = store.context_evidence_since(self.learner_id, since)
+                    with evidence.lock:
+                        evidence.refresh(cells, tick)
+                    self._evidence_synced = tick
         except Unavailable:  # storage down: keep what is held (or nothing yet)
             if evidence is None:
                 evidence = self._evidence = self._new_evidence()
         self._evidence_checked_at = now
+        return evidence
+
+    def _load_evidence(self, store: ContextStore) -> ContextEvidence:
+        """The learner's whole evidence, read from storage (first use, reset or undo)."""
+        _, generation = store.context_evidence_state(self.learner_id)
+        evidence = self._new_evidence()
+        cells, tick = store.context_evidence(self.learner_id)
+        evidence.load(cells, tick)
+        self._evidence_generation = generation
+        self._evidence_synced = tick
+        self._evidence = evidence
         return evidence
 
     def context_explanation(self, arm_id: str) -> tuple[list[Any], int, int]:
@@ -605,13 +629,14 @@ class LearningService:
         """Per-feature evidence and deferral counts from the observed runs that carried a
         request context: added in memory, and to the stored ones in one write that adds to
         what every replica wrote (storage.context_evidence). When that write finds the stored
-        count ahead of this process's, another replica wrote meanwhile: the evidence is read
-        again at its next use."""
+        count ahead of this process's, another replica wrote meanwhile: the features changed
+        since are read again at the evidence's next use."""
         from engine.context import RequestContext
 
         evidence = self.context_evidence()
         runs: list[tuple[list[int], Any]] = []
         with evidence.lock:
+            before = evidence.tick
             for report, reward in zip(reports, rewards, strict=True):
                 request = RequestContext.of(report.context)
                 features = request.features().tolist() if request is not None else []
@@ -629,7 +654,9 @@ class LearningService:
             tick = store.add_context_evidence(
                 self.learner_id, runs, evidence.keep, evidence.max_cells, deferrals
             )
-            if tick != expected:
+            if tick == expected and self._evidence_synced == before:
+                self._evidence_synced = tick  # no other writer came in between
+            else:
                 self._evidence_checked_at = float("-inf")
 
     def observe(self, report: RunReport) -> ObserveResult:

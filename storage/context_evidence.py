@@ -6,11 +6,15 @@ The table's rows, by feature:
 - feature > 0 (a 63-bit feature hash), arm_id an arm: a cell, the arm's rewards and runs under
   the feature as of the feature's run count `tick` (a cell the feature's later runs did not
   reward only decayed since, which the difference of ticks says);
-- feature > 0, arm_id "": the feature's run count (its runs with rewards) in `tick`;
+- feature > 0, arm_id "": the feature's run count (its runs with rewards) in `runs`, and in
+  `tick` the learner's evidence count as of the feature's last change (what a replica reads
+  to know which features changed since it read them: ix_context_evidence_tick finds them);
 - feature 0, arm_id "": the learner's evidence count in `tick`, which every observe that
-  carried a context, every reset and every undo advances: a replica whose evidence was read
-  at another count reads it again. Advancing it locks the row (PostgreSQL; SQLite writes one
-  at a time), which makes the learner's evidence writes take turns;
+  carried a context, every reset and every undo advances, and in `runs` the learner's
+  evidence generation, which resets and undos advance: a replica whose evidence was read at
+  another count reads the features changed since, at another generation all of it again.
+  Advancing the count locks the row (PostgreSQL; SQLite writes one at a time), which makes the
+  learner's evidence writes take turns;
 - feature 0, arm_id an arm: how many runs that reported tool search deferred the arm (`runs`)
   and loaded it (`rewards`), added to by each observe;
 - feature < 0: what the learner's last reset cleared, for its undo: the row (f, arm) kept as
@@ -58,17 +62,31 @@ def _kept(feature: int) -> int:
     return -1 - feature
 
 
-def _advance(conn: Connection, insert_: Any, learner_id: int, by: int) -> int:
-    """Advance the learner's evidence count by `by` and return it; the row stays locked until
-    the transaction ends (PostgreSQL), so the learner's evidence writes take turns."""
+def _advance(conn: Connection, insert_: Any, learner_id: int, by: int, generation: int = 0) -> int:
+    """Advance the learner's evidence count by `by` (and its generation by `generation`) and
+    return the count; the row stays locked until the transaction ends (PostgreSQL), so the
+    learner's evidence writes take turns."""
+    c = context_evidence.c
     stmt = insert_(context_evidence).values(
-        learner_id=learner_id, feature=TICK_FEATURE, arm_id="", rewards=0.0, runs=0.0, tick=by
+        learner_id=learner_id,
+        feature=TICK_FEATURE,
+        arm_id="",
+        rewards=0.0,
+        runs=float(generation),
+        tick=by,
     )
     stmt = stmt.on_conflict_do_update(
         index_elements=["learner_id", "feature", "arm_id"],
-        set_={"tick": context_evidence.c.tick + by},
-    ).returning(context_evidence.c.tick)
+        set_={"tick": c.tick + by, "runs": c.runs + generation},
+    ).returning(c.tick)
     return int(conn.execute(stmt).scalar_one())
+
+
+def _cell(feature: int, arm_id: str, rewards: float, runs: float, tick: int) -> EvidenceCell:
+    """A stored row as the engine reads it: a feature's own row (arm id "") as its run count."""
+    if arm_id == "" and feature > TICK_FEATURE:
+        return EvidenceCell(int(feature), "", 0.0, 0.0, int(runs))
+    return EvidenceCell(int(feature), arm_id, float(rewards), float(runs), int(tick))
 
 
 def _cells(
@@ -87,9 +105,7 @@ def _cells(
             rows = conn.execute(
                 select(c.feature, c.arm_id, c.rewards, c.runs, c.tick).where(*where)
             ).all()
-            out.extend(
-                EvidenceCell(int(f), a, float(s), float(n), int(t)) for f, a, s, n, t in rows
-            )
+            out.extend(_cell(*row) for row in rows)
     return out
 
 
@@ -101,7 +117,11 @@ def _run_counts(conn: Connection, learner_id: int, features: Sequence[int]) -> l
     for i in range(0, len(features), CHUNK):
         rows = conn.execute(
             select(c.feature, func.max(c.tick))
-            .where(c.learner_id == learner_id, c.feature.in_(features[i : i + CHUNK]))
+            .where(
+                c.learner_id == learner_id,
+                c.feature.in_(features[i : i + CHUNK]),
+                c.arm_id != "",
+            )
             .group_by(c.feature)
         ).all()
         out.extend(EvidenceCell(int(f), "", 0.0, 0.0, int(t)) for f, t in rows)
@@ -130,22 +150,45 @@ class ContextEvidenceStore(StoreBase):
                 if arm_id == "":
                     tick = int(at)
             else:
-                cells.append(
-                    EvidenceCell(int(feature), arm_id, float(rewards), float(runs), int(at))
-                )
+                cells.append(_cell(feature, arm_id, rewards, runs, at))
         return cells, tick
 
-    def context_evidence_tick(self, learner_id: int) -> int:
-        """The learner's evidence count (one row): another than the one its evidence was read
-        at says another replica (or a reset) changed it."""
+    def context_evidence_state(self, learner_id: int) -> tuple[int, int]:
+        """The learner's evidence count and generation (one row): another count than the one
+        its evidence was read at says another replica changed it; another generation, that a
+        reset or an undo did."""
         c = context_evidence.c
         with reading(self.engine) as conn:
-            tick = conn.execute(
-                select(c.tick).where(
+            row = conn.execute(
+                select(c.tick, c.runs).where(
                     c.learner_id == learner_id, c.feature == TICK_FEATURE, c.arm_id == ""
                 )
-            ).scalar()
-        return int(tick or 0)
+            ).first()
+        return (0, 0) if row is None else (int(row[0]), round(row[1]))
+
+    def context_evidence_since(self, learner_id: int, tick: int) -> tuple[list[EvidenceCell], int]:
+        """Every stored row of the features changed after the learner's evidence count `tick`
+        (their own rows as run counts), and the count now (one read)."""
+        c = context_evidence.c
+        mine = c.learner_id == learner_id
+        changed = (
+            select(c.feature)
+            .where(mine, c.tick > tick, c.feature > TICK_FEATURE, c.arm_id == "")
+            .scalar_subquery()
+        )
+        now = (
+            select(c.tick).where(mine, c.feature == TICK_FEATURE, c.arm_id == "").scalar_subquery()
+        )
+        with reading(self.engine) as conn:
+            rows = conn.execute(
+                select(c.feature, c.arm_id, c.rewards, c.runs, c.tick, now).where(
+                    mine, c.feature.in_(changed)
+                )
+            ).all()
+            if not rows:
+                count = conn.execute(select(now)).scalar()
+                return [], int(count or 0)
+        return [_cell(*row[:5]) for row in rows], int(rows[0][5] or 0)
 
     def add_context_evidence(
         self,
@@ -176,7 +219,7 @@ class ContextEvidenceStore(StoreBase):
                     if missing:
                         stored.extend(_run_counts(conn, learner_id, missing))
                     changed = advance_cells(stored, runs, keep)
-                    self._write_cells(conn, learner_id, changed)
+                    self._write_cells(conn, learner_id, changed, tick)
                 if deferred:
                     stmt = self._insert(context_evidence)
                     stmt = stmt.on_conflict_do_update(
@@ -207,16 +250,18 @@ class ContextEvidenceStore(StoreBase):
         return with_retries(run)
 
     def _write_cells(
-        self, conn: Connection, learner_id: int, cells: Iterable[EvidenceCell]
+        self, conn: Connection, learner_id: int, cells: Iterable[EvidenceCell], stamp: int
     ) -> None:
+        """Write cells as computed, a feature's run count (arm id "") stamped with the
+        learner's evidence count `stamp`."""
         rows = [
             {
                 "learner_id": learner_id,
                 "feature": cell.feature,
                 "arm_id": cell.arm_id,
                 "rewards": cell.rewards,
-                "runs": cell.runs,
-                "tick": cell.tick,
+                "runs": float(cell.tick) if cell.arm_id == "" else cell.runs,
+                "tick": stamp if cell.arm_id == "" else cell.tick,
             }
             for cell in sorted(cells, key=lambda c: (c.feature, c.arm_id))
         ]
@@ -246,9 +291,12 @@ class ContextEvidenceStore(StoreBase):
         cut = conn.execute(
             select(c.tick).where(mine).order_by(c.tick).offset(excess).limit(1)
         ).scalar()
-        if cut is not None:
-            # a feature's own row goes with its last cells (its count is at least theirs)
-            conn.execute(delete(context_evidence).where(rows, c.tick < cut))
+        if cut is None:
+            return
+        conn.execute(delete(context_evidence).where(mine, c.tick < cut))
+        # and the run counts of features left without cells
+        cells = select(c.feature).where(mine).distinct()
+        conn.execute(delete(context_evidence).where(rows, c.arm_id == "", c.feature.not_in(cells)))
 
     def context_deferrals(self, learner_id: int, arm_id: str) -> tuple[int, int]:
         """Runs that deferred the arm (left it out and reported what they loaded), and runs
@@ -280,25 +328,29 @@ def clear_evidence(
 ) -> None:
     """Inside a reset's transaction: clear the arms' evidence cells and deferral counts (every
     arm's with None), keeping them for the reset's undo in place of what the previous reset
-    kept, and advance the learner's evidence count (every replica reads its evidence again).
+    kept, and advance the learner's evidence count and generation (every replica reads its
+    evidence again).
 
     A kept cell is normalised to its feature's run count at the reset (decayed by the feature's
     runs since the cell's tick), so that undo can add it to what the feature learnt since
     without comparing run counts across the reset (a full reset starts every feature's count
     again)."""
     c = context_evidence.c
-    _advance(conn, insert_, learner_id, 1)
+    _advance(conn, insert_, learner_id, 1, generation=1)
     conn.execute(delete(context_evidence).where(c.learner_id == learner_id, c.feature < 0))
     mine = and_(c.learner_id == learner_id, c.feature >= TICK_FEATURE, c.arm_id != "")
     if arm_ids is not None:
         mine = and_(mine, c.arm_id.in_(arm_ids))
     rows = conn.execute(select(c.feature, c.arm_id, c.rewards, c.runs, c.tick).where(mine)).all()
-    ticks = dict(
+    features = and_(c.learner_id == learner_id, c.feature > TICK_FEATURE)
+    ticks = dict(  # each feature's run count: its own row's, else its cells' highest tick
         conn.execute(
-            select(c.feature, func.max(c.tick))
-            .where(c.learner_id == learner_id, c.feature > TICK_FEATURE)
-            .group_by(c.feature)
+            select(c.feature, func.max(c.tick)).where(features, c.arm_id != "").group_by(c.feature)
         ).all()
+    )
+    ticks.update(
+        (f, round(n))
+        for f, n in conn.execute(select(c.feature, c.runs).where(features, c.arm_id == ""))
     )
     keep = _keep_of(conn, learner_id)
     kept: list[dict[str, Any]] = [
@@ -325,14 +377,15 @@ def clear_evidence(
 def restore_evidence(conn: Connection, insert_: Any, learner_id: int, reset_id: int) -> bool:
     """Inside an undo's transaction: put back what reset `reset_id` cleared, adding it to what
     was learnt since (as undo does for posteriors: nothing of the kept evidence decays for the
-    runs in between), and advance the learner's evidence count. False when the kept evidence
+    runs in between), and advance the learner's evidence count and generation. False when the
+    kept evidence
     is another reset's (only the last reset's is kept: undoing an earlier one after undoing
     it restores its posteriors, not its evidence)."""
     c = context_evidence.c
     mark = conn.execute(
         select(c.tick).where(c.learner_id == learner_id, c.feature == RESET_MARK, c.arm_id == "")
     ).scalar()
-    _advance(conn, insert_, learner_id, 1)
+    _advance(conn, insert_, learner_id, 1, generation=1)
     if mark is None or int(mark) != reset_id:
         return False
     kept = [
