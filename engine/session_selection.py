@@ -125,7 +125,14 @@ class SessionSelector:
                 if session is None:
                     session = store.session_set(learner_id, key)
                 if session is None or not session.is_live(now, idle):
-                    drawn = draw(arm_set, config)
+                    # a session idle past its window draws its set again (its cached prefix
+                    # is gone) but stays in the group its first select chose: the baseline
+                    # coin is tossed once per session, so the measured saving compares
+                    # sessions, not parts of them
+                    again = config
+                    if session is not None:
+                        again = replace(config, baseline_rate=float(session.is_baseline))
+                    drawn = draw(arm_set, again)
                     if full_baseline:  # a baseline session offers every arm, all session long
                         drawn = full_prompt(drawn, arm_set)
                     candidate = first_set(key, drawn, now)
