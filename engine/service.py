@@ -447,7 +447,10 @@ class LearningService:
             return self._select_cached(offered, settings, request)
 
         if key and config.is_active:
-            return self._session_sets.select(key, arm_set, config, draw)
+            from engine.context import opening_features
+
+            opening = opening_features(request.message) if request is not None else ()
+            return self._session_sets.select(key, arm_set, config, draw, opening=opening)
         return draw(arm_set, config)
 
     def _select_cached(
@@ -543,10 +546,17 @@ class LearningService:
         from engine.context import RequestContext
 
         evidence = self.context_evidence()
+        openings = {
+            key: self._session_sets.opening(key)
+            for key in {r.session_key for r in reports if r.session_key and r.context}
+        }
         changed: list[tuple[list[int], Any]] = []
         with evidence.lock:
             for report, reward in zip(reports, rewards, strict=True):
                 request = RequestContext.of(report.context)
+                if request is not None and report.session_key:
+                    # the session's set was decided on its opening: learn under it too
+                    request = replace(request, opening=openings[report.session_key])
                 features = request.features().tolist() if request is not None else []
                 evidence.record(features, reward)
                 if features and reward:
@@ -738,7 +748,16 @@ class LearningService:
             # session's set is kept per set of options (a gateway sends the same every turn).
             key = session_key if not changes and not k else keyed(session_key, changes, k)
             # a cap of k arms holds in a baseline session too
-            selection = self._session_sets.select(key, arm_set, config, draw, full_baseline=not k)
+            from engine.context import opening_features
+
+            selection = self._session_sets.select(
+                key,
+                arm_set,
+                config,
+                draw,
+                full_baseline=not k,
+                opening=opening_features(request.message) if request is not None else (),
+            )
         else:
             selection = draw(arm_set, config)
         chosen = set(selection.selected)

@@ -287,6 +287,9 @@ session_sets = Table(
     Column("decided_at", BigInteger, nullable=False),
     Column("used_at", BigInteger, nullable=False),
     Column("version", Integer, nullable=False),
+    # the hashed word features of the session's opening message (migration 0018; JSON, never
+    # the text): a later run of the session learns under them (engine.context)
+    Column("opening", Text, nullable=True),
     PrimaryKeyConstraint("learner_id", "session_key"),
     Index("ix_session_sets_used", "learner_id", "used_at"),
 )
