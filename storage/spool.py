@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
 from engine.config import Phase
-from engine.errors import Conflict, NotFound, Unavailable
+from engine.errors import Conflict, InvalidInput, NotFound, Unavailable
 from engine.ports import ArmOutcome, PendingArmOutcome, RecordResult, RunStatus, RunWriter
 from engine.posterior import now_ms
 from engine.records import RunRecord, record_from_json, record_to_json
@@ -156,16 +156,19 @@ class DeadLetterReplay:
 def replay_dead_letters(
     root: Path | str,
     write: Callable[[int, list[RunRecord]], RecordResult],
-    resolve: Callable[[str, RunRecord], int],
+    resolve: Callable[[str, Spooled], int],
     *,
+    write_outcome: Callable[[int, PendingArmOutcome], object] | None = None,
     dry_run: bool = False,
 ) -> DeadLetterReplay:
-    """Write the runs of a spool root's dead-letter file once the cause of their refusal is
-    fixed: by learner name (opened, or created in a new database), else by the id of lines of
-    earlier versions. Stored and already-stored runs leave the file; runs refused again stay
-    with the new reason. The file is locked meanwhile, so two replays (or a replay and a
-    server adding an entry) never take the same entry twice; trace ids make a run stored
-    once whatever happens. `dry_run` reads and counts, and writes nothing."""
+    """Write the runs and per-arm outcomes of a spool root's dead-letter file once the cause
+    of their refusal is fixed: by learner name (opened, or created in a new database), else by
+    the id of lines of earlier versions. Stored and already-stored entries leave the file;
+    entries refused again stay with the new reason. The file is locked meanwhile, so two
+    replays (or a replay and a server adding an entry) never take the same entry twice; trace
+    ids and outcome keys make an entry stored once whatever happens. An outcome needs
+    `write_outcome` (without it, it stays, saying so). `dry_run` reads and counts, and writes
+    nothing."""
     root = Path(root)
     report = DeadLetterReplay()
     if not root.is_dir():
@@ -184,14 +187,24 @@ def replay_dead_letters(
                 keep.append(entry)
                 continue
             try:
-                learner_id, name, record = read_named_line(line)
+                item: Spooled
+                if line.startswith(OUTCOME_PREFIX):
+                    learner_id, name, item = read_outcome_line(line)
+                else:
+                    learner_id, name, item = read_named_line(line)
                 if name is not None:
                     if name not in ids:
-                        ids[name] = resolve(name, record)
+                        ids[name] = resolve(name, item)
                     learner_id = ids[name]
                 elif learner_id == 0:
                     raise NotFound("the line names no learner")
-                result = write(learner_id, [record])
+                if isinstance(item, PendingArmOutcome):
+                    if write_outcome is None:
+                        raise InvalidInput("this replay records no per-arm outcomes")
+                    write_outcome(learner_id, item)  # its key: recorded once however often
+                    report.stored += 1
+                    continue
+                result = write(learner_id, [item])
             except Unavailable as exc:
                 report.stopped = str(exc)
                 keep.append(entry)

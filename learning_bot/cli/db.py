@@ -13,8 +13,9 @@ from learning_bot.cli.parser import Commands
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from engine.records import RunRecord
+    from engine.ports import PendingArmOutcome
     from learning_bot.settings import Settings
+    from storage.spool import Spooled
 
 
 def register(sub: Commands) -> None:
@@ -69,7 +70,7 @@ def _replay_dead_letters(settings: Settings, spool_dir: str | None, *, dry_run: 
     try:
         config = settings.config
 
-        def resolve(name: str, record: RunRecord) -> int:
+        def resolve(name: str, record: Spooled) -> int:
             """A learner by name; one this creates (a new database) gets the configured
             settings, as a learner created by a first observe does."""
             state = store.open_learner(
@@ -77,7 +78,22 @@ def _replay_dead_letters(settings: Settings, spool_dir: str | None, *, dry_run: 
             )
             return state.id
 
-        report = replay_dead_letters(root, store.record_runs, resolve, dry_run=dry_run)
+        def write_outcome(learner_id: int, pending: PendingArmOutcome) -> object:
+            """A per-arm outcome (a `reward` of one arm): recorded once, by its key."""
+            return store.record_arm_outcome(
+                learner_id,
+                pending.arm_id,
+                pending.reward,
+                referenced=pending.referenced,
+                conversation=pending.conversation,
+                apply_reward=pending.apply_reward,
+                at=pending.at,
+                once=pending.key,
+            )
+
+        report = replay_dead_letters(
+            root, store.record_runs, resolve, write_outcome=write_outcome, dry_run=dry_run
+        )
     finally:
         store.close()
     if not report.entries:
