@@ -604,4 +604,5 @@ __all__ = [
     "record_to_json",
     "report_from_json",
     "report_to_json",
+    "under_phase",
 ]

@@ -180,7 +180,11 @@ class HotPath:
         self, cur: Any, learner_id: int, runs: Sequence[RunRecord], settings: str | None
     ) -> tuple[dict[str, int], float]:
         stats_epoch, half_life, phase, stored = cur.execute(self.epoch_of, (learner_id,)).fetchone()
-        current = settings is None or json.loads(stored or "null") == json.loads(settings)
+        current = (
+            settings is None
+            or stored == settings
+            or json.loads(stored or "null") == json.loads(settings)
+        )
         if not current or built_under(runs) != phase:
             raise Stale(phase, current)
         pks: dict[str, int] = {}

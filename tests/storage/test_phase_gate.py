@@ -166,3 +166,21 @@ def test_a_dead_letter_is_replayed_under_the_phase_current_at_replay(
     assert {o.arm_id: o.reward for o in run.arms if o.included}["tool:fs:Read"] == 1.0
     assert service.verify().ok
     store.close()
+
+
+def test_a_learner_without_stored_settings_records_as_before(database_url: str) -> None:
+    """A learner made before settings were stored (NULL) is written to under the settings
+    of the process that opened it; the check compares JSON null."""
+    import sqlalchemy as sa
+
+    store_a, a, store_b, b = replicas(database_url, Phase.ACTIVE)
+    with store_a.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE learners SET settings = NULL"))
+    warm(b)
+    result = b.observe(report("after"))
+    assert result.recorded and result.rewards
+    a.set_settings({"enabled": False})  # the learner gets stored settings
+    assert b.observe(report("disabled")).skipped is not None
+    assert b.verify().ok
+    store_a.close()
+    store_b.close()

@@ -55,7 +55,8 @@ _CHANGES = (
         "a phase or half-life change waits for\n"
         "    -- this run, or this run sees it.\n"
         "    SELECT l.stats_epoch, l.half_life, l.phase,\n"
-        "           p_settings IS NULL OR coalesce(l.settings, 'null')::jsonb = p_settings::jsonb\n"
+        "           p_settings IS NULL OR coalesce(l.settings, 'null') = p_settings\n"
+        "           OR coalesce(l.settings, 'null')::jsonb = p_settings::jsonb\n"
         "    INTO v_epoch, v_half_life, v_phase, v_current\n",
     ),
     (
