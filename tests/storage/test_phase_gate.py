@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from engine import LearningConfig, Phase
-from engine.errors import LearnerChanged
+from engine.errors import Conflict, LearnerChanged
 from engine.records import RunRecord
-from engine.service import LearningService
+from engine.service import RECORD_ATTEMPTS, LearningService
 from storage import SqlStore
 from storage.spool import Spool, replay_dead_letters, spool_line
 
-from .helpers import report
+from .helpers import ARMS, report
 from .test_spool import record_of
 
 LONG = 3600.0
@@ -184,3 +185,36 @@ def test_a_learner_without_stored_settings_records_as_before(database_url: str) 
     assert b.verify().ok
     store_a.close()
     store_b.close()
+
+
+def test_a_run_recorded_at_selection_takes_the_learner_phase(database_url: str) -> None:
+    store_a, a, store_b, b = replicas(database_url, Phase.ACTIVE)
+    warm(b)
+    a.set_phase(Phase.PASSIVE)
+
+    _, trace_id = b.select_run(list(ARMS), session_key="S1")
+
+    assert stored(store_b, b.learner_id, trace_id).phase is Phase.PASSIVE
+    store_a.close()
+    store_b.close()
+
+
+class Changing:
+    """A writer whose learner changes before every write."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def record_runs(self, learner_id: int, runs: Any, settings: str | None = None) -> Any:
+        self.calls += 1
+        raise LearnerChanged(Phase.PASSIVE)
+
+
+def test_an_observe_gives_up_when_the_learner_keeps_changing(database_url: str) -> None:
+    store = SqlStore(database_url)
+    writer = Changing()
+    service = LearningService(store, LearningConfig(phase=Phase.ACTIVE), writer=writer)
+    with pytest.raises(Conflict, match="kept changing"):
+        service.observe(report("never"))
+    assert writer.calls == RECORD_ATTEMPTS
+    store.close()
