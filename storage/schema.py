@@ -1,8 +1,9 @@
 """The database schema as SQLAlchemy Core tables (no ORM: the CLI starts faster without it).
 
 Beside these tables, a PostgreSQL database holds one function, `learning_bot_record_runs`
-(migration 0009, replaced by 0010 to insert the cache write): the write of observed runs into
-traces, trace_arms, posteriors and run_stats.
+(migration 0009, replaced by 0010 to insert the cache write and by 0016 to check the learner's
+phase and settings): the write of observed runs into traces, trace_arms, posteriors and
+run_stats.
 A migration makes it, so a change to that write is a new migration replacing it."""
 
 from __future__ import annotations

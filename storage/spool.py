@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
 from engine.config import Phase
-from engine.errors import Conflict, InvalidInput, NotFound, Unavailable
+from engine.errors import Conflict, InvalidInput, LearnerChanged, NotFound, Unavailable
 from engine.ports import ArmOutcome, PendingArmOutcome, RecordResult, RunStatus, RunWriter
 from engine.posterior import now_ms
-from engine.records import RunRecord, record_from_json, record_to_json
+from engine.records import RunRecord, record_from_json, record_to_json, under_phase
 
 log = logging.getLogger("learning_bot.spool")
 
@@ -37,6 +37,31 @@ DEAD_LETTER = "dead-letter.jsonl"
 line each (`{"reason": ..., "at": ..., "run": <spool line>}`), beside the process folders."""
 DEAD_LETTER_LOCK = "dead-letter.lock"
 """Taken (flock) to append to the dead-letter file or to rewrite it (replay_dead_letters)."""
+
+
+REPLAY_ATTEMPTS = 4
+"""Writes of one replayed batch before it gives up while the learner's phase keeps changing."""
+
+Write = Callable[[int, list[RunRecord]], RecordResult]
+
+
+def under_stored_phase(write: Write) -> Write:
+    """`write` for runs replayed from the spool or the dead-letter file: a run is recorded
+    under the learner's phase at replay, not the one it was observed under. Its report is gone,
+    so when storage answers that the phase changed (LearnerChanged) its rewards are made again
+    from what the record kept (`engine.records.under_phase`: active, its referenced arms
+    rewarded as observing it would have; passive, none) and it is written again. Its guard
+    stays the one decided when it was observed (the settings then, not checked at replay)."""
+
+    def write_replayed(learner_id: int, runs: list[RunRecord]) -> RecordResult:
+        for _ in range(REPLAY_ATTEMPTS):
+            try:
+                return write(learner_id, runs)
+            except LearnerChanged as changed:
+                runs = [under_phase(r, changed.phase) for r in runs]
+        raise Conflict("the runs could not be replayed: the learner's phase kept changing")
+
+    return write_replayed
 
 
 class SpoolFull(Unavailable):
@@ -168,7 +193,8 @@ def replay_dead_letters(
     replays (or a replay and a server adding an entry) never take the same entry twice; trace
     ids and outcome keys make an entry stored once whatever happens. An outcome needs
     `write_outcome` (without it, it stays, saying so). `dry_run` reads and counts, and writes
-    nothing."""
+    nothing. A run is written under the learner's phase at replay (`under_stored_phase`)."""
+    write = under_stored_phase(write)
     root = Path(root)
     report = DeadLetterReplay()
     if not root.is_dir():
@@ -461,7 +487,9 @@ class Spool:
     ) -> int:
         """Write spooled runs oldest first; a segment is deleted once all of it is stored or
         dead-lettered. Stops (keeping what is left) when storage is still unavailable; a run
-        storage refuses for any other reason goes to the dead-letter file and replay goes on."""
+        storage refuses for any other reason goes to the dead-letter file and replay goes on.
+        A run is written under the learner's phase at replay (`under_stored_phase`)."""
+        write = under_stored_phase(write)
         with self._replaying:
             with self._lock:
                 segments = [s for s in self._segments() if s != self._active_path]
@@ -718,12 +746,17 @@ class SpoolingStore:
         if spool.pending() or any(spool.root.glob("p*/*.jsonl")) or adopt_seconds > 0:
             self._kick()
 
-    def record_runs(self, learner_id: int, runs: Sequence[RunRecord]) -> RecordResult:
+    def record_runs(
+        self, learner_id: int, runs: Sequence[RunRecord], settings: str | None = None
+    ) -> RecordResult:
+        """Write the runs, or spool them. LearnerChanged goes back to the caller, who builds
+        the runs again under the learner's state; runs spooled are replayed under the phase
+        current at replay (`under_stored_phase`)."""
         if not self.spool.pending():
             try:
-                result: RecordResult = self.inner.record_runs(learner_id, runs)
+                result: RecordResult = self.inner.record_runs(learner_id, runs, settings)
                 return result
-            except SpoolFull:
+            except (SpoolFull, LearnerChanged):
                 raise
             except Unavailable as exc:
                 log.warning("storage is unavailable (%s); spooling %d run(s)", exc, len(runs))

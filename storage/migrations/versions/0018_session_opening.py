@@ -1,8 +1,8 @@
 """session opening: the hashed word features of the message a session's set was decided on.
 
 Revision ID: 0018
-Revises: 0015
-Create Date: 2026-11-27 01:40:00
+Revises: 0016
+Create Date: 2026-11-27 00:45:00
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0018"
-down_revision = "0015"
+down_revision = "0016"
 branch_labels = None
 depends_on = None
 
