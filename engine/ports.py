@@ -345,6 +345,7 @@ class RunSessions(Protocol):
         conversation: str | None,
         apply_reward: bool,
         at: int,
+        phase: Phase | None = None,
     ) -> ArmOutcome: ...
 
     def boost_priors(self, learner_id: int, arm_ids: Sequence[str], alpha: float) -> int: ...

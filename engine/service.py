@@ -894,45 +894,73 @@ class LearningService:
             raise Unavailable("this store cannot record per-arm outcomes")
         with contextlib.suppress(Unavailable):
             self.refresh()
-        update = self.config.is_active
-        at = now_ms()
+        key = f"arm-outcome:{uuid.uuid4().hex}"
+        for attempt in range(RECORD_ATTEMPTS):
+            # the write checks the learner's phase in its own transaction: one changed on
+            # another replica since this process read it writes nothing, and is read again
+            try:
+                update = self.config.is_active
+                at = now_ms()
+                outcome = self._record_arm_outcome(
+                    arm_id, r, referenced, session_key, update, at, key
+                )
+                break
+            except LearnerChanged:
+                if attempt == RECORD_ATTEMPTS - 1:
+                    raise Conflict(
+                        "the outcome could not be recorded: the learner's phase kept changing; "
+                        "try again"
+                    ) from None
+                with contextlib.suppress(Unavailable):
+                    self.refresh(force=True)
+        if outcome.spooled:
+            return outcome
+        if update:
+            self._cache.apply({arm_id: (r, 1.0 - r, 1.0, self._keep, r)}, at)
+        elif arm_id not in self._cache.arms:
+            self._cache.invalidate(reload=True)
+        return outcome
+
+    def _record_arm_outcome(
+        self,
+        arm_id: str,
+        r: float,
+        referenced: bool,
+        session_key: str,
+        update: bool,
+        at: int,
+        key: str,
+    ) -> ArmOutcome:
+        """One attempt of observe_arm's write, under this process's phase (LearnerChanged when
+        the stored one differs); spooled (the outcome says so) while storage is down."""
+        store = self.store
+        assert isinstance(store, RunSessions)
         writer = self.writer
+        phase = self.config.phase
         if isinstance(writer, ArmOutcomeWriter):  # spools the outcome while storage is down
             learner_id = self._learner_id
             if learner_id is None:
                 with contextlib.suppress(Unavailable):
                     learner_id = self._open()
             pending = PendingArmOutcome(
-                arm_id,
-                r,
-                referenced,
-                session_key or None,
-                update,
-                at,
-                f"arm-outcome:{uuid.uuid4().hex}",
-                self.config.phase,
+                arm_id, r, referenced, session_key or None, update, at, key, phase
             )
             recorded = writer.record_or_spool_arm_outcome(learner_id, self.learner, pending)
             if recorded is None:
                 entry = self._cache.arms.get(arm_id)
                 known = entry.posterior() if entry is not None else initial_prior(arm_id)
                 return ArmOutcome(arm_id, known, None, False, spooled=True)
-            outcome = recorded
-        else:
-            outcome = store.record_arm_outcome(
-                self.learner_id,
-                arm_id,
-                r,
-                referenced=referenced,
-                conversation=session_key or None,
-                apply_reward=update,
-                at=at,
-            )
-        if update:
-            self._cache.apply({arm_id: (r, 1.0 - r, 1.0, self._keep, r)}, at)
-        elif arm_id not in self._cache.arms:
-            self._cache.invalidate(reload=True)
-        return outcome
+            return recorded
+        return store.record_arm_outcome(
+            self.learner_id,
+            arm_id,
+            r,
+            referenced=referenced,
+            conversation=session_key or None,
+            apply_reward=update,
+            at=at,
+            phase=phase,
+        )
 
     def session_runs(self, session_key: str, since: int) -> list[RunRecord]:
         """The runs `select_run` recorded for `session_key` from `since` (ms) on."""

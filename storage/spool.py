@@ -16,7 +16,7 @@ import os
 import secrets
 import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
@@ -62,6 +62,36 @@ def under_stored_phase(write: Write) -> Write:
         raise Conflict("the runs could not be replayed: the learner's phase kept changing")
 
     return write_replayed
+
+
+def outcome_under_stored_phase(
+    record_arm_outcome: Callable[..., object],
+) -> Callable[[int, PendingArmOutcome], object]:
+    """Records a per-arm outcome replayed from the spool or the dead-letter file (once, by its
+    key) under the learner's phase at replay, as runs are (`under_stored_phase`): when storage
+    answers that the phase changed, the reward is applied to the posterior if the phase is
+    active now, and only marked on its run if passive, and it is written again."""
+
+    def write(learner_id: int, pending: PendingArmOutcome) -> object:
+        for _ in range(REPLAY_ATTEMPTS):
+            try:
+                return record_arm_outcome(
+                    learner_id,
+                    pending.arm_id,
+                    pending.reward,
+                    referenced=pending.referenced,
+                    conversation=pending.conversation,
+                    apply_reward=pending.apply_reward,
+                    at=pending.at,
+                    once=pending.key,
+                    phase=pending.phase,
+                )
+            except LearnerChanged as changed:
+                active = changed.phase is Phase.ACTIVE
+                pending = replace(pending, phase=changed.phase, apply_reward=active)
+        raise Conflict("the outcome could not be replayed: the learner's phase kept changing")
+
+    return write
 
 
 class SpoolFull(Unavailable):
@@ -803,9 +833,10 @@ class SpoolingStore:
                     conversation=pending.conversation,
                     apply_reward=pending.apply_reward,
                     at=pending.at,
+                    phase=pending.phase,
                 )
                 return outcome
-            except SpoolFull:
+            except (SpoolFull, LearnerChanged):
                 raise
             except Unavailable as exc:
                 log.warning("storage is unavailable (%s); spooling an arm outcome", exc)
@@ -813,18 +844,9 @@ class SpoolingStore:
         self._kick()
         return None
 
-    def _write_outcome(self, learner_id: int, pending: PendingArmOutcome) -> ArmOutcome:
-        outcome: ArmOutcome = self.inner.record_arm_outcome(  # type: ignore[attr-defined]
-            learner_id,
-            pending.arm_id,
-            pending.reward,
-            referenced=pending.referenced,
-            conversation=pending.conversation,
-            apply_reward=pending.apply_reward,
-            at=pending.at,
-            once=pending.key,
-        )
-        return outcome
+    def _write_outcome(self, learner_id: int, pending: PendingArmOutcome) -> object:
+        record = self.inner.record_arm_outcome  # type: ignore[attr-defined]
+        return outcome_under_stored_phase(record)(learner_id, pending)
 
     def _name_of(self, learner_id: int) -> str | None:
         """The learner's name as the writer remembers it (no query: storage may be down)."""

@@ -13,7 +13,6 @@ from learning_bot.cli.parser import Commands
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from engine.ports import PendingArmOutcome
     from learning_bot.settings import Settings
     from storage.spool import Spooled
 
@@ -61,7 +60,12 @@ def _replay_dead_letters(settings: Settings, spool_dir: str | None, *, dry_run: 
     from pathlib import Path
 
     from storage import SqlStore, default_database_url
-    from storage.spool import DEAD_LETTER, default_spool_root, replay_dead_letters
+    from storage.spool import (
+        DEAD_LETTER,
+        default_spool_root,
+        outcome_under_stored_phase,
+        replay_dead_letters,
+    )
 
     target = settings.database_url or default_database_url()
     root = Path(spool_dir) if spool_dir else default_spool_root(target)
@@ -78,21 +82,12 @@ def _replay_dead_letters(settings: Settings, spool_dir: str | None, *, dry_run: 
             )
             return state.id
 
-        def write_outcome(learner_id: int, pending: PendingArmOutcome) -> object:
-            """A per-arm outcome (a `reward` of one arm): recorded once, by its key."""
-            return store.record_arm_outcome(
-                learner_id,
-                pending.arm_id,
-                pending.reward,
-                referenced=pending.referenced,
-                conversation=pending.conversation,
-                apply_reward=pending.apply_reward,
-                at=pending.at,
-                once=pending.key,
-            )
-
         report = replay_dead_letters(
-            root, store.record_runs, resolve, write_outcome=write_outcome, dry_run=dry_run
+            root,
+            store.record_runs,
+            resolve,
+            write_outcome=outcome_under_stored_phase(store.record_arm_outcome),
+            dry_run=dry_run,
         )
     finally:
         store.close()

@@ -218,3 +218,64 @@ def test_an_observe_gives_up_when_the_learner_keeps_changing(database_url: str) 
         service.observe(report("never"))
     assert writer.calls == RECORD_ATTEMPTS
     store.close()
+
+
+def test_a_per_arm_outcome_after_another_replica_went_passive_changes_no_posterior(
+    database_url: str,
+) -> None:
+    """observe_arm (an outcome reported arm by arm, as OpenClaw's gateway does) checks the
+    learner's phase in its own transaction too: B still holds the learner as active, A made it
+    passive, and B's outcome marks the run without touching the posterior."""
+    store_a, a, store_b, b = replicas(database_url, Phase.ACTIVE)
+    warm(b)
+    before = pulls(b)
+    assert a.set_phase(Phase.PASSIVE).changed
+    outcome = b.observe_arm("tool:fs:Read", 1.0, referenced=True)
+    assert not outcome.updated
+    assert pulls(b) == before
+    assert b.config.phase is Phase.PASSIVE
+    assert b.verify().ok
+    store_a.close()
+    store_b.close()
+
+
+def test_a_per_arm_outcome_after_another_replica_went_active_updates_the_posterior(
+    database_url: str,
+) -> None:
+    store_a, a, store_b, b = replicas(database_url, Phase.PASSIVE)
+    warm(b)
+    assert a.set_phase(Phase.ACTIVE).changed
+    before = pulls(b)
+    outcome = b.observe_arm("tool:fs:Read", 1.0, referenced=True)
+    assert outcome.updated
+    after = pulls(b)
+    assert after["tool:fs:Read"] == before["tool:fs:Read"] + 1
+    assert b.verify().ok
+    store_a.close()
+    store_b.close()
+
+
+def test_a_dead_lettered_outcome_is_replayed_under_the_phase_current_at_replay(
+    database_url: str, tmp_path: Path
+) -> None:
+    from engine.ports import PendingArmOutcome
+    from storage.spool import DEAD_LETTER, outcome_line, outcome_under_stored_phase
+
+    store_a, a, store_b, b = replicas(database_url, Phase.ACTIVE)
+    warm(b)
+    before = pulls(b)
+    pending = PendingArmOutcome("tool:fs:Read", 1.0, True, None, True, 1_000, "k-1", Phase.ACTIVE)
+    line = outcome_line(b.learner_id, pending)
+    (tmp_path / DEAD_LETTER).write_text(json.dumps({"reason": "x", "at": 1, "run": line}) + "\n")
+    assert a.set_phase(Phase.PASSIVE).changed
+    done = replay_dead_letters(
+        tmp_path,
+        store_b.record_runs,
+        lambda name, item: b.learner_id,
+        write_outcome=outcome_under_stored_phase(store_b.record_arm_outcome),
+    )
+    assert done.stored == 1 and not done.kept
+    assert pulls(b) == before  # recorded under passive: no posterior change
+    assert b.verify().ok
+    store_a.close()
+    store_b.close()
