@@ -135,9 +135,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     for policy, share in budgets.items():
         config = base.merged({"token_budget": max(1, round(share * total))})
         runs[policy] = run_study(arms, sessions, policy, config, seed=args.seed)
+    # BM25 at the session-stable context-aware set's tool tokens per turn: the budget, in
+    # steps of a percent, whose tokens per turn first reach that set's
+    target = tokens_per_turn(runs["context"])
+    share = args.budget
+    while True:
+        config = base.merged({"token_budget": max(1, round(share * total))})
+        same = run_study(arms, sessions, "bm25", config, seed=args.seed)
+        if tokens_per_turn(same) >= target or share >= 1.0:
+            break
+        share = round(share + 0.01, 2)
+    runs["bm25, tokens of context"] = same
+    budgets["bm25, tokens of context"] = share
     table(runs, sessions, budgets)
     print(f"({time.perf_counter() - began:.0f} s)")
     return 0
+
+
+def tokens_per_turn(run: StudyRun) -> float:
+    return float(run.tool_tokens.sum() / run.turns.sum())
 
 
 def table(

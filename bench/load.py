@@ -302,7 +302,7 @@ def spool_appends(per_batch: int, batches: int = 5) -> int:
     arms = tuple(ReportedArm(Arm(f"tool:bench:T{k}", 100), True) for k in range(20))
 
     class Down:
-        def record_runs(self, learner_id: int, runs: Any) -> Any:
+        def record_runs(self, learner_id: int, runs: Any, settings: Any = None) -> Any:
             raise Unavailable("storage is unavailable: connection refused")
 
     tmp = Path(tempfile.mkdtemp(prefix="learning-spool-"))

@@ -37,9 +37,9 @@ from bot.replies import (
     Table,
     Text,
     Visibility,
-    context_fields,
+    explanation_fields,
 )
-from bot.shapes import arm_json, reply_from_json, summary_json
+from bot.shapes import arm_json, explanation_json, reply_from_json, summary_json
 from engine.config import Phase
 from engine.errors import InvalidConfig, InvalidInput
 from engine.service import MIN_TRACES_FOR_ACTIVE, LearningService
@@ -456,6 +456,7 @@ class Handlers:
         view = service.view(arm_id)
         low, high = view.interval
         p = view.posterior
+        explanation = service.context_explanation(arm_id)
         blocks = (
             Heading(view.arm_id),
             Fields(
@@ -473,7 +474,7 @@ class Handlers:
                         "Under-explored",
                         "yes (always included until min pulls)" if view.is_underexplored else "no",
                     ),
-                    *context_fields(service, arm_id),
+                    *explanation_fields(explanation),
                 )
             ),
         )
@@ -483,7 +484,7 @@ class Handlers:
             blocks,
             f"{view.arm_id}: mean {view.mean:.3f} over {p.pulls} pulls",
             visibility,
-            {"arm": arm_json(view)},
+            {"arm": arm_json(view), "explanation": explanation_json(explanation, p.pulls)},
         )
 
     # -- reward ----------------------------------------------------------------------------

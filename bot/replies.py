@@ -157,22 +157,34 @@ def error_reply(
     )
 
 
-def context_fields(service: Any, arm_id: str) -> tuple[tuple[str, str], ...]:
+Explanation = tuple[list[Any], int, int]
+"""What `LearningService.context_explanation` answers: the feature lifts
+(engine.context_policy.FeatureLift), runs that deferred the arm, and those that loaded it then."""
+
+
+def depends_on_text(lift: Any) -> str:
+    """One feature lift as `status arm` words it."""
+    other = f"; {lift.rate_without:.0%} otherwise" if lift.rate_without is not None else ""
+    return f"used in {lift.rate_with:.0%} of {lift.runs_with:.0f} runs where {lift.feature}{other}"
+
+
+def deferred_text(deferred: int, loaded: int) -> str | None:
+    """How often a deferred arm was loaded then, as `status arm` words it (None: never
+    deferred)."""
+    return f"{loaded} of {deferred} runs ({loaded / deferred:.0%})" if deferred else None
+
+
+def explanation_fields(explanation: Explanation) -> tuple[tuple[str, str], ...]:
     """`status arm`'s lines on what the arm's usefulness depends on (the request features its
     rate of use differs most under) and how often it was deferred, then loaded."""
-    lifts, deferred, loaded = service.context_explanation(arm_id)
-    out = []
-    for lift in lifts:
-        other = f"; {lift.rate_without:.0%} otherwise" if lift.rate_without is not None else ""
-        out.append(
-            (
-                "Depends on",
-                f"used in {lift.rate_with:.0%} of {lift.runs_with:.0f} runs where "
-                f"{lift.feature}{other}",
-            )
-        )
-    if deferred:
-        out.append(
-            ("Deferred, then loaded", f"{loaded} of {deferred} runs ({loaded / deferred:.0%})")
-        )
+    lifts, deferred, loaded = explanation
+    out = [("Depends on", depends_on_text(lift)) for lift in lifts]
+    loaded_text = deferred_text(deferred, loaded)
+    if loaded_text is not None:
+        out.append(("Deferred, then loaded", loaded_text))
     return tuple(out)
+
+
+def context_fields(service: Any, arm_id: str) -> tuple[tuple[str, str], ...]:
+    """`explanation_fields` of the arm, as the service explains it now."""
+    return explanation_fields(service.context_explanation(arm_id))

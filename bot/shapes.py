@@ -14,6 +14,7 @@ from bot.replies import (
     Column,
     CompactList,
     CompactStatus,
+    Explanation,
     Fields,
     Heading,
     Reply,
@@ -21,6 +22,8 @@ from bot.replies import (
     Table,
     Text,
     Visibility,
+    deferred_text,
+    depends_on_text,
 )
 from engine.config import LearningConfig
 from engine.ports import TimeBucket
@@ -60,6 +63,37 @@ def arm_json(view: ArmView) -> dict[str, Any]:
         "confidence": _ORIGINAL_CONFIDENCE[p.confidence],
         "confidenceBand": p.confidence.value,
     }
+
+
+def explanation_json(explanation: Explanation, pulls: float) -> dict[str, Any]:
+    """What an arm's usefulness depends on and how often it was deferred, then loaded
+    (`LearningService.context_explanation`; `pulls`: the arm's runs), each with the words
+    `status arm` shows for it."""
+    lifts, deferred, loaded = explanation
+    return {
+        "dependsOn": [
+            {
+                "feature": lift.feature,
+                "rateWith": lift.rate_with,
+                "runsWith": lift.runs_with,
+                "rateWithout": lift.rate_without,
+                "runsWithout": (
+                    max(pulls - lift.runs_with, 0.0) if lift.rate_without is not None else None
+                ),
+                "text": depends_on_text(lift),
+            }
+            for lift in lifts
+        ],
+        "deferred": deferred,
+        "loaded": loaded,
+        "deferredText": deferred_text(deferred, loaded),
+    }
+
+
+def arm_detail_json(view: ArmView, explanation: Explanation) -> dict[str, Any]:
+    """One arm as `GET arms/{armId}` answers it: its posterior as `GET posteriors` lists it,
+    with its explanation."""
+    return {**arm_json(view), "explanation": explanation_json(explanation, view.posterior.pulls)}
 
 
 def cost_savings_json(cost: CostSavings) -> dict[str, Any]:

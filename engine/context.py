@@ -165,6 +165,21 @@ def message_words(message: str) -> tuple[str, ...]:
     return tuple(words(message))
 
 
+@functools.lru_cache(maxsize=1_024)
+def opening_features(message: str) -> tuple[int, ...]:
+    """A message's distinct words as hashed features (at most MAX_MESSAGE_FEATURES), in the
+    order they come: what a session keeps of its opening message (never the text)."""
+    keys: list[int] = []
+    seen: set[str] = set()
+    for w in message_words(message) if message else ():
+        if w not in seen:
+            seen.add(w)
+            keys.append(feature_hash("w", w))
+            if len(keys) >= MAX_MESSAGE_FEATURES:
+                break
+    return tuple(keys)
+
+
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     """The request a select is made for. Every field may be empty."""
@@ -173,6 +188,11 @@ class RequestContext:
     channel: str = ""
     model: str = ""
     tools_called: tuple[str, ...] = ()
+    opening: tuple[int, ...] = ()
+    """The word features of the session's opening message (`opening_features`), which a
+    session-stable set was decided on: a later turn of the session learns under them too, so
+    the evidence says which tools sessions opened this way go on to use (the set is decided
+    once, on the opening, and must serve the whole session)."""
 
     @classmethod
     def of(cls, context: Mapping[str, Any] | None) -> RequestContext | None:
@@ -205,16 +225,17 @@ class RequestContext:
         return message_words(self.message) if self.message else ()
 
     def features(self) -> npt.NDArray[np.int64]:
-        """The hashed features learned per arm: the message's distinct words (at most
-        MAX_MESSAGE_FEATURES), the previous tool, the channel and the model."""
-        keys: list[int] = []
-        seen: set[str] = set()
-        for w in self.message_words():
-            if w not in seen:
-                seen.add(w)
-                keys.append(feature_hash("w", w))
-                if len(seen) >= MAX_MESSAGE_FEATURES:
-                    break
+        """The hashed features learned per arm: the words of the session's opening message
+        (`opening`, as `opening_features` hashed them) and then this message's, distinct, at
+        most MAX_MESSAGE_FEATURES in all; the previous tool, the channel and the model."""
+        keys: list[int] = list(self.opening[:MAX_MESSAGE_FEATURES])
+        seen = set(keys)
+        for key in opening_features(self.message):
+            if len(keys) >= MAX_MESSAGE_FEATURES:
+                break
+            if key not in seen:
+                seen.add(key)
+                keys.append(key)
         if self.tools_called:
             keys.append(feature_hash("prev", self.tools_called[-1]))
         if self.channel:

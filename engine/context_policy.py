@@ -354,6 +354,10 @@ def lexical_index(arm_set: ArmSet) -> BM25Index:
     return index
 
 
+UNNAMED = "a hashed feature (channel, model or a message word)"
+"""What a feature not among the inventory's words is called (its text is not kept)."""
+
+
 @dataclass(frozen=True, slots=True)
 class FeatureLift:
     """How an arm fared in runs that carried one feature, and in the others."""
@@ -370,7 +374,7 @@ def explain(
 ) -> list[FeatureLift]:
     """The features under which the arm's rate of use differs most from its rate in the other
     runs (`rewards` and `runs`: the arm's totals), those seen in at least 3 runs, largest
-    difference first."""
+    difference first (ties: more runs, then named features, then by name)."""
     out = []
     with evidence.lock:
         for feature in evidence.all_features():
@@ -380,9 +384,18 @@ def explain(
             s, n = hit
             rest = runs - n
             without = (rewards - s) / rest if rest >= 1 else None
-            name = VOCABULARY.get(feature, "a hashed feature (channel, model or a message word)")
+            name = VOCABULARY.get(feature, UNNAMED)
             out.append(FeatureLift(name, s / n, n, without))
-    out.sort(key=lambda f: -abs(f.rate_with - (f.rate_without or 0.0)))
+    # ties (several words that always came together) in one order in every process: more
+    # runs first, then the features that can be named, then by name
+    out.sort(
+        key=lambda f: (
+            -abs(f.rate_with - (f.rate_without or 0.0)),
+            -f.runs_with,
+            f.feature.startswith(UNNAMED),
+            f.feature,
+        )
+    )
     return out[:top]
 
 

@@ -37,7 +37,7 @@ import numpy as np
 from engine.arms import Arm
 from engine.bm25 import BM25Index
 from engine.config import LearningConfig
-from engine.context import RequestContext, words
+from engine.context import RequestContext, opening_features, words
 from engine.context_policy import ContextEvidence, ContextSettings, context_scores
 from engine.cost import ANTHROPIC, TokenPrices, prompt_cost
 from engine.exploration import ExplorationBound, OwedTries
@@ -324,6 +324,9 @@ def run_study(
             kept = need & (have | set(found))
             out.used[s] += len(need)
             out.kept[s] += len(kept)
+            if request is not None and first is not None and policy != "context per turn":
+                # the session's set was decided on its opening: learn under it too
+                request = replace(request, opening=opening_features(first.message))
             if policy in ("default", "context", "context+deferral", "context per turn"):
                 offered = sorted(have | set(found))
                 if isinstance(learner, ServiceLearner):

@@ -181,9 +181,16 @@ class SpoolHealth(Protocol):
 
 class RunWriter(Protocol):
     """Where runs are written: the Store itself, or a wrapper that spools them while storage is
-    unavailable (concurrent observes are batched once, by the HTTP adapter's observe line)."""
+    unavailable (concurrent observes are batched once, by the HTTP adapter's observe line).
 
-    def record_runs(self, learner_id: int, runs: Sequence[RunRecord]) -> RecordResult: ...
+    `record_runs` writes nothing and raises LearnerChanged when the runs were not built under
+    the learner's stored phase (`RunRecord.phase`) or, when `settings` is given (the JSON of
+    the learner settings they were built under), under its stored settings: the check is made
+    in the write's own transaction, so no run is recorded under a phase that has ended."""
+
+    def record_runs(
+        self, learner_id: int, runs: Sequence[RunRecord], settings: str | None = None
+    ) -> RecordResult: ...
 
 
 class Store(Protocol):
@@ -204,7 +211,11 @@ class Store(Protocol):
 
     def load_arms(self, learner_id: int) -> dict[str, ArmRecord]: ...
 
-    def record_runs(self, learner_id: int, runs: Sequence[RunRecord]) -> RecordResult: ...
+    def record_runs(
+        self, learner_id: int, runs: Sequence[RunRecord], settings: str | None = None
+    ) -> RecordResult:
+        """See RunWriter.record_runs."""
+        ...
 
     def record_rewards(
         self,
@@ -334,6 +345,7 @@ class RunSessions(Protocol):
         conversation: str | None,
         apply_reward: bool,
         at: int,
+        phase: Phase | None = None,
     ) -> ArmOutcome: ...
 
     def boost_priors(self, learner_id: int, arm_ids: Sequence[str], alpha: float) -> int: ...

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from engine.arms import Arm
@@ -138,6 +138,25 @@ def record_from_report(
         context=report.context,
         arms=arms,
     )
+
+
+def under_phase(record: RunRecord, phase: Phase) -> RunRecord:
+    """The record as observing its run under `phase` would have made it: active, each included
+    arm of a run its guard lets through gets reward 1.0 when referenced, else 0.0 (what
+    `rewards_for_run` gives, and what the bootstrap gives a passive run); passive, no arm gets
+    a reward. Its guard was decided whatever the phase, so nothing else changes. Used for runs
+    whose report is gone (spooled runs replayed, dead letters) when the learner's phase is no
+    longer the one they were built under."""
+    if record.phase is phase:
+        return record
+    if phase is Phase.ACTIVE and record.guard is None:
+        arms = tuple(
+            a._replace(reward=(1.0 if a.referenced else 0.0) if a.included else None)
+            for a in record.arms
+        )
+    else:
+        arms = tuple(a._replace(reward=None) for a in record.arms)
+    return replace(record, phase=phase, arms=arms)
 
 
 # -- JSON ---------------------------------------------------------------------------------------
@@ -585,4 +604,5 @@ __all__ = [
     "record_to_json",
     "report_from_json",
     "report_to_json",
+    "under_phase",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import json
 import logging
 import time
 import uuid
@@ -39,7 +40,14 @@ from engine.bounds import (
 from engine.cache import CachedArm, PosteriorCache
 from engine.config import LearningConfig, Phase
 from engine.cost import PriceTable
-from engine.errors import InvalidConfig, InvalidInput, NotFound, Unavailable
+from engine.errors import (
+    Conflict,
+    InvalidConfig,
+    InvalidInput,
+    LearnerChanged,
+    NotFound,
+    Unavailable,
+)
 from engine.forgetting import Fold, keep_factor
 from engine.metrics import estimated_recall, usefulness_estimates
 from engine.observation import (
@@ -71,7 +79,7 @@ from engine.ports import (
     VerifyReport,
 )
 from engine.posterior import check_reward, initial_prior, now_ms
-from engine.records import ArmOutcomeRecord, RunRecord, record_from_report
+from engine.records import ArmOutcomeRecord, RunRecord, record_from_report, under_phase
 from engine.resolve import MAX_QUERY_CHARS, resolve_arm_query
 from engine.savings import CostSavings, cost_savings, cost_series, price_sessions
 from engine.session_selection import SessionSelector, keyed, session_key_of
@@ -97,6 +105,10 @@ WINDOWS = {"1h": 3_600_000, "1d": 86_400_000}
 TIMESERIES_METRICS = ("tokens", "totalTokens", "convergence", "sessionCost")
 
 _REWARD_WORDS = {"good": 1.0, "bad": 0.0, "accepted": 1.0, "rejected": 0.0}
+
+RECORD_ATTEMPTS = 4
+"""Writes of one observe before it gives up while the learner's phase or settings keep
+changing under it (each refused write rebuilds the runs under the state read again)."""
 
 Schedule = Callable[[Callable[[], None]], None]
 """Runs a callable soon, somewhere that does not make the caller wait."""
@@ -247,6 +259,10 @@ class LearningService:
         self._keep = keep_factor(self.base_config.half_life)
         self._settings = self.base_config
         """The learner's settings (its stored ones once opened; the phase is the cache's)."""
+        self._built_under: str | None = None
+        """The stored settings `_settings` were taken from, as JSON ("null": the learner has
+        none; None before it is opened): what observed runs are built under, which storage
+        checks as it writes them. Set after `_settings`, read before it."""
         self.context_settings = context_settings
         """How the context-aware draw weighs lexical relevance and per-feature evidence
         (engine.context_policy); None: the defaults."""
@@ -314,6 +330,8 @@ class LearningService:
         else:  # a learner made before settings were stored: the process's, its half-life
             self._settings = replace(self.base_config, half_life=state.half_life)
         self._keep = keep_factor(state.half_life)
+        stored = dict(state.settings) if state.settings is not None else None
+        self._built_under = json.dumps(stored, sort_keys=True, separators=(",", ":"))
 
     def set_settings(
         self, changes: Mapping[str, Any], *, actor: str | None = None
@@ -459,7 +477,10 @@ class LearningService:
             return self._select_cached(offered, settings, request)
 
         if key and config.is_active:
-            return self._session_sets.select(key, arm_set, config, draw)
+            from engine.context import opening_features
+
+            opening = opening_features(request.message) if request is not None else ()
+            return self._session_sets.select(key, arm_set, config, draw, opening=opening)
         return draw(arm_set, config)
 
     def _select_cached(
@@ -634,11 +655,18 @@ class LearningService:
         from engine.context import RequestContext
 
         evidence = self.context_evidence()
+        openings = {
+            key: self._session_sets.opening(key)
+            for key in {r.session_key for r in reports if r.session_key and r.context}
+        }
         runs: list[tuple[list[int], Any]] = []
         with evidence.lock:
             before = evidence.tick
             for report, reward in zip(reports, rewards, strict=True):
                 request = RequestContext.of(report.context)
+                if request is not None and report.session_key:
+                    # the session's set was decided on its opening: learn under it too
+                    request = replace(request, opening=openings[report.session_key])
                 features = request.features().tolist() if request is not None else []
                 evidence.record(features, reward)
                 runs.append((features, reward))
@@ -666,7 +694,12 @@ class LearningService:
 
     def observe_many(self, reports: Sequence[RunReport]) -> list[ObserveResult]:
         """Observe several runs in one write (replays, imports, simulations). A trace id
-        already stored, or given twice, is recorded once: the store decides which."""
+        already stored, or given twice, is recorded once: the store decides which.
+
+        The rewards follow the phase and settings this process holds (read again at most
+        `cache_ttl` ago); the write checks them against the learner's in its own statement,
+        and when another replica changed them meanwhile nothing is written: the learner's
+        state is read again and the runs are built and written again under it."""
         if not reports:
             return []
         for report in reports:
@@ -674,17 +707,31 @@ class LearningService:
                 raise InvalidInput(f"expected a RunReport, got {type(report).__name__}")
         with contextlib.suppress(Unavailable):  # keep the cached phase; the writer spools
             self.refresh()
-        config = self.config
         asked = reports
         for report in asked:  # checked before anything is written
             _request_of(report.context)
         reports = [_with_loaded(r) for r in reports]
-        outcomes = [rewards_for_run(r, config) for r in reports]
-        records = [
-            record_from_report(r, o, config.phase, observation_guard(r, config, ignore_phase=True))
-            for r, o in zip(reports, outcomes, strict=True)
-        ]
-        result = self._record_runs(records)
+        for attempt in range(RECORD_ATTEMPTS):
+            built_under = self._built_under  # before `config`: see _built_under
+            config = self.config
+            outcomes = [rewards_for_run(r, config) for r in reports]
+            records = [
+                record_from_report(
+                    r, o, config.phase, observation_guard(r, config, ignore_phase=True)
+                )
+                for r, o in zip(reports, outcomes, strict=True)
+            ]
+            try:
+                result = self._record_runs(records, built_under)
+                break
+            except LearnerChanged:
+                if attempt == RECORD_ATTEMPTS - 1:
+                    raise Conflict(
+                        "the runs could not be recorded: the learner's phase or settings kept "
+                        "changing; try again"
+                    ) from None
+                with contextlib.suppress(Unavailable):  # else the writer tells again
+                    self.refresh(force=True)
         out: list[ObserveResult] = []
         folds: dict[str, Fold] = {}
         keep = self._keep
@@ -728,16 +775,34 @@ class LearningService:
         self._first_seen((item.arm.id for r in reports for item in r.arms), config)
         return out
 
-    def _record_runs(self, records: Sequence[RunRecord]) -> RecordResult:
+    def _record_runs(
+        self, records: Sequence[RunRecord], built_under: str | None = None
+    ) -> RecordResult:
         """Write runs through the writer (which spools them while storage is down), or, for a
-        learner storage has not opened yet (down since start), spool them by its name."""
+        learner storage has not opened yet (down since start), spool them by its name.
+        `built_under`: the stored settings (JSON) the runs were built under, which the write
+        checks with their phase (None: only the phase). LearnerChanged: nothing was written."""
         spool = self._spool_by_name
         if self._learner_id is None and spool is not None:
             try:
                 self._open()
             except Unavailable:  # storage down since start: keep the runs by learner name
                 return spool(self.learner, records)
-        return self.writer.record_runs(self.learner_id, records)
+        return self.writer.record_runs(self.learner_id, records, built_under)
+
+    def _record_selection(self, record: RunRecord) -> None:
+        """Record a run at selection time (`select_run`) under the learner's phase: when
+        another replica changed it since this process last read it, the learner's state is
+        read again and the run, which holds no reward yet, is recorded under its phase."""
+        for _ in range(RECORD_ATTEMPTS):
+            try:
+                self._record_runs([record])
+                return
+            except LearnerChanged as changed:
+                with contextlib.suppress(Unavailable):
+                    self.refresh(force=True)
+                record = under_phase(record, changed.phase)
+        raise Conflict("the run could not be recorded: the learner's phase kept changing")
 
     def _first_seen(self, arm_ids: Iterable[str], config: LearningConfig) -> None:
         """Arms the cache does not hold yet: the seeds among them get `seed_boost`, and the
@@ -833,7 +898,16 @@ class LearningService:
             # session's set is kept per set of options (a gateway sends the same every turn).
             key = session_key if not changes and not k else keyed(session_key, changes, k)
             # a cap of k arms holds in a baseline session too
-            selection = self._session_sets.select(key, arm_set, config, draw, full_baseline=not k)
+            from engine.context import opening_features
+
+            selection = self._session_sets.select(
+                key,
+                arm_set,
+                config,
+                draw,
+                full_baseline=not k,
+                opening=opening_features(request.message) if request is not None else (),
+            )
         else:
             selection = draw(arm_set, config)
         chosen = set(selection.selected)
@@ -863,7 +937,7 @@ class LearningService:
             context=_stored(context_map),
             arms=outcomes,
         )
-        self._record_runs([record])
+        self._record_selection(record)
         with contextlib.suppress(Unavailable):  # a seed boost waits for storage
             self._first_seen(arm_set.ids, config)
         return selection, trace_id
@@ -915,45 +989,73 @@ class LearningService:
             raise Unavailable("this store cannot record per-arm outcomes")
         with contextlib.suppress(Unavailable):
             self.refresh()
-        update = self.config.is_active
-        at = now_ms()
+        key = f"arm-outcome:{uuid.uuid4().hex}"
+        for attempt in range(RECORD_ATTEMPTS):
+            # the write checks the learner's phase in its own transaction: one changed on
+            # another replica since this process read it writes nothing, and is read again
+            try:
+                update = self.config.is_active
+                at = now_ms()
+                outcome = self._record_arm_outcome(
+                    arm_id, r, referenced, session_key, update, at, key
+                )
+                break
+            except LearnerChanged:
+                if attempt == RECORD_ATTEMPTS - 1:
+                    raise Conflict(
+                        "the outcome could not be recorded: the learner's phase kept changing; "
+                        "try again"
+                    ) from None
+                with contextlib.suppress(Unavailable):
+                    self.refresh(force=True)
+        if outcome.spooled:
+            return outcome
+        if update:
+            self._cache.apply({arm_id: (r, 1.0 - r, 1.0, self._keep, r)}, at)
+        elif arm_id not in self._cache.arms:
+            self._cache.invalidate(reload=True)
+        return outcome
+
+    def _record_arm_outcome(
+        self,
+        arm_id: str,
+        r: float,
+        referenced: bool,
+        session_key: str,
+        update: bool,
+        at: int,
+        key: str,
+    ) -> ArmOutcome:
+        """One attempt of observe_arm's write, under this process's phase (LearnerChanged when
+        the stored one differs); spooled (the outcome says so) while storage is down."""
+        store = self.store
+        assert isinstance(store, RunSessions)
         writer = self.writer
+        phase = self.config.phase
         if isinstance(writer, ArmOutcomeWriter):  # spools the outcome while storage is down
             learner_id = self._learner_id
             if learner_id is None:
                 with contextlib.suppress(Unavailable):
                     learner_id = self._open()
             pending = PendingArmOutcome(
-                arm_id,
-                r,
-                referenced,
-                session_key or None,
-                update,
-                at,
-                f"arm-outcome:{uuid.uuid4().hex}",
-                self.config.phase,
+                arm_id, r, referenced, session_key or None, update, at, key, phase
             )
             recorded = writer.record_or_spool_arm_outcome(learner_id, self.learner, pending)
             if recorded is None:
                 entry = self._cache.arms.get(arm_id)
                 known = entry.posterior() if entry is not None else initial_prior(arm_id)
                 return ArmOutcome(arm_id, known, None, False, spooled=True)
-            outcome = recorded
-        else:
-            outcome = store.record_arm_outcome(
-                self.learner_id,
-                arm_id,
-                r,
-                referenced=referenced,
-                conversation=session_key or None,
-                apply_reward=update,
-                at=at,
-            )
-        if update:
-            self._cache.apply({arm_id: (r, 1.0 - r, 1.0, self._keep, r)}, at)
-        elif arm_id not in self._cache.arms:
-            self._cache.invalidate(reload=True)
-        return outcome
+            return recorded
+        return store.record_arm_outcome(
+            self.learner_id,
+            arm_id,
+            r,
+            referenced=referenced,
+            conversation=session_key or None,
+            apply_reward=update,
+            at=at,
+            phase=phase,
+        )
 
     def session_runs(self, session_key: str, since: int) -> list[RunRecord]:
         """The runs `select_run` recorded for `session_key` from `since` (ms) on."""

@@ -105,10 +105,12 @@ class SessionSelector:
         draw: Callable[[ArmSet, LearningConfig], Selection],
         *,
         full_baseline: bool = True,
+        opening: tuple[int, ...] = (),
     ) -> Selection:
         """The selection of session `key`: its stored set when it is live, else a new draw
-        stored as its set (or the set another replica stored first). Storage that cannot be
-        reached gives a per-request draw: the run goes ahead, only its cached prefix is lost."""
+        stored as its set (or the set another replica stored first), with `opening`, the word
+        features of the message it was drawn for. Storage that cannot be reached gives a
+        per-request draw: the run goes ahead, only its cached prefix is lost."""
         store = self.store
         idle = config.session_idle_seconds
         if idle <= 0 or not isinstance(store, SessionSets):
@@ -125,10 +127,17 @@ class SessionSelector:
                 if session is None:
                     session = store.session_set(learner_id, key)
                 if session is None or not session.is_live(now, idle):
-                    drawn = draw(arm_set, config)
+                    # a session idle past its window draws its set again (its cached prefix
+                    # is gone) but stays in the group its first select chose: the baseline
+                    # coin is tossed once per session, so the measured saving compares
+                    # sessions, not parts of them
+                    again = config
+                    if session is not None:
+                        again = replace(config, baseline_rate=float(session.is_baseline))
+                    drawn = draw(arm_set, again)
                     if full_baseline:  # a baseline session offers every arm, all session long
                         drawn = full_prompt(drawn, arm_set)
-                    candidate = first_set(key, drawn, now)
+                    candidate = first_set(key, drawn, now, opening)
                     session = store.claim_session_set(learner_id, candidate, idle * 1000)
                     self._sessions.put(session, self._clock())
                     if session.decided_at == now and session.included == candidate.included:
@@ -145,6 +154,16 @@ class SessionSelector:
         except Unavailable:
             self._sessions.drop(key)
             return draw(arm_set, config)
+
+    def opening(self, key: str) -> tuple[int, ...]:
+        """The word features of the message session `key`'s set was decided on (this
+        process's copy while it is fresh, else the store's); () when unknown or unreachable."""
+        session = self._sessions.get(key, self._clock())
+        store = self.store
+        if session is None and isinstance(store, SessionSets):
+            with contextlib.suppress(Unavailable):
+                session = store.session_set(self._learner_id(), key)
+        return session.opening if session is not None else ()
 
     def grow(self, reports: Sequence[RunReport], config: LearningConfig) -> None:
         """A tool the model called but its session had left out joins the session's set at the

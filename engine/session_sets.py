@@ -47,6 +47,8 @@ class SessionSet:
     decided_at: int
     used_at: int
     version: int = 0
+    opening: tuple[int, ...] = ()
+    """The hashed word features of the message the set was decided on (engine.context)."""
 
     def is_live(self, now_ms: int, idle_seconds: int) -> bool:
         """Whether the session was used within its idle window (0: sessions are never kept)."""
@@ -56,8 +58,11 @@ class SessionSet:
         return frozenset(self.included) | frozenset(self.left_out)
 
 
-def first_set(key: str, selection: Selection, now_ms: int) -> SessionSet:
-    """The session decided by its first select's `selection`."""
+def first_set(
+    key: str, selection: Selection, now_ms: int, opening: tuple[int, ...] = ()
+) -> SessionSet:
+    """The session decided by its first select's `selection` (on a message whose word
+    features are `opening`)."""
     return SessionSet(
         key=key,
         included=selection.selected,
@@ -65,6 +70,7 @@ def first_set(key: str, selection: Selection, now_ms: int) -> SessionSet:
         is_baseline=selection.is_baseline,
         decided_at=now_ms,
         used_at=now_ms,
+        opening=opening,
     )
 
 

@@ -94,7 +94,7 @@ class HotPath:
         mark = "%s" if self.postgres else "?"
         self.mark = mark
         self.stats_add = saturating(STATS_ADD).replace("?", mark)
-        self.epoch_of = "SELECT stats_epoch, half_life FROM learners WHERE id = ?"
+        self.epoch_of = "SELECT stats_epoch, half_life, phase, settings FROM learners WHERE id = ?"
         self.lock_epochs = (
             "SELECT arm_id, epoch, pulls FROM posteriors WHERE learner_id = ? "
             "AND arm_id IN (SELECT value FROM json_each(?))"
@@ -130,10 +130,13 @@ class HotPath:
         runs: Sequence[RunRecord],
         at: int,
         keys: Mapping[str, int],
+        settings: str | None = None,
     ) -> tuple[list[RunRecord], list[str], int]:
         """Write the runs on SQLite; returns (inserted runs, duplicate trace ids, posterior
-        changes). `keys` maps every arm id of the runs to its arm key."""
-        pks, half_life = self._insert_traces_sqlite(cur, learner_id, runs)
+        changes). `keys` maps every arm id of the runs to its arm key. Raises Stale, having
+        written nothing, when the runs were not built under the learner's phase or under
+        `settings` (JSON; None: not checked), read in this transaction."""
+        pks, half_life = self._insert_traces_sqlite(cur, learner_id, runs, settings)
         inserted = [run for run in runs if run.trace_id in pks]
         duplicates = [run.trace_id for run in runs if run.trace_id not in pks]
         if not inserted:
@@ -174,9 +177,16 @@ class HotPath:
         return inserted, duplicates, changes
 
     def _insert_traces_sqlite(
-        self, cur: Any, learner_id: int, runs: Sequence[RunRecord]
+        self, cur: Any, learner_id: int, runs: Sequence[RunRecord], settings: str | None
     ) -> tuple[dict[str, int], float]:
-        stats_epoch, half_life = cur.execute(self.epoch_of, (learner_id,)).fetchone()
+        stats_epoch, half_life, phase, stored = cur.execute(self.epoch_of, (learner_id,)).fetchone()
+        current = (
+            settings is None
+            or stored == settings
+            or json.loads(stored or "null") == json.loads(settings)
+        )
+        if not current or built_under(runs) != phase:
+            raise Stale(phase, current)
         pks: dict[str, int] = {}
         for start in range(0, len(runs), TRACES_PER_STATEMENT):
             chunk = runs[start : start + TRACES_PER_STATEMENT]
@@ -189,9 +199,33 @@ class HotPath:
         return pks, half_life
 
 
+class Stale(Exception):
+    """The runs were not built under the learner's phase and settings: nothing was written."""
+
+    def __init__(self, phase: str, settings_current: bool) -> None:
+        super().__init__(f"the learner is {phase}")
+        self.phase = phase
+        """The learner's phase."""
+        self.settings_current = settings_current
+        """Whether the settings the runs were built under are the learner's."""
+
+
+MIXED = "mixed"
+"""The phase sent for a batch whose runs were built under different phases: no learner has it,
+so such a batch is never written as it is."""
+
+
+def built_under(runs: Sequence[RunRecord]) -> str:
+    """The phase every run was built under (MIXED when they differ)."""
+    phase = runs[0].phase.value
+    return phase if all(r.phase.value == phase for r in runs) else MIXED
+
+
 PG_RECORD_PARAMS: tuple[tuple[str, str], ...] = (
     ("learner", "bigint"),
     ("half_life", "float8"),
+    ("phase", "text"),
+    ("settings", "text"),
     ("keys", "int[]"),
     ("traces", "json"),
     ("fold_key", "int[]"),
@@ -228,24 +262,27 @@ PG_RECORD_PARAMS: tuple[tuple[str, str], ...] = (
 """The parameters of `learning_bot_record_runs`, in its order, with their types."""
 
 PG_RECORD = (
-    "SELECT learner_half_life, gate_passed, inserted_trace_ids FROM learning_bot_record_runs("
+    "SELECT learner_phase, settings_current, learner_half_life, gate_passed, inserted_trace_ids "
+    "FROM learning_bot_record_runs("
     + ", ".join(f"${i}::{kind}" for i, (_, kind) in enumerate(PG_RECORD_PARAMS, start=1))
     + ")"
 )
 """Runs, their outcomes, posterior changes and counters in one call of the server-side
 function `learning_bot_record_runs` (PostgreSQL; made by migration 0009, which holds its body,
-and replaced by 0010 to insert `usage_cache_write`: changing what it does takes a new migration
-that replaces it, and HEAD_REVISION with it).
+replaced by 0010 to insert `usage_cache_write` and by 0016 to gate on the phase and settings:
+changing what it does takes a new migration that replaces it, and HEAD_REVISION with it).
 
-In order: the learner row (share-locked, so a half-life change waits for this call or this
-call sees it); the gate (the half-life is the one the caller folded with and every arm key has
-its posterior row, else nothing is written); the traces (a trace id already stored, or being
+In order: the learner row (share-locked, so a phase or half-life change waits for this call or
+this call sees it); the gate (the runs were built under the learner's phase and under its
+settings when they are given, the half-life is the one the caller folded with and every arm
+key has its posterior row, else nothing is written); the traces (a trace id already stored, or being
 stored by a concurrent caller, is skipped: ON CONFLICT waits for the other transaction); then,
 only when every run was new, the posterior rows locked in code-point order of their ids (as
 every other writer locks them: no deadlock), updated by engine.forgetting.forget in its order
 of operations, the outcomes with the epoch and order (`seq`) of each change, and the counters,
-whose `changes` are the posterior changes made. Returns the learner's half-life, whether the
-gate passed and the trace ids inserted; no row when there is no such learner.
+whose `changes` are the posterior changes made. Returns the learner's phase, whether the
+settings were current, its half-life, whether the gate passed and the trace ids inserted; no
+row when there is no such learner.
 
 Each step is a statement of its own with its own snapshot, so the update starts after the rows
 are locked and applies to their newest versions: a single statement would have rechecked every
@@ -278,7 +315,8 @@ class Written:
     half_life: float
     """The learner's half-life as the statement found it."""
     gate: bool
-    """The half-life was the one the runs were folded with and every arm had its row."""
+    """The runs were built under the learner's phase and settings, the half-life was the one
+    they were folded with and every arm had its row."""
     inserted: frozenset[str]
     """Trace ids inserted."""
     runs: int
@@ -315,9 +353,11 @@ def postgres_params(
     at: int,
     keys: Mapping[str, int],
     half_life: float,
+    settings: str | None = None,
 ) -> dict[str, Any]:
     """The parameters of PG_RECORD for `runs` (distinct trace ids), folded as if every run is
-    new with `half_life` (the statement checks both): the traces as one JSON document (the
+    new with `half_life` (the statement checks both), built under their phase and `settings`
+    (JSON; None: not checked): the traces as one JSON document (the
     json module writes it in C), everything else as numbers in array literals."""
     folds = _folds(runs, keep_factor(half_life))
     traces = []
@@ -354,6 +394,8 @@ def postgres_params(
     params: dict[str, Any] = {
         "learner": learner_id,
         "half_life": half_life,
+        "phase": built_under(runs),
+        "settings": settings,
         "at": at,
         "runs": len(runs),
         "traces": json.dumps(traces, ensure_ascii=False, allow_nan=False),
@@ -386,21 +428,25 @@ def record_postgres(
     at: int,
     keys: Mapping[str, int],
     half_life: float,
+    settings: str | None = None,
 ) -> Written:
     """Run PG_RECORD for `runs` (distinct trace ids) on a psycopg connection, prepared (unless
     the connection goes through a transaction-mode pooler, storage.pooling). Alone in
     autocommit it is one transaction; with several runs some may turn out stored already
-    (Written.complete is then false) and the caller rolls its transaction back."""
+    (Written.complete is then false) and the caller rolls its transaction back. Raises Stale
+    when the runs were not built under the learner's phase or `settings`: nothing was written."""
     import psycopg
 
-    params = postgres_params(learner_id, runs, at, keys, half_life)
+    params = postgres_params(learner_id, runs, at, keys, half_life, settings)
     with psycopg.RawCursor(conn) as cur:
         row = cur.execute(
             PG_RECORD, [params[name] for name, _ in PG_RECORD_PARAMS], prepare=prepares(conn)
         ).fetchone()
     if row is None:
         raise NotFound(f"no learner with id {learner_id}")
-    found, gate, inserted = row
+    phase, current, found, gate, inserted = row
+    if not gate and (not current or phase != params["phase"]):
+        raise Stale(phase, bool(current))
     return Written(float(found), bool(gate), frozenset(inserted), len(runs))
 
 

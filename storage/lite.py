@@ -176,7 +176,9 @@ class LiteReader:
 
         return Unavailable("this read-only view of the database serves status only")
 
-    def record_runs(self, learner_id: int, runs: Sequence[RunRecord]) -> RecordResult:
+    def record_runs(
+        self, learner_id: int, runs: Sequence[RunRecord], settings: str | None = None
+    ) -> RecordResult:
         raise self._refuse()
 
     def set_half_life(self, learner_id: int, half_life: float, *, at: int) -> None:

@@ -9,7 +9,8 @@ from typing import Any
 
 from sqlalchemy import URL, Engine, create_engine, event
 
-from engine.errors import Conflict, InvalidInput
+from engine.config import Phase
+from engine.errors import Conflict, InvalidInput, LearnerChanged
 from engine.ports import RecordResult, RunStatus
 from engine.posterior import now_ms
 from engine.records import RunRecord
@@ -22,12 +23,15 @@ from storage.database import (
     with_retries,
     write_transaction,
 )
-from storage.hotpath import Written, record_postgres
+from storage.hotpath import Stale, Written, record_postgres
 from storage.pooling import PoolSettings
 
 _MAX_ATTEMPTS = 16
 """Statements one record_runs call may take on PostgreSQL before it gives up: each attempt
 that writes nothing has learnt something (the half-life, a missing arm, stored runs)."""
+
+Settings = str | None
+"""The learner settings runs were built under, as JSON (None: not checked)."""
 
 
 class _Undo(Exception):
@@ -65,10 +69,17 @@ def _autocommit_engine(url: URL, pool: PoolSettings) -> Engine:
 class Runs(ArmKeys):
     """The Store port's record_runs: which runs are new is decided here, once."""
 
-    def record_runs(self, learner_id: int, runs: Sequence[RunRecord]) -> RecordResult:
+    def record_runs(
+        self, learner_id: int, runs: Sequence[RunRecord], settings: Settings = None
+    ) -> RecordResult:
         """Write runs in one transaction. A trace id already stored, or given earlier in the
         same batch, changes nothing and reads as a duplicate: this is the one place that
-        decides which runs are new."""
+        decides which runs are new.
+
+        The same transaction (on PostgreSQL, the same statement) checks that every run was
+        built under the learner's phase (`RunRecord.phase`) and, when `settings` (the JSON of
+        the learner settings they were built under) is given, under its settings: otherwise
+        nothing is written and LearnerChanged names the learner's phase."""
         if not runs:
             raise InvalidInput("no runs to record")
         first: dict[str, int] = {}
@@ -87,22 +98,29 @@ class Runs(ArmKeys):
             if self._arms_known(learner_id, arms):
                 keys = self._keys[learner_id]
                 with sqlite_write_cursor(self.engine) as cur:
-                    inserted, _, _ = self._hot.record(cur, learner_id, unique, now_ms(), keys)
+                    inserted, _, _ = self._hot.record(
+                        cur, learner_id, unique, now_ms(), keys, settings
+                    )
                 return inserted, {}, keys
             with write_transaction(self.engine) as conn:
                 remembered, keys = self._ensure_arms(conn, learner_id, arms)
                 cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
                 try:
-                    inserted, _, _ = self._hot.record(cur, learner_id, unique, now_ms(), keys)
+                    inserted, _, _ = self._hot.record(
+                        cur, learner_id, unique, now_ms(), keys, settings
+                    )
                 finally:
                     cur.close()
                 return inserted, remembered, keys
 
-        if self.dialect == "postgresql":
-            inserted = self._record_postgres(learner_id, unique, arms)
-        else:
-            inserted, remembered, keys = with_retries(attempt)
-            self._remember(learner_id, remembered, keys)
+        try:
+            if self.dialect == "postgresql":
+                inserted = self._record_postgres(learner_id, unique, arms, settings)
+            else:
+                inserted, remembered, keys = with_retries(attempt)
+                self._remember(learner_id, remembered, keys)
+        except Stale as stale:
+            raise LearnerChanged(Phase(stale.phase)) from None
         new = {r.trace_id for r in inserted}
         statuses: tuple[RunStatus, ...] = tuple(
             "inserted" if first[r.trace_id] == i and r.trace_id in new else "duplicate"
@@ -111,10 +129,15 @@ class Runs(ArmKeys):
         return RecordResult(tuple(r.trace_id for r in runs), statuses)
 
     def _record_postgres(
-        self, learner_id: int, runs: Sequence[RunRecord], arms: Mapping[str, tuple[str, int]]
+        self,
+        learner_id: int,
+        runs: Sequence[RunRecord],
+        arms: Mapping[str, tuple[str, int]],
+        settings: Settings,
     ) -> list[RunRecord]:
         """The runs (distinct trace ids) written by one statement each attempt; returns those
-        that were new. An attempt that writes nothing tells why: the learner's half-life is
+        that were new (Stale when they were not built under the learner's phase or settings).
+        An attempt that writes nothing tells why: the learner's half-life is
         not the one the runs were folded with (fold again), an arm's row is missing (create
         it), or, in a batch, some runs were stored by someone else meanwhile (its transaction
         is rolled back; the new ones are written again without them)."""
@@ -122,7 +145,7 @@ class Runs(ArmKeys):
         for _ in range(_MAX_ATTEMPTS):
             folded_with = self._half_lives.get(learner_id, 0.0)
             written, remembered, keys = with_retries(
-                partial(self._write_postgres, learner_id, pending, arms, folded_with)
+                partial(self._write_postgres, learner_id, pending, arms, folded_with, settings)
             )
             self._remember(learner_id, remembered, keys)
             self._half_lives[learner_id] = written.half_life
@@ -142,17 +165,20 @@ class Runs(ArmKeys):
         runs: Sequence[RunRecord],
         arms: Mapping[str, tuple[str, int]],
         half_life: float,
+        settings: Settings,
     ) -> tuple[Written, dict[str, tuple[str, int]], dict[str, int]]:
         """One attempt: the statement alone when every arm is known (one round trip for one
         run), else in a transaction after creating the arms' rows."""
         if self._arms_known(learner_id, arms):
             keys = self._keys[learner_id]
-            return self._write_direct(learner_id, runs, keys, half_life), {}, keys
+            return self._write_direct(learner_id, runs, keys, half_life, settings), {}, keys
         try:
             with write_transaction(self.engine) as conn:
                 remembered, keys = self._ensure_arms(conn, learner_id, arms)
                 raw = conn.connection.dbapi_connection
-                written = record_postgres(raw, learner_id, runs, now_ms(), keys, half_life)
+                written = record_postgres(
+                    raw, learner_id, runs, now_ms(), keys, half_life, settings
+                )
                 if not written.complete:
                     raise _Undo(written)
         except _Undo as undo:
@@ -160,7 +186,12 @@ class Runs(ArmKeys):
         return written, remembered, keys
 
     def _write_direct(
-        self, learner_id: int, runs: Sequence[RunRecord], keys: Mapping[str, int], half_life: float
+        self,
+        learner_id: int,
+        runs: Sequence[RunRecord],
+        keys: Mapping[str, int],
+        half_life: float,
+        settings: Settings,
     ) -> Written:
         """The statement on an autocommit connection: alone for one run (a statement is
         atomic by itself), in BEGIN ... COMMIT for several, rolled back unless complete.
@@ -177,10 +208,11 @@ class Runs(ArmKeys):
             proxy = direct.raw_connection()
             conn: Any = proxy.driver_connection
             try:
+                args = (conn, learner_id, runs, now_ms(), keys, half_life, settings)
                 if len(runs) == 1:
-                    return record_postgres(conn, learner_id, runs, now_ms(), keys, half_life)
+                    return record_postgres(*args)
                 with conn.transaction() as tx:
-                    written = record_postgres(conn, learner_id, runs, now_ms(), keys, half_life)
+                    written = record_postgres(*args)
                     if not written.complete:
                         raise psycopg.Rollback(tx)
                 return written

@@ -1,8 +1,9 @@
 """The database schema as SQLAlchemy Core tables (no ORM: the CLI starts faster without it).
 
 Beside these tables, a PostgreSQL database holds one function, `learning_bot_record_runs`
-(migration 0009, replaced by 0010 to insert the cache write): the write of observed runs into
-traces, trace_arms, posteriors and run_stats.
+(migration 0009, replaced by 0010 to insert the cache write and by 0016 to check the learner's
+phase and settings): the write of observed runs into traces, trace_arms, posteriors and
+run_stats.
 A migration makes it, so a change to that write is a new migration replacing it."""
 
 from __future__ import annotations
@@ -287,6 +288,9 @@ session_sets = Table(
     Column("decided_at", BigInteger, nullable=False),
     Column("used_at", BigInteger, nullable=False),
     Column("version", Integer, nullable=False),
+    # the hashed word features of the session's opening message (migration 0018; JSON, never
+    # the text): a later run of the session learns under them (engine.context)
+    Column("opening", Text, nullable=True),
     PrimaryKeyConstraint("learner_id", "session_key"),
     Index("ix_session_sets_used", "learner_id", "used_at"),
 )

@@ -37,6 +37,7 @@ def _row_to_set(row: Any) -> SessionSet:
         decided_at=int(row.decided_at),
         used_at=int(row.used_at),
         version=int(row.version),
+        opening=tuple(json.loads(row.opening)) if row.opening else (),
     )
 
 
@@ -70,6 +71,7 @@ class SessionSetStore(StoreBase):
             "decided_at": candidate.decided_at,
             "used_at": candidate.used_at,
             "version": 0,
+            "opening": json.dumps(list(candidate.opening)) if candidate.opening else None,
         }
         stmt = self._insert(session_sets).values(**values)
         stmt = stmt.on_conflict_do_update(
@@ -80,6 +82,7 @@ class SessionSetStore(StoreBase):
                 "is_baseline": stmt.excluded.is_baseline,
                 "decided_at": stmt.excluded.decided_at,
                 "used_at": stmt.excluded.used_at,
+                "opening": stmt.excluded.opening,
                 "version": s.version + 1,
             },
             where=s.used_at < candidate.decided_at - idle_ms,

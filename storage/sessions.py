@@ -9,7 +9,8 @@ from typing import Any
 from sqlalchemy import Connection, insert, select, update
 
 from engine.arms import parse_arm_id
-from engine.errors import NotFound
+from engine.config import Phase
+from engine.errors import LearnerChanged, NotFound
 from engine.ports import ArmOutcome
 from engine.posterior import Posterior
 from engine.records import RunRecord
@@ -17,7 +18,14 @@ from storage.arm_keys import ArmKeys
 from storage.database import reading, with_retries, write_transaction
 from storage.forgetting import add_reward, locked_keep
 from storage.reads import traces_with_arms
-from storage.schema import command_results, observations, posteriors, trace_arms, traces
+from storage.schema import (
+    command_results,
+    learners,
+    observations,
+    posteriors,
+    trace_arms,
+    traces,
+)
 
 
 class Sessions(ArmKeys):
@@ -34,13 +42,16 @@ class Sessions(ArmKeys):
         apply_reward: bool,
         at: int,
         once: str | None = None,
+        phase: Phase | None = None,
     ) -> ArmOutcome:
         """One arm's outcome, in one transaction: marked on the latest run of `conversation`
         that offered the arm and holds no outcome for it yet (referenced, and the reward with
         `apply_reward`), and, with `apply_reward`, added to the posterior at once. Without such
         a run the change is kept as an automatic observation of its own. An arm never seen
         before gets its posterior row (at its type's prior) first. With `once` (a spooled
-        outcome's key), an outcome whose key was recorded before changes nothing."""
+        outcome's key), an outcome whose key was recorded before changes nothing. With `phase`
+        (the phase `apply_reward` was decided under), a learner whose phase is another by now
+        (changed on another replica) gets nothing written: LearnerChanged names its phase."""
         parsed = parse_arm_id(arm_id)
         p = posteriors.c
         t = traces.c
@@ -56,6 +67,16 @@ class Sessions(ArmKeys):
                 # those the change lands in, whatever committed while this call waited: two
                 # outcomes for the same run and arm, or a reset or undo in between, cannot
                 # both see a run still open or the epoch before the reset.
+                if phase is not None:
+                    stored = conn.execute(
+                        select(learners.c.phase)
+                        .where(learners.c.id == learner_id)
+                        .with_for_update()
+                    ).scalar()
+                    if stored is None:
+                        raise NotFound(f"no learner with id {learner_id}")
+                    if stored != phase.value:
+                        raise LearnerChanged(Phase(stored))
                 keep = locked_keep(conn, learner_id) if apply_reward else 1.0
                 locked = (
                     select(p.arm_key, p.epoch)

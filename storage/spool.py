@@ -16,15 +16,15 @@ import os
 import secrets
 import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
 from engine.config import Phase
-from engine.errors import Conflict, NotFound, Unavailable
+from engine.errors import Conflict, InvalidInput, LearnerChanged, NotFound, Unavailable
 from engine.ports import ArmOutcome, PendingArmOutcome, RecordResult, RunStatus, RunWriter
 from engine.posterior import now_ms
-from engine.records import RunRecord, record_from_json, record_to_json
+from engine.records import RunRecord, record_from_json, record_to_json, under_phase
 
 log = logging.getLogger("learning_bot.spool")
 
@@ -37,6 +37,61 @@ DEAD_LETTER = "dead-letter.jsonl"
 line each (`{"reason": ..., "at": ..., "run": <spool line>}`), beside the process folders."""
 DEAD_LETTER_LOCK = "dead-letter.lock"
 """Taken (flock) to append to the dead-letter file or to rewrite it (replay_dead_letters)."""
+
+
+REPLAY_ATTEMPTS = 4
+"""Writes of one replayed batch before it gives up while the learner's phase keeps changing."""
+
+Write = Callable[[int, list[RunRecord]], RecordResult]
+
+
+def under_stored_phase(write: Write) -> Write:
+    """`write` for runs replayed from the spool or the dead-letter file: a run is recorded
+    under the learner's phase at replay, not the one it was observed under. Its report is gone,
+    so when storage answers that the phase changed (LearnerChanged) its rewards are made again
+    from what the record kept (`engine.records.under_phase`: active, its referenced arms
+    rewarded as observing it would have; passive, none) and it is written again. Its guard
+    stays the one decided when it was observed (the settings then, not checked at replay)."""
+
+    def write_replayed(learner_id: int, runs: list[RunRecord]) -> RecordResult:
+        for _ in range(REPLAY_ATTEMPTS):
+            try:
+                return write(learner_id, runs)
+            except LearnerChanged as changed:
+                runs = [under_phase(r, changed.phase) for r in runs]
+        raise Conflict("the runs could not be replayed: the learner's phase kept changing")
+
+    return write_replayed
+
+
+def outcome_under_stored_phase(
+    record_arm_outcome: Callable[..., object],
+) -> Callable[[int, PendingArmOutcome], object]:
+    """Records a per-arm outcome replayed from the spool or the dead-letter file (once, by its
+    key) under the learner's phase at replay, as runs are (`under_stored_phase`): when storage
+    answers that the phase changed, the reward is applied to the posterior if the phase is
+    active now, and only marked on its run if passive, and it is written again."""
+
+    def write(learner_id: int, pending: PendingArmOutcome) -> object:
+        for _ in range(REPLAY_ATTEMPTS):
+            try:
+                return record_arm_outcome(
+                    learner_id,
+                    pending.arm_id,
+                    pending.reward,
+                    referenced=pending.referenced,
+                    conversation=pending.conversation,
+                    apply_reward=pending.apply_reward,
+                    at=pending.at,
+                    once=pending.key,
+                    phase=pending.phase,
+                )
+            except LearnerChanged as changed:
+                active = changed.phase is Phase.ACTIVE
+                pending = replace(pending, phase=changed.phase, apply_reward=active)
+        raise Conflict("the outcome could not be replayed: the learner's phase kept changing")
+
+    return write
 
 
 class SpoolFull(Unavailable):
@@ -156,16 +211,20 @@ class DeadLetterReplay:
 def replay_dead_letters(
     root: Path | str,
     write: Callable[[int, list[RunRecord]], RecordResult],
-    resolve: Callable[[str, RunRecord], int],
+    resolve: Callable[[str, Spooled], int],
     *,
+    write_outcome: Callable[[int, PendingArmOutcome], object] | None = None,
     dry_run: bool = False,
 ) -> DeadLetterReplay:
-    """Write the runs of a spool root's dead-letter file once the cause of their refusal is
-    fixed: by learner name (opened, or created in a new database), else by the id of lines of
-    earlier versions. Stored and already-stored runs leave the file; runs refused again stay
-    with the new reason. The file is locked meanwhile, so two replays (or a replay and a
-    server adding an entry) never take the same entry twice; trace ids make a run stored
-    once whatever happens. `dry_run` reads and counts, and writes nothing."""
+    """Write the runs and per-arm outcomes of a spool root's dead-letter file once the cause
+    of their refusal is fixed: by learner name (opened, or created in a new database), else by
+    the id of lines of earlier versions. Stored and already-stored entries leave the file;
+    entries refused again stay with the new reason. The file is locked meanwhile, so two
+    replays (or a replay and a server adding an entry) never take the same entry twice; trace
+    ids and outcome keys make an entry stored once whatever happens. An outcome needs
+    `write_outcome` (without it, it stays, saying so). `dry_run` reads and counts, and writes
+    nothing. A run is written under the learner's phase at replay (`under_stored_phase`)."""
+    write = under_stored_phase(write)
     root = Path(root)
     report = DeadLetterReplay()
     if not root.is_dir():
@@ -184,14 +243,24 @@ def replay_dead_letters(
                 keep.append(entry)
                 continue
             try:
-                learner_id, name, record = read_named_line(line)
+                item: Spooled
+                if line.startswith(OUTCOME_PREFIX):
+                    learner_id, name, item = read_outcome_line(line)
+                else:
+                    learner_id, name, item = read_named_line(line)
                 if name is not None:
                     if name not in ids:
-                        ids[name] = resolve(name, record)
+                        ids[name] = resolve(name, item)
                     learner_id = ids[name]
                 elif learner_id == 0:
                     raise NotFound("the line names no learner")
-                result = write(learner_id, [record])
+                if isinstance(item, PendingArmOutcome):
+                    if write_outcome is None:
+                        raise InvalidInput("this replay records no per-arm outcomes")
+                    write_outcome(learner_id, item)  # its key: recorded once however often
+                    report.stored += 1
+                    continue
+                result = write(learner_id, [item])
             except Unavailable as exc:
                 report.stopped = str(exc)
                 keep.append(entry)
@@ -448,7 +517,9 @@ class Spool:
     ) -> int:
         """Write spooled runs oldest first; a segment is deleted once all of it is stored or
         dead-lettered. Stops (keeping what is left) when storage is still unavailable; a run
-        storage refuses for any other reason goes to the dead-letter file and replay goes on."""
+        storage refuses for any other reason goes to the dead-letter file and replay goes on.
+        A run is written under the learner's phase at replay (`under_stored_phase`)."""
+        write = under_stored_phase(write)
         with self._replaying:
             with self._lock:
                 segments = [s for s in self._segments() if s != self._active_path]
@@ -705,12 +776,17 @@ class SpoolingStore:
         if spool.pending() or any(spool.root.glob("p*/*.jsonl")) or adopt_seconds > 0:
             self._kick()
 
-    def record_runs(self, learner_id: int, runs: Sequence[RunRecord]) -> RecordResult:
+    def record_runs(
+        self, learner_id: int, runs: Sequence[RunRecord], settings: str | None = None
+    ) -> RecordResult:
+        """Write the runs, or spool them. LearnerChanged goes back to the caller, who builds
+        the runs again under the learner's state; runs spooled are replayed under the phase
+        current at replay (`under_stored_phase`)."""
         if not self.spool.pending():
             try:
-                result: RecordResult = self.inner.record_runs(learner_id, runs)
+                result: RecordResult = self.inner.record_runs(learner_id, runs, settings)
                 return result
-            except SpoolFull:
+            except (SpoolFull, LearnerChanged):
                 raise
             except Unavailable as exc:
                 log.warning("storage is unavailable (%s); spooling %d run(s)", exc, len(runs))
@@ -757,9 +833,10 @@ class SpoolingStore:
                     conversation=pending.conversation,
                     apply_reward=pending.apply_reward,
                     at=pending.at,
+                    phase=pending.phase,
                 )
                 return outcome
-            except SpoolFull:
+            except (SpoolFull, LearnerChanged):
                 raise
             except Unavailable as exc:
                 log.warning("storage is unavailable (%s); spooling an arm outcome", exc)
@@ -767,18 +844,9 @@ class SpoolingStore:
         self._kick()
         return None
 
-    def _write_outcome(self, learner_id: int, pending: PendingArmOutcome) -> ArmOutcome:
-        outcome: ArmOutcome = self.inner.record_arm_outcome(  # type: ignore[attr-defined]
-            learner_id,
-            pending.arm_id,
-            pending.reward,
-            referenced=pending.referenced,
-            conversation=pending.conversation,
-            apply_reward=pending.apply_reward,
-            at=pending.at,
-            once=pending.key,
-        )
-        return outcome
+    def _write_outcome(self, learner_id: int, pending: PendingArmOutcome) -> object:
+        record = self.inner.record_arm_outcome  # type: ignore[attr-defined]
+        return outcome_under_stored_phase(record)(learner_id, pending)
 
     def _name_of(self, learner_id: int) -> str | None:
         """The learner's name as the writer remembers it (no query: storage may be down)."""

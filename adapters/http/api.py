@@ -28,6 +28,7 @@ from bot.errors import kind_of_code
 from bot.invocation import Actor, Invocation
 from bot.replies import Reply, ReplyKind
 from bot.shapes import (
+    arm_detail_json,
     arm_json,
     bucket_json,
     config_json,
@@ -118,6 +119,12 @@ class Api:
         service = self.service(request)
         views = await self.call(service.posteriors)
         return [arm_json(v) for v in views]
+
+    async def arm(self, request: Request) -> Any:
+        """One arm (by id, or by a label `status arm` resolves): its posterior and what its
+        usefulness depends on (`status arm`'s explanation, as data and in its words)."""
+        service = self.service(request)
+        return await self.call(_arm_detail, service, request.path_params["arm_id"])
 
     async def traces(self, request: Request) -> Any:
         """The page, read and sent in pieces bounded by their size in memory (not by their
@@ -388,6 +395,11 @@ class Api:
             idempotency_key=key,
         )
         return reply_json(reply)
+
+
+def _arm_detail(service: LearningService, query: str) -> dict[str, Any]:
+    arm_id = service.resolve_arm(query)
+    return arm_detail_json(service.view(arm_id), service.context_explanation(arm_id))
 
 
 def _encoded_piece(pieces: Iterator[list[RunRecord]]) -> bytes | None:

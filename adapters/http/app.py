@@ -123,6 +123,7 @@ def create_app(
         Route(f"{BASE}/metrics", api.handler(api.summary), methods=READ),
         Route(f"{BASE}/config", api.handler(api.config), methods=READ),
         Route(f"{BASE}/posteriors", api.handler(api.posteriors), methods=READ),
+        Route(f"{BASE}/arms/{{arm_id:path}}", api.handler(api.arm), methods=READ),
         Route(f"{BASE}/traces", api.handler(api.traces), methods=READ),
         Route(f"{BASE}/timeseries", api.handler(api.timeseries), methods=READ),
         Route(f"{BASE}/healthz", api.handler(api.healthz), methods=READ),

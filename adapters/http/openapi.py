@@ -146,6 +146,48 @@ SCHEMAS: dict[str, Any] = {
             "confidenceBand",
         ],
     ),
+    "Explanation": _obj(
+        {
+            "dependsOn": {
+                "type": "array",
+                "description": "The request features the arm's rate of use differs most "
+                "under (each seen in at least 3 of its runs), largest difference first",
+                "items": _obj(
+                    {
+                        "feature": {
+                            "type": "string",
+                            "description": 'What the feature is ("the message mentions '
+                            "'file'\"), or a hashed feature",
+                        },
+                        "rateWith": NUM,
+                        "runsWith": NUM,
+                        "rateWithout": N_NUM,
+                        "runsWithout": N_NUM,
+                        "text": {
+                            "type": "string",
+                            "description": "The line `status arm` shows for it",
+                        },
+                    },
+                    ["feature", "rateWith", "runsWith", "rateWithout", "runsWithout", "text"],
+                ),
+            },
+            "deferred": {
+                "type": "integer",
+                "description": "Runs that left this tool out while their runtime reported "
+                "what it loaded (tool search), counted by this server process",
+            },
+            "loaded": {
+                "type": "integer",
+                "description": "Of those runs, the ones that loaded it",
+            },
+            "deferredText": {
+                "type": "string",
+                "nullable": True,
+                "description": "The line `status arm` shows for them (null: never deferred)",
+            },
+        },
+        ["dependsOn", "deferred", "loaded", "deferredText"],
+    ),
     "Usage": _obj(
         {"input": INT, "output": INT, "cacheRead": INT, "cacheWrite": INT, "total": INT},
         ["input", "output", "cacheRead", "cacheWrite", "total"],
@@ -437,6 +479,11 @@ SCHEMAS: dict[str, Any] = {
     ),
 }
 
+SCHEMAS["ArmDetail"] = _obj(
+    {**SCHEMAS["Posterior"]["properties"], "explanation": _ref("Explanation")},
+    [*SCHEMAS["Posterior"]["required"], "explanation"],
+)
+
 
 def _json(schema: dict[str, Any]) -> dict[str, Any]:
     return {"application/json": {"schema": schema}}
@@ -464,6 +511,16 @@ LEARNER = {
     "required": False,
     "schema": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,64}$"},
     "description": "The learner (namespace) to use; default from configuration.",
+}
+
+
+ARM_ID = {
+    "name": "armId",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "minLength": 1, "maxLength": 512},
+    "description": "The arm's id (type:category:name), or a label or name `status arm` "
+    "resolves to one arm",
 }
 
 
@@ -544,6 +601,11 @@ def openapi_document() -> dict[str, Any]:
             f"{BASE}/posteriors": _get(
                 "Every arm's posterior, highest mean first",
                 {"type": "array", "items": _ref("Posterior")},
+            ),
+            f"{BASE}/arms/{{armId}}": _get(
+                "One arm's posterior and what its usefulness depends on, as `status arm` shows it",
+                _ref("ArmDetail"),
+                [ARM_ID],
             ),
             f"{BASE}/traces": _get("Traces, newest first", _ref("TracePage"), [limit, offset]),
             f"{BASE}/timeseries": _get(

@@ -13,8 +13,8 @@ from learning_bot.cli.parser import Commands
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from engine.records import RunRecord
     from learning_bot.settings import Settings
+    from storage.spool import Spooled
 
 
 def register(sub: Commands) -> None:
@@ -60,7 +60,12 @@ def _replay_dead_letters(settings: Settings, spool_dir: str | None, *, dry_run: 
     from pathlib import Path
 
     from storage import SqlStore, default_database_url
-    from storage.spool import DEAD_LETTER, default_spool_root, replay_dead_letters
+    from storage.spool import (
+        DEAD_LETTER,
+        default_spool_root,
+        outcome_under_stored_phase,
+        replay_dead_letters,
+    )
 
     target = settings.database_url or default_database_url()
     root = Path(spool_dir) if spool_dir else default_spool_root(target)
@@ -69,7 +74,7 @@ def _replay_dead_letters(settings: Settings, spool_dir: str | None, *, dry_run: 
     try:
         config = settings.config
 
-        def resolve(name: str, record: RunRecord) -> int:
+        def resolve(name: str, record: Spooled) -> int:
             """A learner by name; one this creates (a new database) gets the configured
             settings, as a learner created by a first observe does."""
             state = store.open_learner(
@@ -77,7 +82,13 @@ def _replay_dead_letters(settings: Settings, spool_dir: str | None, *, dry_run: 
             )
             return state.id
 
-        report = replay_dead_letters(root, store.record_runs, resolve, dry_run=dry_run)
+        report = replay_dead_letters(
+            root,
+            store.record_runs,
+            resolve,
+            write_outcome=outcome_under_stored_phase(store.record_arm_outcome),
+            dry_run=dry_run,
+        )
     finally:
         store.close()
     if not report.entries:

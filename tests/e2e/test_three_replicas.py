@@ -96,3 +96,63 @@ def test_three_replicas_agree(postgres_url: str, tmp_path: Path) -> None:
             assert client.post(f"{BASE}/command", json=command, headers=key).json() == first.json()
             pulls = {a["armId"]: a["pulls"] for a in client.get(f"{BASE}/posteriors").json()}
         assert pulls["tool:t:Tool00"] == 2  # the run, and the one reward once
+
+
+def test_an_observe_on_a_replica_with_a_stale_cache_is_recorded_under_the_new_phase(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """Two replicas caching the learner for 30 s: runs observed on one right after the other
+    changed the phase are recorded under the new phase (the write checks it in its own
+    statement), not under the phase the observing replica still holds."""
+    import sqlalchemy as sa
+
+    env = environment(
+        tmp_path,
+        {
+            "LEARNING_BOT_DATABASE_URL": postgres_url,
+            "LEARNING_BOT_RATE_LIMIT": "0",
+            "LEARNING_BOT_CACHE_TTL": "30",
+        },
+    )
+    upgraded = subprocess.run(
+        [LEARNING_BOT, "db", "upgrade"], env=env, capture_output=True, text=True, check=False
+    )
+    assert upgraded.returncode == 0, upgraded.stderr
+
+    def run(trace_id: str) -> dict[str, object]:
+        return {"traceId": trace_id, "arms": ARMS, "toolCalls": [{"name": "Tool00"}]}
+
+    with ExitStack() as stack:
+        a, b = (stack.enter_context(served(env, stdout=subprocess.DEVNULL)) for _ in range(2))
+        first = stack.enter_context(httpx.Client(base_url=a.url, timeout=30))
+        second = stack.enter_context(httpx.Client(base_url=b.url, timeout=30))
+        for name, client in (("a", first), ("b", second)):
+            # the learner (passive) and its arms in each replica's cache, read just now
+            assert client.post(f"{BASE}/observe", json=run(f"warm-{name}")).status_code == 200
+            assert client.post(f"{BASE}/select", json={"arms": ARMS}).status_code == 200
+
+        assert first.post(f"{BASE}/phase", json={"phase": "active", "confirm": True}).is_success
+        went_active = [second.post(f"{BASE}/observe", json=run(f"active-{i}")) for i in range(5)]
+        assert first.post(f"{BASE}/phase", json={"phase": "passive", "confirm": True}).is_success
+        went_passive = [second.post(f"{BASE}/observe", json=run(f"passive-{i}")) for i in range(5)]
+
+    assert all(r.status_code == 200 for r in went_active + went_passive)
+    assert all(r.json()["rewards"] and r.json()["skipped"] is None for r in went_active)
+    assert all(r.json()["rewards"] == {} for r in went_passive)
+    assert {r.json()["skipped"] for r in went_passive} == {"passive"}
+    engine = sa.create_engine(postgres_url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            phases = dict(conn.exec_driver_sql("SELECT trace_id, phase FROM traces").all())
+            pulls = conn.exec_driver_sql(
+                "SELECT pulls FROM posteriors WHERE arm_id = 'tool:t:Tool00'"
+            ).scalar_one()
+    finally:
+        engine.dispose()
+    assert {t: p for t, p in phases.items() if t.startswith("active-")} == {
+        f"active-{i}": "active" for i in range(5)
+    }
+    assert {t: p for t, p in phases.items() if t.startswith("passive-")} == {
+        f"passive-{i}": "passive" for i in range(5)
+    }
+    assert pulls == 2 + 5  # the two warm runs bootstrapped, the five active ones; none after

@@ -180,3 +180,43 @@ def test_an_observe_with_a_bad_context_is_refused_before_it_is_stored(store: Sql
     with pytest.raises(InvalidInput, match="message"):
         service.observe(bad)
     assert service.traces()[1] == 0
+
+
+def test_a_later_turn_learns_under_the_sessions_opening_on_every_replica(store: SqlStore) -> None:
+    """A session's set is decided on its opening message and must serve the whole session, so
+    a later turn's tool counts under the opening's words too: a new session opened the same
+    way gets that tool in its set, even when another replica observed the later turns."""
+    opener = LearningService(store, config(token_budget=200), rng=1, cache_ttl=0)
+    replica = SqlStore(str(store.engine.url))
+    other = LearningService(replica, config(token_budget=200), rng=2, cache_ttl=0)
+    every = {a.id for a in TOOLS}
+    for i in range(15):
+        key = {"session_key": f"trip{i}"}
+        opener.select(TOOLS, {**key, "message": "plan my trip to Lisbon"})
+        # turn 1 uses the flights tool; turn 2 ("book it") the payment tool, on another replica
+        opener.observe(
+            RunReport(
+                trace_id=f"t{i}-1", session_key=f"trip{i}",
+                arms=tuple(ReportedArm(a, True) for a in TOOLS),
+                tool_calls=(ToolCall("Tool03"),), context={"message": "plan my trip to Lisbon"},
+            )
+        )  # fmt: skip
+        other.observe(
+            RunReport(
+                trace_id=f"t{i}-2", session_key=f"trip{i}",
+                arms=tuple(ReportedArm(a, a.id in every) for a in TOOLS),
+                tool_calls=(ToolCall("Tool11"),), context={"message": "ok, book it and pay"},
+            )
+        )  # fmt: skip
+    fresh = LearningService(store, config(token_budget=200), rng=3, cache_ttl=0)
+    picks = [
+        fresh.select(TOOLS, {"session_key": f"new{j}", "message": "a trip to Porto"}).selected
+        for j in range(10)
+    ]
+    assert sum("tool:t:Tool11" in p for p in picks) >= 9, picks
+    # the opening is kept as hashed features, never as text
+    session = store.session_set(fresh.learner_id, "new0")
+    assert session is not None and session.opening
+    assert all(isinstance(f, int) for f in session.opening)
+    assert fresh.verify().ok
+    replica.close()

@@ -101,3 +101,41 @@ def test_a_run_that_waited_for_its_arms_builds_on_what_was_committed_meanwhile(
         ).all()
     assert dict(pulls) == {a.id: 1002 for a in ARMS}
     store.close()
+
+
+def test_the_phase_gate_comes_and_goes_with_migration_0016(postgres_url: str) -> None:
+    """Down at 0015 the function is the one without the phase and settings gate; back up,
+    it takes them."""
+    from alembic import command
+
+    from storage.database import _alembic_config, make_engine, upgrade, write_transaction
+
+    def arguments() -> str:
+        engine = sa.create_engine(postgres_url, poolclass=sa.pool.NullPool)
+        try:
+            with engine.connect() as conn:
+                return str(
+                    conn.exec_driver_sql(
+                        "SELECT pg_get_function_identity_arguments(p.oid) FROM pg_proc p "
+                        "JOIN pg_namespace n ON n.oid = p.pronamespace "
+                        "WHERE n.nspname = current_schema() "
+                        "AND p.proname = 'learning_bot_record_runs'"
+                    ).scalar_one()
+                )
+        finally:
+            engine.dispose()
+
+    SqlStore(postgres_url).close()
+    assert "p_phase text, p_settings text" in arguments()
+    engine = make_engine(postgres_url)
+    with write_transaction(engine) as conn:
+        command.downgrade(_alembic_config(conn), "0015")
+    assert "p_phase" not in arguments()
+    assert upgrade(engine) == ("0015", HEAD_REVISION)
+    engine.dispose()
+    assert "p_phase text, p_settings text" in arguments()
+    store = SqlStore(postgres_url)
+    service = LearningService(store, ACTIVE, cache_ttl=0)
+    assert service.observe(report("after")).recorded
+    assert service.verify().ok
+    store.close()

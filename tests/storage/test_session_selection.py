@@ -210,3 +210,31 @@ def test_learner_data_removal_removes_sessions(store: SqlStore) -> None:
     service.select(tools(), {"session_key": "gone"})
     store.delete_learner_data(service.learner_id)
     assert store.session_set(service.learner_id, "gone") is None
+
+
+def test_an_idle_session_draws_again_in_the_group_its_first_select_chose(store: SqlStore) -> None:
+    """The baseline coin is tossed once per session: a session idle past its window gets a new
+    set, but a baseline session stays a full-prompt session and a selected one stays selected,
+    so the measured saving compares whole sessions."""
+    now = [1_000_000]
+    service = LearningService(
+        store,
+        config(session_idle_seconds=1).merged({"baseline_rate": 0.5}),
+        rng=10,
+        cache_ttl=0,
+        wall_clock=lambda: now[0],
+    )
+    arms = tools()
+    groups = []
+    for i in range(16):
+        first = service.select(arms, {"session_key": f"g{i}"})
+        groups.append(first.is_baseline)
+        for _ in range(6):
+            now[0] += 5_000  # past the idle window: a new draw each time
+            again = service.select(arms, {"session_key": f"g{i}"})
+            assert again.is_baseline == first.is_baseline
+            if first.is_baseline:
+                assert again.selected == tuple(a.id for a in arms)
+            else:
+                assert len(again.selected) < len(arms)
+    assert len(set(groups)) == 2, "both groups should occur at baseline rate 0.5"

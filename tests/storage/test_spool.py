@@ -30,11 +30,11 @@ class Outage:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def record_runs(self, learner_id: int, runs: Any) -> Any:
+    def record_runs(self, learner_id: int, runs: Any, settings: str | None = None) -> Any:
         self.calls += 1
         if self.down:
             raise Unavailable("storage is unavailable: connection refused")
-        return self.inner.record_runs(learner_id, runs)
+        return self.inner.record_runs(learner_id, runs, settings)
 
     def learner_state(self, learner_id: int) -> Any:
         if self.down:

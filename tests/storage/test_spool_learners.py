@@ -175,3 +175,39 @@ def test_dry_run_belongs_to_replay_dead_letters(
 ) -> None:
     assert main(["--database-url", sqlite_url, "db", "verify", "--dry-run"]) == 2
     assert "replay-dead-letters" in capsys.readouterr().err
+
+
+def test_dead_lettered_arm_outcomes_replay_once_by_their_key(
+    database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A per-arm outcome (a `reward` of one arm) the database refused waits in the dead-letter
+    file like a run; `db replay-dead-letters` records it, by learner name, and its key makes a
+    second copy of the same entry change nothing."""
+    from engine.ports import PendingArmOutcome
+    from storage.spool import outcome_line
+
+    root = tmp_path / "spool"
+    root.mkdir()
+    sql = SqlStore(database_url)
+    svc = LearningService(sql, ACTIVE, cache_ttl=0, learner="rewarded")
+    assert svc.observe(report("r1")).recorded
+    before = {v.arm_id: v.posterior.pulls for v in svc.posteriors()}
+    pending = PendingArmOutcome(
+        "tool:fs:Read", 1.0, True, None, True, 1_000, "arm-outcome:k1", Phase.ACTIVE
+    )
+    line = outcome_line(svc.learner_id, pending, name="rewarded")
+    entry = json.dumps({"reason": "refused by trigger", "at": 1, "run": line})
+    (root / DEAD_LETTER).write_text(entry + "\n" + entry + "\n")
+    cli = ["--database-url", database_url, "db", "replay-dead-letters", "--spool-dir", str(root)]
+    assert main([*cli, "--dry-run"]) == 0
+    assert "Would replay 2 run(s)" in capsys.readouterr().out
+    assert main(cli) == 0, capsys.readouterr().err
+    assert not (root / DEAD_LETTER).exists()
+    svc.refresh(force=True)
+    after = {v.arm_id: v.posterior.pulls for v in svc.posteriors()}
+    assert after["tool:fs:Read"] == before["tool:fs:Read"] + 1  # once, not twice
+    assert {k: v for k, v in after.items() if k != "tool:fs:Read"} == {
+        k: v for k, v in before.items() if k != "tool:fs:Read"
+    }
+    assert svc.verify().ok
+    sql.close()

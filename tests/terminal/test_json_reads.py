@@ -69,6 +69,8 @@ def test_each_read_command_prints_its_json(
     assert status["summary"]["traceCount"] == 20 and status["phase"] == "active"
     assert len(got[("status", "top", "2")]["top"]) == 2
     assert got[("status", "arm", "tool:fs:Read")]["arm"]["armId"] == "tool:fs:Read"
+    explanation = got[("status", "arm", "tool:fs:Read")]["explanation"]
+    assert {"dependsOn", "deferred", "loaded", "deferredText"} <= set(explanation)
     assert got[("phase",)] == {"phase": "active", "learner": "default"}
     listed = got[("help",)]
     names = [c["name"] for c in listed["commands"]]

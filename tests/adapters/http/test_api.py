@@ -343,6 +343,7 @@ def test_openapi_document_lists_every_route(live: Live) -> None:
         "undo",
         "config",
         "posteriors",
+        "{armId}",
         "traces",
         "timeseries",
         "healthz",

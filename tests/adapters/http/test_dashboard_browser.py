@@ -4,7 +4,9 @@ At 390 px and 1440 px, light and dark: no sideways page scroll, every text at le
 rendered (SVG scaling included), time labels on the time axes, chart lines with contrast against
 their panel, every panel filled, the arms' key figures on screen. The empty state's command is
 run as printed. The actions are clicked: reset all (confirmed, with the API token asked for),
-undo, thumbs up and down, and the API shows the posteriors they changed. Screenshots are saved
+undo, thumbs up and down, and the API shows the posteriors they changed. An arm's row opens
+its detail (by click and from the keyboard) with what its usefulness depends on, in the words
+`status arm` uses; an arm id that is markup is shown as text. Screenshots are saved
 under $LEARNING_BOT_ARTIFACTS (or pytest's temporary directory).
 """
 
@@ -20,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -432,4 +435,123 @@ def test_the_servers_error_is_shown(browser: Any, served: Served) -> None:
     page.locator("#undo").click()
     expect(page.locator("#notice.failed #notice-text")).to_have_text(refused.json()["error"])
     assert page.locator("#token-dialog").is_hidden()
+    tab.close()
+
+
+EXPLAINED = "explained"
+"""The learner the arm-detail test fills with runs that carry a request context."""
+FORECAST = "tool:t:forecast"
+DEFERRED = "tool:t:Tool04"
+HOSTILE = "tool:x:<img src=x onerror=alert(1)>"
+
+
+def observe_with_context(served: Served) -> None:
+    """A new, active learner and twelve runs: the forecast tool called in the half whose
+    message mentions rain, Tool04
+    deferred in all (their runtime reports what it loaded: nothing), and one run without a
+    context that offers the hostile arm."""
+    arms = [
+        {"armId": FORECAST, "tokenCost": 100, "description": "weather rain forecast"},
+        *({"armId": f"tool:t:Tool{i:02d}", "tokenCost": 100} for i in range(5)),
+    ]
+    with httpx.Client(
+        base_url=served.url + BASE,
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        params={"learner": EXPLAINED},
+        timeout=30,
+    ) as api:
+        # a learner starts passive, where nothing is learnt from runs
+        assert api.post("/select", json={"arms": arms}).status_code == 200
+        active = api.post("/phase", json={"phase": "active", "confirm": True})
+        assert active.status_code == 200, active.text
+        # the inventory's words become nameable once an active select has read them
+        chosen = api.post("/select", json={"arms": arms, "context": {"message": "rain"}})
+        assert chosen.status_code == 200, chosen.text
+        for i in range(12):
+            rain = i % 2 == 0
+            report = {
+                "traceId": f"explained-{i}",
+                "arms": [{**a, "included": a["armId"] != DEFERRED} for a in arms],
+                "toolCalls": [{"name": "forecast" if rain else "Tool00"}],
+                "context": {"message": "rain" if rain else "", "loaded": []},
+            }
+            assert api.post("/observe", json=report).status_code == 200
+        quiet = {
+            "traceId": "explained-hostile",
+            "arms": [*arms[:2], {"armId": HOSTILE, "tokenCost": 50}],
+            "toolCalls": [{"name": "<img src=x onerror=alert(1)>"}],
+        }
+        assert api.post("/observe", json=quiet).status_code == 200
+
+
+@pytest.mark.parametrize(("width", "scheme"), [(390, "light"), (1440, "dark")])
+def test_an_arms_detail_says_what_its_usefulness_depends_on(
+    browser: Any, served: Served, width: int, scheme: str
+) -> None:
+    from playwright.sync_api import expect
+
+    if EXPLAINED not in served.get("/learners")["learners"]:
+        observe_with_context(served)
+    api = {
+        arm: served.get("/arms/" + quote(arm, safe=""), learner=EXPLAINED)["explanation"]
+        for arm in (FORECAST, DEFERRED, HOSTILE)
+    }
+    rain = next(d for d in api[FORECAST]["dependsOn"] if "'rain'" in d["feature"])
+    assert rain["text"].startswith("used in 100% of 6 runs where the message mentions 'rain'; ")
+    assert api[DEFERRED]["deferredText"] == "0 of 12 runs (0%)"
+    assert api[HOSTILE] == {"dependsOn": [], "deferred": 0, "loaded": 0, "deferredText": None}
+
+    tab = Page(browser, served, width, scheme)
+    dialogs: list[str] = []
+    tab.page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page = tab.open(served.dashboard + "?learner=" + EXPLAINED)
+    panel = page.locator("#arm-detail")
+    expect(panel).to_have_count(0)
+
+    # A click on the arm opens its detail under its row, in the words `status arm` uses.
+    button = page.locator(f'#posteriors tr[data-arm="{FORECAST}"] button.arm-name')
+    button.click()
+    expect(panel).to_be_visible()
+    expect(button).to_have_attribute("aria-expanded", "true")
+    expect(panel.locator("h3")).to_have_text(FORECAST)
+    expect(panel.locator("ul.depends-on li")).to_have_count(len(api[FORECAST]["dependsOn"]))
+    sentence = "U" + rain["text"][1:]
+    assert sentence.startswith("Used in 100% of 6 runs where the message mentions 'rain'; ")
+    expect(panel.locator("ul.depends-on li").filter(has_text="'rain'")).to_have_text(sentence)
+    expect(panel.locator(".deferred")).to_have_count(0)
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
+    page.screenshot(path=str(served.artifacts / f"dashboard-arm-{width}-{scheme}.png"))
+
+    # From the keyboard: Tool04's button, Enter; then Escape closes it, focus back on the arm.
+    deferred = page.locator(f'#posteriors tr[data-arm="{DEFERRED}"] button.arm-name')
+    deferred.focus()
+    page.keyboard.press("Enter")
+    expect(panel.locator("h3")).to_have_text(DEFERRED)
+    expect(panel.locator(".deferred")).to_have_text("Deferred, then loaded: 0 of 12 runs (0%)")
+    expect(button).to_have_attribute("aria-expanded", "false")
+    expect(page.locator("#posteriors tr.arm-detail")).to_have_count(1)
+    panel.focus()
+    page.keyboard.press("Escape")
+    expect(panel).to_have_count(0)
+    expect(deferred).to_be_focused()
+
+    # An arm id that is markup is shown as text; an arm seen without context says so.
+    hostile = page.locator("#posteriors button.arm-name").filter(has_text="onerror")
+    expect(hostile).to_have_text(HOSTILE)
+    hostile.click()
+    expect(panel.locator("h3")).to_have_text(HOSTILE)
+    expect(panel.locator(".empty-detail")).to_have_text(
+        "No request context observed for this tool yet"
+    )
+    assert page.locator("img").count() == 0
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
+
+    # The detail stays open, and is read again, across the page's refreshes.
+    refreshes = page.evaluate("Number(document.body.dataset.refreshes)")
+    page.evaluate("refresh()")
+    page.wait_for_function(f"Number(document.body.dataset.refreshes) > {refreshes}")
+    expect(panel.locator("h3")).to_have_text(HOSTILE)
+    panel.locator("button.close-detail").click()
+    expect(panel).to_have_count(0)
+    assert dialogs == []
     tab.close()

@@ -52,7 +52,9 @@ class Recording:
         self.most_at_once = 0
         self._lock = threading.Lock()
 
-    def record_runs(self, learner_id: int, runs: Sequence[RunRecord]) -> RecordResult:
+    def record_runs(
+        self, learner_id: int, runs: Sequence[RunRecord], settings: str | None = None
+    ) -> RecordResult:
         ids = [r.trace_id for r in runs]
         if self.down:
             raise Unavailable("storage is down")
@@ -64,7 +66,7 @@ class Recording:
         try:
             time.sleep(self.seconds)
             self.batches.append(ids)
-            return self.store.record_runs(learner_id, runs)
+            return self.store.record_runs(learner_id, runs, settings)
         finally:
             with self._lock:
                 self.writing -= 1
