@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from engine.config import Phase
-
 
 class LearningError(Exception):
     """Base class of every error the learning layer raises on purpose."""
@@ -47,20 +42,6 @@ class Forbidden(LearningError):
 
 class Conflict(LearningError):
     """The request clashes with the current state (nothing to undo, already done...)."""
-
-
-class LearnerChanged(Conflict):
-    """Runs were not recorded because the learner's phase or settings are no longer those
-    they were built under (another replica changed them): nothing was written. `phase` is
-    the learner's stored phase; the writer rebuilds the runs under its current state and
-    records them again."""
-
-    def __init__(self, phase: Phase) -> None:
-        super().__init__(
-            f"the learner's phase or settings changed (it is {phase.value} now); "
-            "the runs were not recorded"
-        )
-        self.phase = phase
 
 
 class Unavailable(LearningError):

@@ -10,10 +10,26 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from engine.config import Phase
+from engine.errors import Conflict
 from engine.posterior import Posterior
 from engine.records import RunRecord
 from engine.savings import SessionUsage
 from engine.session_sets import SessionSet
+
+
+class LearnerChanged(Conflict):
+    """Runs were not recorded because the learner's phase or settings are no longer those
+    they were built under (another replica changed them): nothing was written. `phase` is
+    the learner's stored phase; the writer rebuilds the runs under its current state and
+    records them again."""
+
+    def __init__(self, phase: Phase) -> None:
+        super().__init__(
+            f"the learner's phase or settings changed (it is {phase.value} now); "
+            "the runs were not recorded"
+        )
+        self.phase = phase
+
 
 if TYPE_CHECKING:
     from engine.context_policy import EvidenceCell

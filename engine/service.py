@@ -44,7 +44,6 @@ from engine.errors import (
     Conflict,
     InvalidConfig,
     InvalidInput,
-    LearnerChanged,
     NotFound,
     Unavailable,
 )
@@ -63,6 +62,7 @@ from engine.ports import (
     ArmOutcomeWriter,
     ArmRecord,
     ContextStore,
+    LearnerChanged,
     LearnerState,
     LeftOutRuns,
     PendingArmOutcome,

@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import URL, Engine, create_engine, event
 
 from engine.config import Phase
-from engine.errors import Conflict, InvalidInput, LearnerChanged
-from engine.ports import RecordResult, RunStatus
+from engine.errors import Conflict, InvalidInput
+from engine.ports import LearnerChanged, RecordResult, RunStatus
 from engine.posterior import now_ms
 from engine.records import RunRecord
 from storage.arm_keys import ArmKeys

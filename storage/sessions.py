@@ -10,8 +10,8 @@ from sqlalchemy import Connection, insert, select, update
 
 from engine.arms import parse_arm_id
 from engine.config import Phase
-from engine.errors import LearnerChanged, NotFound
-from engine.ports import ArmOutcome
+from engine.errors import NotFound
+from engine.ports import ArmOutcome, LearnerChanged
 from engine.posterior import Posterior
 from engine.records import RunRecord
 from storage.arm_keys import ArmKeys

@@ -21,8 +21,15 @@ from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
 from engine.config import Phase
-from engine.errors import Conflict, InvalidInput, LearnerChanged, NotFound, Unavailable
-from engine.ports import ArmOutcome, PendingArmOutcome, RecordResult, RunStatus, RunWriter
+from engine.errors import Conflict, InvalidInput, NotFound, Unavailable
+from engine.ports import (
+    ArmOutcome,
+    LearnerChanged,
+    PendingArmOutcome,
+    RecordResult,
+    RunStatus,
+    RunWriter,
+)
 from engine.posterior import now_ms
 from engine.records import RunRecord, record_from_json, record_to_json, under_phase
 

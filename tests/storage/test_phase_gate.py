@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from engine import LearningConfig, Phase
-from engine.errors import Conflict, LearnerChanged
+from engine.errors import Conflict
+from engine.ports import LearnerChanged
 from engine.records import RunRecord
 from engine.service import RECORD_ATTEMPTS, LearningService
 from storage import SqlStore
