@@ -374,7 +374,8 @@ def explain(
 ) -> list[FeatureLift]:
     """The features under which the arm's rate of use differs most from its rate in the other
     runs (`rewards` and `runs`: the arm's totals), those seen in at least 3 runs, largest
-    difference first (ties: more runs, then named features, then by name)."""
+    difference first (differences within 5 points alike: named features first, then more
+    runs, then by name)."""
     out = []
     with evidence.lock:
         for feature in evidence.all_features():
@@ -386,13 +387,14 @@ def explain(
             without = (rewards - s) / rest if rest >= 1 else None
             name = VOCABULARY.get(feature, UNNAMED)
             out.append(FeatureLift(name, s / n, n, without))
-    # ties (several words that always came together) in one order in every process: more
-    # runs first, then the features that can be named, then by name
+    # Differences within 5 points count as one (forgetting makes words that always came
+    # together differ by a fraction of a point); among them the features that can be named
+    # come first, then those seen in more runs, then by name: one order in every process.
     out.sort(
         key=lambda f: (
-            -abs(f.rate_with - (f.rate_without or 0.0)),
-            -f.runs_with,
+            -round(abs(f.rate_with - (f.rate_without or 0.0)) * 10.0),
             f.feature.startswith(UNNAMED),
+            -round(f.runs_with, 6),
             f.feature,
         )
     )

@@ -293,7 +293,12 @@ class ArmSetCache:
             return self._add(_Known(ArmSet(given), given))
         for k in known:
             seen = k.arms
-            if seen is not None and given[0] is seen[0] and given == seen:
+            if (
+                seen is not None
+                and given[0] is seen[0]
+                and given == seen
+                and _same_texts(given, seen)
+            ):
                 self._touch(k)
                 return k.arm_set
         for kind in set(map(type, given)):
@@ -306,7 +311,7 @@ class ArmSetCache:
             if ids == arm_set.ids:
                 if costs is None:
                     costs = list(map(_COST, given))
-                if costs == arm_set.cost_list:
+                if costs == arm_set.cost_list and _same_texts(given, arm_set.arms):
                     self._replace(k, _Known(arm_set, given))
                     return arm_set
         return self._add(_Known(ArmSet(given), given))
@@ -373,6 +378,17 @@ class ArmSetCache:
 
 
 _INCLUDED = itemgetter("included")
+
+
+def _same_texts(given: Sequence[Arm], seen: Sequence[Arm]) -> bool:
+    """Whether equal arms (id, cost, label) also carry the same description and content, which
+    Arm equality leaves out: an inventory whose tool descriptions changed is another inventory
+    for lexical relevance (engine.context_policy), not the one seen before."""
+    return all(
+        a is b or (a.description == b.description and a.content == b.content)
+        for a, b in zip(given, seen, strict=True)
+    )
+
 
 ARM_SETS = ArmSetCache()
 """The ArmSets of the inventories this process selected from lately."""

@@ -501,10 +501,13 @@ class LearningService:
             with cache.lock:
                 chosen = select_arms(arm_set, cache.arrays(arm_set), config, self._rng, force=force)
         else:
-            from engine.context_policy import ContextSettings, context_scores
+            from engine.context_policy import ContextSettings, context_scores, lexical_index
 
             settings = self.context_settings or ContextSettings()
             evidence = self.context_evidence()
+            # the inventory's words become nameable in explanations (engine.context_policy's
+            # VOCABULARY) by any select that carries a request, a baseline draw's included
+            lexical_index(arm_set)
 
             def scores(p: Any, c: LearningConfig, gen: np.random.Generator) -> Any:
                 return context_scores(arm_set, p, request, evidence, settings, c.exploration, gen)

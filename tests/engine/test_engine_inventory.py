@@ -91,6 +91,22 @@ def test_other_arm_objects_with_the_same_ids_and_costs_give_the_same_set() -> No
     assert cache.for_arms(again) is first
 
 
+def test_a_changed_description_or_content_gives_another_set() -> None:
+    """Descriptions and contents feed lexical relevance to a request (engine.context_policy):
+    an inventory whose tool descriptions changed is another inventory, not the one cached."""
+    cache = ArmSetCache()
+    described = [Arm(a.id, a.token_cost, description="reads files") for a in arms()]
+    first = cache.for_arms(described)
+    same = [Arm(a.id, a.token_cost, description="reads files") for a in arms()]
+    assert cache.for_arms(same) is first
+    changed = [Arm(a.id, a.token_cost, description="sends mail") for a in arms()]
+    second = cache.for_arms(changed)
+    assert second is not first
+    assert {a.description for a in second.arms} == {"sends mail"}
+    contents = [Arm(a.id, a.token_cost, content="a memory") for a in arms()]
+    assert {a.content for a in cache.for_arms(contents).arms} == {"a memory"}
+
+
 def test_another_cost_order_or_id_gives_another_set() -> None:
     cache = ArmSetCache()
     inventory = arms()

@@ -220,3 +220,28 @@ def test_a_later_turn_learns_under_the_sessions_opening_on_every_replica(store: 
     assert all(isinstance(f, int) for f in session.opening)
     assert fresh.verify().ok
     replica.close()
+
+
+def test_a_baseline_select_makes_the_inventorys_words_nameable_too(store: SqlStore) -> None:
+    """The explanation names a feature by the inventory's words once a select carrying a request
+    has seen the inventory, whether its draw was the context-aware one or a baseline draw (one
+    select in ten by default), so a status shown right after a baseline select is not left with
+    hashed features only."""
+    from bot.replies import context_fields
+
+    word = f"drizzle{store.dialect}"  # a word no other test's inventory has
+    arms = [Arm("tool:t:umbrella", 100, description=f"umbrella {word} shelter"), *TOOLS[:5]]
+    service = LearningService(store, config(baseline_rate=1.0), rng=9, cache_ttl=0)
+    assert service.select(arms, {"message": word}).is_baseline
+    for i in range(12):
+        wet = i % 2 == 0
+        service.observe(
+            RunReport(
+                trace_id=f"u{i}",
+                arms=tuple(ReportedArm(a, True) for a in arms),
+                tool_calls=(ToolCall("umbrella" if wet else "Tool00"),),
+                context={"message": word if wet else ""},
+            )
+        )
+    lines = [v for k, v in context_fields(service, "tool:t:umbrella") if k == "Depends on"]
+    assert any(f"the message mentions '{word}'" in line for line in lines), lines
