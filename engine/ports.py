@@ -333,6 +333,35 @@ class PendingArmOutcome:
     phase: Phase
 
 
+@dataclass(frozen=True, slots=True)
+class PendingEvidence:
+    """Per-feature evidence of observed runs (`ContextStore.add_context_evidence`'s arguments)
+    kept while storage is down, so that runs spooled in an outage still teach the
+    context-aware policy when they are written. `runs` holds each run's hashed features and
+    rewards (never a message); `phase` is the learner's when observed (a learner created by
+    the replay starts in it)."""
+
+    runs: tuple[tuple[tuple[int, ...], tuple[tuple[str, float], ...]], ...]
+    keep: float
+    max_cells: int
+    deferrals: tuple[tuple[str, int, int], ...]
+    phase: Phase
+
+
+@runtime_checkable
+class EvidenceSpooler(Protocol):
+    """A writer that keeps per-feature evidence in its spool while storage is down, to add it
+    to storage after the runs it came from (`learner_id` None: by the learner's name)."""
+
+    def spool_context_evidence(
+        self, learner_id: int | None, learner: str, pending: PendingEvidence
+    ) -> None: ...
+
+    def spooling(self) -> bool:
+        """Whether runs wait in the spool: evidence then queues behind them, in order."""
+        ...
+
+
 @runtime_checkable
 class ArmOutcomeWriter(Protocol):
     """A writer that records a per-arm outcome, or spools it while storage is down (for a

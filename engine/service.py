@@ -62,6 +62,7 @@ from engine.ports import (
     ArmOutcomeWriter,
     ArmRecord,
     ContextStore,
+    EvidenceSpooler,
     LearnerChanged,
     LearnerState,
     LeftOutRuns,
@@ -681,14 +682,53 @@ class LearningService:
                 was = self._deferrals.get(arm_id, (0, 0))
                 self._deferrals[arm_id] = (was[0] + d, was[1] + n)
             return
-        with contextlib.suppress(Unavailable):
+        try:
+            writer = self.writer
+            if isinstance(writer, EvidenceSpooler) and writer.spooling():
+                # runs wait in the spool: their evidence goes in behind them, in order
+                raise Unavailable("runs wait in the spool")
             tick = store.add_context_evidence(
                 self.learner_id, runs, evidence.keep, evidence.max_cells, deferrals
             )
-            if tick == expected and self._evidence_synced == before:
-                self._evidence_synced = tick  # no other writer came in between
-            else:
-                self._evidence_checked_at = float("-inf")
+        except Unavailable:
+            self._spool_evidence(runs, evidence.keep, evidence.max_cells, deferrals)
+            return
+        if tick == expected and self._evidence_synced == before:
+            self._evidence_synced = tick  # no other writer came in between
+        else:
+            self._evidence_checked_at = float("-inf")
+
+    def _spool_evidence(
+        self,
+        runs: Sequence[tuple[list[int], Any]],
+        keep: float,
+        max_cells: int,
+        deferrals: Mapping[str, tuple[int, int]],
+    ) -> None:
+        """Evidence storage could not take (an outage) waits in the writer's spool behind the
+        runs it came from, and is added when they are written; without a spool it is lost,
+        and the next check reads storage's again."""
+        from engine.ports import PendingEvidence
+
+        self._evidence_checked_at = float("-inf")
+        writer = self.writer
+        if not isinstance(writer, EvidenceSpooler):
+            return
+        pending = PendingEvidence(
+            tuple(
+                (tuple(int(f) for f in features), tuple(sorted(dict(rewards).items())))
+                for features, rewards in runs
+                if features and rewards
+            ),
+            keep,
+            max_cells,
+            tuple((arm, d, n) for arm, (d, n) in sorted(deferrals.items())),
+            self.config.phase,
+        )
+        if not pending.runs and not pending.deferrals:
+            return
+        with contextlib.suppress(Unavailable):  # a full spool: the runs were refused too
+            writer.spool_context_evidence(self._learner_id, self.learner, pending)
 
     def observe(self, report: RunReport) -> ObserveResult:
         """Store the run's trace (both phases), apply the guard, update posteriors; a trace id
@@ -761,10 +801,11 @@ class LearningService:
             self._cache.apply({a: f.as_tuple() for a, f in folds.items()}, now_ms())
         if self._owed_runs is not None:  # the exploration bound's count of stored runs
             self._owed_runs += sum(status == "inserted" for status in result.statuses)
+        # a spooled run teaches too: its evidence waits in the spool behind it (_spool_evidence)
         learned = [
             (r, o.rewards)
             for r, o, status in zip(asked, outcomes, result.statuses, strict=True)
-            if status == "inserted" and r.context
+            if status in ("inserted", "spooled") and r.context
         ]
         if learned:
             self._learn_context([r for r, _ in learned], [w for _, w in learned])

@@ -26,6 +26,7 @@ from engine.ports import (
     ArmOutcome,
     LearnerChanged,
     PendingArmOutcome,
+    PendingEvidence,
     RecordResult,
     RunStatus,
     RunWriter,
@@ -101,6 +102,23 @@ def outcome_under_stored_phase(
     return write
 
 
+def evidence_writer(
+    add_context_evidence: Callable[..., object],
+) -> Callable[[int, PendingEvidence], object]:
+    """Adds spooled per-feature evidence through a store's `add_context_evidence`."""
+
+    def write(learner_id: int, pending: PendingEvidence) -> object:
+        return add_context_evidence(
+            learner_id,
+            [(features, dict(rewards)) for features, rewards in pending.runs],
+            pending.keep,
+            pending.max_cells,
+            {arm: (d, n) for arm, d, n in pending.deferrals},
+        )
+
+    return write
+
+
 class SpoolFull(Unavailable):
     """Storage is unavailable and the spool has no room left: the run was not kept."""
 
@@ -116,7 +134,49 @@ def spool_line(learner_id: int, record: RunRecord, name: str | None = None) -> s
 OUTCOME_PREFIX = '{"k":"arm",'
 """How a per-arm outcome's line starts (a run's line starts with `{"l":`)."""
 
-Spooled = RunRecord | PendingArmOutcome
+EVIDENCE_PREFIX = '{"k":"ev",'
+"""How a line of per-feature evidence starts (`PendingEvidence`)."""
+
+Spooled = RunRecord | PendingArmOutcome | PendingEvidence
+
+
+def evidence_line(learner_id: int, pending: PendingEvidence, name: str | None = None) -> str:
+    """One spool line holding the per-feature evidence of observed runs (`PendingEvidence`):
+    hashed features and rewards, never a message."""
+    head: dict[str, Any] = {"k": "ev", "l": learner_id}
+    if name is not None:
+        head["n"] = name
+    body = {
+        "runs": [
+            [list(features), [list(r) for r in rewards]] for features, rewards in pending.runs
+        ],
+        "keep": pending.keep,
+        "max": pending.max_cells,
+        "d": [list(d) for d in pending.deferrals],
+        "phase": pending.phase.value,
+    }
+    return json.dumps({**head, "e": body}, separators=(",", ":"), allow_nan=False)
+
+
+def read_evidence_line(line: str) -> tuple[int, str | None, PendingEvidence]:
+    data: dict[str, Any] = json.loads(line)
+    e = data["e"]
+    name = data.get("n")
+    if name is not None and not isinstance(name, str):
+        raise ValueError("the learner name of a spool line must be a string")
+    runs = tuple(
+        (
+            tuple(int(f) for f in features),
+            tuple((str(arm), float(reward)) for arm, reward in rewards),
+        )
+        for features, rewards in e["runs"]
+    )
+    deferrals = tuple((str(arm), int(d), int(n)) for arm, d, n in e["d"])
+    keep = float(e["keep"])
+    if not 0.0 < keep <= 1.0:
+        raise ValueError("the evidence's keep factor must be in (0, 1]")
+    pending = PendingEvidence(runs, keep, int(e["max"]), deferrals, Phase(e["phase"]))
+    return int(data["l"]), name, pending
 
 
 def outcome_line(learner_id: int, pending: PendingArmOutcome, name: str | None = None) -> str:
@@ -221,6 +281,7 @@ def replay_dead_letters(
     resolve: Callable[[str, Spooled], int],
     *,
     write_outcome: Callable[[int, PendingArmOutcome], object] | None = None,
+    write_evidence: Callable[[int, PendingEvidence], object] | None = None,
     dry_run: bool = False,
 ) -> DeadLetterReplay:
     """Write the runs and per-arm outcomes of a spool root's dead-letter file once the cause
@@ -253,6 +314,8 @@ def replay_dead_letters(
                 item: Spooled
                 if line.startswith(OUTCOME_PREFIX):
                     learner_id, name, item = read_outcome_line(line)
+                elif line.startswith(EVIDENCE_PREFIX):
+                    learner_id, name, item = read_evidence_line(line)
                 else:
                     learner_id, name, item = read_named_line(line)
                 if name is not None:
@@ -261,6 +324,11 @@ def replay_dead_letters(
                     learner_id = ids[name]
                 elif learner_id == 0:
                     raise NotFound("the line names no learner")
+                if isinstance(item, PendingEvidence):
+                    if write_evidence is None:
+                        raise InvalidInput("this replay adds no per-feature evidence")
+                    write_evidence(learner_id, item)
+                    continue
                 if isinstance(item, PendingArmOutcome):
                     if write_outcome is None:
                         raise InvalidInput("this replay records no per-arm outcomes")
@@ -445,6 +513,13 @@ class Spool:
         lines = "".join(spool_line(learner_id, r, name) + "\n" for r in records)
         self._append(lines.encode("utf-8"), len(records))
 
+    def append_evidence(
+        self, learner_id: int, pending: PendingEvidence, *, name: str | None = None
+    ) -> None:
+        """Durably append per-feature evidence, behind the runs it came from; raises SpoolFull
+        as `append` does."""
+        self._append((evidence_line(learner_id, pending, name) + "\n").encode("utf-8"), 0)
+
     def append_outcome(
         self, learner_id: int, pending: PendingArmOutcome, *, name: str | None = None
     ) -> None:
@@ -521,6 +596,7 @@ class Spool:
         write: Callable[[int, list[RunRecord]], RecordResult],
         resolve: Callable[[str, Spooled], int] | None = None,
         write_outcome: Callable[[int, PendingArmOutcome], object] | None = None,
+        write_evidence: Callable[[int, PendingEvidence], object] | None = None,
     ) -> int:
         """Write spooled runs oldest first; a segment is deleted once all of it is stored or
         dead-lettered. Stops (keeping what is left) when storage is still unavailable; a run
@@ -563,6 +639,9 @@ class Spool:
                     if isinstance(first, PendingArmOutcome):
                         done += self._write_outcome(write_outcome, target, first, name)
                         continue
+                    if isinstance(first, PendingEvidence):  # not a run: not counted
+                        self._write_evidence(write_evidence, target, first, name)
+                        continue
                     runs = [r for r in batch if isinstance(r, RunRecord)]
                     done += self._write_batch(write, target, runs, name)
                 segment.unlink()
@@ -594,6 +673,27 @@ class Spool:
         for record in batch:
             done += self._write_batch(write, learner_id, [record], name)
         return done
+
+    def _write_evidence(
+        self,
+        write: Callable[[int, PendingEvidence], object] | None,
+        learner_id: int,
+        pending: PendingEvidence,
+        name: str | None = None,
+    ) -> None:
+        """Add spooled evidence to storage; what storage refuses goes to the dead-letter file.
+        Raises Unavailable to stop the replay."""
+        if write is None:
+            self._dead_letter(
+                evidence_line(learner_id, pending, name), "this writer keeps no evidence"
+            )
+            return
+        try:
+            write(learner_id, pending)
+        except Unavailable:
+            raise
+        except Exception as exc:
+            self._dead_letter(evidence_line(learner_id, pending, name), _reason(exc))
 
     def _write_outcome(
         self,
@@ -628,6 +728,8 @@ class Spool:
                 try:
                     if line.startswith(OUTCOME_PREFIX):
                         learner_id, name, item = read_outcome_line(line)
+                    elif line.startswith(EVIDENCE_PREFIX):
+                        learner_id, name, item = read_evidence_line(line)
                     else:
                         learner_id, name, item = read_named_line(line)
                 except Exception as exc:  # a line no codec of this version reads
@@ -690,6 +792,8 @@ def _reason(exc: BaseException) -> str:
 def _line_of(learner_id: int, item: Spooled, name: str | None) -> str:
     if isinstance(item, PendingArmOutcome):
         return outcome_line(learner_id, item, name)
+    if isinstance(item, PendingEvidence):
+        return evidence_line(learner_id, item, name)
     return spool_line(learner_id, item, name)
 
 
@@ -733,11 +837,12 @@ def default_spool_root(database_url: str) -> Path:
 def _batches(
     rows: Iterator[tuple[tuple[int, str | None], Spooled]],
 ) -> Iterator[tuple[tuple[int, str | None], list[Spooled]]]:
-    """Runs of one learner together (up to REPLAY_BATCH); each outcome alone, in its place."""
+    """Runs of one learner together (up to REPLAY_BATCH); each outcome and each evidence line
+    alone, in its place (after the runs it came from)."""
     learner: tuple[int, str | None] | None = None
     batch: list[Spooled] = []
     for key, record in rows:
-        if isinstance(record, PendingArmOutcome):
+        if isinstance(record, PendingArmOutcome | PendingEvidence):
             if batch and learner is not None:
                 yield learner, batch
             yield key, [record]
@@ -822,6 +927,21 @@ class SpoolingStore:
         spooled: RunStatus = "spooled"
         return RecordResult(tuple(r.trace_id for r in runs), (spooled,) * len(runs))
 
+    def spool_context_evidence(
+        self, learner_id: int | None, learner: str, pending: PendingEvidence
+    ) -> None:
+        """Keep per-feature evidence storage could not take (an outage), behind the runs it
+        came from, to add it when they are written (EvidenceSpooler)."""
+        self.spool.append_evidence(learner_id or 0, pending, name=learner)
+        self._kick()
+
+    def spooling(self) -> bool:
+        return self.spool.pending()
+
+    def _write_evidence(self, learner_id: int, pending: PendingEvidence) -> object:
+        add = self.inner.add_context_evidence  # type: ignore[attr-defined]
+        return evidence_writer(add)(learner_id, pending)
+
     def record_or_spool_arm_outcome(
         self, learner_id: int | None, learner: str, pending: PendingArmOutcome
     ) -> ArmOutcome | None:
@@ -882,7 +1002,9 @@ class SpoolingStore:
     def replay_now(self) -> int:
         """Replay synchronously (tests and shutdown); returns the runs written."""
         self._schema_ready()
-        return self.spool.replay(self.inner.record_runs, self._resolve, self._write_outcome)
+        return self.spool.replay(
+            self.inner.record_runs, self._resolve, self._write_outcome, self._write_evidence
+        )
 
     def _schema_ready(self) -> None:
         """Storage answers and has its schema before anything is replayed into it (a server
@@ -917,7 +1039,7 @@ class SpoolingStore:
             try:
                 self._schema_ready()
                 replayed = self.spool.replay(
-                    self.inner.record_runs, self._resolve, self._write_outcome
+                    self.inner.record_runs, self._resolve, self._write_outcome, self._write_evidence
                 )
                 if replayed:
                     log.info("storage is back: replayed %d spooled run(s)", replayed)

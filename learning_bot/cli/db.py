@@ -63,6 +63,7 @@ def _replay_dead_letters(settings: Settings, spool_dir: str | None, *, dry_run: 
     from storage.spool import (
         DEAD_LETTER,
         default_spool_root,
+        evidence_writer,
         outcome_under_stored_phase,
         replay_dead_letters,
     )
@@ -87,6 +88,7 @@ def _replay_dead_letters(settings: Settings, spool_dir: str | None, *, dry_run: 
             store.record_runs,
             resolve,
             write_outcome=outcome_under_stored_phase(store.record_arm_outcome),
+            write_evidence=evidence_writer(store.add_context_evidence),
             dry_run=dry_run,
         )
     finally:

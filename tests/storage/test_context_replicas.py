@@ -340,3 +340,55 @@ def test_cells_stored_before_features_kept_their_count_advance_from_their_highes
     )
     assert cells[(RAIN, "")].tick == 6
     assert cells[(RAIN, "tool:t:Tool01")].tick == 5
+
+
+def test_evidence_of_runs_observed_in_an_outage_is_added_when_they_are_written(
+    database_url: str, tmp_path: object
+) -> None:
+    """Runs observed while storage is down wait in the spool, and so does their per-feature
+    evidence, behind them: once storage answers, the learner holds what it would have held
+    without the outage."""
+    from pathlib import Path
+    from typing import Any
+
+    from engine.errors import Unavailable
+    from storage.spool import Spool, SpoolingStore
+
+    from .test_spool import Outage
+
+    class EvidenceOutage(Outage):
+        def add_context_evidence(self, *args: Any, **kwargs: Any) -> Any:
+            if self.down:
+                raise Unavailable("storage is unavailable: connection refused")
+            return self.inner.add_context_evidence(*args, **kwargs)
+
+    root = Path(str(tmp_path)) / "spool"
+    sql = SqlStore(database_url)
+    try:
+        reference = LearningService(sql, config(), rng=1, cache_ttl=0, learner="reference")
+        reference.observe_many(RUNS)
+        outage = EvidenceOutage(sql)
+        spooling = SpoolingStore(outage, Spool(root), retry_seconds=60)  # type: ignore[arg-type]
+        svc = LearningService(
+            outage,  # type: ignore[arg-type]
+            config(),
+            rng=1,
+            cache_ttl=0,
+            learner="through-outage",
+            writer=spooling,
+        )
+        for report in RUNS[:10]:
+            assert svc.observe(report).recorded
+        outage.down = True
+        for report in RUNS[10:25]:
+            assert svc.observe(report).spooled
+        outage.down = False
+        for report in RUNS[25:]:  # behind the spooled ones: spooled too, in order
+            svc.observe(report)
+        spooling.replay_now()
+        same(stored(sql, svc.learner_id), stored(sql, reference.learner_id))
+        assert svc.traces()[1] == len(RUNS)
+        assert svc.verify().ok
+        spooling.close()
+    finally:
+        sql.close()

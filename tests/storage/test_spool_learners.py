@@ -211,3 +211,37 @@ def test_dead_lettered_arm_outcomes_replay_once_by_their_key(
     }
     assert svc.verify().ok
     sql.close()
+
+
+def test_dead_lettered_evidence_is_added_by_replay_dead_letters(
+    database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Per-feature evidence spooled in an outage and refused on replay waits in the dead-letter
+    file too; `db replay-dead-letters` adds it to the learner's evidence, by name."""
+    from engine.context import feature_hash
+    from engine.ports import PendingEvidence
+    from storage.spool import evidence_line
+
+    root = tmp_path / "spool"
+    root.mkdir()
+    sql = SqlStore(database_url)
+    svc = LearningService(sql, ACTIVE, cache_ttl=0, learner="taught")
+    rain = feature_hash("w", "rain")
+    pending = PendingEvidence(
+        (((rain,), (("tool:fs:Read", 1.0), ("tool:web:WebSearch", 0.0))),) * 3,
+        1.0,
+        1_000,
+        (("tool:web:WebSearch", 3, 1),),
+        Phase.ACTIVE,
+    )
+    line = evidence_line(svc.learner_id, pending, name="taught")
+    (root / DEAD_LETTER).write_text(json.dumps({"reason": "x", "at": 1, "run": line}) + "\n")
+    cli = ["--database-url", database_url, "db", "replay-dead-letters", "--spool-dir", str(root)]
+    assert main(cli) == 0, capsys.readouterr().err
+    assert not (root / DEAD_LETTER).exists()
+    cells, count = sql.context_evidence(svc.learner_id)
+    read = {(c.feature, c.arm_id): c.rewards for c in cells if c.feature == rain and c.arm_id}
+    assert read[(rain, "tool:fs:Read")] == pytest.approx(3.0)
+    assert read[(rain, "tool:web:WebSearch")] == pytest.approx(0.0)
+    assert count == 3
+    sql.close()
