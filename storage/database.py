@@ -417,19 +417,29 @@ def schema_ready(engine: Engine) -> None:
     _ready(engine)
 
 
+_checking: dict[int, int] = {}
+"""Engines (by id) whose deferred check runs now, and the thread running it."""
+
+
 def _ready(engine: Engine) -> None:
-    """Run a deferred schema check (once, other threads waiting for it)."""
+    """Run a deferred schema check (once, other threads waiting for it). The engine stays
+    deferred until its check is done, so another thread never takes the quick way out while
+    the schema is still being made: it waits on the lock; the checking thread's own reads
+    and writes (re-entering here) go on."""
     if not _DEFERRED:
         return
     with _deferred_lock:
-        auto_create = _DEFERRED.pop(engine, None)
+        if _checking.get(id(engine)) == threading.get_ident():
+            return  # the check's own statements
+        auto_create = _DEFERRED.get(engine)
         if auto_create is None:
             return
+        _checking[id(engine)] = threading.get_ident()
         try:
             ensure_schema(engine, auto_create=auto_create)
-        except BaseException:
-            _DEFERRED[engine] = auto_create
-            raise
+        finally:
+            del _checking[id(engine)]
+        _DEFERRED.pop(engine, None)
         log.warning("storage answers again; the schema is in place")
 
 
