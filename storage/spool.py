@@ -140,34 +140,49 @@ EVIDENCE_PREFIX = '{"k":"ev",'
 Spooled = RunRecord | PendingArmOutcome | PendingEvidence
 
 
+def _tagged_line(kind: str, learner_id: int, name: str | None, field: str, body: Any) -> str:
+    """A spool line that is not a run: its kind, the learner's id and name, and its body."""
+    head: dict[str, Any] = {"k": kind, "l": learner_id}
+    if name is not None:
+        head["n"] = name
+    return json.dumps({**head, field: body}, separators=(",", ":"), allow_nan=False)
+
+
+def _read_tagged_line(line: str, field: str) -> tuple[int, str | None, Any]:
+    """A `_tagged_line`'s learner id, learner name and body (ValueError when malformed)."""
+    data: dict[str, Any] = json.loads(line)
+    name = data.get("n")
+    if name is not None and not isinstance(name, str):
+        raise ValueError("the learner name of a spool line must be a string")
+    return int(data["l"]), name, data[field]
+
+
 def evidence_line(learner_id: int, pending: PendingEvidence, name: str | None = None) -> str:
     """One spool line holding the per-feature evidence of observed runs (`PendingEvidence`):
     hashed features and rewards, never a message."""
-    head: dict[str, Any] = {"k": "ev", "l": learner_id}
-    if name is not None:
-        head["n"] = name
     body = {
-        "runs": [
-            [list(features), [list(r) for r in rewards]] for features, rewards in pending.runs
-        ],
+        "runs": [[list(fs), [list(r) for r in rewards]] for fs, rewards in pending.runs],
         "keep": pending.keep,
         "max": pending.max_cells,
         "d": [list(d) for d in pending.deferrals],
         "phase": pending.phase.value,
     }
-    return json.dumps({**head, "e": body}, separators=(",", ":"), allow_nan=False)
+    return _tagged_line("ev", learner_id, name, "e", body)
+
+
+def _reward(value: Any) -> float:
+    reward = float(value)
+    if not 0.0 <= reward <= 1.0:  # NaN included
+        raise ValueError("a spooled reward must be in [0, 1]")
+    return reward
 
 
 def read_evidence_line(line: str) -> tuple[int, str | None, PendingEvidence]:
-    data: dict[str, Any] = json.loads(line)
-    e = data["e"]
-    name = data.get("n")
-    if name is not None and not isinstance(name, str):
-        raise ValueError("the learner name of a spool line must be a string")
+    learner_id, name, e = _read_tagged_line(line, "e")
     runs = tuple(
         (
             tuple(int(f) for f in features),
-            tuple((str(arm), float(reward)) for arm, reward in rewards),
+            tuple((str(arm), _reward(reward)) for arm, reward in rewards),
         )
         for features, rewards in e["runs"]
     )
@@ -176,14 +191,11 @@ def read_evidence_line(line: str) -> tuple[int, str | None, PendingEvidence]:
     if not 0.0 < keep <= 1.0:
         raise ValueError("the evidence's keep factor must be in (0, 1]")
     pending = PendingEvidence(runs, keep, int(e["max"]), deferrals, Phase(e["phase"]))
-    return int(data["l"]), name, pending
+    return learner_id, name, pending
 
 
 def outcome_line(learner_id: int, pending: PendingArmOutcome, name: str | None = None) -> str:
     """One spool line holding a per-arm outcome (`PendingArmOutcome`)."""
-    head: dict[str, Any] = {"k": "arm", "l": learner_id}
-    if name is not None:
-        head["n"] = name
     body = {
         "arm": pending.arm_id,
         "r": pending.reward,
@@ -194,21 +206,17 @@ def outcome_line(learner_id: int, pending: PendingArmOutcome, name: str | None =
         "key": pending.key,
         "phase": pending.phase.value,
     }
-    return json.dumps({**head, "o": body}, separators=(",", ":"), allow_nan=False)
+    return _tagged_line("arm", learner_id, name, "o", body)
 
 
 def read_outcome_line(line: str) -> tuple[int, str | None, PendingArmOutcome]:
-    data: dict[str, Any] = json.loads(line)
-    o = data["o"]
-    name = data.get("n")
-    if name is not None and not isinstance(name, str):
-        raise ValueError("the learner name of a spool line must be a string")
+    learner_id, name, o = _read_tagged_line(line, "o")
     conversation = o["c"]
     if conversation is not None and not isinstance(conversation, str):
         raise ValueError("the conversation of a spooled outcome must be a string")
     pending = PendingArmOutcome(
         str(o["arm"]),
-        float(o["r"]),
+        _reward(o["r"]),
         bool(o["ref"]),
         conversation,
         bool(o["apply"]),
@@ -216,7 +224,7 @@ def read_outcome_line(line: str) -> tuple[int, str | None, PendingArmOutcome]:
         str(o["key"]),
         Phase(o["phase"]),
     )
-    return int(data["l"]), name, pending
+    return learner_id, name, pending
 
 
 def read_spool_line(line: str) -> tuple[int, RunRecord]:

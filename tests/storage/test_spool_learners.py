@@ -245,3 +245,27 @@ def test_dead_lettered_evidence_is_added_by_replay_dead_letters(
     assert read[(rain, "tool:web:WebSearch")] == pytest.approx(0.0)
     assert count == 3
     sql.close()
+
+
+@pytest.mark.parametrize("reward", [float("nan"), 5.0, -1.0])
+def test_a_spooled_reward_outside_zero_to_one_is_refused_on_reading(reward: float) -> None:
+    """A spool line edited or damaged on disk cannot put an impossible reward into a posterior
+    or the evidence: reading it fails, so replay dead-letters it with the reason."""
+    from engine.ports import PendingArmOutcome, PendingEvidence
+    from storage.spool import (
+        evidence_line,
+        outcome_line,
+        read_evidence_line,
+        read_outcome_line,
+    )
+
+    ok_outcome = PendingArmOutcome("tool:fs:Read", 1.0, True, None, True, 1, "k", Phase.ACTIVE)
+    ok_evidence = PendingEvidence(((((1,), (("tool:fs:Read", 1.0),)),)), 1.0, 10, (), Phase.ACTIVE)
+    for line, read in (
+        (outcome_line(1, ok_outcome, "x"), read_outcome_line),
+        (evidence_line(1, ok_evidence, "x"), read_evidence_line),
+    ):
+        assert read(line)[:2] == (1, "x")
+        bad = line.replace("1.0", "NaN" if reward != reward else repr(reward), 1)
+        with pytest.raises(ValueError, match="reward"):
+            read(bad)
