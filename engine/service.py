@@ -83,7 +83,7 @@ from engine.posterior import check_reward, initial_prior, now_ms
 from engine.records import ArmOutcomeRecord, RunRecord, record_from_report, under_phase
 from engine.resolve import MAX_QUERY_CHARS, resolve_arm_query
 from engine.savings import CostSavings, cost_savings, cost_series, price_sessions
-from engine.session_selection import SessionSelector, keyed, session_key_of
+from engine.session_selection import SessionSelector, keyed, session_key_of, session_request
 from engine.starvation import STARVATION_WINDOW, StarvedArm, starved_arms
 from engine.starvation import ArmRecord as StarvationArm
 from engine.text import strip_controls
@@ -158,20 +158,6 @@ def _with_loaded(report: RunReport) -> RunReport:
     return replace(report, arms=arms, context=_stored(context))
 
 
-def _loaded_calls(report: RunReport) -> RunReport | None:
-    """The report with only its calls of deferred arms it loaded (None: it loaded none)."""
-    if not report.context:
-        return None
-    from engine.context import loaded_arms
-
-    loaded = set(loaded_arms(report.context))
-    if not loaded:
-        return None
-    names = {i.arm.name for i in report.arms if i.arm.id in loaded or i.arm.name in loaded}
-    calls = tuple(c for c in report.tool_calls if c.name in names)
-    return replace(report, tool_calls=calls, context={}) if calls else None
-
-
 def reward_value(value: str | float | int) -> float:
     """1 / 0 / good / bad / accepted / rejected, or a number in [0, 1]."""
     if isinstance(value, str):
@@ -243,8 +229,16 @@ class LearningService:
         self.cache_ttl = cache_ttl
         self._clock = clock
         self._wall_clock = wall_clock
+        from engine.learner_view import CachedLearnerView
+
         self._session_sets = SessionSelector(
-            store, lambda: self.learner_id, cache_ttl, clock, wall_clock
+            store,
+            lambda: self.learner_id,
+            cache_ttl,
+            clock,
+            wall_clock,
+            CachedLearnerView(lambda: self._cache, store, lambda: self.learner_id, clock),
+            lambda: self.prices,
         )
         """Milliseconds since the epoch that session idle windows are counted in (a simulation
         passes its own time)."""
@@ -477,20 +471,37 @@ class LearningService:
         def draw(offered: ArmSet, settings: LearningConfig) -> Selection:
             return self._select_cached(offered, settings, request)
 
+        def candidate(offered: ArmSet, settings: LearningConfig) -> Selection:
+            return self._select_cached(offered, settings, request, count=False)
+
         if key and config.is_active:
             from engine.context import opening_features
 
             opening = opening_features(request.message) if request is not None else ()
-            return self._session_sets.select(key, arm_set, config, draw, opening=opening)
+            return self._session_sets.select(
+                key,
+                arm_set,
+                config,
+                draw,
+                opening=opening,
+                request=session_request(context),
+                candidate=candidate,
+            )
         return draw(arm_set, config)
 
     def _select_cached(
-        self, arm_set: ArmSet, config: LearningConfig, request: RequestContext | None = None
+        self,
+        arm_set: ArmSet,
+        config: LearningConfig,
+        request: RequestContext | None = None,
+        *,
+        count: bool = True,
     ) -> Selection:
         """`select_arms` under `config`: from the cached posteriors, under the cache's lock,
         when active; passive or disabled, every arm without reading a posterior. With a
         request context the draw is the context-aware one (engine.context_policy); arms owed
-        a try by the exploration bound (engine.exploration) are included."""
+        a try by the exploration bound (engine.exploration) are included. `count` False: a
+        candidate weighed by a session review, not a selection the bound counts."""
         from engine.selection import select_arms
 
         if not config.is_active:
@@ -516,7 +527,8 @@ class LearningService:
             with cache.lock:
                 post = cache.arrays(arm_set)
                 chosen = select_arms(arm_set, post, config, self._rng, draw=scores, force=force)
-        owed.included(arm_set, chosen.mask)
+        if count:
+            owed.included(arm_set, chosen.mask)
         return chosen
 
     def _owed_tries(self) -> OwedTries:
@@ -810,12 +822,8 @@ class LearningService:
         if learned:
             self._learn_context([r for r, _ in learned], [w for _, w in learned])
         if config.is_active:
+            self._session_sets.note_runs(asked)
             self._session_sets.grow(asked, config)
-            if config.session_growth == "off":
-                # a deferred arm the model loaded and used joins its session all the same
-                loaded = [r for r in map(_loaded_calls, asked) if r is not None]
-                if loaded:
-                    self._session_sets.grow(loaded, replace(config, session_growth="append"))
         self._first_seen((item.arm.id for r in reports for item in r.arms), config)
         return out
 
@@ -927,11 +935,14 @@ class LearningService:
             raise InvalidInput(f"{exc.field}: {exc.detail}") from None
         arm_set = ArmSet(arms)
 
-        def draw(offered: ArmSet, settings: LearningConfig) -> Selection:
-            chosen = self._select_cached(offered, settings, request)
+        def draw(offered: ArmSet, settings: LearningConfig, count: bool = True) -> Selection:
+            chosen = self._select_cached(offered, settings, request, count=count)
             if settings.is_active and 0 < k < len(chosen.selected):
                 chosen = self._cap(offered, chosen, k, settings)
             return chosen
+
+        def candidate(offered: ArmSet, settings: LearningConfig) -> Selection:
+            return draw(offered, settings, count=False)
 
         if unavailable is not None:
             from engine.selection import include_everything
@@ -951,6 +962,8 @@ class LearningService:
                 draw,
                 full_baseline=not k,
                 opening=opening_features(request.message) if request is not None else (),
+                request=session_request(context_map, provider, model),
+                candidate=candidate,
             )
         else:
             selection = draw(arm_set, config)
