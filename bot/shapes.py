@@ -165,6 +165,9 @@ def selection_json(selection: Selection) -> dict[str, Any]:
         "overBudget": selection.over_budget,
         "fallback": selection.fallback,
         "guidance": selection.guidance,
+        "added": list(selection.added),
+        "session": selection.session,
+        "sessionReason": selection.session_reason or None,
     }
 
 

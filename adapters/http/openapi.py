@@ -323,6 +323,23 @@ SCHEMAS: dict[str, Any] = {
             "overBudget": BOOL,
             "fallback": N_STR,
             "guidance": N_STR,
+            "added": {
+                "type": "array",
+                "items": STR,
+                "description": "Tools the session took on outside its cached prefix: send "
+                "them as a mid-conversation addition (Anthropic) or leave them to tool search "
+                "(OpenAI), never among the prefix's tools",
+            },
+            "session": {
+                "type": "string",
+                "nullable": True,
+                "enum": ["new", "kept", "grown", "redrawn", None],
+                "description": "What the select did with its session's set (null: no session)",
+            },
+            "sessionReason": {
+                **N_STR,
+                "description": "Why, in a few words (README, Agent runtimes)",
+            },
         },
         [
             "selected",
@@ -334,6 +351,9 @@ SCHEMAS: dict[str, Any] = {
             "overBudget",
             "fallback",
             "guidance",
+            "added",
+            "session",
+            "sessionReason",
         ],
     ),
     "ToolCall": _obj({"name": STR, "meta": {"type": "object"}}, ["name"]),
