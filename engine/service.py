@@ -72,6 +72,7 @@ from engine.ports import (
     RewardChange,
     RunSessions,
     RunWriter,
+    SessionSets,
     SessionUsages,
     SessionUsageSince,
     SpoolHealth,
@@ -1333,6 +1334,9 @@ class LearningService:
         pulls = sum(e.pulls for e in arms)
         reward = sum(e.rewards for e in arms)
         summary = summarise(stats, len(arms), recall, pulls, reward, self._cost_savings())
+        store = self.store
+        if isinstance(store, SessionSets):
+            summary = replace(summary, session_decisions=store.session_decisions(self.learner_id))
         return summary, counts
 
     def starved_arms(

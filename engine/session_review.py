@@ -13,7 +13,8 @@ set is a decision, not a freeze: it is drawn again
   more over the session's expected remaining turns than rewriting the cached prompt costs.
 
 Prices are ratios to the model's uncached input token (engine.cost), so every figure here is
-in input-token units. Per turn a set costs its definitions read from the cache, plus, for
+in input-token units; a redraw needs an expected saving of REDRAW_MARGIN times the rewrite.
+Per turn a set costs its definitions read from the cache, plus, for
 each arm it leaves out, the chance the model needs that arm (its posterior mean; 1 for a
 tool the session already asked for) times what such a miss costs: the round trip the runtime
 makes to get the tool (the prompt read again from the cache and the tool's definition
@@ -36,6 +37,10 @@ from engine.session_sets import SessionSet
 
 REVIEW_EVERY = 4
 """Selects of a live session between two priced reviews (each review draws a candidate)."""
+
+REDRAW_MARGIN = 2.0
+"""A priced redraw needs an expected saving of this many times the rewrite: the saving is an
+estimate from posterior means that keep moving, the rewrite a certain cost."""
 
 CACHE_MISS_SHARE = 0.5
 """A run of a session whose set was read before counts as a cache miss when it read less than
@@ -91,7 +96,7 @@ class Price:
 
     @property
     def pays(self) -> bool:
-        return self.saving > self.rewrite
+        return self.saving > REDRAW_MARGIN * self.rewrite
 
 
 def cache_break(session: SessionSet, provider: str, model: str, compacted: bool) -> str:
@@ -196,6 +201,7 @@ __all__ = [
     "PRICED",
     "PROVIDER_CHANGED",
     "PROVISIONAL",
+    "REDRAW_MARGIN",
     "REDRAW_REASONS",
     "REVIEW_EVERY",
     "LearnerView",

@@ -367,6 +367,7 @@ class SessionSelector:
             fresh,
             decided_at=session.decided_at,
             version=session.version,
+            turns=session.turns + 1,
             redraws=session.redraws + 1,
             provider=session.provider,
             model=session.model,

@@ -50,7 +50,7 @@ class SessionSet:
     opening: tuple[int, ...] = ()
     """The hashed word features of the message the set was decided on (engine.context)."""
     turns: int = 0
-    """Selects answered from this set since it was drawn (the draw's own included)."""
+    """Selects the session has answered while live (the first included), redraws or not."""
     redraws: int = 0
     """How often the session's set was drawn again while the session stayed live."""
     reason: str = ""
@@ -84,6 +84,18 @@ class SessionSet:
 
     def decided(self) -> frozenset[str]:
         return frozenset(self.included) | frozenset(self.left_out) | frozenset(self.added)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionDecisions:
+    """What a learner's sessions of the last day did with their sets: how many there are, how
+    many were drawn again while live (and how often), and how many sessions' latest redraw had
+    each reason (engine.session_review.REDRAW_REASONS), most frequent first."""
+
+    sessions: int = 0
+    redrawn: int = 0
+    redraws: int = 0
+    by_reason: tuple[tuple[str, int], ...] = ()
 
 
 def first_set(
@@ -250,6 +262,7 @@ __all__ = [
     "MAX_SESSION_KEY_CHARS",
     "DecideNew",
     "SessionCache",
+    "SessionDecisions",
     "SessionSet",
     "continue_set",
     "first_set",

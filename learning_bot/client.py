@@ -373,6 +373,8 @@ class Summary:
         default=None, metadata={"json": "selectedPromptAvgTokens"}
     )
     estimated_recall: float | None = field(default=None, metadata={"json": "estimatedRecall"})
+    sessions: Mapping[str, Any] | None = field(default=None, metadata={"json": "sessions"})
+    """What the sessions of the last day did with their sets (redrawn, and why)."""
     accuracy: float | None = field(default=None, metadata={"json": "accuracy"})
     explore_ratio: float | None = field(default=None, metadata={"json": "exploreRatio"})
     total_reward: float = field(default=0.0, metadata={"json": "totalReward"})

@@ -60,6 +60,22 @@ SCHEMAS: dict[str, Any] = {
             "offeredAvgTokens": N_NUM,
             "selectedPromptAvgTokens": N_NUM,
             "estimatedRecall": N_NUM,
+            "sessions": {
+                "type": "object",
+                "nullable": True,
+                "description": "What the learner's sessions of the last day did with their "
+                "sets: how many were drawn again while live, and the sessions per reason of "
+                "their latest redraw",
+                "properties": {
+                    "sessions": INT,
+                    "redrawn": INT,
+                    "redraws": INT,
+                    "byReason": {
+                        "type": "array",
+                        "items": _obj({"reason": STR, "sessions": INT}, ["reason", "sessions"]),
+                    },
+                },
+            },
             "accuracy": N_NUM,
             "exploreRatio": N_NUM,
             "totalReward": NUM,
