@@ -74,7 +74,7 @@ def test_a_cold_set_is_provisional_and_redrawn_within_budget_once_its_arms_have_
     redrawn = [i for i, s in enumerate(sessions) if s[0] == "redrawn"]
     assert redrawn and sessions[redrawn[0]][1] == PROVISIONAL
     assert redrawn[0] <= 2  # two pulls each: the third select draws again
-    for action, _, used in sessions[redrawn[0] :]:
+    for _, _, used in sessions[redrawn[0] :]:
         assert used <= budget, sessions
     assert sessions[-1][0] == "kept"
 
@@ -165,7 +165,7 @@ def test_the_decision_survives_a_restart_and_status_counts_redraws(database_url:
     ctx = {"session_key": "r", "provider": "anthropic", "model": "claude-sonnet-4-5"}
     drawn = service.select(arms, ctx)
     service.select(arms, {**ctx, "compacted": True})
-    missing = [a for a in drawn.excluded][0]
+    missing = drawn.excluded[0]
     again = service.select(arms, ctx)
     run(service, "r", 0, arms, again.selected, [missing])
     first_store.close()
