@@ -472,9 +472,6 @@ class LearningService:
         def draw(offered: ArmSet, settings: LearningConfig) -> Selection:
             return self._select_cached(offered, settings, request)
 
-        def candidate(offered: ArmSet, settings: LearningConfig) -> Selection:
-            return self._select_cached(offered, settings, request, count=False)
-
         if key and config.is_active:
             from engine.context import opening_features
 
@@ -486,23 +483,16 @@ class LearningService:
                 draw,
                 opening=opening,
                 request=session_request(context),
-                candidate=candidate,
             )
         return draw(arm_set, config)
 
     def _select_cached(
-        self,
-        arm_set: ArmSet,
-        config: LearningConfig,
-        request: RequestContext | None = None,
-        *,
-        count: bool = True,
+        self, arm_set: ArmSet, config: LearningConfig, request: RequestContext | None = None
     ) -> Selection:
         """`select_arms` under `config`: from the cached posteriors, under the cache's lock,
         when active; passive or disabled, every arm without reading a posterior. With a
         request context the draw is the context-aware one (engine.context_policy); arms owed
-        a try by the exploration bound (engine.exploration) are included. `count` False: a
-        candidate weighed by a session review, not a selection the bound counts."""
+        a try by the exploration bound (engine.exploration) are included."""
         from engine.selection import select_arms
 
         if not config.is_active:
@@ -528,8 +518,7 @@ class LearningService:
             with cache.lock:
                 post = cache.arrays(arm_set)
                 chosen = select_arms(arm_set, post, config, self._rng, draw=scores, force=force)
-        if count:
-            owed.included(arm_set, chosen.mask)
+        owed.included(arm_set, chosen.mask)
         return chosen
 
     def _owed_tries(self) -> OwedTries:
@@ -936,14 +925,11 @@ class LearningService:
             raise InvalidInput(f"{exc.field}: {exc.detail}") from None
         arm_set = ArmSet(arms)
 
-        def draw(offered: ArmSet, settings: LearningConfig, count: bool = True) -> Selection:
-            chosen = self._select_cached(offered, settings, request, count=count)
+        def draw(offered: ArmSet, settings: LearningConfig) -> Selection:
+            chosen = self._select_cached(offered, settings, request)
             if settings.is_active and 0 < k < len(chosen.selected):
                 chosen = self._cap(offered, chosen, k, settings)
             return chosen
-
-        def candidate(offered: ArmSet, settings: LearningConfig) -> Selection:
-            return draw(offered, settings, count=False)
 
         if unavailable is not None:
             from engine.selection import include_everything
@@ -964,7 +950,6 @@ class LearningService:
                 full_baseline=not k,
                 opening=opening_features(request.message) if request is not None else (),
                 request=session_request(context_map, provider, model),
-                candidate=candidate,
             )
         else:
             selection = draw(arm_set, config)

@@ -9,25 +9,28 @@ set is a decision, not a freeze: it is drawn again
 - when it was provisional (`provisional_done`): drawn while arms were forced in for
   exploration (cold start, `min_pulls`), it is drawn again as soon as those arms have their
   pulls;
-- when it pays (`priced`): the learner has learnt enough since the draw that a new set saves
-  more over the session's expected remaining turns than rewriting the cached prompt costs.
+- when it pays (`priced`): the learner has learnt enough since the draw that the best set it
+  knows of (`best_known_set`) saves more over the session's expected remaining turns than
+  rewriting the cached prompt costs.
 
 Prices are ratios to the model's uncached input token (engine.cost), so every figure here is
 in input-token units; a redraw needs an expected saving of REDRAW_MARGIN times the rewrite.
-Per turn a set costs its definitions read from the cache, plus, for
-each arm it leaves out, the chance the model needs that arm (its posterior mean; 1 for a
-tool the session already asked for) times what such a miss costs: the round trip the runtime
-makes to get the tool (the prompt read again from the cache and the tool's definition
-written). Rewriting costs the whole prompt written instead of read where a changed tool list
-invalidates the prefix, and only the new definitions written where the provider takes tools
-mid-conversation (engine.providers). The session's remaining turns are estimated as
-max(turns so far, the learner's mean session length - turns so far, 1): a conversation that
+Per turn a set costs its definitions read from the cache, plus, for each arm it leaves out,
+the chance the model needs that arm (its posterior mean) times adding its definition when it
+does; a tool the session already asked for and lacks costs a round trip every turn (the prompt
+read again from the cache and the tool's definition written). What a left-out tool costs in
+answers is the budget's (or the recall target's) business, not the review's: the review
+prices money only, so a set is rewritten for what it saves on the bill. Rewriting costs the
+whole prompt written instead of read where a changed tool list invalidates the prefix, and
+only the new definitions written where the provider takes tools mid-conversation
+(engine.providers). The session's remaining turns are estimated as max(turns so far, the
+learner's mean session length - turns so far, 1): a conversation that
 has gone on for t turns is expected to go on about as long again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -140,6 +143,33 @@ def due(session: SessionSet, view: LearnerView) -> bool:
     return session.turns % REVIEW_EVERY == 0 and view.observations() > session.reviewed
 
 
+def best_known_set(
+    arm_ids: Sequence[str],
+    costs: Mapping[str, int],
+    view: LearnerView,
+    budget: int,
+    seeds: Iterable[str],
+    per_token: bool,
+) -> tuple[str, ...]:
+    """The set a review weighs against the kept one: seed arms, then the arms by posterior mean
+    (per token with per-token packing) packed greedily into the budget, in inventory order. A
+    review compares what the learner knows, not a fresh Thompson draw: weighing draw after draw
+    would keep finding one that looks better by chance."""
+    seed_ids = frozenset(seeds)
+    chosen = {a for a in arm_ids if a in seed_ids}
+    used = sum(costs[a] for a in chosen)
+
+    def worth(arm_id: str) -> float:
+        mean = view.mean(arm_id)
+        return mean / max(costs[arm_id], 1) if per_token else mean
+
+    for arm_id in sorted((a for a in arm_ids if a not in chosen), key=worth, reverse=True):
+        if used + costs[arm_id] <= budget:
+            chosen.add(arm_id)
+            used += costs[arm_id]
+    return tuple(a for a in arm_ids if a in chosen)
+
+
 def remaining_turns(session: SessionSet, view: LearnerView) -> float:
     """The session's expected remaining turns (see the module's docstring)."""
     so_far = float(max(session.turns, 1))
@@ -166,15 +196,18 @@ def priced(
     prompt = max(prompt_tokens, tools)
     read, write = prices.cache_read, prices.cache_write
 
-    def need(arm_id: str) -> float:
-        return 1.0 if arm_id in wanted else min(1.0, max(0.0, view.mean(arm_id)))
+    def miss(arm_id: str, tokens: int) -> float:
+        if arm_id in wanted:  # the session asked for it: a round trip each turn it lacks it
+            return read * prompt + write * tokens
+        # the chance the session needs it, times adding its definition when it does
+        return min(1.0, max(0.0, view.mean(arm_id))) * write * tokens
 
     def per_turn(arms: Iterable[str]) -> float:
         kept = frozenset(arms)
         cost = read * sum(costs[a] for a in kept)
         for arm_id, tokens in costs.items():
             if arm_id not in kept:
-                cost += need(arm_id) * (read * prompt + write * tokens)
+                cost += miss(arm_id, tokens)
         return cost
 
     turns = remaining_turns(session, view)
@@ -206,6 +239,7 @@ __all__ = [
     "REVIEW_EVERY",
     "LearnerView",
     "Price",
+    "best_known_set",
     "cache_break",
     "due",
     "forced_arms",

@@ -33,6 +33,7 @@ from engine.session_review import (
     PRICED,
     PROVISIONAL,
     LearnerView,
+    best_known_set,
     cache_break,
     due,
     forced_arms,
@@ -187,12 +188,10 @@ class SessionSelector:
         full_baseline: bool = True,
         opening: tuple[int, ...] = (),
         request: SessionRequest | None = None,
-        candidate: Callable[[ArmSet, LearningConfig], Selection] | None = None,
     ) -> Selection:
         """The selection of session `key`: its stored set when it is live and worth keeping,
         else a new draw stored as its set (or the set another replica stored first), with
-        `opening`, the word features of the message it was drawn for. `candidate` draws a set
-        for a priced review without counting it as a selection (default: `draw`). Storage that
+        `opening`, the word features of the message it was drawn for. Storage that
         cannot be reached gives a per-request draw: the run goes ahead, only its cached prefix
         is lost."""
         store = self.store
@@ -200,7 +199,6 @@ class SessionSelector:
         if idle <= 0 or not isinstance(store, SessionSets):
             return draw(arm_set, config)
         asked = request or SessionRequest()
-        review_draw = candidate or draw
         view = self._view
         seeds = config.seed_arm_ids
 
@@ -247,7 +245,12 @@ class SessionSelector:
                         now,
                     )
                     if session is not None:
-                        fresh = replace(fresh, redraws=session.redraws + 1)
+                        fresh = replace(
+                            fresh,
+                            redraws=session.redraws + 1,
+                            turns=session.turns + 1,
+                            drawn_turn=session.turns,
+                        )
                     claimed = store.claim_session_set(learner_id, fresh, idle * 1000)
                     self._sessions.put(claimed, self._clock())
                     if claimed.decided_at == now and claimed.included == fresh.included:
@@ -256,7 +259,7 @@ class SessionSelector:
                 mechanics = self._mechanics(
                     asked.provider or session.provider, asked.model or session.model, config
                 )
-                why, chosen = self._review(session, arm_set, config, asked, mechanics, review_draw)
+                why, chosen = self._review(session, arm_set, config, asked, mechanics)
                 if why:
                     redrawn = self._redraw(session, arm_set, config, chosen, draw, now, why)
                     changed = stamped(redrawn[1], now)
@@ -296,25 +299,31 @@ class SessionSelector:
         config: LearningConfig,
         asked: SessionRequest,
         mechanics: Mechanics,
-        review_draw: Callable[[ArmSet, LearningConfig], Selection],
     ) -> tuple[str, Selection | None]:
         """Whether the live `session` draws its set again now, and why ("" keeps it); the
-        candidate drawn for a priced review (None when there was none)."""
+        set a priced review weighed (None when there was no review)."""
         if session.is_baseline:
             return "", None
         view = self._view
         why = cache_break(session, asked.provider, asked.model, asked.compacted)
         if why:
             return why, None
-        if provisional_done(session, view, config.min_pulls):
-            return PROVISIONAL, None
-        if session.provisional or not due(session, view):
+        provisional = provisional_done(session, view, config.min_pulls)
+        if not provisional and (session.provisional or not due(session, view)):
             return "", None
-        plain = replace(config, baseline_rate=0.0)
-        drawn = review_draw(arm_set, plain)
-        wanted = [a for a in session.wanted if a in arm_set.index]
-        new_ids = [*drawn.selected, *(a for a in wanted if a not in drawn.selected)]
         costs = dict(zip(arm_set.ids, (int(c) for c in arm_set.costs), strict=True))
+        best = best_known_set(
+            arm_set.ids,
+            costs,
+            view,
+            config.token_budget,
+            config.seed_arm_ids,
+            config.packing == "score_per_token",
+        )
+        wanted = [a for a in session.wanted if a in costs and a not in best]
+        new_ids = (*best, *wanted)
+        if provisional:  # the set was a guess: the best the learner knows replaces it
+            return PROVISIONAL, _listed(arm_set, new_ids, config)
         prices = self._prices().prices_for(
             asked.provider or session.provider or config.provider,
             asked.model or session.model or config.model,
@@ -322,7 +331,9 @@ class SessionSelector:
         price = priced(
             session, new_ids, costs, view, prices, mechanics, self._prompt_size(session.key)
         )
-        return (PRICED if price.pays else ""), drawn
+        if not price.pays:
+            return "", _listed(arm_set, (), config)  # reviewed: kept
+        return PRICED, _listed(arm_set, new_ids, config)
 
     def _redraw(
         self,
@@ -368,6 +379,7 @@ class SessionSelector:
             decided_at=session.decided_at,
             version=session.version,
             turns=session.turns + 1,
+            drawn_turn=session.turns,
             redraws=session.redraws + 1,
             provider=session.provider,
             model=session.model,
@@ -413,7 +425,8 @@ class SessionSelector:
             with contextlib.suppress(Unavailable):
                 for _ in range(SESSION_ATTEMPTS):
                     session = store.session_set(self._learner_id(), key)
-                    if session is None or session.turns < 2 or session.broken:
+                    # the first run of a set writes its prompt: only a later one is a miss
+                    if session is None or session.turns - session.drawn_turn < 2 or session.broken:
                         break
                     if store.save_session_set(
                         self._learner_id(), replace(session, broken=MISSED_CACHE)
@@ -474,6 +487,23 @@ class SessionSelector:
                     if store.save_session_set(self._learner_id(), grown):
                         self._sessions.drop(key)
                         break
+
+
+def _listed(arm_set: ArmSet, chosen: Sequence[str], config: LearningConfig) -> Selection:
+    """A selection of the arms `chosen`, in that order."""
+    from engine.selection import Selection
+
+    taken = frozenset(chosen)
+    costs = arm_set.costs
+    used = min(sum(int(costs[arm_set.index[a]]) for a in chosen), 2**63 - 1)
+    return Selection(
+        list(chosen),
+        [a for a in arm_set.ids if a not in taken],
+        False,
+        config.token_budget,
+        used,
+        used > config.token_budget,
+    )
 
 
 def _was_loaded(item: Any) -> bool:

@@ -53,6 +53,8 @@ class SessionSet:
     """Selects the session has answered while live (the first included), redraws or not."""
     redraws: int = 0
     """How often the session's set was drawn again while the session stayed live."""
+    drawn_turn: int = 0
+    """The session's turn its current set was drawn on (`turns` then, less one)."""
     reason: str = ""
     """Why the set was drawn: its latest draw's reason (engine.session_review)."""
     grew: bool = False
