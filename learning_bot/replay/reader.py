@@ -141,16 +141,18 @@ class LogReader:
         if not self.tools:
             summary.assumed.update(arm.id for arm in undefined)
         conversations = Conversations()
-        keys: set[str] = set()
         clock = 0
         for path in self.paths:
             summary.files += 1
             for shown, number, exchange in self._exchanges(path):
                 session = exchange.extra.get("session", "")
-                key = conversations.key_of(exchange, f"openclaw:{session}" if session else "")
                 clock = (
                     exchange.timestamp if exchange.timestamp is not None else clock + LINE_GAP_MS
                 )
+                conversation = conversations.find(
+                    exchange, clock, f"openclaw:{session}" if session else ""
+                )
+                key = conversation.key
                 offered = exchange.tools
                 if offered is None:
                     offered = undefined
@@ -173,9 +175,9 @@ class LogReader:
                 if record.guard is None:
                     summary.tool_runs += 1
                 yield record
-                if key not in keys:
-                    keys.add(key)
+                if not conversation.runs:
                     summary.sessions += 1
+                conversation.runs += 1
 
     def _exchanges(self, path: str) -> Iterator[tuple[str, int, Exchange]]:
         summary = self.summary

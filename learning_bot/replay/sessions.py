@@ -9,8 +9,9 @@ retry of the same request); a Responses API request naming `previous_response_id
 conversation of that reply. Anything else starts a conversation.
 
 Prompt-cache markers (`cache_control`) move to the newest message from one request to the
-next, so they are left out of the digest. At most `max_open` conversations stay open; the one
-idle the longest is closed first.
+next, so they are left out of the digest. A conversation idle for longer than `IDLE_MS` is
+closed, and at most `max_open` stay open (the one idle the longest is closed first), so memory
+does not grow with the file. A transcript names its session: its runs need no matching.
 """
 
 from __future__ import annotations
@@ -28,11 +29,21 @@ MAX_OPEN = 20_000
 """Conversations kept open at most (each costs a few hundred bytes)."""
 
 
+IDLE_MS = 3_600_000
+"""A conversation idle for longer (an hour, past every provider's prompt-cache lifetime) is
+closed: a request continuing it after that starts a new one, as selection would draw anew."""
+
+
 @dataclass(slots=True)
-class _Open:
+class Conversation:
+    """One open conversation: its key and current state."""
+
     key: str
     state: tuple[int, bytes] | None = None
     response_id: str = ""
+    last_seen: int = 0
+    runs: int = 0
+    """Runs read in it so far."""
 
 
 def _clean(item: Any) -> Any:
@@ -58,21 +69,32 @@ def prefix_digests(messages: Sequence[Any]) -> list[bytes]:
 
 
 class Conversations:
-    """Assigns each exchange the key of the conversation it belongs to."""
+    """Finds the conversation each exchange belongs to."""
 
-    def __init__(self, prefix: str = "replay", max_open: int = MAX_OPEN) -> None:
+    def __init__(
+        self, prefix: str = "replay", max_open: int = MAX_OPEN, idle_ms: int = IDLE_MS
+    ) -> None:
         self._prefix = prefix
         self._max_open = max_open
-        self._by_state: OrderedDict[tuple[int, bytes], _Open] = OrderedDict()
-        self._by_response: OrderedDict[str, _Open] = OrderedDict()
+        self._idle_ms = idle_ms
+        self._by_state: OrderedDict[tuple[int, bytes], Conversation] = OrderedDict()
+        self._by_response: OrderedDict[str, Conversation] = OrderedDict()
+        self._named: dict[str, Conversation] = {}
         self.started = 0
         """Conversations started so far."""
 
-    def key_of(self, exchange: Exchange, session: str = "") -> str:
-        """The conversation key of `exchange` (its file's session when the log names one)."""
+    def find(self, exchange: Exchange, now: int, session: str = "") -> Conversation:
+        """The conversation of `exchange` sent at `now` (ms): the session the log names, else
+        the open conversation it continues, else a new one."""
+        self._close_idle(now)
         if session:
-            return session
-        found: _Open | None = None
+            named = self._named.get(session)
+            if named is None:
+                named = self._named[session] = Conversation(session)
+                self.started += 1
+            named.last_seen = now
+            return named
+        found: Conversation | None = None
         if exchange.previous_id:
             found = self._by_response.pop(exchange.previous_id, None)
         digests = [] if exchange.previous_id and found else prefix_digests(exchange.messages)
@@ -83,7 +105,7 @@ class Conversations:
                     break
         if found is None:
             self.started += 1
-            found = _Open(f"{self._prefix}:{self.started}")
+            found = Conversation(f"{self._prefix}:{self.started}")
         elif found.state is not None:
             self._by_state.pop(found.state, None)
         if found.response_id:
@@ -94,14 +116,25 @@ class Conversations:
         if exchange.response_id:
             found.response_id = exchange.response_id
             self._by_response[exchange.response_id] = found
-        self._trim()
-        return found.key
+        found.last_seen = now
+        for index in (self._by_state, self._by_response):
+            while len(index) > self._max_open:
+                index.popitem(last=False)
+        return found
 
     @property
     def open(self) -> int:
-        return len({id(c) for c in (*self._by_state.values(), *self._by_response.values())})
+        """Conversations open now."""
+        both = (*self._by_state.values(), *self._by_response.values())
+        return len({id(c) for c in both}) + len(self._named)
 
-    def _trim(self) -> None:
+    def _close_idle(self, now: int) -> None:
+        """Forget the conversations idle for longer than `idle_ms` (the indexes are in order of
+        last use: the idlest come first)."""
+        horizon = now - self._idle_ms
         for index in (self._by_state, self._by_response):
-            while len(index) > self._max_open:
+            while index:
+                first = next(iter(index.values()))
+                if first.last_seen >= horizon:
+                    break
                 index.popitem(last=False)

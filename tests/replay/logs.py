@@ -52,9 +52,11 @@ def write_log(
     concurrent: int = 20,
     mean_turns: int = 6,
     bad_every: int = 0,
+    max_gap_ms: int = 4_000,
 ) -> Written:
     """Write `lines` requests of conversations `concurrent` at a time; with `bad_every`, every
-    so many lines one is cut short (not JSON). Tool i is called with weight 1/(i+1)."""
+    so many lines one is cut short (not JSON). Tool i is called with weight 1/(i+1); lines
+    come 0.2 s to `max_gap_ms` apart."""
     rng = random.Random(seed)
     definitions = [tool(i) for i in range(tools)]
     weights = [1.0 / (i + 1) for i in range(tools)]
@@ -73,7 +75,7 @@ def write_log(
                 turns = max(1, int(rng.expovariate(1 / mean_turns)) + 1)
                 open_.append(_Conversation(started, turns, [first]))
             conv = rng.choice(open_)
-            now += rng.randint(200, 4000)
+            now += rng.randint(200, max_gap_ms)
             if rng.random() < 0.3:
                 content: list[dict[str, Any]] = [{"type": "text", "text": "Done."}]
                 stop = "end_turn"
