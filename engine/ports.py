@@ -464,3 +464,16 @@ class SessionUsageSince(Protocol):
     the cost-per-session chart. SqlStore implements it."""
 
     def session_usage_since(self, learner_id: int, since: int) -> list[SessionUsage]: ...
+
+
+@runtime_checkable
+class ProjectionStore(Protocol):
+    """The projection made when a learner was switched to active (engine.projection's JSON),
+    kept with the learner so status can show what was projected beside what is achieved.
+    SqlStore implements it."""
+
+    def save_projection(self, learner_id: int, projection: str, *, at: int) -> None: ...
+
+    def saved_projection(self, learner_id: int) -> tuple[str, int] | None:
+        """The JSON and when it was saved (ms), or None."""
+        ...

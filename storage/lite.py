@@ -155,6 +155,23 @@ class LiteReader:
 
         return queries.reset_record(self._read(read, learner_id))
 
+    def saved_projection(self, learner_id: int) -> tuple[str, int] | None:
+        """As SqlStore's (storage.learners): the projection kept at the switch to active."""
+
+        def read(learner: int) -> tuple[Any, ...] | None:
+            row: tuple[Any, ...] | None = self.conn.execute(
+                "SELECT projection, projected_at FROM learners WHERE id = ?", (learner,)
+            ).fetchone()
+            return row
+
+        row = self._read(read, learner_id)
+        if row is None or row[0] is None:
+            return None
+        return str(row[0]), int(row[1] or 0)
+
+    def save_projection(self, learner_id: int, projection: str, *, at: int) -> None:
+        raise self._refuse()
+
     def inclusion_counts(self, learner_id: int, last: int) -> dict[str, tuple[int, int, int]]:
         return queries.inclusion_counts(self._read(self.inclusion_rows, learner_id, last))
 

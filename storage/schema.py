@@ -54,6 +54,10 @@ learners = Table(
     # when it is created and by the settings command only (migration 0012); NULL for a learner
     # made before: the opening process's settings apply to it.
     Column("settings", Text, nullable=True),
+    # The projection (engine.projection, JSON) shown when the learner was last switched to
+    # active, and when it was kept: status shows what is achieved beside it (migration 0019).
+    Column("projection", Text, nullable=True),
+    Column("projected_at", BigInteger, nullable=True),
 )
 
 # The current posterior of one arm: prior_* (its base since the last reset) plus the changes
