@@ -18,6 +18,7 @@ from learning_bot.cli.parser import Commands
 if TYPE_CHECKING:
     from engine.projection import Projection, SettingProjection
     from learning_bot.replay.reader import ReadSummary
+    from learning_bot.replay.window import Window
     from learning_bot.settings import Settings
 
 
@@ -65,13 +66,14 @@ def register(sub: Commands) -> None:
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
-    from engine.projection import DEFAULT_RUNS, project
+    from engine.projection import DEFAULT_RUNS, MAX_RUNS, project
     from learning_bot.replay.reader import LogReader, load_tools
+    from learning_bot.replay.window import latest_runs
 
-    if args.runs is not None and args.runs < 1:
-        raise CliError("--runs must be at least 1", EXIT_USAGE)
-    if any(b < 0 for b in args.budget or ()):
-        raise CliError("--budget must not be negative", EXIT_USAGE)
+    if args.runs is not None and not 1 <= args.runs <= MAX_RUNS:
+        raise CliError(f"--runs must be from 1 to {MAX_RUNS:,}", EXIT_USAGE)
+    if any(b < 1 for b in args.budget or ()):
+        raise CliError("--budget must be at least 1 token", EXIT_USAGE)
     for path in args.files:
         try:
             with open(path, "rb"):
@@ -82,23 +84,27 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     reader = LogReader(args.files, tools=tools, config=settings.config)
     bar = _progress(reader.total_bytes())
     reader.progress = bar.update
+    config = settings.config
     try:
-        projection = project(
-            reader.runs(),
-            None,
-            settings.config,
-            budgets=args.budget,
-            prices=settings.prices,
-            limit=args.runs or DEFAULT_RUNS,
-            seed=args.seed,
+        window = latest_runs(
+            reader.runs(), args.runs or DEFAULT_RUNS, max(0, config.session_idle_seconds) * 1000
         )
     finally:
         bar.close()
+    projection = project(
+        window.runs,
+        None,
+        config,
+        budgets=args.budget,
+        prices=settings.prices,
+        limit=max(1, len(window.runs)),
+        seed=args.seed,
+    )
     summary = reader.summary
     if args.json:
-        print(json.dumps(_json(projection, summary), indent=2))
+        print(json.dumps(_json(projection, summary, window), indent=2))
     else:
-        for line in report_lines(projection, summary):
+        for line in report_lines(projection, summary, window):
             print(line)
     return EXIT_OK
 
@@ -136,7 +142,7 @@ def _setting_line(s: SettingProjection) -> str:
     )
 
 
-def report_lines(projection: Projection, summary: ReadSummary) -> list[str]:
+def report_lines(projection: Projection, summary: ReadSummary, window: Window) -> list[str]:
     """What the command prints: what was read, the projection per setting, the bad lines."""
     formats = ", ".join(f"{n:,} {name}" for name, n in summary.formats.most_common())
     lines = [
@@ -151,19 +157,33 @@ def report_lines(projection: Projection, summary: ReadSummary) -> list[str]:
         )
     if summary.skipped_runs:
         lines.append(f"{summary.skipped_runs:,} model call(s) offered no tool and were left out.")
+    if window.dropped:
+        lines.append(
+            f"The latest {len(window.runs) + window.cut:,} runs are replayed; "
+            f"{window.dropped:,} older ones are not (--runs N replays more)."
+        )
+    if window.cut:
+        lines.append(
+            f"{window.cut:,} run(s) continuing a conversation begun before those were left out."
+        )
     if projection.reason:
         lines.append(f"No projection: {projection.reason}")
     else:
         lines.append(
-            f"Going active would have given, over the latest {projection.runs:,} runs in "
-            f"{projection.sessions:,} sessions:"
+            f"Going active would have given, over {projection.runs:,} runs in "
+            f"{projection.sessions:,} sessions (the policy replayed, learning as it goes):"
         )
         lines.extend(_setting_line(s) for s in projection.settings)
-        if projection.suggested is not None:
-            s = projection.suggested
+        s = projection.suggested
+        if s is not None:
             lines.append(
                 f"Suggested: budget {s.token_budget:,}, the least-cost setting keeping "
                 f"{s.recall:.0%} of the tools the model used."
+            )
+        else:
+            lines.append(
+                "None of these budgets keeps 95% of the tools the model used; "
+                "--budget TOKENS projects others."
             )
     lines.extend(bad_line_report(summary))
     return lines
@@ -181,7 +201,7 @@ def bad_line_report(summary: ReadSummary) -> list[str]:
     return out
 
 
-def _json(projection: Projection, summary: ReadSummary) -> dict[str, Any]:
+def _json(projection: Projection, summary: ReadSummary, window: Window) -> dict[str, Any]:
     return {
         "read": {
             "files": summary.files,

@@ -11,14 +11,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.arms import estimate_tokens
+
 MODEL = "claude-sonnet-4-5"
+SYSTEM_TOKENS = 1_500
+"""The prompt beside the tools and the conversation, in each request's usage."""
 START_MS = 1_793_600_000_000
 
 
-def tool(i: int) -> dict[str, Any]:
+def tool(i: int, words: int = 0) -> dict[str, Any]:
+    """Tool i; `words` more words of description make its definition bigger."""
+    more = " ".join(f"detail{j}" for j in range(words))
     return {
         "name": f"tool_{i:02d}",
-        "description": f"Does task number {i} for the user and returns its result as text",
+        "description": f"Does task number {i} for the user and returns its result as text {more}",
         "input_schema": {
             "type": "object",
             "properties": {"query": {"type": "string", "description": "what to do"}},
@@ -53,13 +59,15 @@ def write_log(
     mean_turns: int = 6,
     bad_every: int = 0,
     max_gap_ms: int = 4_000,
+    tool_words: int = 0,
 ) -> Written:
     """Write `lines` requests of conversations `concurrent` at a time; with `bad_every`, every
     so many lines one is cut short (not JSON). Tool i is called with weight 1/(i+1); lines
     come 0.2 s to `max_gap_ms` apart."""
     rng = random.Random(seed)
-    definitions = [tool(i) for i in range(tools)]
+    definitions = [tool(i, tool_words) for i in range(tools)]
     weights = [1.0 / (i + 1) for i in range(tools)]
+    tool_tokens = sum(estimate_tokens(d) for d in definitions)
     open_: list[_Conversation] = []
     started = calls = 0
     written: set[int] = set()
@@ -87,7 +95,7 @@ def write_log(
                 ]
                 stop = "tool_use"
                 calls += 1
-            size = (len(json.dumps(conv.messages)) + 250 * tools) // 4
+            size = len(json.dumps(conv.messages)) // 4 + tool_tokens + SYSTEM_TOKENS
             cached = conv.prompt_tokens
             request = {"model": MODEL, "max_tokens": 1024, "tools": definitions}
             request["messages"] = conv.messages
