@@ -171,7 +171,7 @@ def parse_line(data: Any, state: FileState) -> Exchange | None:
     kind = data.get("type")
     if kind == "session" or (kind == "message" and isinstance(data.get("message"), Mapping)):
         return _openclaw(data, state)
-    if isinstance(kind, str) and "id" in data and "parentId" in data:
+    if isinstance(kind, str) and ("parentId" in data or state.session):
         return None  # another transcript entry (compaction, model change...): no model call
     raise LineError(
         "not a recognised shape (expected {request, response} or an OpenClaw transcript entry)"
@@ -320,6 +320,8 @@ def _openclaw(data: Mapping[str, Any], state: FileState) -> Exchange | None:
     message = data["message"]
     if message.get("role") != "assistant":
         return None  # the user's message or a tool's result: the conversation, no model call
+    if message.get("provider") == "openclaw":
+        return None  # a reply the gateway mirrored into the transcript, not a model call
     content = message.get("content") or []
     calls: list[str] = []
     if isinstance(content, list):

@@ -174,10 +174,10 @@ class LogReader:
                 summary.formats[exchange.format] += 1
                 if record.guard is None:
                     summary.tool_runs += 1
-                yield record
                 if not conversation.runs:
                     summary.sessions += 1
                 conversation.runs += 1
+                yield record
 
     def _exchanges(self, path: str) -> Iterator[tuple[str, int, Exchange]]:
         summary = self.summary

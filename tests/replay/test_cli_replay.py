@@ -42,7 +42,7 @@ def test_documented_examples_are_read_and_bad_lines_named(tmp_path: Path) -> Non
     done = replay(home, *files)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
-        "Read 21 lines of 4 file(s): 12 model calls in 6 conversations (4 anthropic, "
+        "Read 23 lines of 4 file(s): 12 model calls in 6 conversations (4 anthropic, "
         "3 openai-responses, 3 openclaw, 2 openai-chat), 7 of them calling tools; "
         "8 tools seen.",
         "2 tool(s) were only seen called, their definitions unknown: sized at an assumed 250 "
