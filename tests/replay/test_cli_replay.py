@@ -133,3 +133,43 @@ def test_usage_errors(tmp_path: Path, args: tuple[str, ...], message: str) -> No
     done = replay(tmp_path / "home", *args)
     assert done.returncode == 2
     assert message in done.stderr
+
+
+def test_progress_bar_on_a_terminal(tmp_path: Path) -> None:
+    """On a terminal, stderr shows the bytes read; the projection still goes to stdout."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    log = tmp_path / "agent.jsonl"
+    write_log(log, 300, seed=2)
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    out = tmp_path / "out.txt"
+    with out.open("w") as stdout:
+        child = subprocess.Popen(
+            [EXE, "replay", str(log)],
+            stdin=follower,
+            stdout=stdout,
+            stderr=follower,
+            env={**os.environ, "HOME": str(tmp_path)},
+        )
+    os.close(follower)
+    seen = b""
+    while True:
+        ready, _, _ = select.select([leader], [], [], 120)
+        if not ready:
+            break
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    assert child.wait(timeout=120) == 0
+    os.close(leader)
+    assert b"reading logs: 100%" in seen
+    assert out.read_text().startswith("Read 300 lines of 1 file(s)")
