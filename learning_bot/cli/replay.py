@@ -35,7 +35,9 @@ def register(sub: Commands) -> None:
             "named, never fatal. No server or database is used."
         ),
     )
-    cmd.add_argument("files", nargs="+", metavar="FILE", help="log files (JSON lines)")
+    cmd.add_argument(
+        "files", nargs="+", metavar="FILE", help="log files (JSON lines); - reads standard input"
+    )
     cmd.add_argument(
         "--tools",
         metavar="FILE",
@@ -67,7 +69,7 @@ def register(sub: Commands) -> None:
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     from engine.projection import DEFAULT_RUNS, MAX_RUNS, project
-    from learning_bot.replay.reader import LogReader, load_tools
+    from learning_bot.replay.reader import STDIN, LogReader, load_tools
     from learning_bot.replay.window import latest_runs
 
     if args.runs is not None and not 1 <= args.runs <= MAX_RUNS:
@@ -75,6 +77,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     if any(b < 1 for b in args.budget or ()):
         raise CliError("--budget must be at least 1 token", EXIT_USAGE)
     for path in args.files:
+        if path == STDIN:
+            continue
         try:
             with open(path, "rb"):
                 pass
@@ -109,7 +113,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
-def _progress(total: int) -> Any:
+def _progress(total: int | None) -> Any:
     """A tqdm bar of the bytes read, on stderr (silent when stderr is not a terminal)."""
     from tqdm import tqdm
 
@@ -156,7 +160,10 @@ def report_lines(projection: Projection, summary: ReadSummary, window: Window) -
             "unknown: sized at an assumed 250 tokens each (give --tools FILE for their real size)."
         )
     if summary.skipped_runs:
-        lines.append(f"{summary.skipped_runs:,} model call(s) offered no tool and were left out.")
+        lines.append(
+            f"{summary.skipped_runs:,} model call(s) offered no tool and were left out "
+            "(a transcript's tools come from --tools FILE when they were never seen called)."
+        )
     if window.dropped:
         lines.append(
             f"The latest {len(window.runs) + window.cut:,} runs are replayed; "

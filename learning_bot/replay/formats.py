@@ -1,9 +1,10 @@
 """The shapes of agent logs `learning-bot replay` reads, each line recognised from its content.
 
 - **Anthropic Messages**: `{"request": {model, system, tools, messages}, "response": {content,
-  usage}}`, the envelope logging proxies write. Tools are the request's `tools`, tool calls the
-  response's `tool_use` (and `server_tool_use`) blocks; usage `input_tokens` (uncached),
-  `cache_read_input_tokens`, `cache_creation_input_tokens`, `output_tokens`.
+  usage}}`, the envelope logging proxies write (each part may wrap its JSON in `body`). Tools
+  are the request's `tools`, tool calls the response's `tool_use` (and `server_tool_use`)
+  blocks; usage `input_tokens` (uncached), `cache_read_input_tokens`,
+  `cache_creation_input_tokens`, `output_tokens`.
 - **OpenAI Chat Completions**: the same envelope, request `messages` and `tools` (or the older
   `functions`), response `choices[0].message.tool_calls` (or `function_call`); usage
   `prompt_tokens` includes `prompt_tokens_details.cached_tokens`, which are read from the cache.
@@ -154,8 +155,8 @@ def parse_line(data: Any, state: FileState) -> Exchange | None:
     or LineError saying why it cannot be read."""
     if not isinstance(data, Mapping):
         raise LineError("the line is not a JSON object")
-    request = data.get("request")
-    response = data.get("response")
+    request = _body(data.get("request"))
+    response = _body(data.get("response"))
     if isinstance(request, Mapping) and isinstance(response, Mapping):
         when = _timestamp(data.get("timestamp", data.get("time")), "timestamp")
         if "input" in request or "output" in response or response.get("object") == "response":
@@ -353,6 +354,14 @@ def _openclaw(data: Mapping[str, Any], state: FileState) -> Exchange | None:
 
 
 # -- fields ---------------------------------------------------------------------------------------
+
+
+def _body(part: Any) -> Any:
+    """A request or response, or the `body` it wraps (proxies that log HTTP exchanges keep
+    headers and status beside it)."""
+    if isinstance(part, Mapping) and isinstance(part.get("body"), Mapping):
+        return part["body"]
+    return part
 
 
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:

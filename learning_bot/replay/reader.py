@@ -12,13 +12,15 @@ the next is read, except the state of each open conversation (learning_bot.repla
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from engine.arms import Arm
 from engine.config import LearningConfig, Phase
@@ -49,6 +51,8 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 """Longer lines are not decoded: counted as unreadable."""
 ASSUMED_TOOL_TOKENS = 250
 """The size given to a tool a transcript called but whose definition no log holds."""
+STDIN = "-"
+"""The file name that reads standard input."""
 LINE_GAP_MS = 1_000
 """A line without a time is taken to come this long after the one before it."""
 
@@ -127,7 +131,10 @@ class LogReader:
         self.summary = ReadSummary()
         self._interned: dict[ArmOutcomeRecord, ArmOutcomeRecord] = {}
 
-    def total_bytes(self) -> int:
+    def total_bytes(self) -> int | None:
+        """The bytes to read, None when one of the files is standard input (`-`)."""
+        if STDIN in self.paths:
+            return None
         return sum(os.path.getsize(p) for p in self.paths)
 
     def runs(self) -> Iterator[RunRecord]:
@@ -181,9 +188,9 @@ class LogReader:
 
     def _exchanges(self, path: str) -> Iterator[tuple[str, int, Exchange]]:
         summary = self.summary
-        shown = os.path.basename(path)
+        shown = "stdin" if path == STDIN else os.path.basename(path)
         state = FileState()
-        with open(path, "rb") as handle:
+        with _open(path) as handle:
             for number, raw in enumerate(handle, 1):
                 summary.lines += 1
                 if self.progress is not None:
@@ -215,6 +222,8 @@ class LogReader:
         a first pass over the transcript files only."""
         found: dict[str, Arm] = {}
         for path in self.paths:
+            if path == STDIN:
+                continue  # read once only: its transcripts' tools need --tools
             with open(path, "rb") as handle:
                 first = handle.readline()
                 try:
@@ -272,6 +281,15 @@ class LogReader:
             interned.clear()
         arms = tuple(interned.setdefault(a, a) for a in record.arms)
         return _replace_arms(record, arms)
+
+
+@contextlib.contextmanager
+def _open(path: str) -> Iterator[BinaryIO]:
+    if path == STDIN:
+        yield sys.stdin.buffer
+    else:
+        with open(path, "rb") as handle:
+            yield handle
 
 
 def _replace_arms(record: RunRecord, arms: tuple[ArmOutcomeRecord, ...]) -> RunRecord:

@@ -173,3 +173,22 @@ def test_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     os.close(leader)
     assert b"reading logs: 100%" in seen
     assert out.read_text().startswith("Read 300 lines of 1 file(s)")
+
+
+def test_standard_input(tmp_path: Path) -> None:
+    """`-` reads standard input (a decompressed or filtered log, piped)."""
+    done = subprocess.run(
+        [EXE, "replay", "-"],
+        input=(FIXTURES / "anthropic.jsonl").read_text(),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HOME": str(tmp_path)},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == (
+        "Read 6 lines of 1 file(s): 4 model calls in 2 conversations (4 anthropic), "
+        "2 of them calling tools; 3 tools seen."
+    )
+    assert "  stdin:4: not JSON (Expecting value: line 1 column 1 (char 0))" in lines

@@ -161,3 +161,25 @@ def test_memory_stays_bounded_as_the_log_grows(tmp_path: Path) -> None:
         finally:
             tracemalloc.stop()
     assert peaks[2] < peaks[1] * 2, peaks
+
+
+def test_http_exchanges_logged_with_their_bodies(tmp_path: Path) -> None:
+    """A proxy that logs HTTP exchanges keeps the JSON under `body`, beside headers and
+    status: read as the bare envelope is."""
+    first = json.loads((FIXTURES / "anthropic.jsonl").read_text().splitlines()[0])
+    wrapped = {
+        "timestamp": first["timestamp"],
+        "request": {"method": "POST", "path": "/v1/messages", "body": first["request"]},
+        "response": {"status": 200, "headers": {}, "body": first["response"]},
+    }
+    path = tmp_path / "proxy.jsonl"
+    path.write_text(json.dumps(wrapped) + "\n")
+    (run,), summary = read_all([str(path)])
+    bare = read_all([str(FIXTURES / "anthropic.jsonl")])[0][0]
+    assert summary.bad_lines == 0
+    assert (run.arms, run.usage, run.timestamp, run.guard) == (
+        bare.arms,
+        bare.usage,
+        bare.timestamp,
+        bare.guard,
+    )
