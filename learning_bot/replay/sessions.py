@@ -9,9 +9,11 @@ retry of the same request); a Responses API request naming `previous_response_id
 conversation of that reply. Anything else starts a conversation.
 
 Prompt-cache markers (`cache_control`) move to the newest message from one request to the
-next, so they are left out of the digest. A conversation idle for longer than `IDLE_MS` is
-closed, and at most `max_open` stay open (the one idle the longest is closed first), so memory
-does not grow with the file. A transcript names its session: its runs need no matching.
+next, so they are left out of the digest, and so are system and developer messages (which
+may change between requests, e.g. with the date). A conversation idle for longer than
+`IDLE_MS` is closed, and at most `max_open` stay open (the one idle the longest is closed
+first), so memory does not grow with the file. A transcript names its session: its runs need
+no matching.
 """
 
 from __future__ import annotations
@@ -68,6 +70,16 @@ def prefix_digests(messages: Sequence[Any]) -> list[bytes]:
     return out
 
 
+def _turns(exchange: Exchange) -> list[Any]:
+    """The messages that make the conversation: a system or developer message (which may
+    change from one request to the next, e.g. with the date) is left out."""
+    return [
+        m
+        for m in exchange.messages
+        if not (isinstance(m, Mapping) and m.get("role") in ("system", "developer"))
+    ]
+
+
 class Conversations:
     """Finds the conversation each exchange belongs to."""
 
@@ -97,7 +109,7 @@ class Conversations:
         found: Conversation | None = None
         if exchange.previous_id:
             found = self._by_response.pop(exchange.previous_id, None)
-        digests = [] if exchange.previous_id and found else prefix_digests(exchange.messages)
+        digests = [] if exchange.previous_id and found else prefix_digests(_turns(exchange))
         if found is None:
             for j in range(len(digests), 0, -1):
                 found = self._by_state.get((j, digests[j - 1]))

@@ -183,3 +183,12 @@ def test_http_exchanges_logged_with_their_bodies(tmp_path: Path) -> None:
         bare.timestamp,
         bare.guard,
     )
+
+
+def test_a_system_message_that_changes_keeps_the_conversation(tmp_path: Path) -> None:
+    lines = [json.loads(x) for x in (FIXTURES / "openai_chat.jsonl").read_text().splitlines()]
+    lines[1]["request"]["messages"][0] = {"role": "system", "content": "Today is Tuesday."}
+    path = tmp_path / "chat.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines[:2]) + "\n")
+    runs, summary = read_all([str(path)])
+    assert runs[0].session_key == runs[1].session_key and summary.sessions == 1
