@@ -38,6 +38,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from engine.arms import Arm, ArmType
@@ -223,6 +224,13 @@ def _window(
     return out
 
 
+_ARM_ID = itemgetter(0)
+_INCLUDED = itemgetter(2)
+_REFERENCED = itemgetter(3)
+_TOKEN_COST = itemgetter(4)
+"""Fields of an ArmOutcomeRecord (a NamedTuple), read at C speed."""
+
+
 class _Inventory:
     """The arms of the projection (the inventory given, then any other a run offered) and
     the ArmSets the runs offered (one per distinct offer)."""
@@ -230,7 +238,7 @@ class _Inventory:
     def __init__(self, arms: Sequence[Arm] | None) -> None:
         self.arms: list[Arm] = []
         self.index: dict[str, int] = {}
-        self._sets: dict[tuple[tuple[str, int], ...], tuple[ArmSet, IntArray]] = {}
+        self._sets: dict[tuple[tuple[str, ...], tuple[int, ...]], tuple[ArmSet, IntArray]] = {}
         for arm in arms or ():
             self._add(arm)
 
@@ -241,24 +249,31 @@ class _Inventory:
             self.arms.append(arm)
         return at
 
-    def offer(self, record: RunRecord) -> tuple[ArmSet, IntArray, tuple[int, ...]]:
+    def offer(self, record: RunRecord) -> tuple[ArmSet, IntArray, tuple[int, ...] | None]:
         """The ArmSet of the arms `record` included, their positions, and which of the
-        record's arms they are."""
+        record's arms they are (None: all of them)."""
         import numpy as np
 
         from engine.inventory import ArmSet
 
-        seen: set[str] = set()
-        which = []
-        for i, a in enumerate(record.arms):
-            if a.included and a.arm_id not in seen:
-                seen.add(a.arm_id)
-                which.append(i)
-        key = tuple((record.arms[i].arm_id, record.arms[i].token_cost) for i in which)
+        arms = record.arms
+        ids = tuple(map(_ARM_ID, arms))
+        which: tuple[int, ...] | None = None
+        if all(map(_INCLUDED, arms)) and len(frozenset(ids)) == len(ids):
+            key = (ids, tuple(map(_TOKEN_COST, arms)))  # every arm offered: the usual run
+        else:
+            seen: set[str] = set()
+            chosen = []
+            for i, a in enumerate(arms):
+                if a.included and a.arm_id not in seen:
+                    seen.add(a.arm_id)
+                    chosen.append(i)
+            which = tuple(chosen)
+            key = (tuple(ids[i] for i in which), tuple(arms[i].token_cost for i in which))
         found = self._sets.get(key)
         if found is None:
             made = []
-            for arm_id, cost in key:
+            for arm_id, cost in zip(*key, strict=True):
                 known = self.index.get(arm_id)
                 arm = self.arms[known] if known is not None else None
                 if arm is None or arm.token_cost != cost:
@@ -267,9 +282,9 @@ class _Inventory:
                 if known is None:
                     self._add(arm)
             arm_set = ArmSet(made)
-            positions = np.array([self.index[a] for a, _ in key], dtype=np.int64)
+            positions = np.array([self.index[a] for a in key[0]], dtype=np.int64)
             found = self._sets[key] = (arm_set, positions)
-        return found[0], found[1], tuple(which)
+        return found[0], found[1], which
 
 
 def _prepare(
@@ -304,14 +319,27 @@ def _prepare(
             else:
                 counts[why] = counts.get(why, 0) + 1
 
+    price_cache: dict[tuple[str, str], TokenPrices] = {}
+
+    def price_of(provider: str, model: str) -> TokenPrices:
+        found = price_cache.get((provider, model))
+        if found is None:
+            found = price_cache[(provider, model)] = prices.prices_for(provider, model)
+        return found
+
     cached = False
     out: list[_Run] = []
     for record in _window(usable(records), limit, idle_ms, counts):
         arm_set, positions, which = inventory.offer(record)
         learns = record.guard is None and not record.aborted and record.error is None
-        referenced = np.fromiter(
-            (learns and record.arms[i].referenced for i in which), dtype=bool, count=len(which)
-        )
+        count = len(arm_set)
+        if not learns:
+            referenced = np.zeros(count, dtype=bool)
+        elif which is None:
+            referenced = np.fromiter(map(_REFERENCED, record.arms), dtype=bool, count=count)
+        else:
+            arms = record.arms
+            referenced = np.fromiter((arms[i].referenced for i in which), bool, count=count)
         usage = record.usage
         cached = cached or usage.cache_read > 0 or usage.cache_write > 0
         prompt = usage.input + usage.cache_read + usage.cache_write
@@ -325,7 +353,7 @@ def _prepare(
                 referenced,
                 learns,
                 rest,
-                prices.prices_for(record.provider, record.model),
+                price_of(record.provider, record.model),
             )
         )
     return out, counts, cached, partial

@@ -31,6 +31,21 @@ N_INT = {"type": "integer", "nullable": True}
 N_NUM = {"type": "number", "nullable": True}
 N_STR = {"type": "string", "nullable": True}
 
+_PROJECTED: dict[str, Any] = {
+    "tokenBudget": INT,
+    "recall": NUM,
+    "recallLow": NUM,
+    "recallHigh": NUM,
+    "promptCostSavingsPercent": N_NUM,
+    "costLow": N_NUM,
+    "costHigh": N_NUM,
+    "tokenSavingsPercent": NUM,
+    "tokensLow": NUM,
+    "tokensHigh": NUM,
+    "current": BOOL,
+}
+"""One setting of a projection (engine.projection.SettingProjection.to_json)."""
+
 SCHEMAS: dict[str, Any] = {
     "Error": _obj({"error": STR}, ["error"]),
     "Summary": _obj(
@@ -468,19 +483,7 @@ SCHEMAS: dict[str, Any] = {
         ["kind", "summary", "visibility", "blocks", "data"],
     ),
     "ProjectedSetting": _obj(
-        {
-            "tokenBudget": INT,
-            "recall": NUM,
-            "recallLow": NUM,
-            "recallHigh": NUM,
-            "promptCostSavingsPercent": N_NUM,
-            "costLow": N_NUM,
-            "costHigh": N_NUM,
-            "tokenSavingsPercent": NUM,
-            "tokensLow": NUM,
-            "tokensHigh": NUM,
-            "current": BOOL,
-        },
+        _PROJECTED,
         ["tokenBudget", "recall", "recallLow", "recallHigh", "tokenSavingsPercent"],
     ),
     "Projection": _obj(
@@ -489,7 +492,8 @@ SCHEMAS: dict[str, Any] = {
             "sessions": INT,
             "settings": {"type": "array", "items": _ref("ProjectedSetting")},
             "suggested": {
-                "allOf": [_ref("ProjectedSetting")],
+                "type": "object",
+                "properties": _PROJECTED,
                 "nullable": True,
                 "description": "the least-cost setting keeping 95% of the components used",
             },
