@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -74,7 +74,8 @@ class Exchange:
     """The reply this request continues (Responses' `previous_response_id`)."""
     error: str | None = None
     """The reply was an error (the run teaches nothing)."""
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    session: str = ""
+    """The session the log names (a transcript's), else empty: found from the messages."""
 
 
 @dataclass(slots=True)
@@ -82,8 +83,6 @@ class FileState:
     """What a file's earlier lines said that later ones need (a transcript's session id)."""
 
     session: str = ""
-    provider: str = ""
-    model: str = ""
 
 
 def tool_arm(name: Any, definition: Mapping[str, Any], where: str) -> Arm:

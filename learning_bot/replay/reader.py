@@ -18,7 +18,7 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -152,7 +152,7 @@ class LogReader:
         for path in self.paths:
             summary.files += 1
             for shown, number, exchange in self._exchanges(path):
-                session = exchange.extra.get("session", "")
+                session = exchange.session
                 clock = (
                     exchange.timestamp if exchange.timestamp is not None else clock + LINE_GAP_MS
                 )
@@ -214,7 +214,7 @@ class LogReader:
                     continue
                 if exchange.format == OPENCLAW:
                     session = state.session or shown
-                    exchange = _with_session(exchange, session)
+                    exchange = replace(exchange, session=session)
                 yield shown, number, exchange
 
     def _called_only(self) -> dict[str, Arm]:
@@ -280,7 +280,7 @@ class LogReader:
         if len(interned) > 100_000:
             interned.clear()
         arms = tuple(interned.setdefault(a, a) for a in record.arms)
-        return _replace_arms(record, arms)
+        return replace(record, arms=arms)
 
 
 @contextlib.contextmanager
@@ -290,18 +290,6 @@ def _open(path: str) -> Iterator[BinaryIO]:
     else:
         with open(path, "rb") as handle:
             yield handle
-
-
-def _replace_arms(record: RunRecord, arms: tuple[ArmOutcomeRecord, ...]) -> RunRecord:
-    from dataclasses import replace
-
-    return replace(record, arms=arms)
-
-
-def _with_session(exchange: Exchange, session: str) -> Exchange:
-    from dataclasses import replace
-
-    return replace(exchange, extra={"session": session})
 
 
 def _short(exc: BaseException) -> str:
