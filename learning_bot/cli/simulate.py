@@ -108,6 +108,18 @@ def _simulate(
         sessions=sessions,
         phase=Phase(phase),
     )
+    if phase == "passive":
+        print(
+            f"Recorded {result.traces:,} runs of a {result.arms}-arm agent (seed {seed}) into "
+            f"learner '{service.learner}' in the passive phase, every component on every run"
+            + (f", in {result.sessions:,} sessions." if result.sessions else ".")
+        )
+        print(
+            f"Inventory: {result.arms} arms, {result.inventory_tokens:,} tokens; token budget "
+            f"{result.token_budget:,}."
+        )
+        print("Next: `learning-bot phase` to see what going active would keep and save.")
+        return EXIT_OK
     if result.switched_to_active:
         print(f"Switched learner '{service.learner}' to the active phase so selection runs.")
     print(

@@ -13,7 +13,7 @@ def test_passive_simulation_then_phase_shows_the_projection(tmp_path: Path) -> N
     db = f"sqlite:///{tmp_path}/phase.sqlite"
     sim = run(db, "simulate", "--phase", "passive", "--traces", "200", "--arms", "24")
     assert sim.returncode == 0, sim.stderr
-    assert "Switched" not in sim.stdout
+    assert "Switched" not in sim.stdout and "in the passive phase" in sim.stdout
     text = run(db, "phase")
     assert text.returncode == 0, text.stderr
     assert text.stdout.startswith("Phase: PASSIVE")

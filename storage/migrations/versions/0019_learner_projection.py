@@ -17,14 +17,13 @@ depends_on = None
 
 
 def upgrade() -> None:
-    # nullable, no default: adding them rewrites nothing, so it is safe while the previous
-    # version still serves (that version neither reads nor writes them)
-    with op.batch_alter_table("learners") as batch:
-        batch.add_column(sa.Column("projection", sa.Text(), nullable=True))
-        batch.add_column(sa.Column("projected_at", sa.BigInteger(), nullable=True))
+    # nullable, no default: adding them rewrites nothing (a plain ADD COLUMN, as 0012's: the
+    # learners table is referenced by every other one, so SQLite must not copy it), and it is
+    # safe while the previous version still serves (that version neither reads nor writes them)
+    op.add_column("learners", sa.Column("projection", sa.Text(), nullable=True))
+    op.add_column("learners", sa.Column("projected_at", sa.BigInteger(), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("learners") as batch:
-        batch.drop_column("projected_at")
-        batch.drop_column("projection")
+    op.drop_column("learners", "projected_at")
+    op.drop_column("learners", "projection")
