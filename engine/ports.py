@@ -414,6 +414,12 @@ class SessionSets(Protocol):
 
     def save_session_set(self, learner_id: int, changed: SessionSet) -> bool: ...
 
+
+@runtime_checkable
+class SessionDecisionCounts(Protocol):
+    """What a learner's sessions of the last day did with their sets, for status. SqlStore and
+    the read-only SQLite reader implement it."""
+
     def session_decisions(self, learner_id: int) -> SessionDecisions: ...
 
 
@@ -466,3 +472,16 @@ class SessionUsageSince(Protocol):
     the cost-per-session chart. SqlStore implements it."""
 
     def session_usage_since(self, learner_id: int, since: int) -> list[SessionUsage]: ...
+
+
+@runtime_checkable
+class ProjectionStore(Protocol):
+    """The projection made when a learner was switched to active (engine.projection's JSON),
+    kept with the learner so status can show what was projected beside what is achieved.
+    SqlStore implements it."""
+
+    def save_projection(self, learner_id: int, projection: str, *, at: int) -> None: ...
+
+    def saved_projection(self, learner_id: int) -> tuple[str, int] | None:
+        """The JSON and when it was saved (ms), or None."""
+        ...

@@ -72,7 +72,7 @@ from engine.ports import (
     RewardChange,
     RunSessions,
     RunWriter,
-    SessionSets,
+    SessionDecisionCounts,
     SessionUsages,
     SessionUsageSince,
     SpoolHealth,
@@ -1320,7 +1320,7 @@ class LearningService:
         reward = sum(e.rewards for e in arms)
         summary = summarise(stats, len(arms), recall, pulls, reward, self._cost_savings())
         store = self.store
-        if isinstance(store, SessionSets):
+        if isinstance(store, SessionDecisionCounts):
             summary = replace(summary, session_decisions=store.session_decisions(self.learner_id))
         return summary, counts
 

@@ -21,6 +21,7 @@ from engine.errors import InvalidInput, Unavailable
 from engine.observation import RunReport
 from engine.ports import SessionSets, Store
 from engine.providers import Mechanics, mechanics_for
+from engine.savings import MEASURED_TURNS
 from engine.session_review import (
     BASELINE_DONE,
     CACHE_MISS_SHARE,
@@ -143,7 +144,7 @@ def session_request(
     return SessionRequest(text("provider", provider), text("model", model), compacted)
 
 
-BASELINE_TURNS = 8
+BASELINE_TURNS = MEASURED_TURNS
 """A baseline session offers every arm for its first this many selects: the full-prompt
 control group of the measured saving. A conversation that goes on past them is selected from
 then on (never the other way round), so a channel whose session key lives for days is not a
