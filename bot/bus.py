@@ -30,7 +30,7 @@ from bot.commands import (
 )
 from bot.errors import FORBIDDEN, NOT_FOUND, UNAVAILABLE, error_kind, user_message
 from bot.handlers import Handlers, usage_reply
-from bot.invocation import Actor, Invocation
+from bot.invocation import Actor, Invocation, check_invocation
 from bot.middleware import Call, Middleware
 from bot.middleware.audit import Audit
 from bot.middleware.authorise import Authorise
@@ -42,7 +42,7 @@ from bot.shapes import reply_from_json, reply_json
 from bot.subscriptions import SubscriptionHandlers
 from engine.bounds import check_learner_name, unknown_learner_message
 from engine.config import LearningConfig
-from engine.errors import NotFound, Unavailable
+from engine.errors import InvalidInput, NotFound, Unavailable
 from engine.posterior import now_ms
 from engine.service import LearningService
 
@@ -185,6 +185,10 @@ class CommandBus:
 
     def dispatch(self, invocation: Invocation) -> Reply:
         """Run one command and answer it."""
+        try:
+            check_invocation(invocation)
+        except InvalidInput as exc:
+            return error_reply(str(exc))
         try:
             command = (
                 invocation.command

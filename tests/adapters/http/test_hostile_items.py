@@ -70,7 +70,7 @@ REFUSED_OBSERVE: list[tuple[dict[str, Any], str]] = [
     ({"arms": [{"armId": "tool:fs:Read", "tokenCost": 1e308}]}, "tokenCost"),
     ({"arms": [{"armId": "tool:fs:Read", "tokenCost": 10**30}]}, "tokenCost"),
     ({"arms": [{"armId": "tool:fs:Read", "tokenCost": 10, "label": "x\ud800"}]}, "label"),
-    ({"arms": [{"armId": "tool:fs:R\ud800", "tokenCost": 10}]}, "arm id"),
+    ({"arms": [{"armId": "tool:fs:R\ud800", "tokenCost": 10}]}, "arms[0].armId"),
     ({"traceId": "t-\ud800"}, "trace"),
     ({"error": "boom\x00"}, "error"),
     ({"error": "boom\ud800"}, "error"),
