@@ -136,6 +136,16 @@ class LearnerServices:
             return list(self._services.values())
 
 
+def _only_asks(call: Call) -> bool:
+    """A destructive command without its confirmation, from a caller that is not asked."""
+    if call.invocation.interactive:
+        return False
+    command = call.command
+    if isinstance(command, ResetCommand):
+        return not command.confirm
+    return isinstance(command, PhaseCommand) and command.phase is not None and not command.confirm
+
+
 class CommandBus:
     """dispatch(invocation) -> Reply, through the middleware chain (idempotency, rate limit,
     authorisation, audit) and the handlers; never raises for anything a user can type."""
@@ -210,7 +220,9 @@ class CommandBus:
 
     def _through_chain(self, call: Call) -> Reply:
         chain = self.chain
-        stored = [m for m in chain if m.touches_store(call)]
+        # A question answered to a caller that confirms on its own side (not interactive) does
+        # nothing and stores nothing: no audit, rate-limit or idempotency row.
+        stored = [] if _only_asks(call) else [m for m in chain if m.touches_store(call)]
 
         def before(batch: CommandBatch | None) -> Reply | None:
             for middleware in chain:
