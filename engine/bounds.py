@@ -192,19 +192,27 @@ def _shown_path(place: str) -> str:
     return ascii(place[:200])[1:-1]
 
 
-_SUSPECT = re.compile(r"\\u(?:[dD][89a-fA-F][0-9a-fA-F]{2}|0000)|\d{19}")
-"""What may stand for an unstorable value in JSON text: an escaped surrogate (a pair is
-fine, a lone one is not) or NUL, or a run of 19 digits (an integer that may be past 64
-bits). Raw NUL and raw control characters are not JSON; raw surrogates show up as non-ASCII."""
+_ESCAPES = re.compile(r"\\u(?:[dD][89a-fA-F][0-9a-fA-F]{2}|0000)")
+"""An escaped surrogate (a pair is fine, a lone one is not) or NUL in JSON text. Raw NUL and
+raw control characters are not JSON; raw surrogates show up as text that is not UTF-8."""
+_DIGIT_MAP = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
+_LONG_RUN = b"0" * 19
+"""19 digits in a row: an integer that may be past 64 bits (found with bytes.translate and a
+substring search, both C loops: a regular expression costs several times a JSON decode)."""
 
 
 def check_json_text(text: str, data: Any) -> Any:
     """`data`, decoded from the JSON `text`, checked as `check_json` checks it (naming the
     field of the first bad value), but walked only when `text` holds something that may
-    decode to such a value: a body with nothing suspect costs one scan of its text."""
-    if _SUSPECT.search(text) is None and (text.isascii() or _valid_utf8(text)):
-        return data
-    return check_json("", data)
+    decode to such a value: a body with nothing suspect costs a few C scans of its text
+    (about a tenth of its decoding)."""
+    if _ESCAPES.search(text) is not None:  # a literal prefix: a fast scan
+        return check_json("", data)
+    if not text.isascii() and not _valid_utf8(text):
+        return check_json("", data)
+    if _LONG_RUN in text.encode("utf-8", "surrogatepass").translate(_DIGIT_MAP):
+        return check_json("", data)
+    return data
 
 
 def _valid_utf8(text: str) -> bool:
