@@ -74,7 +74,7 @@ REFUSED_OBSERVE: list[tuple[dict[str, Any], str]] = [
     ({"traceId": "t-\ud800"}, "trace"),
     ({"error": "boom\x00"}, "error"),
     ({"error": "boom\ud800"}, "error"),
-    ({"toolCalls": [{"name": "Read\x00"}]}, "tool call name"),
+    ({"toolCalls": [{"name": "Read\x00"}]}, "toolCalls[0].name"),
     ({"context": {"x": 2**70}}, "context"),
     ({"context": {"k\x00": 1}}, "context"),
     ({"context": {"x": "\ud800"}}, "context"),
