@@ -1047,11 +1047,17 @@ class SpoolingStore:
         }
 
     def replay_now(self) -> int:
-        """Replay synchronously (tests and shutdown); returns the runs written."""
-        self._schema_ready()
-        replayed = self.spool.replay(
-            self.inner.record_runs, self._resolve, self._write_outcome, self._write_evidence
-        )
+        """Replay synchronously (tests and shutdown); returns the runs written. Unavailable
+        when storage still is (counted as the outage's occurrence: a summary line at most
+        once a minute while it lasts)."""
+        try:
+            self._schema_ready()
+            replayed = self.spool.replay(
+                self.inner.record_runs, self._resolve, self._write_outcome, self._write_evidence
+            )
+        except Unavailable as exc:
+            self._unavailable.occurred(_unavailable_reason(exc), SPOOLING)
+            raise
         self._replayed(replayed)
         return replayed
 
@@ -1097,11 +1103,7 @@ class SpoolingStore:
                 if not self.spool.orphaned():
                     continue
             try:
-                self._schema_ready()
-                replayed = self.spool.replay(
-                    self.inner.record_runs, self._resolve, self._write_outcome, self._write_evidence
-                )
-                self._replayed(replayed)
+                self.replay_now()
             except Unavailable:
                 continue
             except Exception as exc:
