@@ -51,6 +51,7 @@ from engine.forgetting import Fold, keep_factor
 from engine.metrics import estimated_recall, usefulness_estimates
 from engine.observation import (
     MAX_ID_CHARS,
+    RunOutcome,
     RunReport,
     SkipReason,
     Usage,
@@ -375,20 +376,23 @@ class LearningService:
         return replace(settings, phase=phase)
 
     def refresh(self, force: bool = False) -> None:
-        """Bring the cache up to date if it is older than cache_ttl (or always, with force)."""
+        """Bring the cache up to date if it is older than cache_ttl (or always, with force:
+        then read again while local writes keep `install` refusing the read, a few times;
+        the phase is taken whatever happens, and a refused read is read again at next use)."""
         cache = self._cache
-        now = self._clock()
-        if not force and not cache.stale and now - cache.checked_at < self.cache_ttl:
-            return
-        generation = cache.generation
-        state: LearnerState = self.store.learner_state(self.learner_id)
-        self._adopt(state)
-        reload = force or cache.stale or state.version != cache.version
-        # Read outside the lock, so selections keep using the old cache meanwhile; a local
-        # update applied in between makes `install` refuse this read (see PosteriorCache).
-        records = self.store.load_arms(self.learner_id) if reload else None
-        if not cache.install(state.phase, state.version, records, generation, now) and force:
-            self.refresh(force=True)
+        for _ in range(RECORD_ATTEMPTS):
+            now = self._clock()
+            if not force and not cache.stale and now - cache.checked_at < self.cache_ttl:
+                return
+            generation = cache.generation
+            state: LearnerState = self.store.learner_state(self.learner_id)
+            self._adopt(state)
+            reload = force or cache.stale or state.version != cache.version
+            # Read outside the lock, so selections keep using the old cache meanwhile; a local
+            # write under way or applied in between makes `install` refuse this read.
+            records = self.store.load_arms(self.learner_id) if reload else None
+            if cache.install(state.phase, state.version, records, generation, now) or not force:
+                return
 
     def _refresh_quietly(self) -> None:
         try:
@@ -764,28 +768,25 @@ class LearningService:
                 )
                 for r, o in zip(reports, outcomes, strict=True)
             ]
-            try:
-                result = self._record_runs(records, built_under)
+            recorded: RecordResult | None = None
+            with self._cache.writing():  # a reload read meanwhile would count these twice
+                with contextlib.suppress(LearnerChanged):
+                    recorded = self._record_runs(records, built_under)
+                if recorded is not None:
+                    self._apply_rewards(outcomes, recorded.statuses)
+            if recorded is not None:
+                result = recorded
                 break
-            except LearnerChanged:
-                if attempt == RECORD_ATTEMPTS - 1:
-                    raise Conflict(
-                        "the runs could not be recorded: the learner's phase or settings kept "
-                        "changing; try again"
-                    ) from None
-                with contextlib.suppress(Unavailable):  # else the writer tells again
-                    self.refresh(force=True)
+            if attempt == RECORD_ATTEMPTS - 1:
+                raise Conflict(
+                    "the runs could not be recorded: the learner's phase or settings kept "
+                    "changing; try again"
+                )
+            with contextlib.suppress(Unavailable):  # else the writer tells again
+                self.refresh(force=True)
         out: list[ObserveResult] = []
-        folds: dict[str, Fold] = {}
-        keep = self._keep
         for report, outcome, status in zip(reports, outcomes, result.statuses, strict=True):
             new = status == "inserted"
-            if new:
-                for arm_id, r in outcome.rewards.items():
-                    f = folds.get(arm_id)
-                    if f is None:
-                        f = folds[arm_id] = Fold()
-                    f.add(r, keep)
             out.append(
                 ObserveResult(
                     trace_id=report.trace_id,
@@ -797,8 +798,6 @@ class LearningService:
                     spooled=status == "spooled",
                 )
             )
-        if folds:
-            self._cache.apply({a: f.as_tuple() for a, f in folds.items()}, now_ms())
         if self._owed_runs is not None:  # the exploration bound's count of stored runs
             self._owed_runs += sum(status == "inserted" for status in result.statuses)
         # a spooled run teaches too: its evidence waits in the spool behind it (_spool_evidence)
@@ -818,6 +817,21 @@ class LearningService:
                     self._session_sets.grow(loaded, replace(config, session_growth="append"))
         self._first_seen((item.arm.id for r in reports for item in r.arms), config)
         return out
+
+    def _apply_rewards(self, outcomes: Sequence[RunOutcome], statuses: Sequence[str]) -> None:
+        """The rewards of the runs just inserted, applied to the cached posteriors."""
+        folds: dict[str, Fold] = {}
+        keep = self._keep
+        for outcome, status in zip(outcomes, statuses, strict=True):
+            if status != "inserted":
+                continue
+            for arm_id, r in outcome.rewards.items():
+                f = folds.get(arm_id)
+                if f is None:
+                    f = folds[arm_id] = Fold()
+                f.add(r, keep)
+        if folds:
+            self._cache.apply({a: f.as_tuple() for a, f in folds.items()}, now_ms())
 
     def _record_runs(
         self, records: Sequence[RunRecord], built_under: str | None = None
@@ -1040,9 +1054,12 @@ class LearningService:
             try:
                 update = self.config.is_active
                 at = now_ms()
-                outcome = self._record_arm_outcome(
-                    arm_id, r, referenced, session_key, update, at, key
-                )
+                with self._cache.writing():  # a reload read meanwhile would count it twice
+                    outcome = self._record_arm_outcome(
+                        arm_id, r, referenced, session_key, update, at, key
+                    )
+                    if update and not outcome.spooled:
+                        self._cache.apply({arm_id: (r, 1.0 - r, 1.0, self._keep, r)}, at)
                 break
             except LearnerChanged:
                 if attempt == RECORD_ATTEMPTS - 1:
@@ -1054,9 +1071,7 @@ class LearningService:
                     self.refresh(force=True)
         if outcome.spooled:
             return outcome
-        if update:
-            self._cache.apply({arm_id: (r, 1.0 - r, 1.0, self._keep, r)}, at)
-        elif arm_id not in self._cache.arms:
+        if not update and arm_id not in self._cache.arms:
             self._cache.invalidate(reload=True)
         return outcome
 
@@ -1176,15 +1191,16 @@ class LearningService:
                 )
             trace_id = trace.trace_id
         at = now_ms()
-        self.store.record_rewards(
-            self.learner_id,
-            [RewardChange(a, r) for a in arm_ids],
-            actor=actor_text,
-            reason=reason_text,
-            trace_id=trace_id,
-            at=at,
-        )
-        self._cache.apply(dict.fromkeys(arm_ids, (r, 1.0 - r, 1.0, self._keep, r)), at)
+        with self._cache.writing():  # a reload read meanwhile would count it twice
+            self.store.record_rewards(
+                self.learner_id,
+                [RewardChange(a, r) for a in arm_ids],
+                actor=actor_text,
+                reason=reason_text,
+                trace_id=trace_id,
+                at=at,
+            )
+            self._cache.apply(dict.fromkeys(arm_ids, (r, 1.0 - r, 1.0, self._keep, r)), at)
         if self._cache.stale:  # arms this process had not loaded yet
             self.refresh()
         views = tuple(self.view(a) for a in arm_ids if a in self._cache.arms)
