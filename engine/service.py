@@ -636,22 +636,24 @@ class LearningService:
     @staticmethod
     def _count_deferrals(reports: Sequence[RunReport]) -> dict[str, tuple[int, int]]:
         """Per tool, runs that deferred it (left out, in a run whose runtime reports what it
-        loaded) and runs that loaded it."""
+        loaded: in its context, or by marking the arms `loaded`) and runs that loaded it."""
         from engine.arms import ArmType
         from engine.context import LOADED_KEYS, loaded_arms
 
         counts: dict[str, tuple[int, int]] = {}
         for report in reports:
             context = report.context
-            if not context or not any(k in context for k in LOADED_KEYS):
+            marked = any(item.loaded for item in report.arms)
+            if not marked and (not context or not any(k in context for k in LOADED_KEYS)):
                 continue
-            loaded = set(loaded_arms(context))
+            loaded = set(loaded_arms(context)) if context else set()
             for item in report.arms:
                 arm = item.arm
                 if item.included or arm.type is not ArmType.TOOL:
                     continue
                 d, n = counts.get(arm.id, (0, 0))
-                counts[arm.id] = (d + 1, n + (arm.id in loaded or arm.name in loaded))
+                hit = item.loaded or arm.id in loaded or arm.name in loaded
+                counts[arm.id] = (d + 1, n + hit)
         return counts
 
     def _learn_context(self, reports: Sequence[RunReport], rewards: Sequence[Any]) -> None:
@@ -796,6 +798,7 @@ class LearningService:
                     rewards=dict(outcome.rewards) if new else {},
                     referenced=dict(outcome.referenced),
                     spooled=status == "spooled",
+                    ambiguous=dict(outcome.ambiguous),
                 )
             )
         if self._owed_runs is not None:  # the exploration bound's count of stored runs

@@ -332,6 +332,7 @@ ARM = Fields(
             "content",
             "description",
             "included",
+            "loaded",
         ),
         _OPEN,
     ),
@@ -343,7 +344,7 @@ USAGE = Fields(
         _OPEN,
     )
 )
-TOOL_CALL = Fields({"name": _OPEN, "meta": _OPEN})
+TOOL_CALL = Fields({"name": _OPEN, "meta": _OPEN, "arm": _OPEN})
 REPORT = Fields(
     {
         **dict.fromkeys(
