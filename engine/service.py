@@ -160,15 +160,16 @@ def _with_loaded(report: RunReport) -> RunReport:
 
 
 def _loaded_calls(report: RunReport) -> RunReport | None:
-    """The report with only its calls of deferred arms it loaded (None: it loaded none)."""
-    if not report.context:
-        return None
-    from engine.context import loaded_arms
+    """The report with only its calls of deferred arms it loaded (`context.loaded`, or arms
+    marked `loaded`); None: it loaded none."""
+    names = {arm.name for arm in report.loaded_arms}
+    if report.context:
+        from engine.context import loaded_arms
 
-    loaded = set(loaded_arms(report.context))
-    if not loaded:
+        loaded = set(loaded_arms(report.context))
+        names |= {i.arm.name for i in report.arms if i.arm.id in loaded or i.arm.name in loaded}
+    if not names:
         return None
-    names = {i.arm.name for i in report.arms if i.arm.id in loaded or i.arm.name in loaded}
     calls = tuple(c for c in report.tool_calls if c.name in names)
     return replace(report, tool_calls=calls, context={}) if calls else None
 
