@@ -292,7 +292,8 @@ class RunOutcome:
     `referenced` covers every included (or loaded) arm (recorded in both phases); `rewards`
     holds 1.0 or 0.0 per such arm, or nothing when the run was `skipped` for the given reason.
     `ambiguous`: each bare tool-call name that several of the run's arms share, with their
-    ids; such a call credits none of them (name the arm in the call to credit one).
+    ids; such a call credits none of them, and they get no reward from the run (the one
+    called cannot be told; name the arm in the call to credit it).
     """
 
     referenced: Mapping[str, bool]
@@ -574,10 +575,15 @@ def _referenced(report: RunReport) -> tuple[dict[str, bool], dict[str, tuple[str
 
 def rewards_for_run(report: RunReport, config: LearningConfig) -> RunOutcome:
     """Apply the observation guard, then reward 1.0 per referenced and 0.0 per unreferenced
-    included arm; excluded arms get nothing."""
+    included arm; excluded arms get nothing, nor do the arms an ambiguous call name could
+    mean (unless another call named them)."""
     referenced, ambiguous = _referenced(report)
     skipped = observation_guard(report, config)
     if skipped is not None:
         return RunOutcome(referenced, {}, skipped, ambiguous)
     rewards = {arm_id: 1.0 if hit else 0.0 for arm_id, hit in referenced.items()}
+    for ids in ambiguous.values():  # which one was called cannot be told: neither learns
+        for arm_id in ids:
+            if not referenced[arm_id]:
+                del rewards[arm_id]
     return RunOutcome(referenced, rewards, None, ambiguous)

@@ -54,8 +54,14 @@ def test_a_name_given_as_the_arm_id_or_category_and_name(name: str) -> None:
 
 def test_a_bare_name_several_arms_share_credits_none_and_says_so() -> None:
     outcome = rewards_for_run(report("calculate", "Read"), ACTIVE)
-    assert outcome.rewards == {BILLING.id: 0.0, TRAVEL.id: 0.0, READ.id: 1.0}
+    # which one was called cannot be told: neither is rewarded, nor taught it was unused
+    assert outcome.rewards == {READ.id: 1.0}
+    assert outcome.referenced == {BILLING.id: False, TRAVEL.id: False, READ.id: True}
     assert outcome.ambiguous == {"calculate": (BILLING.id, TRAVEL.id)}
+    # another call that names one of them credits it all the same
+    named = ToolCall("calculate", arm=TRAVEL.id)
+    outcome = rewards_for_run(report("calculate", named), ACTIVE)
+    assert outcome.rewards == {TRAVEL.id: 1.0, READ.id: 0.0}
 
 
 def test_a_bare_name_one_included_arm_has_credits_it() -> None:
