@@ -1037,12 +1037,21 @@ class LearningService:
         )
 
     def observe_arm(
-        self, arm_id: str, reward: float, *, referenced: bool, session_key: str = ""
+        self,
+        arm_id: str,
+        reward: float,
+        *,
+        referenced: bool,
+        session_key: str = "",
+        loaded: bool = False,
     ) -> ArmOutcome:
         """One arm's outcome for the latest run selected with `session_key` (see
         `select_run`). Active phase: the posterior changes at once and the result holds it;
         passive: the run records the outcome and the posterior stays (a switch to active
-        can bootstrap from it)."""
+        can bootstrap from it). `loaded`: the run left the arm out and the model loaded it
+        through tool search (the run then counts it as included)."""
+        if not isinstance(loaded, bool):
+            raise InvalidInput("loaded must be true or false")
         parse_arm_id(arm_id)
         r = check_reward(reward)
         check_text("session_key", session_key, MAX_ID_CHARS)
@@ -1060,7 +1069,7 @@ class LearningService:
                 at = now_ms()
                 with self._cache.writing():  # a reload read meanwhile would count it twice
                     outcome = self._record_arm_outcome(
-                        arm_id, r, referenced, session_key, update, at, key
+                        arm_id, r, referenced, session_key, update, at, key, loaded
                     )
                     if update and not outcome.spooled:
                         self._cache.apply({arm_id: (r, 1.0 - r, 1.0, self._keep, r)}, at)
@@ -1088,6 +1097,7 @@ class LearningService:
         update: bool,
         at: int,
         key: str,
+        loaded: bool = False,
     ) -> ArmOutcome:
         """One attempt of observe_arm's write, under this process's phase (LearnerChanged when
         the stored one differs); spooled (the outcome says so) while storage is down."""
@@ -1101,7 +1111,7 @@ class LearningService:
                 with contextlib.suppress(Unavailable):
                     learner_id = self._open()
             pending = PendingArmOutcome(
-                arm_id, r, referenced, session_key or None, update, at, key, phase
+                arm_id, r, referenced, session_key or None, update, at, key, phase, loaded
             )
             recorded = writer.record_or_spool_arm_outcome(learner_id, self.learner, pending)
             if recorded is None:
@@ -1118,6 +1128,7 @@ class LearningService:
             apply_reward=update,
             at=at,
             phase=phase,
+            loaded=loaded,
         )
 
     def session_runs(self, session_key: str, since: int) -> list[RunRecord]:
