@@ -510,36 +510,12 @@ def referenced_arms(report: RunReport) -> dict[str, bool]:
     return _referenced(report)[0]
 
 
-def _credit_tools(
-    calls: Iterable[ToolCall], tools: Sequence[Arm], out: dict[str, bool]
-) -> dict[str, tuple[str, ...]]:
-    """Mark in `out` the tools the calls used: the arm a call names; else the one arm with
-    the call's name. A name several arms share credits none of them: returned, with their
-    ids (a user reading the run would not know which one was meant either)."""
-    by_name: dict[str, list[str]] = {}
-    for arm in tools:
-        by_name.setdefault(arm.name, []).append(arm.id)
-    ambiguous: dict[str, tuple[str, ...]] = {}
-    for call in calls:
-        if call.arm is not None:
-            if call.arm in out:
-                out[call.arm] = True
-            continue
-        ids = by_name.get(call.name)
-        if ids is None:
-            continue
-        if len(ids) == 1:
-            out[ids[0]] = True
-        else:
-            ambiguous[call.name] = tuple(ids)
-    return ambiguous
-
-
 def _referenced(report: RunReport) -> tuple[dict[str, bool], dict[str, tuple[str, ...]]]:
     """`referenced_arms`, and the ambiguous call names (see RunOutcome)."""
     text = RunText(report.assistant_texts, report.tool_calls)
+    bare, named = text.bare_names, text.call_arms
+    by_name: dict[str, list[str]] = {}
     out: dict[str, bool] = {}
-    tools: list[Arm] = []
     files: list[Arm] = []
     memories: dict[str, str] = {}
     tool, section, skill, memory = ArmType.TOOL, ArmType.SECTION, ArmType.SKILL, ArmType.MEMORY
@@ -549,8 +525,12 @@ def _referenced(report: RunReport) -> tuple[dict[str, bool], dict[str, tuple[str
         arm = item.arm
         kind = arm.type
         if kind is tool:
-            out[arm.id] = False
-            tools.append(arm)
+            # the arm a call names; else the tool of a bare call name (ambiguity: below)
+            if arm.name in bare:
+                by_name.setdefault(arm.name, []).append(arm.id)
+                out[arm.id] = True
+            else:
+                out[arm.id] = bool(named) and arm.id in named
         elif kind is section:
             out[arm.id] = True
         elif kind is skill:
@@ -569,7 +549,14 @@ def _referenced(report: RunReport) -> tuple[dict[str, bool], dict[str, tuple[str
         counts = _file_base_counts(files)
         for arm in files:
             out[arm.id] = _references(arm, text, counts)
-    ambiguous = _credit_tools(report.tool_calls, tools, out) if tools else {}
+    # A bare name several of the run's tools share credits none of them (a user reading the
+    # run could not tell which was meant either); a call naming one still credits it.
+    ambiguous: dict[str, tuple[str, ...]] = {}
+    for name, ids in by_name.items():
+        if len(ids) > 1:
+            ambiguous[name] = tuple(ids)
+            for arm_id in ids:
+                out[arm_id] = arm_id in named
     return out, ambiguous
 
 
