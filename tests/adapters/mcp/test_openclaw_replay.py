@@ -83,7 +83,11 @@ async def over_rest(tmp_path: Path, url: str) -> AsyncIterator[oc.CallTool]:
                 response = await client.get(f"/v1/learning/{arguments['learner']}/{read}")
             return oc.reply_of(name, arguments, not response.is_success, response.text)
 
-        yield call
+        try:
+            yield call
+        except httpx.TransportError as exc:
+            output = served.process.output()
+            raise AssertionError(f"serve stopped answering: {exc!r}\n{output}") from exc
 
 
 Transport = Callable[[Path, str], AbstractAsyncContextManager[oc.CallTool]]
