@@ -95,6 +95,7 @@ def outcome_under_stored_phase(
                     at=pending.at,
                     once=pending.key,
                     phase=pending.phase,
+                    loaded=pending.loaded,
                 )
             except LearnerChanged as changed:
                 active = changed.phase is Phase.ACTIVE
@@ -208,6 +209,8 @@ def outcome_line(learner_id: int, pending: PendingArmOutcome, name: str | None =
         "key": pending.key,
         "phase": pending.phase.value,
     }
+    if pending.loaded:
+        body["loaded"] = True
     return _tagged_line("arm", learner_id, name, "o", body)
 
 
@@ -225,6 +228,7 @@ def read_outcome_line(line: str) -> tuple[int, str | None, PendingArmOutcome]:
         int(o["at"]),
         str(o["key"]),
         Phase(o["phase"]),
+        o.get("loaded") is True,
     )
     return learner_id, name, pending
 
@@ -992,6 +996,7 @@ class SpoolingStore:
                     apply_reward=pending.apply_reward,
                     at=pending.at,
                     phase=pending.phase,
+                    loaded=pending.loaded,
                 )
                 return outcome
             except (SpoolFull, LearnerChanged):

@@ -341,6 +341,7 @@ ARM = Fields(
             "content",
             "description",
             "included",
+            "loaded",
         ),
         _OPEN,
     ),
@@ -352,7 +353,7 @@ USAGE = Fields(
         _OPEN,
     )
 )
-TOOL_CALL = Fields({"name": _OPEN, "meta": _OPEN})
+TOOL_CALL = Fields({"name": _OPEN, "meta": _OPEN, "arm": _OPEN})
 REPORT = Fields(
     {
         **dict.fromkeys(
@@ -430,7 +431,9 @@ BODY_FIELDS: dict[str, Fields | EitherFields] = {
             "candidates": CANDIDATE,
         }
     ),
-    "v1/observe": Fields(dict.fromkeys(("learner", "arm_id", "outcome", "reward", "context"))),
+    "v1/observe": Fields(
+        dict.fromkeys(("learner", "arm_id", "outcome", "reward", "context", "loaded"))
+    ),
     "v1/reset": Fields(dict.fromkeys(("learner", "arm_ids", "context"))),
     "v1/sessions/start": Fields(dict.fromkeys(("learner", "session_name"))),
     "v1/sessions/end": Fields(dict.fromkeys(("session_id",))),

@@ -124,7 +124,12 @@ def rest_routes(tools: LearningTools, guard: Guard, read: ReadArguments) -> list
     def observe(_: Request, d: dict[str, Any]) -> Any:
         outcome = d.get("outcome", "")
         return tools.observe(
-            d.get("learner"), d.get("arm_id"), outcome, d.get("reward"), d.get("context")
+            d.get("learner"),
+            d.get("arm_id"),
+            outcome,
+            d.get("reward"),
+            d.get("context"),
+            d.get("loaded"),
         )
 
     def posteriors(request: Request, _: dict[str, Any]) -> Any:

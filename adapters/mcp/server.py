@@ -183,8 +183,15 @@ def build_server(tools: LearningTools, *, version: str | None = None) -> MCPServ
             Field(description="Reward in [0, 1]; null: taken from the outcome."),
         ] = None,
         context: Context = None,
+        loaded: Annotated[
+            bool | None,
+            Field(
+                description="true: the select left this arm out (deferred_arms) and the model "
+                "loaded it through tool search; the run then counts it as included."
+            ),
+        ] = None,
     ) -> dict[str, Any]:
-        return await _call(tools.observe, learner, arm_id, outcome, reward, context)
+        return await _call(tools.observe, learner, arm_id, outcome, reward, context, loaded)
 
     @server.tool(
         annotations=READS,
