@@ -15,15 +15,22 @@ turn needs. Policies choose the session's tools:
   as `bm25`: not session-stable, so each change of set is a cache miss);
 - `context+deferral`: the context-aware draw on the first turn, with the left-out tools
   deferred: a turn that needs a tool the prompt lacks runs the providers' tool search as
-  documented (BM25 over the deferred tools' names and descriptions, the turn's message as
-  the query, the top SEARCH_TOP loaded), which costs an extra round trip (the prompt read
-  again from the cache) and the appended definitions; found tools stay loaded for the rest
-  of the session;
+  documented (BM25 over every deferred tool's name and description, loaded ones included,
+  the turn's message as the query, the top SEARCH_TOP returned), which costs an extra round
+  trip (the prompt read again from the cache) and the search's call, result and the returned
+  definitions, which sit in the conversation between the turn's message and its reply (a tool
+  returned again by a later search is paid again); found tools stay loaded for the rest of the
+  session, and the tool-search tool's definition counts in every deferred turn's tool tokens;
 - `oracle`: the tools the session will use, known in advance (a bound, not a policy).
 
 A tool the turn needs counts as kept when the prompt had it, or when this turn's search found
-it (deferral only). Learning (default, context) observes each turn as the service would: an
-offered tool used is reward 1, offered and unused 0, a deferred tool loaded counts as offered.
+it (deferral only). The learners know only what a runtime can report: the model calls the
+tools it needs among those it was offered (kept, or found by search); a tool it needed but was
+not offered is never reported as called, so a turn whose needed tools were all left out calls
+nothing and teaches nothing, and the tools called so far (the next turns' context) are the
+called ones. An offered tool called is reward 1, offered and not called 0, a deferred tool
+loaded counts as offered. The learners run under the configuration given, baseline sessions
+(every tool, all session long) and minPulls included, as the service does.
 """
 
 from __future__ import annotations
@@ -99,6 +106,10 @@ class StudyRun:
     turns: FloatArray
     selections: list[tuple[str, ...]] = field(default_factory=list)
     """Each session's first-turn set (arm ids, inventory order)."""
+    baseline: list[bool] = field(default_factory=list)
+    """Whether each session's first select was a baseline draw (every tool offered)."""
+    learner: Learner | ServiceLearner | None = None
+    """The learner the policy learnt with (None for the policies that do not learn)."""
 
     @property
     def recall(self) -> float:
@@ -125,6 +136,7 @@ class Learner:
         self.config = config
         self.settings = settings
         self.owed = OwedTries(ExplorationBound())
+        self.was_baseline = False
 
     def arrays(self) -> PosteriorArrays:
         return PosteriorArrays(self.alpha, self.beta, self.pulls)
@@ -160,6 +172,9 @@ class Learner:
 
             chosen = select_arms(self.arm_set, post, self.config, gen, draw=draw, force=force)
         self.owed.included(self.arm_set, chosen.mask)
+        self.was_baseline = chosen.is_baseline
+        if chosen.is_baseline:  # a baseline session offers every arm (engine.session_sets)
+            return list(range(len(self.arm_set)))
         return np.flatnonzero(chosen.mask).tolist()
 
 
@@ -172,6 +187,7 @@ class ServiceLearner:
         self.service = service
         self.arm_set = arm_set
         self._turns = 0
+        self.was_baseline = False
 
     def select(
         self, request: RequestContext | None, gen: np.random.Generator, key: str
@@ -180,6 +196,7 @@ class ServiceLearner:
         if request is not None:
             context.update(_context_of(request))
         chosen = self.service.select(self.arm_set, context)
+        self.was_baseline = chosen.is_baseline
         return np.flatnonzero(chosen.mask).tolist()
 
     def observe(
@@ -251,15 +268,15 @@ def run_study(
     search = BM25Index.of_texts(texts)
     blocks = [Block(a.id, a.token_cost) for a in arm_set.arms]
     learner: Learner | ServiceLearner = (
-        Learner(arm_set, replace(config, baseline_rate=0.0), settings)
-        if service is None
-        else ServiceLearner(service, arm_set)
+        Learner(arm_set, config, settings) if service is None else ServiceLearner(service, arm_set)
     )
     gen = np.random.default_rng(seed)
     cache = PromptCache(ttl_seconds=300.0)
     n = len(sessions)
     out = StudyRun(np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n))
-    deferral = policy == "context+deferral"
+    learning = policy in ("default", "context", "context+deferral", "context per turn")
+    if learning:
+        out.learner = learner
     at = 0.0
     budget = config.token_budget
     for s, session in enumerate(sessions):
@@ -285,7 +302,10 @@ def run_study(
         else:
             tools = []
         out.selections.append(tuple(arm_set.ids[i] for i in tools))
-        loaded: dict[int, list[Block]] = {}
+        out.baseline.append(learning and learner.was_baseline)
+        # the tool search is offered when something is deferred (not in a baseline session)
+        deferral = policy == "context+deferral" and len(tools) < len(arm_set)
+        searched: dict[int, list[Block]] = {}
         have = set(tools)
         for k, turn in enumerate(session.turns):
             request = _request(session, k, called) if use_context else None
@@ -303,15 +323,18 @@ def run_study(
             head = [blocks[i] for i in tools]
             if deferral:
                 head.append(Block("tool-search", SEARCH_TOOL_TOKENS))
-            prompt = shape.blocks(head, k, loaded)
+                out.tool_tokens[s] += SEARCH_TOOL_TOKENS
+            prompt = shape.blocks(head, k, searched=searched)
             usage = cache.request(session.key, at, prompt)
             out.prompt_cost[s] += prompt_cost(usage, prices)
             out.tool_tokens[s] += float(costs[sorted(have)].sum()) if have else 0.0
             need = set(turn.used)
             found: list[int] = []
             if deferral and need - have:
+                # the search runs over every deferred tool: one loaded by an earlier search is
+                # returned (and its definition appended) again when it ranks in the top
                 among = np.ones(len(arm_set), dtype=bool)
-                among[list(have)] = False
+                among[tools] = False
                 found = search.top(words(turn.message), SEARCH_TOP, among)
                 appended = Block(
                     f"search:{k}", SEARCH_RESULT_TOKENS + (int(costs[found].sum()) if found else 0)
@@ -320,21 +343,22 @@ def run_study(
                 out.prompt_cost[s] += prompt_cost(usage, prices)
                 out.tool_tokens[s] += float(costs[found].sum()) if found else 0.0
                 out.searches[s] += 1
-                loaded[k] = [appended]
-            kept = need & (have | set(found))
+                searched[k] = [appended]
+            offered = have | set(found)
+            kept = need & offered
             out.used[s] += len(need)
             out.kept[s] += len(kept)
             if request is not None and first is not None and policy != "context per turn":
                 # the session's set was decided on its opening: learn under it too
                 request = replace(request, opening=opening_features(first.message))
-            if policy in ("default", "context", "context+deferral", "context per turn"):
-                offered = sorted(have | set(found))
+            if learning:
+                # what the runtime reports: the offered tools the model called (`kept`)
                 if isinstance(learner, ServiceLearner):
-                    learner.observe(offered, need, request, session.key, found)
+                    learner.observe(sorted(offered), kept, request, session.key, found)
                 else:
-                    learner.observe(offered, need, request, session.key)
-                have |= set(found)  # loaded: in the conversation for the rest of the session
-            called += [names[i] for i in sorted(need)]
+                    learner.observe(sorted(offered), kept, request, session.key)
+            have = offered  # loaded: in the conversation for the rest of the session
+            called += [names[i] for i in sorted(kept)]
             at += turn_gap
         out.turns[s] = len(session.turns)
         cache.forget(session.key)
