@@ -5,6 +5,7 @@ result and `select_arms`, which draws the scores (engine.draws) and packs the ar
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from itertools import compress
 from operator import not_
 from typing import Any
@@ -278,6 +279,8 @@ def select_arms(
     if force is not None and force.shape != (n,):
         raise InvalidInput(f"force marks {force.shape[0]} arms, expected {n}")
     scorer = draw_scores if draw is None else draw
+    if config.recall_target is not None:
+        return _select_to_target(arm_set, post, config, gen, scorer, force)
     if n < SMALL_INVENTORY:
         return _select_small(arm_set, post, config, gen, scorer, force)
     return _select_vectorised(arm_set, post, config, gen, scorer, force)
@@ -325,6 +328,49 @@ def _select_vectorised(
         forced_cost = arm_set.total_cost - int(rest_costs.sum())
     taken, packed = pack_ranked(rest, rank, costs, budget - forced_cost, rest_costs)
     return _masked(arm_set, forced, taken, False, budget, forced_cost + packed)
+
+
+def _select_to_target(
+    arm_set: ArmSet,
+    post: PosteriorArrays,
+    config: LearningConfig,
+    gen: np.random.Generator,
+    scorer: Draw,
+    force: BoolArray | None,
+) -> Selection:
+    """select_arms under a recall target (engine.recall_target): the same baseline coin and
+    baseline run; otherwise the forced arms, then the least-cost set by Thompson score per
+    token (or score, with packing "score") whose estimated recall, read from the posterior
+    means of the same draw (exploration 0), reaches the target, under the budget as a cap."""
+    from engine.recall_target import pack_to_target
+
+    assert config.recall_target is not None
+    costs = arm_set.costs
+    seeds = arm_set.seed_info(config.seed_arm_ids)
+    budget = config.token_budget
+    if gen.random() < config.baseline_rate:
+        forced = seeds.mask
+        rest = (~forced).nonzero()[0]
+        rest = rest[gen.permutation(rest.size)]
+        forced_cost = int(costs[forced].sum()) if seeds.positions else 0
+        taken, packed = pack(rest, costs, budget - forced_cost)
+        return _masked(arm_set, forced, taken, True, budget, forced_cost + packed)
+    scores = scorer(post, config, gen)
+    means = (
+        scores if config.exploration == 0.0 else scorer(post, replace(config, exploration=0.0), gen)
+    )
+    forced = post.pulls < config.min_pulls
+    if seeds.positions:
+        forced |= seeds.mask
+    if force is not None:
+        forced |= force
+    rank = scores if config.packing == "score" else scores * arm_set.per_token
+    rank = np.where(np.isnan(rank), -np.inf, rank)
+    eligible = scores >= config.min_score if config.min_score > 0.0 else None
+    mask, used, _ = pack_to_target(
+        means, rank, costs, forced, config.recall_target, budget, eligible
+    )
+    return Selection._chosen(arm_set, mask, None, False, budget, used, None)
 
 
 def _masked(

@@ -102,6 +102,7 @@ SCHEMAS: dict[str, Any] = {
             "exploration": NUM,
             "pooledPrior": BOOL,
             "seedBoost": NUM,
+            "recallTarget": NUM,
         },
         [
             "enabled",
