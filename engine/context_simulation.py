@@ -47,12 +47,14 @@ from engine.config import LearningConfig
 from engine.context import RequestContext, opening_features, words
 from engine.context_policy import ContextEvidence, ContextSettings, context_scores
 from engine.cost import ANTHROPIC, TokenPrices, prompt_cost
+from engine.draws import draw_scores
 from engine.exploration import ExplorationBound, OwedTries
 from engine.forgetting import forget, keep_factor
-from engine.inventory import ArmSet, FloatArray, PosteriorArrays, align_posteriors
+from engine.inventory import ArmSet, BoolArray, FloatArray, PosteriorArrays, align_posteriors
 from engine.observation import ReportedArm, RunReport, ToolCall
 from engine.prompt_cache import Block, PromptCache
-from engine.selection import select_arms
+from engine.recall_target import RecallCalibration, inclusion_levels, ranked
+from engine.selection import Draw, forced_arms, select_arms, target_means
 from engine.session_simulation import SessionShape
 
 if TYPE_CHECKING:
@@ -137,6 +139,9 @@ class Learner:
         self.settings = settings
         self.owed = OwedTries(ExplorationBound())
         self.was_baseline = False
+        self.calibration = RecallCalibration()
+        """Under a recall target: the levels of the tools baseline sessions used."""
+        self._levels: tuple[FloatArray, FloatArray, BoolArray] | None = None
 
     def arrays(self) -> PosteriorArrays:
         return PosteriorArrays(self.alpha, self.beta, self.pulls)
@@ -156,21 +161,36 @@ class Learner:
                 rewards[ids[i]] = r
         features = request.features() if request is not None else np.zeros(0, dtype=np.int64)
         self.evidence.record(features.tolist(), rewards)
+        if self._levels is not None and used:
+            # a baseline session offered every tool: what it called calibrates the target
+            self.calibration.record(inclusion_levels(*self._levels, sorted(used)))
 
     def select(
         self, request: RequestContext | None, gen: np.random.Generator, key: str
     ) -> list[int]:
         force = self.owed.mask(self.arm_set)
         post = self.arrays()
-        if request is None:
-            chosen = select_arms(self.arm_set, post, self.config, gen, force=force)
-        else:
+        draw: Draw = draw_scores
+        if request is not None:
             arm_set, evidence, settings = self.arm_set, self.evidence, self.settings
 
             def draw(p: PosteriorArrays, c: LearningConfig, g: np.random.Generator) -> FloatArray:
                 return context_scores(arm_set, p, request, evidence, settings, c.exploration, g)
 
-            chosen = select_arms(self.arm_set, post, self.config, gen, draw=draw, force=force)
+        chosen = select_arms(
+            self.arm_set,
+            post,
+            self.config,
+            gen,
+            draw=draw if request is not None else None,
+            force=force,
+            calibration=self.calibration,
+        )
+        self._levels = None
+        if chosen.is_baseline and self.config.recall_target is not None:
+            means = target_means(post, self.config, draw, gen)
+            forced = forced_arms(self.arm_set, post, self.config, force)
+            self._levels = (means, ranked(means, self.arm_set.costs), forced)
         self.owed.included(self.arm_set, chosen.mask)
         self.was_baseline = chosen.is_baseline
         if chosen.is_baseline:  # a baseline session offers every arm (engine.session_sets)

@@ -4,6 +4,8 @@ read from the environment and stored with the learner."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -14,7 +16,13 @@ from engine.context_policy import ContextEvidence, ContextSettings, context_scor
 from engine.draws import draw_scores
 from engine.errors import InvalidConfig
 from engine.inventory import ArmSet, PosteriorArrays
-from engine.recall_target import pack_to_target
+from engine.recall_target import (
+    EVERY_ARM,
+    RecallCalibration,
+    inclusion_levels,
+    pack_to_target,
+    ranked,
+)
 from engine.selection import select_arms
 
 ARMS = [Arm(f"tool:t:tool{i}", cost) for i, cost in enumerate((100, 200, 300, 400, 500, 600))]
@@ -158,3 +166,49 @@ def test_the_environment_gives_it() -> None:
     for bad in ("most", "2"):
         with pytest.raises(InvalidConfig, match="LEARNING_BOT_RECALL_TARGET"):
             load_settings({"LEARNING_BOT_RECALL_TARGET": bad})
+
+
+def test_a_used_arms_level_is_the_share_ranked_before_it() -> None:
+    means = np.array([0.1, 0.4, 0.2, 0.0, 0.3])
+    costs = np.array([100, 100, 100, 100, 300])
+    rank = ranked(means, costs)  # by mean per token: 1, 2, 0, 4; arm 3 never
+    forced = np.array([False, False, False, False, False])
+    levels = inclusion_levels(means, rank, forced, [1, 2, 0, 4, 3])
+    assert levels[:4] == pytest.approx([0.0, 0.4, 0.6, 0.7]) and levels[4] == math.inf
+    # a set that stops at share tau holds exactly the used arms whose level is below tau
+    for tau in (0.3, 0.5, 0.65, 0.9):
+        mask, _, _ = pack_to_target(means, rank, costs, forced, tau, 10_000)
+        held = [i for i, lv in zip([1, 2, 0, 4, 3], levels, strict=True) if lv < tau]
+        assert sorted(held) == np.flatnonzero(mask).tolist()
+    forced[4] = True  # a forced arm is always held, and counts first
+    assert inclusion_levels(means, rank, forced, [4, 1]) == pytest.approx([0.0, 0.3])
+
+
+def test_the_calibrated_share_keeps_the_targets_share_of_recorded_uses() -> None:
+    calibration = RecallCalibration(keep=100)
+    assert calibration.share(0.9) == 0.9  # nothing recorded: the target itself
+    gen = np.random.default_rng(2)
+    levels = gen.uniform(0.0, 0.5, size=400).tolist()  # only the latest 100 are kept
+    calibration.record(levels)
+    assert len(calibration) == 100
+    for target in (0.5, 0.9, 0.97):
+        share = calibration.share(target)
+        held = np.mean(np.array(levels[-100:]) < share)
+        assert target <= held <= target + 0.02
+    assert calibration.share(0.995) == 0.995  # 100 levels cannot vouch for 0.995
+    calibration.record([math.inf] * 100)  # uses no set holds
+    assert calibration.share(0.5) == EVERY_ARM
+
+
+def test_baseline_sessions_calibrate_the_study_learner() -> None:
+    from engine.context_simulation import Learner, run_study, task_type_workload
+
+    arms, sessions = task_type_workload(tools=24, types=4, sessions=30, seed=3)
+    total = sum(a.token_cost for a in arms)
+    cfg = config(recall_target=0.9, baseline_rate=0.2, token_budget=total, min_pulls=0)
+    run = run_study(arms, sessions, "context", cfg, seed=1)
+    learner = run.learner
+    assert isinstance(learner, Learner)
+    baseline = np.array(run.baseline)
+    # one level per tool a baseline session's turn used, none from the selected sessions
+    assert len(learner.calibration) == int(run.used[baseline].sum()) > 0
