@@ -217,7 +217,8 @@ class ServiceLearner:
             context.update(_context_of(request))
         chosen = self.service.select(self.arm_set, context)
         self.was_baseline = chosen.is_baseline
-        return np.flatnonzero(chosen.mask).tolist()
+        position = self.arm_set.index
+        return sorted(position[a] for a in chosen.selected)
 
     def observe(
         self,

@@ -140,3 +140,39 @@ class RecallCalibration:
         if not math.isfinite(level):
             return EVERY_ARM
         return min(EVERY_ARM, level + 1e-9)
+
+
+class SessionLevels:
+    """A learner's calibration and the baseline sessions waiting to report what they used:
+    each one's ranking at its opening (arm ids, means, ranks, forced arms), by session key,
+    the latest `keep` sessions."""
+
+    def __init__(self, keep: int = 1_000) -> None:
+        self.calibration = RecallCalibration()
+        self._keep = keep
+        self._open: dict[str, tuple[dict[str, int], FloatArray, FloatArray, BoolArray]] = {}
+
+    def opened(
+        self,
+        key: str,
+        ids: Sequence[str],
+        means: FloatArray,
+        rank: FloatArray,
+        forced: BoolArray,
+    ) -> None:
+        """A baseline session `key` was decided: how its arms ranked at its opening."""
+        self._open.pop(key, None)
+        self._open[key] = ({a: i for i, a in enumerate(ids)}, means, rank, forced)
+        while len(self._open) > self._keep:
+            del self._open[next(iter(self._open))]
+
+    def observed(self, key: str, used: Iterable[str]) -> None:
+        """A run of session `key` used these arms: when the session is an open baseline
+        session, their levels calibrate the target."""
+        hit = self._open.get(key)
+        if hit is None:
+            return
+        position, means, rank, forced = hit
+        mine = [position[a] for a in used if a in position]
+        if mine:
+            self.calibration.record(inclusion_levels(means, rank, forced, mine))

@@ -378,6 +378,22 @@ def target_means(
     return scorer(post, replace(config, exploration=0.0), gen)
 
 
+def opening_ranks(
+    arm_set: ArmSet,
+    post: PosteriorArrays,
+    config: LearningConfig,
+    draw: Draw | None,
+    force: BoolArray | None,
+    gen: np.random.Generator,
+) -> tuple[FloatArray, FloatArray, BoolArray]:
+    """(means, ranks, forced arms) as a selection under a recall target reads them: what a
+    baseline session's uses are measured against (engine.recall_target.inclusion_levels)."""
+    from engine.recall_target import ranked
+
+    means = target_means(post, config, draw_scores if draw is None else draw, gen)
+    return means, ranked(means, arm_set.costs), forced_arms(arm_set, post, config, force)
+
+
 def forced_arms(
     arm_set: ArmSet, post: PosteriorArrays, config: LearningConfig, force: BoolArray | None
 ) -> BoolArray:

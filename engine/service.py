@@ -277,6 +277,10 @@ class LearningService:
         self._owed: OwedTries | None = None
         self._owed_synced_at = float("-inf")
         self._owed_runs: int | None = None
+        from engine.recall_target import SessionLevels
+
+        self._target_levels = SessionLevels()
+        """The recall target's calibration: baseline sessions' uses (engine.recall_target)."""
         """The learner's stored runs as of the exploration bound's last read, plus the runs
         this process stored since: when storage holds no others, its count is the learner's."""
         self._exploration_bound = exploration_bound
@@ -475,7 +479,7 @@ class LearningService:
         request = _request_of(context)
 
         def draw(offered: ArmSet, settings: LearningConfig) -> Selection:
-            return self._select_cached(offered, settings, request)
+            return self._select_cached(offered, settings, request, key)
 
         if key and config.is_active:
             from engine.context import opening_features
@@ -485,7 +489,11 @@ class LearningService:
         return draw(arm_set, config)
 
     def _select_cached(
-        self, arm_set: ArmSet, config: LearningConfig, request: RequestContext | None = None
+        self,
+        arm_set: ArmSet,
+        config: LearningConfig,
+        request: RequestContext | None = None,
+        session_key: str = "",
     ) -> Selection:
         """`select_arms` under `config`: from the cached posteriors, under the cache's lock,
         when active; passive or disabled, every arm without reading a posterior. With a
@@ -498,9 +506,15 @@ class LearningService:
         cache = self._cache
         owed = self._owed_tries()
         force = owed.mask(arm_set)
+        target = self._target_levels if config.recall_target is not None else None
+        calibration = target.calibration if target is not None else None
+        scores: Any = None
         if request is None:
             with cache.lock:
-                chosen = select_arms(arm_set, cache.arrays(arm_set), config, self._rng, force=force)
+                post = cache.arrays(arm_set)
+                chosen = select_arms(
+                    arm_set, post, config, self._rng, force=force, calibration=calibration
+                )
         else:
             from engine.context_policy import ContextSettings, context_scores, lexical_index
 
@@ -515,7 +529,16 @@ class LearningService:
 
             with cache.lock:
                 post = cache.arrays(arm_set)
-                chosen = select_arms(arm_set, post, config, self._rng, draw=scores, force=force)
+                chosen = select_arms(
+                    arm_set, post, config, self._rng, draw=scores, force=force,
+                    calibration=calibration,
+                )  # fmt: skip
+        if target is not None and chosen.is_baseline and session_key:
+            from engine.selection import opening_ranks
+
+            with cache.lock:
+                ranks = opening_ranks(arm_set, post, config, scores, force, self._rng)
+            target.opened(session_key, arm_set.ids, *ranks)
         owed.included(arm_set, chosen.mask)
         return chosen
 
@@ -809,6 +832,11 @@ class LearningService:
         ]
         if learned:
             self._learn_context([r for r, _ in learned], [w for _, w in learned])
+        if config.recall_target is not None:  # a baseline session's uses calibrate the target
+            for run, ran, stored in zip(asked, outcomes, result.statuses, strict=True):
+                if run.session_key and stored in ("inserted", "spooled"):
+                    used = [a for a, reward in ran.rewards.items() if reward == 1.0]
+                    self._target_levels.observed(run.session_key, used)
         if config.is_active:
             self._session_sets.grow(asked, config)
             if config.session_growth == "off":
