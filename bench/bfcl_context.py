@@ -2,7 +2,8 @@
 the context study (engine.context_simulation): tool tokens, prompt cost under the prefix cache
 (tool searches priced as their extra round trip and appended definitions) and recall of gold
 calls, for every tool, today's default, BM25 over the message alone, the context-aware policy
-with and without deferral, and the oracle.
+with and without deferral, provider tool search at its best (every tool deferred, every search
+finding the needed tools at once), and the oracle.
 
 The inventory is the 128 functions of the eight API classes as one list, each an arm
 `tool:bfcl:Class.function` with its definition's description; its cost is its definition's
@@ -121,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "context": args.budget,
         "context per turn": args.budget,
         "context+deferral": args.budget,
+        "search at best": 0.0,
         "oracle": 1.0,
     }
     runs: dict[str, StudyRun] = {}
@@ -157,7 +159,7 @@ LEARNING = ("default", "context", "context per turn", "context+deferral")
 
 def settings_of(name: str, share: float, config: LearningConfig) -> tuple[str, str, str]:
     """A row's budget, minPulls and baseline rate, as the table shows them."""
-    if name in ("every", "oracle"):
+    if name in ("every", "oracle", "search at best"):
         return ("-", "-", "-")
     if name not in LEARNING:
         return (f"{share:.0%}", "-", "-")
@@ -179,7 +181,8 @@ def table(
     groups = np.array([s.group for s in sessions])
     full = runs["every"]
     header = ("sessions", "policy", "budget", "minPulls", "baseline", "cost vs every tool",
-              "tool tokens/turn", "searches/session", "recall of gold calls")  # fmt: skip
+              "tool tokens/turn", "searches/session", "round trips/session",
+              "recall of gold calls")  # fmt: skip
     rows = []
     for group in (*sorted(set(groups.tolist())), "all"):
         mask = groups == group if group != "all" else np.ones(len(sessions), dtype=bool)
@@ -192,6 +195,7 @@ def table(
                     f"{run.prompt_cost[mask].sum() / full.prompt_cost[mask].sum():.3f}",
                     f"{run.tool_tokens[mask].sum() / run.turns[mask].sum():,.0f}",
                     f"{run.searches[mask].mean():.2f}",
+                    f"{run.round_trips[mask].mean():.2f}",
                     f"{run.kept[mask].sum() / max(1.0, run.used[mask].sum()):.3f}",
                 )
             )

@@ -21,7 +21,14 @@ turn needs. Policies choose the session's tools:
   definitions, which sit in the conversation between the turn's message and its reply (a tool
   returned again by a later search is paid again); found tools stay loaded for the rest of the
   session, and the tool-search tool's definition counts in every deferred turn's tool tokens;
+- `search at best`: provider tool search at its best: every tool deferred, and a turn that
+  needs tools it has not loaded searches once and finds exactly those (a bound on what tool
+  search alone can do; its cost is the round trips and the loaded definitions);
 - `oracle`: the tools the session will use, known in advance (a bound, not a policy).
+
+A search is priced as its round trip (the prompt read again from the cache), the search call
+the model writes (SEARCH_CALL_TOKENS output tokens, at the output price) and the call, result
+and definitions appended to the conversation.
 
 A tool the turn needs counts as kept when the prompt had it, or when this turn's search found
 it (deferral only). The learners know only what a runtime can report: the model calls the
@@ -66,6 +73,8 @@ SEARCH_TOOL_TOKENS = 300
 """The tool-search tool's own definition, in the prompt of every deferred request."""
 SEARCH_RESULT_TOKENS = 60
 """The search call and its result, beside the loaded definitions."""
+SEARCH_CALL_TOKENS = 40
+"""Output tokens of the model's search call (its query), priced at the output price."""
 POLICIES = (
     "every",
     "default",
@@ -73,6 +82,7 @@ POLICIES = (
     "context",
     "context per turn",
     "context+deferral",
+    "search at best",
     "oracle",
 )
 
@@ -117,6 +127,11 @@ class StudyRun:
     def recall(self) -> float:
         used = float(self.used.sum())
         return float(self.kept.sum()) / used if used else 1.0
+
+    @property
+    def round_trips(self) -> FloatArray:
+        """Requests per session: one per turn, one more per search."""
+        return self.turns + self.searches
 
 
 class Learner:
@@ -325,7 +340,9 @@ def run_study(
         out.selections.append(tuple(arm_set.ids[i] for i in tools))
         out.baseline.append(learning and learner.was_baseline)
         # the tool search is offered when something is deferred (not in a baseline session)
-        deferral = policy == "context+deferral" and len(tools) < len(arm_set)
+        deferral = policy == "search at best" or (
+            policy == "context+deferral" and len(tools) < len(arm_set)
+        )
         searched: dict[int, list[Block]] = {}
         have = set(tools)
         for k, turn in enumerate(session.turns):
@@ -356,12 +373,17 @@ def run_study(
                 # returned (and its definition appended) again when it ranks in the top
                 among = np.ones(len(arm_set), dtype=bool)
                 among[tools] = False
-                found = search.top(words(turn.message), SEARCH_TOP, among)
+                if policy == "search at best":
+                    found = sorted(need - have)
+                else:
+                    found = search.top(words(turn.message), SEARCH_TOP, among)
                 appended = Block(
                     f"search:{k}", SEARCH_RESULT_TOKENS + (int(costs[found].sum()) if found else 0)
                 )
                 usage = cache.request(session.key, at + 5.0, [*prompt, appended])
-                out.prompt_cost[s] += prompt_cost(usage, prices)
+                out.prompt_cost[s] += (
+                    prompt_cost(usage, prices) + SEARCH_CALL_TOKENS * prices.output
+                )
                 out.tool_tokens[s] += float(costs[found].sum()) if found else 0.0
                 out.searches[s] += 1
                 searched[k] = [appended]

@@ -133,3 +133,26 @@ def test_a_search_result_is_read_from_the_cache_on_the_next_turn() -> None:
     # the later turns differ only by reading the search's tokens from the cache (0.1x)
     later = searched - one - (plain - one_plain)
     assert later == pytest.approx(2 * 0.1 * (60 + 200))
+
+
+def test_tool_search_at_its_best_defers_every_tool_and_finds_what_the_turn_needs() -> None:
+    arms = [
+        Arm("tool:t:kept", 50, description="kept"),
+        Arm("tool:t:alpha", 200, description="alpha"),
+        Arm("tool:t:beta", 300, description="beta"),
+    ]
+    turns = (
+        ContextTurn("no word of any tool", (1,)),
+        ContextTurn("again", (1,)),
+        ContextTurn("more", (1, 2)),
+    )
+    run = run_study(arms, [ContextSession("s", turns)], "search at best", config(), seed=0)
+    assert run.recall == 1.0
+    # turn 0 loads alpha; turn 1 has it; turn 2 searches for beta alone
+    assert run.searches.tolist() == [2] and run.round_trips.tolist() == [5]
+    assert run.selections == [()]
+    # the search tool each turn; alpha found on turn 0, then held; beta found on turn 2
+    tokens = 3 * SEARCH_TOOL_TOKENS + 200 + 200 + 200 + 300
+    assert run.tool_tokens.tolist() == [tokens]
+    with_every = run_study(arms, [ContextSession("s", turns)], "every", config(), seed=0)
+    assert with_every.round_trips.tolist() == [3]
