@@ -277,12 +277,12 @@ class LearningService:
         self._owed: OwedTries | None = None
         self._owed_synced_at = float("-inf")
         self._owed_runs: int | None = None
+        """The learner's stored runs as of the exploration bound's last read, plus the runs
+        this process stored since: when storage holds no others, its count is the learner's."""
         from engine.recall_target import SessionLevels
 
         self._target_levels = SessionLevels()
         """The recall target's calibration: baseline sessions' uses (engine.recall_target)."""
-        """The learner's stored runs as of the exploration bound's last read, plus the runs
-        this process stored since: when storage holds no others, its count is the learner's."""
         self._exploration_bound = exploration_bound
         self._deferrals: dict[str, tuple[int, int]] = {}
         """Per tool: runs that deferred it, runs that loaded it (this process's count, for a
