@@ -43,6 +43,7 @@ from bot.shapes import arm_json, explanation_json, reply_from_json, summary_json
 from engine.config import LearningConfig, Phase
 from engine.errors import InvalidConfig, InvalidInput
 from engine.service import MIN_TRACES_FOR_ACTIVE, LearningService
+from engine.session_sets import SessionDecisions
 from engine.starvation import StarvedArm
 from engine.views import ArmView, Status, Summary
 
@@ -237,6 +238,9 @@ def value_headline(s: Summary) -> list[str]:
         )
     if s.estimated_recall is not None:
         lines.append(f"Kept about {s.estimated_recall * 100:.0f}% of the components the model used")
+    decisions = s.session_decisions
+    if decisions is not None and decisions.sessions:
+        lines.append(sessions_line(decisions))
     return lines
 
 
@@ -252,6 +256,15 @@ def recall_target_field(config: LearningConfig, s: Summary) -> tuple[tuple[str, 
         else f"estimated {s.estimated_recall * 100:.0f}% kept"
     )
     return (("Recall target", f"{target * 100:g}% ({achieved}; token budget a cap)"),)
+
+
+def sessions_line(d: SessionDecisions) -> str:
+    """How many sessions drew their set again while live, and why (engine.session_review)."""
+    head = f"Sessions (last day): {d.sessions:,}, {d.redrawn:,} redrawn"
+    if not d.redrawn:
+        return head
+    reasons = ", ".join(f"{reason} {count:,}" for reason, count in d.by_reason[:4])
+    return f"{head} ({d.redraws:,} redraws; latest reason: {reasons})"
 
 
 def starved_line(starved: Sequence[StarvedArm], most: int = 5) -> str:

@@ -52,6 +52,8 @@ _CAMEL = {
     "session_idle_seconds": "sessionIdleSeconds",
     "session_growth": "sessionGrowth",
     "recall_target": "recallTarget",
+    "provider": "provider",
+    "model": "model",
 }
 POLICIES: dict[str, dict[str, Any]] = {
     "seed": {
@@ -105,6 +107,8 @@ _OPTIONAL_DEFAULTS: dict[str, Any] = {
     "session_idle_seconds": 300,
     "session_growth": "off",
     "recall_target": None,
+    "provider": "",
+    "model": "",
 }
 _SNAKE = {camel: snake for snake, camel in _CAMEL.items()}
 
@@ -177,6 +181,12 @@ class LearningConfig:
     posterior mean use of the arms kept over that of every arm, under the request's context
     when it carries one) reaches it, with `token_budget` as a cap. Not with the seed policy,
     which keeps the seed documents' budget packing exactly."""
+    provider: str = ""
+    """The provider the learner's runtime calls (anthropic, openai, bedrock...), for selects
+    and runs that name none: what a change of tools costs there (engine.providers) and how
+    its cache is priced (engine.cost). Empty: a change of tools rewrites the cached prefix."""
+    model: str = ""
+    """The model, likewise (a prefix such as claude-sonnet-4-5 or gpt-5.4)."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -255,6 +265,11 @@ class LearningConfig:
                     "recallTarget or choose another policy",
                 )
             set_(self, "recall_target", float(target))
+        for name in ("provider", "model"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or len(value) > 256 or not value.isprintable():
+                raise InvalidConfig(name, f"must be a name of at most 256 characters: {value!r}")
+            set_(self, name, value.strip())
 
     @classmethod
     def for_policy(cls, policy: str, **options: Any) -> LearningConfig:

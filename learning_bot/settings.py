@@ -32,6 +32,8 @@ _CONFIG_ENV = {
     "POLICY": "policy",
     "HALF_LIFE": "halfLife",
     "RECALL_TARGET": "recallTarget",
+    "PROVIDER": "provider",
+    "MODEL": "model",
 }
 
 
