@@ -145,9 +145,9 @@ class RecallCalibration:
 class SessionLevels:
     """A learner's calibration and the baseline sessions waiting to report what they used:
     each one's ranking at its opening (arm ids, means, ranks, forced arms), by session key,
-    the latest `keep` sessions."""
+    the latest `keep` sessions (at 1,000 arms about 24 KB each)."""
 
-    def __init__(self, keep: int = 1_000) -> None:
+    def __init__(self, keep: int = 256) -> None:
         self.calibration = RecallCalibration()
         self._keep = keep
         self._open: dict[str, tuple[dict[str, int], FloatArray, FloatArray, BoolArray]] = {}
