@@ -13,6 +13,18 @@ LOCAL_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 _probe: list[str | None] = []
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under faketime, only the date may be faked: with the monotonic clock faked too,
+    libfaketime makes every timed wait (Event.wait, Thread.join with a timeout) never end."""
+    if "faketime" in os.environ.get("LD_PRELOAD", "") and (
+        os.environ.get("FAKETIME_DONT_FAKE_MONOTONIC") != "1"
+    ):
+        raise pytest.UsageError(
+            "under faketime, set FAKETIME_DONT_FAKE_MONOTONIC=1 (make test does): with the "
+            "monotonic clock faked, timed waits never end"
+        )
+
+
 def _local_default_answers() -> bool:
     """Whether a PostgreSQL server answers at the local default (asked once per run)."""
     try:
