@@ -82,7 +82,7 @@ from engine.ports import (
     TimeBucket,
     VerifyReport,
 )
-from engine.posterior import check_reward, initial_prior, now_ms
+from engine.posterior import WallClock, check_reward, initial_prior, now_ms
 from engine.records import ArmOutcomeRecord, RunRecord, record_from_report, under_phase
 from engine.resolve import MAX_QUERY_CHARS, resolve_arm_query
 from engine.savings import CostSavings, cost_savings, cost_series, price_sessions
@@ -218,7 +218,7 @@ class LearningService:
         spool_by_name: SpoolByName | None = None,
         spool: SpoolHealth | None = None,
         prices: PriceTable | None = None,
-        wall_clock: Callable[[], int] = now_ms,
+        wall_clock: WallClock = now_ms,
         context_settings: ContextSettings | None = None,
         exploration_bound: ExplorationBound | None = None,
     ) -> None:
@@ -351,7 +351,7 @@ class LearningService:
         except InvalidConfig as exc:
             raise InvalidInput(f"{exc.field}: {exc.detail}") from None
         self.store.set_settings(
-            self.learner_id, updated.learner_settings(), updated.half_life, at=now_ms()
+            self.learner_id, updated.learner_settings(), updated.half_life, at=self._wall_clock()
         )
         self.refresh(force=True)
         return self.config
@@ -868,7 +868,7 @@ class LearningService:
                     f = folds[arm_id] = Fold()
                 f.add(r, keep)
         if folds:
-            self._cache.apply({a: f.as_tuple() for a, f in folds.items()}, now_ms())
+            self._cache.apply({a: f.as_tuple() for a, f in folds.items()}, self._wall_clock())
 
     def _record_runs(
         self, records: Sequence[RunRecord], built_under: str | None = None
@@ -1020,7 +1020,7 @@ class LearningService:
             session_key=session_key,
             channel=channel,
             conversation=session_key,
-            timestamp=now_ms(),
+            timestamp=self._wall_clock(),
             provider=provider,
             model=model,
             is_baseline=selection.is_baseline,
@@ -1101,7 +1101,7 @@ class LearningService:
             # another replica since this process read it writes nothing, and is read again
             try:
                 update = self.config.is_active
-                at = now_ms()
+                at = self._wall_clock()
                 with self._cache.writing():  # a reload read meanwhile would count it twice
                     outcome = self._record_arm_outcome(
                         arm_id, r, referenced, session_key, update, at, key, loaded
@@ -1240,7 +1240,7 @@ class LearningService:
                     f"the latest run here ({trace.trace_id}) used no arms; name an arm instead"
                 )
             trace_id = trace.trace_id
-        at = now_ms()
+        at = self._wall_clock()
         with self._cache.writing():  # a reload read meanwhile would count it twice
             self.store.record_rewards(
                 self.learner_id,
@@ -1269,7 +1269,7 @@ class LearningService:
             if len(requested) > MAX_RESET_ARMS:
                 raise InvalidInput(f"at most {MAX_RESET_ARMS} arms per reset")
             ids = sorted({self.resolve_arm(a) for a in requested})
-        record = self.store.reset(self.learner_id, ids, actor=actor_text, at=now_ms())
+        record = self.store.reset(self.learner_id, ids, actor=actor_text, at=self._wall_clock())
         self._evidence_checked_at = float("-inf")  # the reset cleared the arms' evidence
         self._cache.invalidate(reload=True)
         return ResetResult(self.learner, record.reset_id, record.arm_ids, record.all_arms)
@@ -1277,7 +1277,7 @@ class LearningService:
     def undo_reset(self, actor: str = "unknown") -> ResetResult:
         """Restore the posteriors the last reset replaced, keeping what was learnt since."""
         actor_text = recorded_actor(actor)
-        record = self.store.undo_reset(self.learner_id, actor=actor_text, at=now_ms())
+        record = self.store.undo_reset(self.learner_id, actor=actor_text, at=self._wall_clock())
         self._evidence_checked_at = float("-inf")  # and put back the evidence it cleared
         self._cache.invalidate(reload=True)
         return ResetResult(
@@ -1315,7 +1315,7 @@ class LearningService:
                     f"{MIN_TRACES_FOR_ACTIVE} traces"
                 )
         change = self.store.set_phase(
-            self.learner_id, target, actor=actor_text, bootstrap=bootstrap, at=now_ms()
+            self.learner_id, target, actor=actor_text, bootstrap=bootstrap, at=self._wall_clock()
         )
         self._cache.invalidate(reload=True)
         return PhaseChange(
@@ -1478,12 +1478,18 @@ class LearningService:
         return self.store.iter_traces(self.learner_id, with_arms=with_arms)
 
     def timeseries(
-        self, metric: str = "tokens", window: str = "1h", buckets: int = 48
+        self,
+        metric: str = "tokens",
+        window: str = "1h",
+        buckets: int = 48,
+        *,
+        at: int | None = None,
     ) -> list[TimeBucket]:
         """Average tokens per run in each window (`tokens`), their sum (`totalTokens`), each
         arm's posterior mean at the end of each window (`convergence`), or the mean prompt cost
         per session of baseline and of selected sessions started in each window
-        (`sessionCost`, input-token units priced with the learner's price table)."""
+        (`sessionCost`, input-token units priced with the learner's price table); the last
+        `buckets` windows up to `at` (Unix ms, else the service's wall clock) and any later."""
         if window not in WINDOWS:
             raise InvalidInput(f"window must be one of {', '.join(WINDOWS)}, got {window!r}")
         if metric not in TIMESERIES_METRICS:
@@ -1491,7 +1497,7 @@ class LearningService:
                 f"metric must be one of {', '.join(TIMESERIES_METRICS)}, got {metric!r}"
             )
         width = WINDOWS[window]
-        since = (now_ms() // width - buckets + 1) * width
+        since = ((self._wall_clock() if at is None else at) // width - buckets + 1) * width
         if metric == "sessionCost":
             store = self.store
             if not isinstance(store, SessionUsageSince):
