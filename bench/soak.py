@@ -84,6 +84,7 @@ IN_FLIGHT = "already being handled"
 LEASE_SECONDS = 10
 SLACK_USERS = ("U-soak-1", "U-soak-2", "U-soak-3")
 RETRYABLE = {409, 429, 500, 502, 503, 504}
+WHAT = {0: "no answer", 1: "200 without a JSON object"}
 
 
 @dataclass
@@ -108,6 +109,7 @@ class Ledger:
     latency: dict[tuple[int, str], list[float]] = field(default_factory=lambda: defaultdict(list))
     calls: Counter[int] = field(default_factory=Counter)
     failed: Counter[int] = field(default_factory=Counter)
+    failures: Counter[tuple[str, int]] = field(default_factory=Counter)
     agent_sent: set[str] = field(default_factory=set)
     agent_acked: set[str] = field(default_factory=set)
     agent_spooled: int = 0
@@ -122,6 +124,8 @@ class Ledger:
     rss: list[tuple[float, int, int, int]] = field(default_factory=list)
     """(seconds since start, replica, incarnation, KiB)"""
     incarnation: list[int] = field(default_factory=lambda: [0] * topo.REPLICAS)
+    down: set[int] = field(default_factory=set)
+    """Replicas being killed and restarted: their memory is not sampled meanwhile."""
     born: dict[tuple[int, int], float] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)
 
@@ -131,13 +135,15 @@ class Ledger:
     def slot(self) -> int:
         return int(self.now() // self.window)
 
-    def record(self, kind: str, seconds: float, ok: bool) -> None:
+    def record(self, kind: str, seconds: float, status: int) -> None:
+        """One call's first attempt; `status` 0 when it got no HTTP answer."""
         slot = self.slot()
         self.calls[slot] += 1
-        if ok:
+        if status == 200:
             self.latency[(slot, kind)].append(seconds)
         else:
             self.failed[slot] += 1
+            self.failures[(kind, status)] += 1
 
     def event(self, text: str) -> None:
         t = self.now()
@@ -147,6 +153,11 @@ class Ledger:
 
 
 # -- the clients --------------------------------------------------------------------------------
+
+
+def outcome(status: int, ok: bool) -> int:
+    """The status a call is recorded under: 1 for a 200 without the JSON object expected."""
+    return 1 if status == 200 and not ok else status
 
 
 async def paced(next_at: float, interval: float) -> float:
@@ -190,7 +201,7 @@ async def agent(
                 session, url + "/select", {"arms": AGENT_ARMS, "sessionKey": key}
             )
             ok = status == 200 and isinstance(data, dict)
-            ledger.record("agent select", time.perf_counter() - t0, ok)
+            ledger.record("agent select", time.perf_counter() - t0, outcome(status, ok))
             chosen = set(data.get("selected") or []) if ok else {a["armId"] for a in AGENT_ARMS}
             arms = [a for a in AGENT_ARMS if a["armId"] in chosen] or AGENT_ARMS
             called = rng.sample(arms, k=min(len(arms), rng.randint(0, 3)))
@@ -210,7 +221,7 @@ async def agent(
                 t0 = time.perf_counter()
                 status, data = await post(session, url + "/observe", body)
                 if attempt == 0:
-                    ledger.record("agent observe", time.perf_counter() - t0, status == 200)
+                    ledger.record("agent observe", time.perf_counter() - t0, status)
                 if status == 200:
                     ledger.agent_acked.add(trace)
                     ledger.agent_spooled += bool(isinstance(data, dict) and data.get("spooled"))
@@ -232,7 +243,7 @@ async def gateway(
         t0 = time.perf_counter()
         status, data = await post(session, f"{v1}/{path}", body)
         ok = status == 200 and isinstance(data, dict)
-        ledger.record(kind, time.perf_counter() - t0, ok)
+        ledger.record(kind, time.perf_counter() - t0, outcome(status, ok))
         return data if ok else None
 
     async def observe(key: str, context: dict[str, Any], arm: str, referenced: bool) -> None:
@@ -378,13 +389,15 @@ async def send_slack(
     )
     command.sent += 1
     t0 = time.perf_counter()
+    status = 0
     try:
         async with session.post(base + "/slack/events", data=body, headers=headers) as answer:
+            status = answer.status
             data = await answer.json(content_type=None) if answer.status == 200 else None
-            ok = answer.status == 200
     except (aiohttp.ClientError, TimeoutError, ValueError):
-        data, ok = None, False
-    fake.ledger.record("slack", time.perf_counter() - t0, ok)
+        data = None
+    ok = status == 200
+    fake.ledger.record("slack", time.perf_counter() - t0, status)
     if ok and not command.write and isinstance(data, dict):
         command.answers.append(str(data.get("text") or ""))
 
@@ -436,12 +449,14 @@ async def faults(
         if delay > 0:
             await asyncio.sleep(delay)
         if what == "kill":
+            ledger.down.add(replica)
             await asyncio.to_thread(topology.kill, replica)
             ledger.event(f"replica {replica + 1} SIGKILLed")
             await asyncio.sleep(topo.RESTART_DELAY)
             await asyncio.to_thread(topology.restart, replica)
             ledger.incarnation[replica] += 1
             ledger.born[(replica, ledger.incarnation[replica])] = ledger.now()
+            ledger.down.discard(replica)
             try:
                 took = await asyncio.to_thread(
                     topo.wait_healthy, topology.replica_url(replica), 120
@@ -463,7 +478,7 @@ async def sample_memory(topology: Any, ledger: Ledger, end: float) -> None:
         for i in range(topo.REPLICAS):
             pid = await asyncio.to_thread(topology.replica_pid, i)
             kib = topo.rss_kib(pid)
-            if kib:
+            if kib and i not in ledger.down:  # not a process on its way out
                 ledger.rss.append((ledger.now(), i, ledger.incarnation[i], kib))
         await asyncio.sleep(5)
 
@@ -813,7 +828,12 @@ async def run(args: argparse.Namespace, topology: Any, settings: dict[str, str])
     print()
     for line in memory_trends(ledger, min(300.0, duration / 3)):
         print(line)
-    print("\nevents:")
+    failures = ", ".join(
+        f"{kind} {WHAT.get(status, status)}: {n}"
+        for (kind, status), n in sorted(ledger.failures.items())
+    )
+    print(f"\nfailed first attempts: {failures or 'none'}")
+    print("events:")
     for line in ledger.events:
         print("  " + line)
     print(verify.stdout.strip() or verify.stderr.strip())
