@@ -733,7 +733,7 @@ def memory_trends(ledger: Ledger, settle_seconds: float) -> list[str]:
             slope = float(np.polyfit(ts, mib, 1)[0])
             lines.append(
                 f"replica {i + 1} process {inc + 1}: started at minute {born / 60:.1f}, lived "
-                f"{life:.1f} min; {mib[0]:.0f} MiB at its minute {settle_seconds / 60:g}, "
+                f"{life:.1f} min; {mib[0]:.0f} MiB at its minute {settle_seconds / 60:.2g}, "
                 f"{mib[-1]:.0f} MiB at its end, max {mib.max():.0f}; trend {slope:+.2f} MiB/min"
             )
     return lines
