@@ -51,6 +51,10 @@ log = logging.getLogger("learning_bot.bus")
 DEFAULT_LEARNER = "default"
 CONFIRMATION_TTL_MS = 15 * 60 * 1000
 IN_FLIGHT_WAIT_SECONDS = 2.0
+RECORD_PAUSES = (0.25, 0.5, 1.0, 2.0, 4.0)
+"""Pauses between attempts to record a command's reply after it changed something, while
+storage is unavailable (a database restarting between the change and its record): without
+the record, a retry of the same key past its lease would run the command again."""
 
 __all__ = [
     "Actor",
@@ -245,13 +249,19 @@ class CommandBus:
                 for middleware in reversed(chain):
                     middleware.after(call, reply, batch)
 
-            try:
-                if stored:
-                    self.commands.in_transaction(after)
-                else:
-                    after(None)
-            except Unavailable:
-                log.warning("could not record the outcome of %r", call.command)
+            pauses = RECORD_PAUSES if stored and reply.error_code is None else ()
+            for pause in (*pauses, None):
+                try:
+                    if stored:
+                        self.commands.in_transaction(after)
+                    else:
+                        after(None)
+                    break
+                except Unavailable:
+                    if pause is None:
+                        log.warning("could not record the outcome of %r", call.command)
+                        break
+                    time.sleep(pause)
         return reply
 
     def _wait_for_first(self, call: Call) -> Reply:

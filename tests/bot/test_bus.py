@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from bot.bus import CommandBus
+from bot.bus import BusSettings, CommandBus
 from bot.commands import CancelCommand, ConfirmCommand
 from bot.render_text import render_text
 from bot.replies import ReplyKind
@@ -199,6 +199,42 @@ def test_same_idempotency_key_runs_once(bus: CommandBus) -> None:
     third = say(bus, "reward T1 good", actor=MEMBER, key="trigger-2")
     assert third.kind is ReplyKind.OK
     assert {p[0]: p for p in state(bus)[0]}["tool:t:T1"][3] == 3  # type: ignore[union-attr]
+
+
+def test_a_reply_lost_to_an_outage_is_recorded_when_storage_answers(
+    store: SqlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL restarting between a reward's write and the record of its reply: the record
+    is tried again, so a retry of the same key gets the first reply and rewards nothing twice
+    (before, the claim stayed without a reply and the retry was told it was still running)."""
+    import bot.bus
+    from engine import Unavailable
+    from storage.command_log import SqlCommandLog
+
+    monkeypatch.setattr(bot.bus, "RECORD_PAUSES", (0.0, 0.0))
+
+    class Restarting(SqlCommandLog):
+        """The real command log; its Nth transactions fail as a restarting server's do."""
+
+        calls = 0
+        failing: tuple[int, ...] = ()
+
+        def in_transaction(self, work):  # type: ignore[no-untyped-def]
+            Restarting.calls += 1
+            if Restarting.calls in Restarting.failing:
+                raise Unavailable("storage is unavailable: terminating connection")
+            return super().in_transaction(work)
+
+    bus = make_bus(store, BusSettings())
+    bus.commands = Restarting(store.engine)
+    observe(bus, "a", ["T1"])
+    Restarting.calls, Restarting.failing = 0, (2, 3)  # the claim passes; two records fail
+    first = say(bus, "reward T1 good", actor=MEMBER, key="trigger-1")
+    assert first.kind is ReplyKind.OK
+    assert Restarting.calls == 4
+    again = say(bus, "reward T1 good", actor=MEMBER, key="trigger-1")
+    assert reply_json(again) == reply_json(first)
+    assert {p[0]: p for p in state(bus)[0]}["tool:t:T1"][3] == 2  # type: ignore[union-attr]
 
 
 def test_reward_without_arm_credits_latest_run_here(bus: CommandBus) -> None:

@@ -63,6 +63,31 @@ def test_the_proxy_balances_over_every_replica_on_the_image_port() -> None:
     assert "add_header X-Upstream $upstream_addr" in conf
 
 
+def test_the_soak_override_adds_a_third_replica_like_the_others() -> None:
+    """deploy/soak.compose.yaml (bench/soak.py) must not drift from compose.yaml: its app-3 is
+    app-1 with its own volume, and its proxy's nginx-soak.conf is nginx.conf with app-3."""
+    base = compose()["services"]
+    soak = yaml.safe_load((DEPLOY / "soak.compose.yaml").read_text())["services"]
+    third = soak["app-3"]
+    for key in ("image", "restart", "depends_on"):
+        assert third[key] == base["app-1"][key], key
+    env = third["environment"]
+    assert {k: env[k] for k in base["app-1"]["environment"]} == base["app-1"]["environment"]
+    added = {k: v for k, v in env.items() if k not in base["app-1"]["environment"]}
+    assert soak["app-1"]["environment"] == soak["app-2"]["environment"] == added
+    assert third["volumes"] == ["app-3:/data"]
+    assert soak["proxy"]["volumes"] == ["./proxy/nginx-soak.conf:/etc/nginx/nginx.conf:ro"]
+
+    def lines(name: str) -> list[str]:
+        text = (DEPLOY / "proxy" / name).read_text()
+        return [line for line in text.splitlines() if not line.startswith("#")]
+
+    expected = lines("nginx.conf")
+    second = next(i for i, line in enumerate(expected) if line.strip().startswith("server app-2:"))
+    expected.insert(second + 1, expected[second].replace("app-2", "app-3"))
+    assert lines("nginx-soak.conf") == expected
+
+
 def test_the_image_serves_and_checks_health_on_the_port_it_exposes() -> None:
     text = (ROOT / "Dockerfile").read_text()
     port = dockerfile_port()
