@@ -501,9 +501,8 @@ def _replay(
         session = sessions.get(key)
         if session is None or n % 256 == 0:
             check()
-        if idle_ms <= 0:
-            chosen = draw(arm_set, config)
-            session = first_set(key, full_prompt(chosen, arm_set), run.at)
+        if idle_ms <= 0:  # no session sets: a draw per run, a baseline run packed as any other
+            session = first_set(key, draw(arm_set, config), run.at)
             versions += 1
             session = replace(session, version=versions)
         elif session is None or run.at - used_at[key] > idle_ms:
@@ -533,7 +532,7 @@ def _replay(
         _, _, ids, costs, mask = shown_now
         total = totals.get(key)
         if total is None:
-            total = totals[key] = _Totals(baseline=session.is_baseline)
+            total = totals[key] = _Totals(baseline=session.is_baseline and idle_ms > 0)
         usage = cache.request(key, run.at, ids, costs, run.rest)
         full = full_cache.request(key, run.at, arm_set.ids, arm_set.cost_list, run.rest)
         total.cost += _cost(usage, run.prices)
