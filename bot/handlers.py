@@ -51,6 +51,7 @@ from engine.config import Phase
 from engine.errors import InvalidConfig, InvalidInput
 from engine.phase_projection import keep_projection
 from engine.service import MIN_TRACES_FOR_ACTIVE, LearningService
+from engine.session_sets import SessionDecisions
 from engine.starvation import StarvedArm
 from engine.views import ArmView, Status, Summary
 
@@ -245,7 +246,19 @@ def value_headline(s: Summary) -> list[str]:
             f"every component (avg {fmt_int(s.selected_prompt_avg_tokens)} of "
             f"{fmt_int(s.offered_avg_tokens)} tokens per selected run)"
         )
+    decisions = s.session_decisions
+    if decisions is not None and decisions.sessions:
+        lines.append(sessions_line(decisions))
     return lines
+
+
+def sessions_line(d: SessionDecisions) -> str:
+    """How many sessions drew their set again while live, and why (engine.session_review)."""
+    head = f"Sessions (last day): {d.sessions:,}, {d.redrawn:,} redrawn"
+    if not d.redrawn:
+        return head
+    reasons = ", ".join(f"{reason} {count:,}" for reason, count in d.by_reason[:4])
+    return f"{head} ({d.redraws:,} redraws; latest reason: {reasons})"
 
 
 def starved_line(starved: Sequence[StarvedArm], most: int = 5) -> str:

@@ -14,7 +14,7 @@ from engine.errors import Conflict
 from engine.posterior import Posterior
 from engine.records import RunRecord
 from engine.savings import SessionUsage
-from engine.session_sets import SessionSet
+from engine.session_sets import SessionDecisions, SessionSet
 
 
 class LearnerChanged(Conflict):
@@ -413,6 +413,8 @@ class SessionSets(Protocol):
     ) -> SessionSet: ...
 
     def save_session_set(self, learner_id: int, changed: SessionSet) -> bool: ...
+
+    def session_decisions(self, learner_id: int) -> SessionDecisions: ...
 
 
 @runtime_checkable

@@ -75,6 +75,22 @@ SCHEMAS: dict[str, Any] = {
             "offeredAvgTokens": N_NUM,
             "selectedPromptAvgTokens": N_NUM,
             "estimatedRecall": N_NUM,
+            "sessions": {
+                "type": "object",
+                "nullable": True,
+                "description": "What the learner's sessions of the last day did with their "
+                "sets: how many were drawn again while live, and the sessions per reason of "
+                "their latest redraw",
+                "properties": {
+                    "sessions": INT,
+                    "redrawn": INT,
+                    "redraws": INT,
+                    "byReason": {
+                        "type": "array",
+                        "items": _obj({"reason": STR, "sessions": INT}, ["reason", "sessions"]),
+                    },
+                },
+            },
             "accuracy": N_NUM,
             "exploreRatio": N_NUM,
             "totalReward": NUM,
@@ -338,6 +354,23 @@ SCHEMAS: dict[str, Any] = {
             "overBudget": BOOL,
             "fallback": N_STR,
             "guidance": N_STR,
+            "added": {
+                "type": "array",
+                "items": STR,
+                "description": "Tools the session took on outside its cached prefix: send "
+                "them as a mid-conversation addition (Anthropic) or leave them to tool search "
+                "(OpenAI), never among the prefix's tools",
+            },
+            "session": {
+                "type": "string",
+                "nullable": True,
+                "enum": ["new", "kept", "grown", "redrawn", None],
+                "description": "What the select did with its session's set (null: no session)",
+            },
+            "sessionReason": {
+                **N_STR,
+                "description": "Why, in a few words (README, Agent runtimes)",
+            },
         },
         [
             "selected",
@@ -349,6 +382,9 @@ SCHEMAS: dict[str, Any] = {
             "overBudget",
             "fallback",
             "guidance",
+            "added",
+            "session",
+            "sessionReason",
         ],
     ),
     "ToolCall": _obj({"name": STR, "meta": {"type": "object"}}, ["name"]),
