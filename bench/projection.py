@@ -5,7 +5,8 @@ is recorded in the passive phase into one learner; the projection is read from i
 `/learning phase` reads it (engine.phase_projection.learner_projection: the latest runs from
 storage, the learner's settings and price table); then the same workload (same seed: the same
 sessions, the same usage) runs through the real service in the active phase in a fresh
-learner, and the simulator counts what selection kept (recall of the components the turns
+learner whose wall clock is the sessions' own time (its idle windows count as they would
+live), and the simulator counts what selection kept (recall of the components the turns
 used) and the prompt cost it saved against the same sessions with every component. Figures of
 the current setting (token budget 8,000), recall in points and cost saved in percent.
 
@@ -40,6 +41,7 @@ from engine import LearningConfig, Phase  # noqa: E402
 from engine.phase_projection import learner_projection  # noqa: E402
 from engine.projection import project  # noqa: E402
 from engine.service import LearningService  # noqa: E402
+from engine.session_simulation import SimulatedClock  # noqa: E402
 from learning_bot.simulate import simulate  # noqa: E402
 from storage import SqlStore  # noqa: E402
 
@@ -56,8 +58,11 @@ def accuracy(arms: int, runs: int, seed: int, folder: str) -> dict[str, float]:
         current = projection.current
         assert current is not None, projection.reason
         assert current.cost_savings_percent is not None
-        active = LearningService(store, LearningConfig(), rng=seed, learner="active")
-        result = simulate(active, traces=runs, arms=arms, seed=seed, sessions=True)
+        clock = SimulatedClock()  # idle windows counted in the sessions' own time, as live
+        active = LearningService(
+            store, LearningConfig(), rng=seed, learner="active", wall_clock=clock
+        )
+        result = simulate(active, traces=runs, arms=arms, seed=seed, sessions=True, clock=clock)
         assert result.true_recall is not None
         assert result.counterfactual_cost_savings_percent is not None
         return {
