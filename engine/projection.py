@@ -199,6 +199,7 @@ LEFT_OUT_WHY = {
     "selected": "are selected runs of the active phase (they say nothing of what they left out)",
     "beforeReset": "come before the last full reset",
     "cut": "belong to a session the bound of runs cut",
+    "noArms": "offer no component",
 }
 
 
@@ -317,6 +318,8 @@ def _prepare(
             why = None
             if not run.session_key:
                 why = "noSession"
+            elif not any(a.included for a in run.arms):
+                why = "noArms"
             elif full_at is not None and run.timestamp < full_at:
                 why = "beforeReset"
             elif run.phase is Phase.ACTIVE and not run.is_baseline:
@@ -511,6 +514,7 @@ def _replay(
     from engine.inventory import ArmSet, PosteriorArrays
     from engine.observation import ReportedArm, RunReport, ToolCall, Usage
     from engine.selection import select_arms
+    from engine.session_review import CACHE_MISS_SHARE
     from engine.session_selection import SessionRequest, SessionSelector
 
     everything = ArmSet(inventory.arms)
@@ -617,9 +621,13 @@ def _replay(
                 for i in np.flatnonzero(referenced).tolist()
                 if arms[i].type is ArmType.TOOL
             )
+        # the session code reads a run's arms for a cache miss (less of the tools read than
+        # CACHE_MISS_SHARE, something written) and for the tools it needed: only then are they
+        # listed (a run's report is checked as it is built, arm by arm)
+        listed = calls or (usage[2] > 0 and usage[1] < CACHE_MISS_SHARE * sum(costs))
         report = RunReport(
             f"{key}-{n}",
-            reported,
+            (reported if listed else reported[:1]) or (ReportedArm(arm_set.arms[0], False),),
             tool_calls=calls,
             usage=Usage(input=usage[0], cache_read=usage[1], cache_write=usage[2]),
             session_key=key,

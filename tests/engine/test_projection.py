@@ -224,3 +224,10 @@ def test_session_settings_change_what_the_replay_keeps_and_pays() -> None:
     assert redrawn is not None and redrawn.cost_savings_percent is not None
     assert kept.cost_savings_percent is not None
     assert redrawn.cost_savings_percent < kept.cost_savings_percent
+
+
+def test_a_run_offering_nothing_is_left_out() -> None:
+    runs = sessions(25, 5, start=10_000)
+    empty = record("e", 1_000, [], included=[])
+    made = project([empty, *runs], None, CONFIG)
+    assert dict(made.left_out) == {"noArms": 1} and made.runs == len(runs)
