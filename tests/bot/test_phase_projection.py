@@ -65,9 +65,7 @@ def test_phase_shows_the_projection_then_the_switch_keeps_it(
     kept = store.saved_projection(service.learner_id)
     assert kept is not None and '"current": true' in kept[0]
     status = say(passive_bus, "status")
-    assert "Projected at the switch to active (budget 3,000, from 240 runs)" in render_text(
-        status
-    )
+    assert "Projected at the switch to active (budget 3,000, from 240 runs)" in render_text(status)
     projected = status.data["projectedAtSwitch"]
     current = next(s for s in settings if s.get("current"))
     assert projected["recall"] == current["recall"] and projected["runs"] == 240
