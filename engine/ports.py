@@ -331,6 +331,8 @@ class PendingArmOutcome:
     at: int
     key: str
     phase: Phase
+    loaded: bool = False
+    """The arm was left out of the run, then loaded by the model through tool search."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,6 +393,7 @@ class RunSessions(Protocol):
         apply_reward: bool,
         at: int,
         phase: Phase | None = None,
+        loaded: bool = False,
     ) -> ArmOutcome: ...
 
     def boost_priors(self, learner_id: int, arm_ids: Sequence[str], alpha: float) -> int: ...
@@ -413,6 +416,12 @@ class SessionSets(Protocol):
     ) -> SessionSet: ...
 
     def save_session_set(self, learner_id: int, changed: SessionSet) -> bool: ...
+
+
+@runtime_checkable
+class SessionDecisionCounts(Protocol):
+    """What a learner's sessions of the last day did with their sets, for status. SqlStore and
+    the read-only SQLite reader implement it."""
 
     def session_decisions(self, learner_id: int) -> SessionDecisions: ...
 

@@ -51,6 +51,7 @@ from engine.forgetting import Fold, keep_factor
 from engine.metrics import estimated_recall, usefulness_estimates
 from engine.observation import (
     MAX_ID_CHARS,
+    RunOutcome,
     RunReport,
     SkipReason,
     Usage,
@@ -72,7 +73,7 @@ from engine.ports import (
     RewardChange,
     RunSessions,
     RunWriter,
-    SessionSets,
+    SessionDecisionCounts,
     SessionUsages,
     SessionUsageSince,
     SpoolHealth,
@@ -274,6 +275,10 @@ class LearningService:
         self._owed_runs: int | None = None
         """The learner's stored runs as of the exploration bound's last read, plus the runs
         this process stored since: when storage holds no others, its count is the learner's."""
+        from engine.recall_target import SessionLevels
+
+        self._target_levels = SessionLevels()
+        """The recall target's calibration: baseline sessions' uses (engine.recall_target)."""
         self._exploration_bound = exploration_bound
         self._deferrals: dict[str, tuple[int, int]] = {}
         """Per tool: runs that deferred it, runs that loaded it (this process's count, for a
@@ -370,20 +375,23 @@ class LearningService:
         return replace(settings, phase=phase)
 
     def refresh(self, force: bool = False) -> None:
-        """Bring the cache up to date if it is older than cache_ttl (or always, with force)."""
+        """Bring the cache up to date if it is older than cache_ttl (or always, with force:
+        then read again while local writes keep `install` refusing the read, a few times;
+        the phase is taken whatever happens, and a refused read is read again at next use)."""
         cache = self._cache
-        now = self._clock()
-        if not force and not cache.stale and now - cache.checked_at < self.cache_ttl:
-            return
-        generation = cache.generation
-        state: LearnerState = self.store.learner_state(self.learner_id)
-        self._adopt(state)
-        reload = force or cache.stale or state.version != cache.version
-        # Read outside the lock, so selections keep using the old cache meanwhile; a local
-        # update applied in between makes `install` refuse this read (see PosteriorCache).
-        records = self.store.load_arms(self.learner_id) if reload else None
-        if not cache.install(state.phase, state.version, records, generation, now) and force:
-            self.refresh(force=True)
+        for _ in range(RECORD_ATTEMPTS):
+            now = self._clock()
+            if not force and not cache.stale and now - cache.checked_at < self.cache_ttl:
+                return
+            generation = cache.generation
+            state: LearnerState = self.store.learner_state(self.learner_id)
+            self._adopt(state)
+            reload = force or cache.stale or state.version != cache.version
+            # Read outside the lock, so selections keep using the old cache meanwhile; a local
+            # write under way or applied in between makes `install` refuse this read.
+            records = self.store.load_arms(self.learner_id) if reload else None
+            if cache.install(state.phase, state.version, records, generation, now) or not force:
+                return
 
     def _refresh_quietly(self) -> None:
         try:
@@ -470,7 +478,7 @@ class LearningService:
         request = _request_of(context)
 
         def draw(offered: ArmSet, settings: LearningConfig) -> Selection:
-            return self._select_cached(offered, settings, request)
+            return self._select_cached(offered, settings, request, key)
 
         if key and config.is_active:
             from engine.context import opening_features
@@ -487,7 +495,11 @@ class LearningService:
         return draw(arm_set, config)
 
     def _select_cached(
-        self, arm_set: ArmSet, config: LearningConfig, request: RequestContext | None = None
+        self,
+        arm_set: ArmSet,
+        config: LearningConfig,
+        request: RequestContext | None = None,
+        session_key: str = "",
     ) -> Selection:
         """`select_arms` under `config`: from the cached posteriors, under the cache's lock,
         when active; passive or disabled, every arm without reading a posterior. With a
@@ -500,9 +512,15 @@ class LearningService:
         cache = self._cache
         owed = self._owed_tries()
         force = owed.mask(arm_set)
+        target = self._target_levels if config.recall_target is not None else None
+        calibration = target.calibration if target is not None else None
+        scores: Any = None
         if request is None:
             with cache.lock:
-                chosen = select_arms(arm_set, cache.arrays(arm_set), config, self._rng, force=force)
+                post = cache.arrays(arm_set)
+                chosen = select_arms(
+                    arm_set, post, config, self._rng, force=force, calibration=calibration
+                )
         else:
             from engine.context_policy import ContextSettings, context_scores, lexical_index
 
@@ -517,7 +535,16 @@ class LearningService:
 
             with cache.lock:
                 post = cache.arrays(arm_set)
-                chosen = select_arms(arm_set, post, config, self._rng, draw=scores, force=force)
+                chosen = select_arms(
+                    arm_set, post, config, self._rng, draw=scores, force=force,
+                    calibration=calibration,
+                )  # fmt: skip
+        if target is not None and chosen.is_baseline and session_key:
+            from engine.selection import opening_ranks
+
+            with cache.lock:
+                ranks = opening_ranks(arm_set, post, config, scores, force, self._rng)
+            target.opened(session_key, arm_set.ids, *ranks)
         owed.included(arm_set, chosen.mask)
         return chosen
 
@@ -634,22 +661,24 @@ class LearningService:
     @staticmethod
     def _count_deferrals(reports: Sequence[RunReport]) -> dict[str, tuple[int, int]]:
         """Per tool, runs that deferred it (left out, in a run whose runtime reports what it
-        loaded) and runs that loaded it."""
+        loaded: in its context, or by marking the arms `loaded`) and runs that loaded it."""
         from engine.arms import ArmType
         from engine.context import LOADED_KEYS, loaded_arms
 
         counts: dict[str, tuple[int, int]] = {}
         for report in reports:
             context = report.context
-            if not context or not any(k in context for k in LOADED_KEYS):
+            marked = any(item.loaded for item in report.arms)
+            if not marked and (not context or not any(k in context for k in LOADED_KEYS)):
                 continue
-            loaded = set(loaded_arms(context))
+            loaded = set(loaded_arms(context)) if context else set()
             for item in report.arms:
                 arm = item.arm
                 if item.included or arm.type is not ArmType.TOOL:
                     continue
                 d, n = counts.get(arm.id, (0, 0))
-                counts[arm.id] = (d + 1, n + (arm.id in loaded or arm.name in loaded))
+                hit = item.loaded or arm.id in loaded or arm.name in loaded
+                counts[arm.id] = (d + 1, n + hit)
         return counts
 
     def _learn_context(self, reports: Sequence[RunReport], rewards: Sequence[Any]) -> None:
@@ -766,28 +795,25 @@ class LearningService:
                 )
                 for r, o in zip(reports, outcomes, strict=True)
             ]
-            try:
-                result = self._record_runs(records, built_under)
+            recorded: RecordResult | None = None
+            with self._cache.writing():  # a reload read meanwhile would count these twice
+                with contextlib.suppress(LearnerChanged):
+                    recorded = self._record_runs(records, built_under)
+                if recorded is not None:
+                    self._apply_rewards(outcomes, recorded.statuses)
+            if recorded is not None:
+                result = recorded
                 break
-            except LearnerChanged:
-                if attempt == RECORD_ATTEMPTS - 1:
-                    raise Conflict(
-                        "the runs could not be recorded: the learner's phase or settings kept "
-                        "changing; try again"
-                    ) from None
-                with contextlib.suppress(Unavailable):  # else the writer tells again
-                    self.refresh(force=True)
+            if attempt == RECORD_ATTEMPTS - 1:
+                raise Conflict(
+                    "the runs could not be recorded: the learner's phase or settings kept "
+                    "changing; try again"
+                )
+            with contextlib.suppress(Unavailable):  # else the writer tells again
+                self.refresh(force=True)
         out: list[ObserveResult] = []
-        folds: dict[str, Fold] = {}
-        keep = self._keep
         for report, outcome, status in zip(reports, outcomes, result.statuses, strict=True):
             new = status == "inserted"
-            if new:
-                for arm_id, r in outcome.rewards.items():
-                    f = folds.get(arm_id)
-                    if f is None:
-                        f = folds[arm_id] = Fold()
-                    f.add(r, keep)
             out.append(
                 ObserveResult(
                     trace_id=report.trace_id,
@@ -797,10 +823,9 @@ class LearningService:
                     rewards=dict(outcome.rewards) if new else {},
                     referenced=dict(outcome.referenced),
                     spooled=status == "spooled",
+                    ambiguous=dict(outcome.ambiguous),
                 )
             )
-        if folds:
-            self._cache.apply({a: f.as_tuple() for a, f in folds.items()}, now_ms())
         if self._owed_runs is not None:  # the exploration bound's count of stored runs
             self._owed_runs += sum(status == "inserted" for status in result.statuses)
         # a spooled run teaches too: its evidence waits in the spool behind it (_spool_evidence)
@@ -811,11 +836,31 @@ class LearningService:
         ]
         if learned:
             self._learn_context([r for r, _ in learned], [w for _, w in learned])
+        if config.recall_target is not None:  # a baseline session's uses calibrate the target
+            for run, ran, stored in zip(asked, outcomes, result.statuses, strict=True):
+                if run.session_key and stored in ("inserted", "spooled"):
+                    used = [a for a, reward in ran.rewards.items() if reward == 1.0]
+                    self._target_levels.observed(run.session_key, used)
         if config.is_active:
             self._session_sets.note_runs(asked)
             self._session_sets.grow(asked, config)
         self._first_seen((item.arm.id for r in reports for item in r.arms), config)
         return out
+
+    def _apply_rewards(self, outcomes: Sequence[RunOutcome], statuses: Sequence[str]) -> None:
+        """The rewards of the runs just inserted, applied to the cached posteriors."""
+        folds: dict[str, Fold] = {}
+        keep = self._keep
+        for outcome, status in zip(outcomes, statuses, strict=True):
+            if status != "inserted":
+                continue
+            for arm_id, r in outcome.rewards.items():
+                f = folds.get(arm_id)
+                if f is None:
+                    f = folds[arm_id] = Fold()
+                f.add(r, keep)
+        if folds:
+            self._cache.apply({a: f.as_tuple() for a, f in folds.items()}, now_ms())
 
     def _record_runs(
         self, records: Sequence[RunRecord], built_under: str | None = None
@@ -926,7 +971,8 @@ class LearningService:
         arm_set = ArmSet(arms)
 
         def draw(offered: ArmSet, settings: LearningConfig) -> Selection:
-            chosen = self._select_cached(offered, settings, request)
+            # a baseline session's uses calibrate a recall target when it offers every arm
+            chosen = self._select_cached(offered, settings, request, "" if k else session_key or "")
             if settings.is_active and 0 < k < len(chosen.selected):
                 chosen = self._cap(offered, chosen, k, settings)
             return chosen
@@ -1018,12 +1064,21 @@ class LearningService:
         )
 
     def observe_arm(
-        self, arm_id: str, reward: float, *, referenced: bool, session_key: str = ""
+        self,
+        arm_id: str,
+        reward: float,
+        *,
+        referenced: bool,
+        session_key: str = "",
+        loaded: bool = False,
     ) -> ArmOutcome:
         """One arm's outcome for the latest run selected with `session_key` (see
         `select_run`). Active phase: the posterior changes at once and the result holds it;
         passive: the run records the outcome and the posterior stays (a switch to active
-        can bootstrap from it)."""
+        can bootstrap from it). `loaded`: the run left the arm out and the model loaded it
+        through tool search (the run then counts it as included)."""
+        if not isinstance(loaded, bool):
+            raise InvalidInput("loaded must be true or false")
         parse_arm_id(arm_id)
         r = check_reward(reward)
         check_text("session_key", session_key, MAX_ID_CHARS)
@@ -1039,9 +1094,12 @@ class LearningService:
             try:
                 update = self.config.is_active
                 at = now_ms()
-                outcome = self._record_arm_outcome(
-                    arm_id, r, referenced, session_key, update, at, key
-                )
+                with self._cache.writing():  # a reload read meanwhile would count it twice
+                    outcome = self._record_arm_outcome(
+                        arm_id, r, referenced, session_key, update, at, key, loaded
+                    )
+                    if update and not outcome.spooled:
+                        self._cache.apply({arm_id: (r, 1.0 - r, 1.0, self._keep, r)}, at)
                 break
             except LearnerChanged:
                 if attempt == RECORD_ATTEMPTS - 1:
@@ -1053,9 +1111,7 @@ class LearningService:
                     self.refresh(force=True)
         if outcome.spooled:
             return outcome
-        if update:
-            self._cache.apply({arm_id: (r, 1.0 - r, 1.0, self._keep, r)}, at)
-        elif arm_id not in self._cache.arms:
+        if not update and arm_id not in self._cache.arms:
             self._cache.invalidate(reload=True)
         return outcome
 
@@ -1068,6 +1124,7 @@ class LearningService:
         update: bool,
         at: int,
         key: str,
+        loaded: bool = False,
     ) -> ArmOutcome:
         """One attempt of observe_arm's write, under this process's phase (LearnerChanged when
         the stored one differs); spooled (the outcome says so) while storage is down."""
@@ -1081,7 +1138,7 @@ class LearningService:
                 with contextlib.suppress(Unavailable):
                     learner_id = self._open()
             pending = PendingArmOutcome(
-                arm_id, r, referenced, session_key or None, update, at, key, phase
+                arm_id, r, referenced, session_key or None, update, at, key, phase, loaded
             )
             recorded = writer.record_or_spool_arm_outcome(learner_id, self.learner, pending)
             if recorded is None:
@@ -1098,6 +1155,7 @@ class LearningService:
             apply_reward=update,
             at=at,
             phase=phase,
+            loaded=loaded,
         )
 
     def session_runs(self, session_key: str, since: int) -> list[RunRecord]:
@@ -1175,15 +1233,16 @@ class LearningService:
                 )
             trace_id = trace.trace_id
         at = now_ms()
-        self.store.record_rewards(
-            self.learner_id,
-            [RewardChange(a, r) for a in arm_ids],
-            actor=actor_text,
-            reason=reason_text,
-            trace_id=trace_id,
-            at=at,
-        )
-        self._cache.apply(dict.fromkeys(arm_ids, (r, 1.0 - r, 1.0, self._keep, r)), at)
+        with self._cache.writing():  # a reload read meanwhile would count it twice
+            self.store.record_rewards(
+                self.learner_id,
+                [RewardChange(a, r) for a in arm_ids],
+                actor=actor_text,
+                reason=reason_text,
+                trace_id=trace_id,
+                at=at,
+            )
+            self._cache.apply(dict.fromkeys(arm_ids, (r, 1.0 - r, 1.0, self._keep, r)), at)
         if self._cache.stale:  # arms this process had not loaded yet
             self.refresh()
         views = tuple(self.view(a) for a in arm_ids if a in self._cache.arms)
@@ -1320,7 +1379,7 @@ class LearningService:
         reward = sum(e.rewards for e in arms)
         summary = summarise(stats, len(arms), recall, pulls, reward, self._cost_savings())
         store = self.store
-        if isinstance(store, SessionSets):
+        if isinstance(store, SessionDecisionCounts):
             summary = replace(summary, session_decisions=store.session_decisions(self.learner_id))
         return summary, counts
 

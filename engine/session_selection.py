@@ -21,6 +21,7 @@ from engine.errors import InvalidInput, Unavailable
 from engine.observation import RunReport
 from engine.ports import SessionSets, Store
 from engine.providers import Mechanics, mechanics_for
+from engine.savings import MEASURED_TURNS
 from engine.session_review import (
     BASELINE_DONE,
     CACHE_MISS_SHARE,
@@ -143,7 +144,7 @@ def session_request(
     return SessionRequest(text("provider", provider), text("model", model), compacted)
 
 
-BASELINE_TURNS = 8
+BASELINE_TURNS = MEASURED_TURNS
 """A baseline session offers every arm for its first this many selects: the full-prompt
 control group of the measured saving. A conversation that goes on past them is selected from
 then on (never the other way round), so a channel whose session key lives for days is not a
@@ -319,6 +320,7 @@ class SessionSelector:
             config.token_budget,
             config.seed_arm_ids,
             config.packing == "score_per_token",
+            config.recall_target,
         )
         wanted = [a for a in session.wanted if a in costs and a not in best]
         new_ids = (*best, *wanted)
@@ -451,32 +453,34 @@ class SessionSelector:
                 continue
             from engine.context import loaded_arms
 
-            called = {call.name for call in report.tool_calls} - config.meta_tools
             searched_ids = set(loaded_arms(report.context)) if report.context else set()
             loaded = {
-                item.arm.name
+                item.arm.id
                 for item in report.arms
                 if _was_loaded(item) or item.arm.id in searched_ids or item.arm.name in searched_ids
             }
-            prefix = {
-                item.arm.name
-                for item in report.arms
-                if item.included and item.arm.name not in loaded
-            }
-            missing = called - prefix
+            prefix = {item.arm.id for item in report.arms if item.included} - loaded
+            prefix_names = {_tool_name(a) for a in prefix}
+            loaded_names = {_tool_name(a) for a in loaded}
+            # a call naming its arm asks for that arm; a bare name for any tool of that name
+            named = {c.arm for c in report.tool_calls if c.arm} - prefix
+            bare = {c.name for c in report.tool_calls if not c.arm} - config.meta_tools
+            bare -= prefix_names
             if not append:
-                missing &= loaded
-            if not missing:
+                named &= loaded
+                bare &= loaded_names
+            if not named and not bare:
                 continue
+
             mechanics = self._mechanics(report.provider, report.model, config)
             with contextlib.suppress(Unavailable):
                 for _ in range(SESSION_ATTEMPTS):
                     session = store.session_set(self._learner_id(), key)
                     if session is None or session.is_baseline:
                         break
-                    needed = [a for a in session.left_out if _tool_name(a) in missing]
+                    needed = [a for a in session.left_out if a in named or _tool_name(a) in bare]
                     at_once = mechanics.mid_conversation_tools or mechanics.tool_search
-                    searched = [a for a in needed if _tool_name(a) in loaded]
+                    searched = [a for a in needed if a in loaded or _tool_name(a) in loaded_names]
                     grown = grow(session, searched, at_once=True) or session
                     rest = [a for a in needed if a not in searched]
                     grown = grow(grown, rest, at_once=at_once) or grown

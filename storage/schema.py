@@ -295,7 +295,7 @@ session_sets = Table(
     # the hashed word features of the session's opening message (migration 0018; JSON, never
     # the text): a later run of the session learns under them (engine.context)
     Column("opening", Text, nullable=True),
-    # the set's decision (migration 0019): selects answered from the current draw, redraws while
+    # the set's decision (migration 0020): selects answered from the current draw, redraws while
     # live, the last decision's reason, and the rest as JSON (engine.session_sets.SessionSet:
     # provisional, added, wanted, provider, model, broken, prompt_tokens, reviewed)
     Column("turns", Integer, nullable=True),

@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, select, update
 
 from engine.session_sets import SessionDecisions, SessionSet
+from storage import queries
 from storage.database import reading, with_retries, write_transaction
 from storage.schema import session_sets
 from storage.store_base import StoreBase
@@ -200,20 +201,12 @@ class SessionSetStore(StoreBase):
     def session_decisions(self, learner_id: int) -> SessionDecisions:
         """The learner's stored sessions (at most a day of them), those redrawn while live,
         their redraws, and the sessions per latest redraw reason."""
-        s = session_sets.c
-        redraws = func.coalesce(s.redraws, 0)
         with reading(self.engine) as conn:
-            total, redrawn, count = conn.execute(
-                select(
-                    func.count(),
-                    func.count().filter(redraws > 0),
-                    func.coalesce(func.sum(redraws), 0),
-                ).where(s.learner_id == learner_id)
-            ).one()
-            rows = conn.execute(
-                select(s.reason, func.count())
-                .where(s.learner_id == learner_id, redraws > 0)
-                .group_by(s.reason)
+            totals = conn.exec_driver_sql(
+                self._sql(queries.SESSION_DECISIONS), (learner_id,)
+            ).first()
+            reasons = conn.exec_driver_sql(
+                self._sql(queries.SESSION_REDRAW_REASONS), (learner_id,)
             ).all()
-        by_reason = sorted(((r or "unknown", int(n)) for r, n in rows), key=lambda x: (-x[1], x[0]))
-        return SessionDecisions(int(total), int(redrawn), int(count), tuple(by_reason))
+        decided: SessionDecisions = queries.session_decisions(totals, reasons)
+        return decided
