@@ -55,7 +55,7 @@ learners = Table(
     # made before: the opening process's settings apply to it.
     Column("settings", Text, nullable=True),
     # The projection (engine.projection, JSON) shown when the learner was last switched to
-    # active, and when it was kept: status shows what is achieved beside it (migration 0020).
+    # active, and when it was kept: status shows what is achieved beside it (migration 0019).
     Column("projection", Text, nullable=True),
     Column("projected_at", BigInteger, nullable=True),
 )

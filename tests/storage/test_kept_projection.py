@@ -1,4 +1,4 @@
-"""The projection kept with a learner at its switch to active (migration 0020): saved,
+"""The projection kept with a learner at its switch to active (migration 0019): saved,
 replaced, read back by SqlStore and by the read-only view."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """learner projection: the projection shown when the learner was switched to active.
 
-Revision ID: 0020
-Revises: 0019
+Revision ID: 0019
+Revises: 0018
 Create Date: 2026-12-07 06:30:00
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0020"
-down_revision = "0019"
+revision = "0019"
+down_revision = "0018"
 branch_labels = None
 depends_on = None
 
