@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
     from engine.context_policy import ContextEvidence, ContextSettings
     from engine.exploration import ExplorationBound, OwedTries
     from engine.inventory import ArmSet
+    from engine.recall_target import SessionLevels
     from engine.selection import Selection
 
 from engine.arms import Arm, parse_arm_id
@@ -275,10 +276,9 @@ class LearningService:
         self._owed_runs: int | None = None
         """The learner's stored runs as of the exploration bound's last read, plus the runs
         this process stored since: when storage holds no others, its count is the learner's."""
-        from engine.recall_target import SessionLevels
-
-        self._target_levels = SessionLevels()
-        """The recall target's calibration: baseline sessions' uses (engine.recall_target)."""
+        self._target_levels_made: SessionLevels | None = None
+        """The recall target's calibration: baseline sessions' uses (engine.recall_target),
+        made on first use (numpy is imported on first selection, not at start-up)."""
         self._exploration_bound = exploration_bound
         self._deferrals: dict[str, tuple[int, int]] = {}
         """Per tool: runs that deferred it, runs that loaded it (this process's count, for a
@@ -418,6 +418,14 @@ class LearningService:
         `seed` from now on: a simulation with a seed selects the same way each time."""
         self._rng_seed = seed
         self._rng_made = None
+
+    @property
+    def _target_levels(self) -> SessionLevels:
+        if self._target_levels_made is None:
+            from engine.recall_target import SessionLevels
+
+            self._target_levels_made = SessionLevels()
+        return self._target_levels_made
 
     @property
     def _rng(self) -> np.random.Generator:
