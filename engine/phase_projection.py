@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from engine.records import RunRecord
     from engine.service import LearningService
 
-PROJECTION_SECONDS = 30.0
-"""How long a projection may take before it gives up (a reason instead of figures)."""
+PROJECTION_SECONDS = 120.0
+"""How long a projection may take before it gives up (a reason instead of figures): about 5 s
+of CPU for 2,000 runs of 200 arms (BENCHMARKS.md), more in wall time on a busy machine."""
 MEMO_SIZE = 16
 """Projections kept in memory, per process."""
 

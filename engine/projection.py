@@ -3,9 +3,13 @@
 A passive learner includes every component in every run, and each recorded run says which
 components the model used (referenced): full feedback. `project` replays the active policy over
 such runs, oldest first, with a fresh in-memory learner that learns as it goes as the service
-does (engine.selection's draw with the exploration bound, session sets kept, grown and redrawn
-by engine.session_sets, each included arm of an unguarded run rewarded 1 when the model used
-it, else 0, forgetting by the settings' half-life), and reports, per token budget:
+does: each run's selection is made by the service's own session code (engine.session_selection's
+SessionSelector over an in-memory store: sets kept, grown, reviewed and redrawn as the service
+does, idle windows counted in the runs' own time) drawing with engine.selection and the
+exploration bound on the replay's posteriors; each included arm of an unguarded run is
+rewarded 1 when the model used it, else 0, forgetting by the settings' half-life; and the run
+is reported back to the session code with the usage the replay priced (a cache miss, a tool
+the model needed). It reports, per token budget:
 
 - recall: the share of the components the model used that the replayed prompt had;
 - prompt tokens and prompt cost saved against the same runs with every component, the cost
@@ -39,7 +43,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from engine.arms import Arm, ArmType
 from engine.config import LearningConfig, Phase
@@ -50,8 +54,9 @@ from engine.records import RunRecord
 
 if TYPE_CHECKING:  # numpy is imported on first use, not at start-up
     from engine.inventory import ArmSet, BoolArray, IntArray
+    from engine.ports import Store
     from engine.selection import Selection
-    from engine.session_sets import SessionSet
+    from engine.session_sets import SessionDecisions, SessionSet
 
 DEFAULT_RUNS = 2_000
 """Runs a projection reads at most: the latest this many, sessions kept together."""
@@ -185,6 +190,8 @@ class _Run:
     rest: int
     """Prompt tokens beside the tools."""
     prices: TokenPrices
+    provider: str
+    model: str
 
 
 LEFT_OUT_WHY = {
@@ -192,6 +199,7 @@ LEFT_OUT_WHY = {
     "selected": "are selected runs of the active phase (they say nothing of what they left out)",
     "beforeReset": "come before the last full reset",
     "cut": "belong to a session the bound of runs cut",
+    "noArms": "offer no component",
 }
 
 
@@ -310,6 +318,8 @@ def _prepare(
             why = None
             if not run.session_key:
                 why = "noSession"
+            elif not any(a.included for a in run.arms):
+                why = "noArms"
             elif full_at is not None and run.timestamp < full_at:
                 why = "beforeReset"
             elif run.phase is Phase.ACTIVE and not run.is_baseline:
@@ -354,6 +364,8 @@ def _prepare(
                 learns,
                 rest,
                 price_of(record.provider, record.model),
+                record.provider,
+                record.model,
             )
         )
     return out, counts, cached, partial
@@ -421,6 +433,64 @@ def _cost(usage: tuple[int, int, int], prices: TokenPrices) -> float:
     return usage[0] + usage[1] * prices.cache_read + usage[2] * prices.cache_write
 
 
+class _MemorySessions:
+    """The session sets of one replay, in memory: the SessionSets port as storage keeps it
+    (a claim stores the set; a save is a compare-and-set on the version, which it raises)."""
+
+    def __init__(self) -> None:
+        self._sets: dict[str, SessionSet] = {}
+
+    def session_set(self, learner_id: int, key: str) -> SessionSet | None:
+        return self._sets.get(key)
+
+    def claim_session_set(self, learner_id: int, candidate: SessionSet, idle_ms: int) -> SessionSet:
+        held = self._sets.get(candidate.key)
+        stored = replace(candidate, version=0 if held is None else held.version + 1)
+        self._sets[candidate.key] = stored
+        return stored
+
+    def save_session_set(self, learner_id: int, changed: SessionSet) -> bool:
+        held = self._sets.get(changed.key)
+        if held is None or held.version != changed.version:
+            return False
+        self._sets[changed.key] = replace(changed, version=changed.version + 1)
+        return True
+
+    def session_decisions(self, learner_id: int) -> SessionDecisions:
+        from engine.session_sets import SessionDecisions
+
+        return SessionDecisions()  # status's count; a replay reports its own figures
+
+
+class _ArraysView:
+    """What a session review reads of the replay's learner (engine.session_review.LearnerView):
+    its arrays' pulls and means, and the mean session length of the runs replayed so far."""
+
+    def __init__(self, index: dict[str, int], alpha: Any, beta: Any, pulls: Any) -> None:
+        self.index = index
+        self.alpha = alpha
+        self.beta = beta
+        self.pulls_of = pulls
+        self.runs = 0
+        self.keys: set[str] = set()
+
+    def pulls(self, arm_id: str) -> int:
+        at = self.index.get(arm_id)
+        return 0 if at is None else int(self.pulls_of[at])
+
+    def mean(self, arm_id: str) -> float:
+        at = self.index.get(arm_id)
+        if at is None:
+            return 0.5
+        return float(self.alpha[at] / (self.alpha[at] + self.beta[at]))
+
+    def observations(self) -> int:
+        return int(self.pulls_of.sum())
+
+    def mean_session_turns(self) -> float | None:
+        return self.runs / len(self.keys) if self.keys else None
+
+
 def _replay(
     runs: Sequence[_Run],
     inventory: _Inventory,
@@ -431,15 +501,21 @@ def _replay(
     ttl_seconds: float,
     caching: bool,
     check: Callable[[], None],
+    prices: PriceTable,
 ) -> dict[str, _Totals]:
-    """Per session key, what the policy of `config` would have kept and cost."""
+    """Per session key, what the policy of `config` would have kept and cost: each run's
+    selection made by the service's own session code (engine.session_selection's
+    SessionSelector over an in-memory store and the replay's posteriors), then observed as
+    the service observes it (posteriors, the session's cache reads, the tools it needed)."""
     import numpy as np
 
     from engine.exploration import ExplorationBound, OwedTries
     from engine.forgetting import keep_factor
     from engine.inventory import ArmSet, PosteriorArrays
+    from engine.observation import ReportedArm, RunReport, ToolCall, Usage
     from engine.selection import select_arms
-    from engine.session_sets import continue_set, first_set, full_prompt, grow
+    from engine.session_review import CACHE_MISS_SHARE
+    from engine.session_selection import SessionRequest, SessionSelector
 
     everything = ArmSet(inventory.arms)
     prior_alpha = np.array(everything.prior_alpha, dtype=np.float64)
@@ -450,45 +526,38 @@ def _replay(
     keep = keep_factor(config.half_life or None)
     rng = np.random.default_rng(seed)
     owed = OwedTries(ExplorationBound())
-    idle_ms = config.session_idle_seconds * 1000
-    growth = config.session_growth == "append"
     cache = _PromptCache(ttl_seconds, caching)
     full_cache = _PromptCache(ttl_seconds, caching)
-    sessions: dict[str, SessionSet] = {}
-    used_at: dict[str, int] = {}
-    """Per session: its last run (the idle window counts from it)."""
-    shown: dict[str, tuple[int, ArmSet, tuple[str, ...], list[int], BoolArray]] = {}
-    """Per session: the version of its set and the inventory its last answer was for, that
-    answer's ids in prompt order, their costs and its mask over the inventory."""
+    view = _ArraysView(inventory.index, alpha, beta, pulls)
+    now = [0]
+    selector = SessionSelector(
+        cast("Store", _MemorySessions()),
+        lambda: 0,
+        0.0,
+        lambda: 0.0,
+        lambda: now[0],
+        view,
+        lambda: prices,
+    )
     totals: dict[str, _Totals] = {}
     resets = list(partial)
-    versions = 0
+    positions_of: dict[int, IntArray] = {}
+    for run in runs:
+        positions_of[id(run.arm_set)] = run.positions
+    answers: dict[tuple[int, tuple[str, ...], tuple[str, ...]], tuple[Any, ...]] = {}
+    """Per inventory, cached ids and added ids: the cached ids' costs, the mask of both, the
+    arms as reported, the added ids' tokens."""
 
     def draw(arm_set: ArmSet, settings: LearningConfig) -> Selection:
-        g = positions_of[id(arm_set)]
+        g = positions_of.get(id(arm_set))
+        if g is None:
+            g = positions_of[id(arm_set)] = np.array(
+                [inventory.index[a] for a in arm_set.ids], dtype=np.int64
+            )
         post = PosteriorArrays(alpha[g], beta[g], pulls[g])
         chosen = select_arms(arm_set, post, settings, rng, force=owed.mask(arm_set))
         owed.included(arm_set, chosen.mask)
         return chosen
-
-    positions_of: dict[int, IntArray] = {}
-    for run in runs:
-        positions_of[id(run.arm_set)] = run.positions
-
-    settings_for: dict[tuple[int, float], LearningConfig] = {}
-
-    def settings(budget: int, baseline_rate: float) -> LearningConfig:
-        made = settings_for.get((budget, baseline_rate))
-        if made is None:
-            made = replace(config, token_budget=budget, baseline_rate=baseline_rate)
-            settings_for[(budget, baseline_rate)] = made
-        return made
-
-    def decide_new(new: ArmSet, budget: int) -> Selection:
-        positions_of.setdefault(
-            id(new), np.array([inventory.index[a] for a in new.ids], dtype=np.int64)
-        )
-        return draw(new, settings(budget, 0.0))
 
     for n, run in enumerate(runs):
         while resets and resets[0][0] <= run.at:
@@ -498,70 +567,76 @@ def _replay(
             pulls[gone] = 0
         key = run.key
         arm_set = run.arm_set
-        session = sessions.get(key)
-        if session is None or n % 256 == 0:
+        total = totals.get(key)
+        if total is None or n % 256 == 0:
             check()
-        if idle_ms <= 0:
-            chosen = draw(arm_set, config)
-            session = first_set(key, full_prompt(chosen, arm_set), run.at)
-            versions += 1
-            session = replace(session, version=versions)
-        elif session is None or run.at - used_at[key] > idle_ms:
-            again = config
-            if session is not None:
-                again = settings(config.token_budget, float(session.is_baseline))
-            versions += 1
-            session = replace(
-                first_set(key, full_prompt(draw(arm_set, again), arm_set), run.at),
-                version=versions,
-            )
-        shown_now = shown.get(key)
-        if shown_now is None or shown_now[0] != session.version or shown_now[1] is not arm_set:
-            selection, changed = continue_set(session, arm_set, config.token_budget, decide_new)
-            if changed is not session:
-                versions += 1
-                session = replace(changed, version=versions)
-            ids = tuple(selection.selected)
+        now[0] = run.at
+        selection = selector.select(
+            key, arm_set, config, draw, request=SessionRequest(run.provider, run.model)
+        )
+        ids = tuple(selection.selected)
+        added = tuple(selection.added)
+        found = answers.get((id(arm_set), ids, added))
+        if found is None:
             index = arm_set.index
             mask = np.zeros(len(arm_set), dtype=bool)
-            mask[[index[a] for a in ids]] = True
+            mask[[index[a] for a in (*ids, *added)]] = True
             cost_list = arm_set.cost_list
-            shown_now = (session.version, arm_set, ids, [cost_list[index[a]] for a in ids], mask)
-            shown[key] = shown_now
-        sessions[key] = session
-        used_at[key] = run.at
-        _, _, ids, costs, mask = shown_now
-        total = totals.get(key)
+            reported = tuple(ReportedArm(arm_set.arms[index[a]]) for a in (*ids, *added))
+            found = (
+                [cost_list[index[a]] for a in ids],
+                mask,
+                reported,
+                sum(cost_list[index[a]] for a in added),
+            )
+            answers[(id(arm_set), ids, added)] = found
+        costs, mask, reported, joined = found
         if total is None:
-            total = totals[key] = _Totals(baseline=session.is_baseline)
-        usage = cache.request(key, run.at, ids, costs, run.rest)
+            total = totals[key] = _Totals(
+                baseline=selection.is_baseline and config.session_idle_seconds > 0
+            )
+            view.keys.add(key)
+        view.runs += 1
+        # tools that joined apart from the cached prefix (`added`) are in the conversation,
+        # after the turn they joined on: written once, read from then on
+        usage = cache.request(key, run.at, ids, costs, run.rest + joined)
         full = full_cache.request(key, run.at, arm_set.ids, arm_set.cost_list, run.rest)
         total.cost += _cost(usage, run.prices)
         total.full_cost += _cost(full, run.prices)
         total.tokens += sum(usage)
         total.full_tokens += sum(full)
-        if not run.learns:
-            continue
         referenced = run.referenced
-        total.used += int(referenced.sum())
-        total.kept += int((referenced & mask).sum())
-        g = run.positions[mask]
-        r = referenced[mask].astype(np.float64)
-        alpha[g] = alpha[g] * keep + prior_alpha[g] * (1.0 - keep) + r
-        beta[g] = beta[g] * keep + prior_beta[g] * (1.0 - keep) + (1.0 - r)
-        pulls[g] += 1
-        if growth:
-            lacked = referenced & ~mask
-            if lacked.any():
-                needed = [
-                    arm_set.ids[i]
-                    for i in np.flatnonzero(lacked).tolist()
-                    if arm_set.arms[i].type is ArmType.TOOL
-                ]
-                grown = grow(sessions[key], needed)
-                if grown is not None:
-                    versions += 1
-                    sessions[key] = replace(grown, version=versions)
+        calls: tuple[ToolCall, ...] = ()
+        if run.learns:
+            total.used += int(referenced.sum())
+            total.kept += int((referenced & mask).sum())
+            g = run.positions[mask]
+            r = referenced[mask].astype(np.float64)
+            alpha[g] = alpha[g] * keep + prior_alpha[g] * (1.0 - keep) + r
+            beta[g] = beta[g] * keep + prior_beta[g] * (1.0 - keep) + (1.0 - r)
+            pulls[g] += 1
+            arms = arm_set.arms
+            calls = tuple(
+                ToolCall(arms[i].name)
+                for i in np.flatnonzero(referenced).tolist()
+                if arms[i].type is ArmType.TOOL
+            )
+        # the session code reads a run's arms for a cache miss (less of the tools read than
+        # CACHE_MISS_SHARE, something written) and for the tools it needed: only then are they
+        # listed (a run's report is checked as it is built, arm by arm)
+        listed = calls or (usage[2] > 0 and usage[1] < CACHE_MISS_SHARE * sum(costs))
+        report = RunReport(
+            f"{key}-{n}",
+            (reported if listed else reported[:1]) or (ReportedArm(arm_set.arms[0], False),),
+            tool_calls=calls,
+            usage=Usage(input=usage[0], cache_read=usage[1], cache_write=usage[2]),
+            session_key=key,
+            provider=run.provider,
+            model=run.model,
+        )
+        selector.note_runs((report,))
+        if calls:
+            selector.grow((report,), config)
     return totals
 
 
@@ -693,6 +768,7 @@ def project(
                 ttl_seconds=cache_ttl_seconds,
                 caching=cached,
                 check=check,
+                prices=prices,
             )
             settings.append(_figures(budget, totals.values(), budget == current, priced))
     except _Stopped as stop:

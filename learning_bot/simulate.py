@@ -128,12 +128,15 @@ def simulate(
     progress: Callable[[int], None] | None = None,
     sessions: bool = False,
     phase: Phase = Phase.ACTIVE,
+    clock: SimulatedClock | None = None,
 ) -> SimulationResult:
     """Run `traces` simulated agent runs over `arms` arms: select, run, observe. With
     `sessions`, the runs are the turns of multi-turn conversations selected with their session
     key, each run's usage billed through a model of the provider's prompt cache. `phase`
     passive records the runs with every arm (the data `/learning phase` projects from), and
-    needs a passive learner; active switches a passive learner to active first."""
+    needs a passive learner; active switches a passive learner to active first. `clock`: the
+    sessions' own time, to be given to a service made with it as its `wall_clock` (so session
+    idle windows are counted as the sessions go, as they would be live)."""
     if not 1 <= traces <= 1_000_000:
         raise InvalidInput("--traces must be from 1 to 1,000,000")
     if not 1 <= arms <= 10_000:
@@ -157,7 +160,9 @@ def simulate(
     service.seed_draws(seed)  # the same seed, the same runs and the same selections
     workload = make_workload(arms, seed=seed)
     if sessions:
-        return _simulate_sessions(service, workload, traces, seed, switched, progress)
+        return _simulate_sessions(
+            service, workload, traces, seed, switched, progress, clock or SimulatedClock()
+        )
     arm_set = ArmSet(workload.arms)
     rng = np.random.default_rng(seed)
     start = now_ms() - traces * 60_000
@@ -216,6 +221,7 @@ def _simulate_sessions(
     seed: int,
     switched: bool,
     progress: Callable[[int], None] | None,
+    clock: SimulatedClock,
 ) -> SimulationResult:
     """`traces` runs as the turns of sessions (engine.session_simulation), through the service
     with their session keys and the prompt-cache usage the model bills."""
@@ -241,7 +247,7 @@ def _simulate_sessions(
     policy = ServiceTurns(
         service,
         workload,
-        SimulatedClock(),
+        clock,
         start_ms=start,
         per_session=True,
         provider="simulated",

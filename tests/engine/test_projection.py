@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -207,3 +208,26 @@ def test_json_round_trip() -> None:
     with pytest.raises(InvalidInput, match="tokenBudget"):
         SettingProjection.from_json({"recall": 1})
     assert Projection(0, 0, reason="r").to_json()["settings"] == []
+
+
+def test_session_settings_change_what_the_replay_keeps_and_pays() -> None:
+    runs = sessions(30, 6)
+    tight = replace(CONFIG, token_budget=2_000)
+    grown = project(runs, None, replace(tight, session_growth="append")).current
+    kept = project(runs, None, tight).current
+    assert grown is not None and kept is not None
+    # a tool the model needed joins the session's set for its next runs
+    assert grown.recall > kept.recall
+    # without sessions kept, every run draws again: the tools at the head of the cached
+    # prompt change, and the cache is written again
+    redrawn = project(runs, None, replace(tight, session_idle_seconds=0)).current
+    assert redrawn is not None and redrawn.cost_savings_percent is not None
+    assert kept.cost_savings_percent is not None
+    assert redrawn.cost_savings_percent < kept.cost_savings_percent
+
+
+def test_a_run_offering_nothing_is_left_out() -> None:
+    runs = sessions(25, 5, start=10_000)
+    empty = record("e", 1_000, [], included=[])
+    made = project([empty, *runs], None, CONFIG)
+    assert dict(made.left_out) == {"noArms": 1} and made.runs == len(runs)

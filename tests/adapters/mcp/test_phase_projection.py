@@ -12,10 +12,11 @@ from .test_tools import app, tools  # noqa: F401  (fixtures)
 
 
 def test_phase_tool_shows_the_projection(tools: LearningTools, app: App) -> None:  # noqa: F811
-    text = tools.learning_phase(None, False, oc.LEARNER)
-    assert "No projection of going active yet" in text
     service = app.service(oc.LEARNER, create=True)
-    simulate(service, traces=200, arms=24, seed=2, sessions=True, phase=Phase.PASSIVE)
+    simulate(service, traces=30, arms=24, seed=2, sessions=True, phase=Phase.PASSIVE)
+    text = tools.learning_phase(None, False, oc.LEARNER)
+    assert "No projection of going active yet: only 30 usable runs" in text
+    simulate(service, traces=170, arms=24, seed=3, sessions=True, phase=Phase.PASSIVE)
     text = tools.learning_phase(None, False, oc.LEARNER)
     assert "Going active at budget 8,000 selection would have kept" in text
     assert "over your last 200 runs in" in text
