@@ -511,7 +511,7 @@ class LearningService:
             lexical_index(arm_set)
 
             def scores(p: Any, c: LearningConfig, gen: np.random.Generator) -> Any:
-                return context_scores(arm_set, p, request, evidence, settings, c.exploration, gen)
+                return context_scores(arm_set, p, request, evidence, settings, c, gen)
 
             with cache.lock:
                 post = cache.arrays(arm_set)
