@@ -18,7 +18,6 @@ import numpy.typing as npt
 
 from engine.bounds import check_text
 from engine.errors import InvalidInput
-from engine.feature_words import WRITTEN
 
 MAX_MESSAGE_CHARS = 16_000
 """A request's message (`context.message`) at most: longer ones are refused, not cut."""
@@ -264,11 +263,7 @@ class RequestContext:
     def features(self) -> npt.NDArray[np.int64]:
         """The hashed features learned per arm: the words of the session's opening message
         (`opening`, as `opening_features` hashed them) and then this message's, distinct, at
-        most MAX_MESSAGE_FEATURES in all; the previous tool, the channel and the model. This
-        message's words are noted as written (engine.feature_words.WRITTEN), for
-        explanations."""
-        if self.message:
-            WRITTEN.note(written_features(self.message))
+        most MAX_MESSAGE_FEATURES in all; the previous tool, the channel and the model."""
         keys: list[int] = list(self.opening[:MAX_MESSAGE_FEATURES])
         seen = set(keys)
         for key in opening_features(self.message):

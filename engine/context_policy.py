@@ -30,7 +30,7 @@ and kept 2 points less of BFCL's gold calls).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,7 +41,6 @@ from engine.config import LearningConfig
 from engine.context import RequestContext, feature_hash, message_words, terms
 from engine.draws import draw_scores
 from engine.errors import InvalidInput
-from engine.feature_words import WRITTEN
 from engine.inventory import ArmSet, FloatArray, PosteriorArrays
 
 IntArray = npt.NDArray[np.int64]
@@ -346,17 +345,17 @@ def arm_text(arm_set: ArmSet, i: int) -> str:
 VOCABULARY: dict[int, str] = {}
 """Feature hashes whose meaning can be shown: the words of the arms' own texts as written
 there (what the inventory says, never a message) and the tools' names, for explanations; a
-message word is named first by the form users wrote it in (engine.feature_words.WRITTEN)."""
+message word is named first by the form users wrote it in (engine.feature_words)."""
 MAX_VOCABULARY = 100_000
 PREVIOUS: dict[int, str] = {}
 """The "previous tool" features of the inventories' tools, named."""
 
 
-def feature_name(feature: int) -> str:
-    """What a feature is, for explanations: a message word as users wrote it (the most common
-    written form seen), else as the inventory writes it, a previous tool by its name, else
-    UNNAMED."""
-    word = WRITTEN.form(feature) or VOCABULARY.get(feature)
+def feature_name(feature: int, written: Mapping[int, str] | None = None) -> str:
+    """What a feature is, for explanations: a message word as users wrote it (`written`: the
+    most common written form seen, engine.feature_words), else as the inventory writes it, a
+    previous tool by its name, else UNNAMED."""
+    word = (written or {}).get(feature) or VOCABULARY.get(feature)
     if word is not None:
         return f"the message mentions {word!r}"
     return PREVIOUS.get(feature, UNNAMED)
@@ -394,13 +393,19 @@ class FeatureLift:
 
 
 def explain(
-    evidence: ContextEvidence, arm_id: str, rewards: float, runs: float, top: int = 3
+    evidence: ContextEvidence,
+    arm_id: str,
+    rewards: float,
+    runs: float,
+    top: int = 3,
+    written: Callable[[Sequence[int]], Mapping[int, str]] | None = None,
 ) -> list[FeatureLift]:
     """The features under which the arm's rate of use differs most from its rate in the other
     runs (`rewards` and `runs`: the arm's totals), those seen in at least 3 runs, largest
     difference first (differences within 5 points alike: named features first, then more
-    runs, then by name)."""
-    out = []
+    runs, then by name). `written` gives the written form of the message words among the
+    features (engine.feature_words), which names them before the inventory's words do."""
+    found: list[tuple[int, float, float, float | None]] = []
     with evidence.lock:
         for feature in evidence.all_features():
             hit = evidence.rate_with(feature, arm_id)
@@ -409,8 +414,9 @@ def explain(
             s, n = hit
             rest = runs - n
             without = (rewards - s) / rest if rest >= 1 else None
-            name = feature_name(feature)
-            out.append(FeatureLift(name, s / n, n, without))
+            found.append((feature, s / n, n, without))
+    names = written([f for f, *_ in found]) if written is not None and found else {}
+    out = [FeatureLift(feature_name(f, names), rate, n, without) for f, rate, n, without in found]
     # Differences within 5 points count as one (forgetting makes words that always came
     # together differ by a fraction of a point); among them the features that can be named
     # come first, then those seen in more runs, then by name: one order in every process.

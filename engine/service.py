@@ -47,6 +47,7 @@ from engine.errors import (
     NotFound,
     Unavailable,
 )
+from engine.feature_words import DisplayWords
 from engine.forgetting import Fold, keep_factor
 from engine.metrics import estimated_recall, usefulness_estimates
 from engine.observation import (
@@ -281,6 +282,7 @@ class LearningService:
         this process stored since: when storage holds no others, its count is the learner's."""
         self._exploration_bound = exploration_bound
         self._deferrals: dict[str, tuple[int, int]] = {}
+        self._written = DisplayWords()  # message words as written, for explanations
         """Per tool: runs that deferred it, runs that loaded it (this process's count, for a
         store that does not keep them)."""
         self.settings_differ: str | None = None
@@ -618,11 +620,15 @@ class LearningService:
         reported tool search, and loaded then (the learner's counts, since the arm's last
         reset, when the store keeps them)."""
         from engine.context_policy import explain
+        from engine.feature_words import namer
 
         view = self.view(arm_id)
         rewards = view.rewards if view.rewards is not None else 0.0
-        lifts = explain(self.context_evidence(), arm_id, rewards, float(view.posterior.pulls))
         store = self.store
+        written = namer(self._written, store, self.learner_id)
+        lifts = explain(
+            self.context_evidence(), arm_id, rewards, float(view.posterior.pulls), 3, written
+        )
         if isinstance(store, ContextStore):
             deferred, loaded = store.context_deferrals(self.learner_id, arm_id)
         else:
@@ -656,7 +662,8 @@ class LearningService:
         what every replica wrote (storage.context_evidence). When that write finds the stored
         count ahead of this process's, another replica wrote meanwhile: the features changed
         since are read again at the evidence's next use."""
-        from engine.context import RequestContext
+        from engine.context import RequestContext, written_features
+        from engine.feature_words import share
 
         evidence = self.context_evidence()
         openings = {
@@ -674,7 +681,10 @@ class LearningService:
                 features = request.features().tolist() if request is not None else []
                 evidence.record(features, reward)
                 runs.append((features, reward))
+                if request is not None and request.message:
+                    self._written.note(written_features(request.message))
             expected = evidence.tick
+        share(self._written, self.store, self.learner_id)
         deferrals = self._count_deferrals(reports)
         store = self.store
         if not isinstance(store, ContextStore):

@@ -9,7 +9,7 @@ import pytest
 
 from engine import Arm, LearningConfig, Phase
 from engine.config import DEFAULT_POLICY
-from engine.context import RequestContext, feature_hash, terms, words
+from engine.context import RequestContext, feature_hash, terms, words, written_features
 from engine.context_policy import (
     ContextEvidence,
     ContextSettings,
@@ -159,14 +159,33 @@ def test_a_feature_is_named_by_its_most_common_written_form() -> None:
 def test_explanations_name_message_words_as_users_wrote_them() -> None:
     arms = ArmSet.of(inventory())
     evidence = ContextEvidence()
+    shown = DisplayWords()
     for i in range(12):
         staging = i % 2 == 0
-        request = RequestContext.of({"message": "roll out to staging" if staging else "x"})
+        message = "roll out to staging" if staging else "x"
+        request = RequestContext.of({"message": message})
         assert request is not None
         used = "tool:t:kubectl" if staging else "tool:t:other2"
         evidence.record(request.features(), {"tool:t:kubectl": float(staging), used: 1.0})
+        shown.note(written_features(message))
     relevance(arms, "prime the inventory's words")
-    lifts = explain(evidence, "tool:t:kubectl", 6.0, 12.0)
+    names = [lift.feature for lift in explain(evidence, "tool:t:kubectl", 6.0, 12.0)]
+    assert "the message mentions 'staging'" not in names  # nobody said how it was written
+    lifts = explain(evidence, "tool:t:kubectl", 6.0, 12.0, written=shown.forms)
     names = [lift.feature for lift in lifts]
     assert "the message mentions 'staging'" in names, names
     assert all("'stag'" not in n for n in names)
+
+
+def test_counts_not_yet_shared_are_taken_once_every_so_many_notes() -> None:
+    shown = DisplayWords()
+    stag = feature_hash("w", "stag")
+    for _ in range(3):
+        shown.note([(stag, "staging")])
+    assert shown.pending(every=4) == {}
+    shown.note([(stag, "staged")])
+    taken = shown.pending(every=4)
+    assert taken == {(stag, "staging"): 3, (stag, "staged"): 1}
+    assert shown.pending(every=0) == {}  # taken once
+    shown.unshared(taken)  # the store could not take them: they wait for the next time
+    assert shown.pending(every=0) == taken
