@@ -684,7 +684,6 @@ class LearningService:
                 if request is not None and request.message:
                     self._written.note(written_features(request.message))
             expected = evidence.tick
-        share(self._written, self.store, self.learner_id)
         deferrals = self._count_deferrals(reports)
         store = self.store
         if not isinstance(store, ContextStore):
@@ -707,6 +706,7 @@ class LearningService:
             self._evidence_synced = tick  # no other writer came in between
         else:
             self._evidence_checked_at = float("-inf")
+        share(self._written, store, self.learner_id)  # storage answered: the written forms too
 
     def _spool_evidence(
         self,
