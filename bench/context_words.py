@@ -7,15 +7,28 @@ descriptions that is not one of the common words) becomes an alphanumeric word, 
 everywhere it occurs, so the workload is the same but for how its task words are written. The
 words come in the shapes such words have: letters around a digit (`k8s`), a letter and a digit
 (`s3`, `v2`), a short prefix shared by several types and a digit (`ec2`, `gpt4o`).
+
+Run as a script, it times the word splitter (engine.context.words) on a 48-word message, and
+on one whose words were never seen (the split of each identifier is memoised).
+
+    .venv/bin/python bench/context_words.py
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
+import sys
+from pathlib import Path
 
-from engine.arms import Arm
-from engine.context_simulation import GENERIC_WORDS, ContextSession, ContextTurn
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
+
+import timeit  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+from dataclasses import replace  # noqa: E402
+
+from engine.arms import Arm  # noqa: E402
+from engine.context_simulation import GENERIC_WORDS, ContextSession, ContextTurn  # noqa: E402
 
 WELL_KNOWN = (
     "k8s",
@@ -81,3 +94,33 @@ def alphanumeric(
         for s in sessions
     ]
     return new_arms, new_sessions
+
+
+MESSAGE = (
+    "Please deploy the k8s staging cluster on ec2 and copy the build logs to s3_upload before "
+    "getWeather runs; version v2 on x86_64 with gpt4o "
+) * 2
+
+
+def main() -> int:
+    from engine import context
+    from engine.context import words
+
+    n = 20_000
+    best = min(timeit.repeat(lambda: words(MESSAGE), number=n, repeat=5)) / n
+    size = len(MESSAGE.split())
+    print(f"words() on a {size}-word message: {best * 1e6:.1f} us (best of 5)")
+    cache = getattr(context, "_identifier_terms", None)
+    if cache is not None:  # the words never seen before: each split again
+
+        def cold() -> None:
+            cache.cache_clear()
+            words(MESSAGE)
+
+        best = min(timeit.repeat(cold, number=n, repeat=5)) / n
+        print(f"words() on a {size}-word message of words never seen: {best * 1e6:.1f} us")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

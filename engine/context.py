@@ -145,19 +145,39 @@ def terms(text: str) -> list[tuple[str, str]]:
     matched form (so "files" and "file" meet); a word with digits or an identifier whole is
     matched as written."""
     out: list[tuple[str, str]] = []
-    for match in _IDENTIFIER.finditer(text):
-        identifier = match.group()
-        parts = [p for segment in identifier.split("_") for p in _PART.findall(segment)]
-        if len(parts) > 1:
-            whole = identifier.lower()
-            if len(whole) <= MAX_WORD_CHARS:
-                out.append((whole, whole))
-        for part in parts:
-            w = part.lower()
-            if len(w) < 2 or len(w) > MAX_WORD_CHARS or w in _STOP:
-                continue
-            out.append((stem(w) if w.isalpha() else w, w))
+    for identifier in _IDENTIFIER.findall(text):
+        if len(identifier) <= MAX_WORD_CHARS:
+            out.extend(_identifier_terms(identifier))
+        else:
+            out.extend(_split_identifier(identifier))
     return out
+
+
+def _split_identifier(identifier: str) -> tuple[tuple[str, str], ...]:
+    """`terms` of one identifier."""
+    if "_" not in identifier and (identifier[1:].islower() or identifier.isdigit()):
+        # one part (no joint inside): most words
+        w = identifier.lower()
+        if 1 < len(w) <= MAX_WORD_CHARS and w not in _STOP:
+            return ((stem(w) if w.isalpha() else w, w),)
+        return ()
+    out: list[tuple[str, str]] = []
+    parts = [p for segment in identifier.split("_") for p in _PART.findall(segment)]
+    if len(parts) > 1:
+        whole = identifier.lower()
+        if len(whole) <= MAX_WORD_CHARS:
+            out.append((whole, whole))
+    for part in parts:
+        w = part.lower()
+        if len(w) < 2 or len(w) > MAX_WORD_CHARS or w in _STOP:
+            continue
+        out.append((stem(w) if w.isalpha() else w, w))
+    return tuple(out)
+
+
+_identifier_terms = functools.lru_cache(maxsize=16_384)(_split_identifier)
+"""`_split_identifier` memoised, for identifiers of at most MAX_WORD_CHARS (words repeat
+across messages; the bound keeps the cache to a few MB)."""
 
 
 def stem(word: str) -> str:
