@@ -87,6 +87,10 @@ class Variant:
     growth: str = "append"
     idle_seconds: int = 300
     load: bool = False
+    redecide: bool = True
+    """False: a live session keeps the set its first select drew (no priced or provisional
+    redraw, no redraw on a cache break): the rule before sessions were re-decided, for
+    comparison."""
 
 
 VARIANTS = {
@@ -104,6 +108,16 @@ class Reported:
     estimated_recall: float | None
     cost_savings_percent: float | None
     """Selected sessions' prompt cost per run against baseline sessions' (engine.savings)."""
+
+
+def keep_every_set(service: LearningService) -> None:
+    """Make `service` keep each live session's set as drawn (the comparison's "never" rule):
+    its session reviews always answer "keep"."""
+
+    def keep(*_: object, **__: object) -> tuple[str, None]:
+        return "", None
+
+    service._session_sets._review = keep  # type: ignore[method-assign]
 
 
 def service_run(
@@ -124,6 +138,8 @@ def service_run(
         try:
             clock = SimulatedClock()
             service = LearningService(store, config, rng=seed, cache_ttl=0, wall_clock=clock)
+            if not variant.redecide:
+                keep_every_set(service)
             start_ms = int(time.time() * 1000) - int(sessions[-1].times[-1] * 1000) - 60_000
             policy = ServiceTurns(
                 service,

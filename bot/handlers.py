@@ -23,6 +23,13 @@ from bot.commands import (
     StatusCommand,
     UsageError,
 )
+from bot.phase_view import (
+    achieved_data,
+    achieved_line,
+    projection_data,
+    projection_lines,
+    read_projection,
+)
 from bot.ports import PendingConfirmation
 from bot.replies import (
     Action,
@@ -42,7 +49,9 @@ from bot.replies import (
 from bot.shapes import arm_json, explanation_json, reply_from_json, summary_json
 from engine.config import Phase
 from engine.errors import InvalidConfig, InvalidInput
+from engine.phase_projection import keep_projection
 from engine.service import MIN_TRACES_FOR_ACTIVE, LearningService
+from engine.session_sets import SessionDecisions
 from engine.starvation import StarvedArm
 from engine.views import ArmView, Status, Summary
 
@@ -213,9 +222,9 @@ def posterior_table(views: tuple[ArmView, ...] | list[ArmView], title: str) -> T
 
 def value_headline(s: Summary) -> list[str]:
     """The status headline: what the user pays, the prompt cost saved against full-prompt
-    (baseline) sessions when it can be measured (or why not); then prompt tokens saved against
-    sending every component, and the estimated share of the components the model used that
-    selection kept."""
+    (baseline) sessions when it can be measured (or why not); then the estimated share of the
+    components the model used that selection kept, and prompt tokens saved against sending
+    every component."""
     lines: list[str] = []
     cost = s.prompt_cost_savings
     if cost is not None and cost.percent is not None:
@@ -227,6 +236,8 @@ def value_headline(s: Summary) -> list[str]:
         )
     elif cost is not None and cost.reason and s.selected_runs:
         lines.append(f"Prompt cost saving not measured: {cost.reason}")
+    if s.estimated_recall is not None:
+        lines.append(f"Kept about {s.estimated_recall * 100:.0f}% of the components the model used")
     if s.prompt_savings_percent is not None:
         assert s.offered_avg_tokens is not None
         assert s.selected_prompt_avg_tokens is not None
@@ -235,9 +246,19 @@ def value_headline(s: Summary) -> list[str]:
             f"every component (avg {fmt_int(s.selected_prompt_avg_tokens)} of "
             f"{fmt_int(s.offered_avg_tokens)} tokens per selected run)"
         )
-    if s.estimated_recall is not None:
-        lines.append(f"Kept about {s.estimated_recall * 100:.0f}% of the components the model used")
+    decisions = s.session_decisions
+    if decisions is not None and decisions.sessions:
+        lines.append(sessions_line(decisions))
     return lines
+
+
+def sessions_line(d: SessionDecisions) -> str:
+    """How many sessions drew their set again while live, and why (engine.session_review)."""
+    head = f"Sessions (last day): {d.sessions:,}, {d.redrawn:,} redrawn"
+    if not d.redrawn:
+        return head
+    reasons = ", ".join(f"{reason} {count:,}" for reason, count in d.by_reason[:4])
+    return f"{head} ({d.redraws:,} redraws; latest reason: {reasons})"
 
 
 def starved_line(starved: Sequence[StarvedArm], most: int = 5) -> str:
@@ -259,19 +280,17 @@ COMPACT_ITEMS = 3
 
 
 def headline(status: Status) -> tuple[tuple[str, str], ...]:
-    """The numbers a status leads with: phase, traces, prompt savings, estimated recall (the
-    savings against the baseline when the prompt savings are not known)."""
+    """The numbers a status leads with: phase, traces, prompt cost saved, estimated recall,
+    prompt tokens saved."""
     s = status.summary
     out = [("Phase", status.phase.value.upper()), ("Traces", fmt_int(s.trace_count))]
     cost = s.prompt_cost_savings
     if cost is not None and cost.percent is not None:
         out.append(("Cost savings", f"{cost.percent:.0f}%"))
-    if s.prompt_savings_percent is not None:
-        out.append(("Prompt savings", f"{s.prompt_savings_percent:.0f}%"))
-    elif s.token_savings_percent is not None:
-        out.append(("Token savings", f"{s.token_savings_percent:.1f}%"))
     if s.estimated_recall is not None:
         out.append(("Estimated recall", f"{s.estimated_recall * 100:.0f}%"))
+    if s.prompt_savings_percent is not None:
+        out.append(("Prompt savings", f"{s.prompt_savings_percent:.0f}%"))
     return tuple(out)
 
 
@@ -390,19 +409,18 @@ class Handlers:
                 assert s.selected_avg_tokens is not None
                 blocks.append(
                     Text(
-                        f"Token savings: {s.token_savings_percent:.1f}% (baseline avg "
-                        f"{fmt_int(s.baseline_avg_tokens)} tokens, selected avg "
-                        f"{fmt_int(s.selected_avg_tokens)} tokens)"
-                    )
-                )
-                blocks.append(
-                    Text(
-                        "Token savings compares baseline with selected runs; both are capped "
-                        "by the same token budget, so it stays near zero however well "
-                        "selection learns.",
+                        f"Tokens per run, selected against baseline runs: "
+                        f"{s.token_savings_percent:.1f}% fewer (avg "
+                        f"{fmt_int(s.selected_avg_tokens)} against "
+                        f"{fmt_int(s.baseline_avg_tokens)}; a baseline session sends every "
+                        "component, a baseline run without a session fills the same budget).",
                         muted=True,
                     )
                 )
+        achieved = achieved_line(service, s)
+        if achieved is not None:
+            blocks.insert(1 + len(headline), Text(achieved))
+            data["projectedAtSwitch"] = achieved_data(service)
         if status.starved:
             blocks.append(Text(starved_line(status.starved)))
             data["starved"] = [s.arm_id for s in status.starved]
@@ -572,6 +590,8 @@ class Handlers:
             lines = [
                 f"Switch learner '{service.learner}' from {current.value} to {command.phase.value}?"
             ]
+            data: dict[str, Any] = {}
+            projected: list[str] = []
             if command.phase is Phase.ACTIVE:
                 lines.append(
                     "Thompson Sampling will start leaving unhelpful arms out of prompts, "
@@ -582,10 +602,14 @@ class Handlers:
                         f"Warning: only {traces} trace(s) so far; posteriors are mostly "
                         f"priors until about {MIN_TRACES_FOR_ACTIVE}."
                     )
+                projection = read_projection(service)
+                projected = projection_lines(projection, prefix=command_prefix(surface))
+                data = projection_data(projection)
             else:
                 lines.append("Every arm will be included again and nothing is learnt from runs.")
             text = " ".join(lines)
-            return Reply(ReplyKind.CONFIRM, (Text(text),), lines[0])
+            blocks = (Text(text), *(Text(line) for line in projected))
+            return Reply(ReplyKind.CONFIRM, blocks, lines[0], data=data)
         raise ValueError(f"{command!r} needs no confirmation")
 
     def with_actions(self, prompt: Reply, token: str) -> Reply:
@@ -657,16 +681,29 @@ class Handlers:
             )
             other = "active" if current is Phase.PASSIVE else "passive"
             text = f"Phase: {current.value.upper()} — {explain}."
+            projection = read_projection(service)
+            prefix = command_prefix(surface)
             return Reply(
                 ReplyKind.INFO,
                 (
                     Text(text),
-                    Text(f"Switch with {command_prefix(surface)} phase {other}.", muted=True),
+                    *(
+                        Text(line)
+                        for line in projection_lines(projection, current is Phase.ACTIVE, prefix)
+                    ),
+                    Text(f"Switch with {prefix} phase {other}.", muted=True),
                 ),
                 text,
-                data={"phase": current.value, "learner": service.learner},
+                data={
+                    "phase": current.value,
+                    "learner": service.learner,
+                    **projection_data(projection),
+                },
             )
+        shown = read_projection(service) if command.phase is Phase.ACTIVE else None
         change = service.set_phase(command.phase, actor=actor.id)
+        if shown is not None and change.changed:
+            keep_projection(service, shown)
         lines = [f"Phase is now {change.phase.value.upper()} (was {change.previous.value})."]
         if change.bootstrapped_traces:
             lines.append(

@@ -30,6 +30,7 @@ from engine.ports import TimeBucket
 from engine.posterior import Confidence
 from engine.records import RunRecord, record_to_json
 from engine.savings import CostSavings
+from engine.session_sets import SessionDecisions
 from engine.views import ArmView, ObserveResult, Summary
 
 if TYPE_CHECKING:
@@ -112,9 +113,20 @@ def cost_savings_json(cost: CostSavings) -> dict[str, Any]:
     }
 
 
+def session_decisions_json(d: SessionDecisions) -> dict[str, Any]:
+    """What the learner's sessions of the last day did with their sets."""
+    return {
+        "sessions": d.sessions,
+        "redrawn": d.redrawn,
+        "redraws": d.redraws,
+        "byReason": [{"reason": reason, "sessions": n} for reason, n in d.by_reason],
+    }
+
+
 def summary_json(summary: Summary) -> dict[str, Any]:
     """`GET summary`."""
     cost = summary.prompt_cost_savings
+    decisions = summary.session_decisions
     return {
         "traceCount": summary.trace_count,
         "armCount": summary.arm_count,
@@ -127,6 +139,7 @@ def summary_json(summary: Summary) -> dict[str, Any]:
         "offeredAvgTokens": summary.offered_avg_tokens,
         "selectedPromptAvgTokens": summary.selected_prompt_avg_tokens,
         "estimatedRecall": summary.estimated_recall,
+        "sessions": None if decisions is None else session_decisions_json(decisions),
         "accuracy": summary.accuracy,
         "exploreRatio": summary.explore_ratio,
         "totalReward": summary.total_reward,
@@ -165,6 +178,9 @@ def selection_json(selection: Selection) -> dict[str, Any]:
         "overBudget": selection.over_budget,
         "fallback": selection.fallback,
         "guidance": selection.guidance,
+        "added": list(selection.added),
+        "session": selection.session,
+        "sessionReason": selection.session_reason or None,
     }
 
 

@@ -51,6 +51,8 @@ _CAMEL = {
     "seed_boost": "seedBoost",
     "session_idle_seconds": "sessionIdleSeconds",
     "session_growth": "sessionGrowth",
+    "provider": "provider",
+    "model": "model",
 }
 POLICIES: dict[str, dict[str, Any]] = {
     "seed": {
@@ -103,6 +105,8 @@ _OPTIONAL_DEFAULTS: dict[str, Any] = {
     "seed_boost": None,
     "session_idle_seconds": 300,
     "session_growth": "off",
+    "provider": "",
+    "model": "",
 }
 _SNAKE = {camel: snake for snake, camel in _CAMEL.items()}
 
@@ -169,6 +173,12 @@ class LearningConfig:
     the next prompt writes the whole conversation to the cache again: in the study
     (bench/sessions.py, BENCHMARKS.md) "off" costs less in every scenario at about the same
     recall."""
+    provider: str = ""
+    """The provider the learner's runtime calls (anthropic, openai, bedrock...), for selects
+    and runs that name none: what a change of tools costs there (engine.providers) and how
+    its cache is priced (engine.cost). Empty: a change of tools rewrites the cached prefix."""
+    model: str = ""
+    """The model, likewise (a prefix such as claude-sonnet-4-5 or gpt-5.4)."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -230,6 +240,11 @@ class LearningConfig:
                 "session_growth",
                 f"must be one of {', '.join(SESSION_GROWTHS)}, got {self.session_growth!r}",
             )
+        for name in ("provider", "model"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or len(value) > 256 or not value.isprintable():
+                raise InvalidConfig(name, f"must be a name of at most 256 characters: {value!r}")
+            set_(self, name, value.strip())
 
     @classmethod
     def for_policy(cls, policy: str, **options: Any) -> LearningConfig:

@@ -5,12 +5,15 @@ write (Anthropic, Bedrock's Claude models) a little more than one. Prices are ke
 the input price, per provider and model, so runs of different models compare and the simulator
 (engine.prompt_cache) and real runs are priced by the same `prompt_cost`.
 
-Defaults, from the providers' price lists (late 2025):
+Defaults, from the providers' price lists (each line says when it was read):
 
-- Anthropic, every Claude model: cache read 0.1, 5-minute cache write 1.25 (a 1-hour write is
-  2.0: `ONE_HOUR_CACHE_WRITE`), output 5.
-- OpenAI: no write surcharge (writes cost an input token); cached input 0.5 for gpt-4o,
-  gpt-4o-mini and o1, 0.25 for gpt-4.1 and o3/o4-mini, 0.1 for gpt-5; output 4 (gpt-5: 8).
+- Anthropic, Claude models: cache read 0.1, 5-minute cache write 1.25 (a 1-hour write is
+  2.0: `ONE_HOUR_CACHE_WRITE`), output 5 (Anthropic pricing, "Prompt caching", read 2025-12).
+  Claude Opus 5.5 and Sonnet 5.5 read the cache at 0.05 (Anthropic pricing, read 2026-11).
+- OpenAI: before GPT-5.6 no write surcharge (writes cost an input token); cached input 0.5 for
+  gpt-4o, gpt-4o-mini and o1, 0.25 for gpt-4.1 and o3/o4-mini, 0.1 for gpt-5 and later;
+  output 4 (gpt-5: 8) (OpenAI pricing, read 2025-12). From GPT-5.6 on cache writes are billed
+  at 1.25 (OpenAI pricing, read 2026-11).
 - Amazon Bedrock: Claude models as Anthropic's; Nova models cache read 0.25, no write
   surcharge, output 4. Model ids may start with a cross-region prefix (`us.`, `eu.`, ...).
 - Anything else: Anthropic's ratios, the provider whose caching the product is tuned for.
@@ -132,6 +135,8 @@ DEFAULT_PRICES = ANTHROPIC
 
 DEFAULT_MODELS: tuple[ModelPrices, ...] = (
     ModelPrices("anthropic", "", ANTHROPIC),
+    ModelPrices("anthropic", "claude-opus-5-5", TokenPrices(0.05, 1.25, 5.0)),
+    ModelPrices("anthropic", "claude-sonnet-5-5", TokenPrices(0.05, 1.25, 5.0)),
     ModelPrices("openai", "", TokenPrices(0.5, 1.0, 4.0)),
     ModelPrices("openai", "gpt-4o", TokenPrices(0.5, 1.0, 4.0)),
     ModelPrices("openai", "o1", TokenPrices(0.5, 1.0, 4.0)),
@@ -139,6 +144,8 @@ DEFAULT_MODELS: tuple[ModelPrices, ...] = (
     ModelPrices("openai", "o3", TokenPrices(0.25, 1.0, 4.0)),
     ModelPrices("openai", "o4-mini", TokenPrices(0.25, 1.0, 4.0)),
     ModelPrices("openai", "gpt-5", TokenPrices(0.1, 1.0, 8.0)),
+    ModelPrices("openai", "gpt-5.6", TokenPrices(0.1, 1.25, 8.0)),
+    ModelPrices("openai", "gpt-6", TokenPrices(0.1, 1.25, 8.0)),
     ModelPrices("bedrock", "", ANTHROPIC),
     ModelPrices("bedrock", "anthropic.", ANTHROPIC),
     ModelPrices("bedrock", "amazon.nova", TokenPrices(0.25, 1.0, 4.0)),

@@ -14,7 +14,7 @@ from engine.errors import Conflict
 from engine.posterior import Posterior
 from engine.records import RunRecord
 from engine.savings import SessionUsage
-from engine.session_sets import SessionSet
+from engine.session_sets import SessionDecisions, SessionSet
 
 
 class LearnerChanged(Conflict):
@@ -416,6 +416,14 @@ class SessionSets(Protocol):
 
 
 @runtime_checkable
+class SessionDecisionCounts(Protocol):
+    """What a learner's sessions of the last day did with their sets, for status. SqlStore and
+    the read-only SQLite reader implement it."""
+
+    def session_decisions(self, learner_id: int) -> SessionDecisions: ...
+
+
+@runtime_checkable
 class ContextStore(Protocol):
     """The context-aware policy's per-feature evidence (engine.context_policy) and deferral
     counts, kept per learner under a bound on its cells and shared by every replica: writes add
@@ -478,3 +486,16 @@ class SessionUsageSince(Protocol):
     the cost-per-session chart. SqlStore implements it."""
 
     def session_usage_since(self, learner_id: int, since: int) -> list[SessionUsage]: ...
+
+
+@runtime_checkable
+class ProjectionStore(Protocol):
+    """The projection made when a learner was switched to active (engine.projection's JSON),
+    kept with the learner so status can show what was projected beside what is achieved.
+    SqlStore implements it."""
+
+    def save_projection(self, learner_id: int, projection: str, *, at: int) -> None: ...
+
+    def saved_projection(self, learner_id: int) -> tuple[str, int] | None:
+        """The JSON and when it was saved (ms), or None."""
+        ...

@@ -45,9 +45,12 @@ class Selection:
         "_guidance",
         "_mask",
         "_selected",
+        "added",
         "fallback",
         "is_baseline",
         "over_budget",
+        "session",
+        "session_reason",
         "token_budget",
         "used_tokens",
     )
@@ -74,6 +77,15 @@ class Selection:
         self.over_budget = over_budget
         self.fallback = fallback
         """Why every arm was included without selecting (passive, disabled, storage down...)."""
+        self.added: tuple[str, ...] = ()
+        """Arms a session took on outside its cached prefix (SPEC section 4b): the runtime
+        sends them as a mid-conversation addition, or leaves them to tool search; never in
+        `selected` (the cached prefix) nor in `excluded`."""
+        self.session: str | None = None
+        """What a select naming a session did with its set: "new", "kept", "grown" or
+        "redrawn" (None: no session)."""
+        self.session_reason = ""
+        """Why, in a few words (engine.session_review)."""
 
     @classmethod
     def _chosen(
@@ -98,6 +110,9 @@ class Selection:
         self.used_tokens = used_tokens
         self.over_budget = used_tokens > token_budget
         self.fallback = fallback
+        self.added = ()
+        self.session = None
+        self.session_reason = ""
         return self
 
     @property

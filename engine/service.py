@@ -73,6 +73,7 @@ from engine.ports import (
     RewardChange,
     RunSessions,
     RunWriter,
+    SessionDecisionCounts,
     SessionUsages,
     SessionUsageSince,
     SpoolHealth,
@@ -84,7 +85,7 @@ from engine.posterior import check_reward, initial_prior, now_ms
 from engine.records import ArmOutcomeRecord, RunRecord, record_from_report, under_phase
 from engine.resolve import MAX_QUERY_CHARS, resolve_arm_query
 from engine.savings import CostSavings, cost_savings, cost_series, price_sessions
-from engine.session_selection import SessionSelector, keyed, session_key_of
+from engine.session_selection import SessionSelector, keyed, session_key_of, session_request
 from engine.starvation import STARVATION_WINDOW, StarvedArm, starved_arms
 from engine.starvation import ArmRecord as StarvationArm
 from engine.text import strip_controls
@@ -159,20 +160,6 @@ def _with_loaded(report: RunReport) -> RunReport:
     return replace(report, arms=arms, context=_stored(context))
 
 
-def _loaded_calls(report: RunReport) -> RunReport | None:
-    """The report with only its calls of deferred arms it loaded (None: it loaded none)."""
-    if not report.context:
-        return None
-    from engine.context import loaded_arms
-
-    loaded = set(loaded_arms(report.context))
-    if not loaded:
-        return None
-    names = {i.arm.name for i in report.arms if i.arm.id in loaded or i.arm.name in loaded}
-    calls = tuple(c for c in report.tool_calls if c.name in names)
-    return replace(report, tool_calls=calls, context={}) if calls else None
-
-
 def reward_value(value: str | float | int) -> float:
     """1 / 0 / good / bad / accepted / rejected, or a number in [0, 1]."""
     if isinstance(value, str):
@@ -244,8 +231,16 @@ class LearningService:
         self.cache_ttl = cache_ttl
         self._clock = clock
         self._wall_clock = wall_clock
+        from engine.learner_view import CachedLearnerView
+
         self._session_sets = SessionSelector(
-            store, lambda: self.learner_id, cache_ttl, clock, wall_clock
+            store,
+            lambda: self.learner_id,
+            cache_ttl,
+            clock,
+            wall_clock,
+            CachedLearnerView(lambda: self._cache, store, lambda: self.learner_id, clock),
+            lambda: self.prices,
         )
         """Milliseconds since the epoch that session idle windows are counted in (a simulation
         passes its own time)."""
@@ -483,7 +478,14 @@ class LearningService:
             from engine.context import opening_features
 
             opening = opening_features(request.message) if request is not None else ()
-            return self._session_sets.select(key, arm_set, config, draw, opening=opening)
+            return self._session_sets.select(
+                key,
+                arm_set,
+                config,
+                draw,
+                opening=opening,
+                request=session_request(context),
+            )
         return draw(arm_set, config)
 
     def _select_cached(
@@ -820,12 +822,8 @@ class LearningService:
         if learned:
             self._learn_context([r for r, _ in learned], [w for _, w in learned])
         if config.is_active:
+            self._session_sets.note_runs(asked)
             self._session_sets.grow(asked, config)
-            if config.session_growth == "off":
-                # a deferred arm the model loaded and used joins its session all the same
-                loaded = [r for r in map(_loaded_calls, asked) if r is not None]
-                if loaded:
-                    self._session_sets.grow(loaded, replace(config, session_growth="append"))
         self._first_seen((item.arm.id for r in reports for item in r.arms), config)
         return out
 
@@ -961,6 +959,7 @@ class LearningService:
                 draw,
                 full_baseline=not k,
                 opening=opening_features(request.message) if request is not None else (),
+                request=session_request(context_map, provider, model),
             )
         else:
             selection = draw(arm_set, config)
@@ -1330,6 +1329,9 @@ class LearningService:
         pulls = sum(e.pulls for e in arms)
         reward = sum(e.rewards for e in arms)
         summary = summarise(stats, len(arms), recall, pulls, reward, self._cost_savings())
+        store = self.store
+        if isinstance(store, SessionDecisionCounts):
+            summary = replace(summary, session_decisions=store.session_decisions(self.learner_id))
         return summary, counts
 
     def starved_arms(

@@ -49,20 +49,69 @@ class SessionSet:
     version: int = 0
     opening: tuple[int, ...] = ()
     """The hashed word features of the message the set was decided on (engine.context)."""
+    turns: int = 0
+    """Selects the session has answered while live (the first included), redraws or not."""
+    redraws: int = 0
+    """How often the session's set was drawn again while the session stayed live."""
+    drawn_turn: int = 0
+    """The session's turn its current set was drawn on (`turns` then, less one)."""
+    reason: str = ""
+    """Why the set was drawn: its latest draw's reason (engine.session_review)."""
+    grew: bool = False
+    """A tool joined since the session's last select (that select answers "grown")."""
+    provisional: tuple[str, ...] = ()
+    """Arms forced in for exploration when the set was drawn (under `min_pulls`): the set is
+    drawn again as soon as they have their pulls (SPEC section 4b)."""
+    added: tuple[str, ...] = ()
+    """Arms that joined outside the cached prefix (a mid-conversation addition, or a tool
+    loaded through tool search), in the order they joined."""
+    wanted: tuple[str, ...] = ()
+    """Tools the model called that the set lacked, where the provider cannot add them between
+    turns: they wait for the next redraw, which keeps them."""
+    provider: str = ""
+    model: str = ""
+    """The provider and model the session's latest select or run named."""
+    broken: str = ""
+    """Why the cached prefix is known to be gone (a reported run that missed the cache); the
+    next select draws the set again. Empty: no break known."""
+    prompt_tokens: int = 0
+    """The prompt size the session's latest run reported (input, cache read and write)."""
+    reviewed: int = 0
+    """The learner's observation count when the set was drawn or last weighed against a new
+    draw (engine.session_review): a review waits for new evidence."""
 
     def is_live(self, now_ms: int, idle_seconds: int) -> bool:
         """Whether the session was used within its idle window (0: sessions are never kept)."""
         return idle_seconds > 0 and now_ms - self.used_at <= idle_seconds * 1000
 
     def decided(self) -> frozenset[str]:
-        return frozenset(self.included) | frozenset(self.left_out)
+        return frozenset(self.included) | frozenset(self.left_out) | frozenset(self.added)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionDecisions:
+    """What a learner's sessions of the last day did with their sets: how many there are, how
+    many were drawn again while live (and how often), and how many sessions' latest redraw had
+    each reason (engine.session_review.REDRAW_REASONS), most frequent first."""
+
+    sessions: int = 0
+    redrawn: int = 0
+    redraws: int = 0
+    by_reason: tuple[tuple[str, int], ...] = ()
 
 
 def first_set(
-    key: str, selection: Selection, now_ms: int, opening: tuple[int, ...] = ()
+    key: str,
+    selection: Selection,
+    now_ms: int,
+    opening: tuple[int, ...] = (),
+    *,
+    provisional: tuple[str, ...] = (),
+    reason: str = "",
+    reviewed: int = 0,
 ) -> SessionSet:
     """The session decided by its first select's `selection` (on a message whose word
-    features are `opening`)."""
+    features are `opening`); `provisional` the arms forced in for exploration."""
     return SessionSet(
         key=key,
         included=selection.selected,
@@ -71,6 +120,10 @@ def first_set(
         decided_at=now_ms,
         used_at=now_ms,
         opening=opening,
+        turns=1,
+        reason=reason,
+        provisional=provisional,
+        reviewed=reviewed,
     )
 
 
@@ -124,7 +177,9 @@ def continue_set(
         )
     chosen = [*kept, *appended]
     taken = frozenset(chosen)
-    excluded = [arm_id for arm_id in arm_set.ids if arm_id not in taken]
+    added = tuple(arm_id for arm_id in session.added if arm_id in offered and arm_id not in taken)
+    aside = taken | frozenset(added)
+    excluded = [arm_id for arm_id in arm_set.ids if arm_id not in aside]
     used_tokens = min(sum(int(costs[offered[arm_id]]) for arm_id in chosen), 2**63 - 1)
     selection = Selection(
         chosen,
@@ -134,6 +189,7 @@ def continue_set(
         used_tokens,
         used_tokens > token_budget,
     )
+    selection.added = added
     return selection, session
 
 
@@ -179,22 +235,28 @@ class SessionCache:
             self._sets.clear()
 
 
-def grow(session: SessionSet, needed: Iterable[str]) -> SessionSet | None:
-    """The session with the arms it left out but the model needed appended at the end (for
-    the session's next run), or None when there are none: one miss per arm, not one per
-    turn."""
+def grow(session: SessionSet, needed: Iterable[str], *, at_once: bool = False) -> SessionSet | None:
+    """The session with the arms it left out but the model needed: with `at_once` (the
+    provider adds tools between turns without a prefix rewrite, or the tool came through tool
+    search) they join `added` for the session's next run; otherwise they are `wanted`, kept by
+    the next redraw (engine.session_review). None when nothing changes: one miss per arm, not
+    one per turn."""
     left_out = frozenset(session.left_out)
+    known = frozenset(session.wanted)
     joining: list[str] = []
     for arm_id in needed:
-        if arm_id in left_out and arm_id not in joining:
+        if arm_id in left_out and arm_id not in joining and (at_once or arm_id not in known):
             joining.append(arm_id)
     if not joining:
         return None
+    if not at_once:
+        return replace(session, wanted=session.wanted + tuple(joining))
     gone = frozenset(joining)
     return replace(
         session,
-        included=session.included + tuple(joining),
+        added=session.added + tuple(joining),
         left_out=tuple(arm_id for arm_id in session.left_out if arm_id not in gone),
+        wanted=tuple(arm_id for arm_id in session.wanted if arm_id not in gone),
     )
 
 
@@ -202,6 +264,7 @@ __all__ = [
     "MAX_SESSION_KEY_CHARS",
     "DecideNew",
     "SessionCache",
+    "SessionDecisions",
     "SessionSet",
     "continue_set",
     "first_set",

@@ -303,7 +303,8 @@ class ServiceTurns:
     its prompt-cache usage and the session key. The simulated model asks for a used tool the
     prompt lacked (a tool call of its name), so the service can grow the session's set; with
     `load`, the runtime also loads such a tool into the conversation after the turn's reply, as
-    a runtime with tool search does. `clock` (the service's wall clock) follows the turns."""
+    a runtime with tool search does. Tools a select lists as `added` are sent the same way, as
+    a mid-conversation addition. `clock` (the service's wall clock) follows the turns."""
 
     def __init__(
         self,
@@ -343,6 +344,14 @@ class ServiceTurns:
             self._loaded = {}
         context = {"session_key": session.key} if self.per_session else None
         self.selection = self.service.select(self.arm_set, context)
+        if self.selection.added and turn > 0:
+            # tools the session took on apart from its cached prefix are sent as a
+            # mid-conversation addition: in the conversation, after the previous turn
+            known = {i for arms in self._loaded.values() for i in arms}
+            joining = [self.position[a] for a in self.selection.added]
+            joining = [i for i in joining if i not in known]
+            if joining:
+                self._loaded.setdefault(turn - 1, []).extend(joining)
         return [self.position[arm_id] for arm_id in self.selection.selected]
 
     def observe(self, session: Session, turn: int, included: Sequence[int], usage: Usage) -> None:

@@ -13,6 +13,7 @@ from engine.observation import SkipReason
 from engine.ports import ResetRecord, RunStats
 from engine.posterior import Confidence, Posterior
 from engine.savings import CostSavings
+from engine.session_sets import SessionDecisions
 from engine.starvation import StarvedArm
 
 
@@ -78,6 +79,9 @@ class Summary:
     """The prompt cost per run of selected sessions against baseline sessions, as the provider
     billed it (engine.savings); its `percent` is None, with a reason, when it cannot be
     measured."""
+    session_decisions: SessionDecisions | None = None
+    """What the learner's sessions did with their sets: how many were drawn again while live,
+    and why (engine.session_review); None when the store keeps no session sets."""
 
 
 def _avg(total: int, n: int) -> float | None:

@@ -265,6 +265,12 @@ class Selection:
     fallback: str | None = field(default=None, metadata={"json": "fallback"})
     guidance: str | None = field(default=None, metadata={"json": "guidance"})
     deferred: tuple[str, ...] = field(default=(), metadata={"json": "deferred"})
+    added: tuple[str, ...] = field(default=(), metadata={"json": "added"})
+    """Tools the session took on outside its cached prefix: send them as a mid-conversation
+    addition (Anthropic) or leave them to tool search (OpenAI), never among `selected`."""
+    session: str | None = field(default=None, metadata={"json": "session"})
+    """What the select did with its session's set: new, kept, grown or redrawn."""
+    session_reason: str | None = field(default=None, metadata={"json": "sessionReason"})
     arms: tuple[ArmSpec, ...] = field(default=(), metadata={"client": True})
     """The inventory the select sent (what `observe` reports back)."""
     session_key: str | None = field(default=None, metadata={"client": True})
@@ -272,7 +278,7 @@ class Selection:
     @classmethod
     def from_json(cls, data: Any, arms: Sequence[ArmSpec], session_key: str | None) -> Selection:
         kwargs = _from_json(cls, data)
-        for key in ("selected", "excluded", "deferred"):
+        for key in ("selected", "excluded", "deferred", "added"):
             if key in kwargs:
                 kwargs[key] = tuple(kwargs[key] or ())
         return cls(**kwargs, arms=tuple(arms), session_key=session_key)
@@ -296,6 +302,11 @@ class Selection:
         """The selected arms, in the selection's order."""
         by_id = {a.arm_id: a for a in self.arms}
         return [by_id[i] for i in self.selected if i in by_id]
+
+    def added_arms(self) -> list[ArmSpec]:
+        """The arms the session took on outside its cached prefix, in the order they joined."""
+        by_id = {a.arm_id: a for a in self.arms}
+        return [by_id[i] for i in self.added if i in by_id]
 
     def deferred_arms(self) -> list[ArmSpec]:
         """The deferred arms, in the answer's order."""
@@ -362,6 +373,8 @@ class Summary:
         default=None, metadata={"json": "selectedPromptAvgTokens"}
     )
     estimated_recall: float | None = field(default=None, metadata={"json": "estimatedRecall"})
+    sessions: Mapping[str, Any] | None = field(default=None, metadata={"json": "sessions"})
+    """What the sessions of the last day did with their sets (redrawn, and why)."""
     accuracy: float | None = field(default=None, metadata={"json": "accuracy"})
     explore_ratio: float | None = field(default=None, metadata={"json": "exploreRatio"})
     total_reward: float = field(default=0.0, metadata={"json": "totalReward"})

@@ -31,6 +31,8 @@ _CONFIG_ENV = {
     "META_TOOLS": "metaTools",
     "POLICY": "policy",
     "HALF_LIFE": "halfLife",
+    "PROVIDER": "provider",
+    "MODEL": "model",
 }
 
 

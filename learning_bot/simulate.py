@@ -127,10 +127,13 @@ def simulate(
     force: bool = False,
     progress: Callable[[int], None] | None = None,
     sessions: bool = False,
+    phase: Phase = Phase.ACTIVE,
 ) -> SimulationResult:
     """Run `traces` simulated agent runs over `arms` arms: select, run, observe. With
     `sessions`, the runs are the turns of multi-turn conversations selected with their session
-    key, each run's usage billed through a model of the provider's prompt cache."""
+    key, each run's usage billed through a model of the provider's prompt cache. `phase`
+    passive records the runs with every arm (the data `/learning phase` projects from), and
+    needs a passive learner; active switches a passive learner to active first."""
     if not 1 <= traces <= 1_000_000:
         raise InvalidInput("--traces must be from 1 to 1,000,000")
     if not 1 <= arms <= 10_000:
@@ -142,7 +145,13 @@ def simulate(
             "into another learner (--learner demo) or pass --force"
         )
     switched = False
-    if service.phase() is Phase.PASSIVE:
+    phase = Phase(phase)
+    if phase is Phase.PASSIVE and service.phase() is Phase.ACTIVE:
+        raise Conflict(
+            f"learner '{service.learner}' is in the active phase; simulate the passive phase "
+            "into another learner (--learner demo)"
+        )
+    if phase is Phase.ACTIVE and service.phase() is Phase.PASSIVE:
         service.set_phase(Phase.ACTIVE, actor="simulate", bootstrap=True)
         switched = True
     service.seed_draws(seed)  # the same seed, the same runs and the same selections

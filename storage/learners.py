@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, select, update
 
 from engine.config import Phase
 from engine.errors import InvalidInput, NotFound
@@ -51,6 +51,30 @@ class Learners(StoreBase):
             with reading(self.engine) as conn:
                 row = conn.execute(select(learners.c.id).where(learners.c.name == name)).one()
         return self.learner_state(int(row.id))
+
+    def save_projection(self, learner_id: int, projection: str, *, at: int) -> None:
+        """Keep the projection shown at the learner's switch to active (engine.ports'
+        ProjectionStore), replacing the one kept before."""
+
+        def run() -> None:
+            with write_transaction(self.engine) as conn:
+                conn.execute(
+                    update(learners)
+                    .where(learners.c.id == learner_id)
+                    .values(projection=projection, projected_at=at)
+                )
+
+        with_retries(run)
+
+    def saved_projection(self, learner_id: int) -> tuple[str, int] | None:
+        c = learners.c
+        with reading(self.engine) as conn:
+            row = conn.execute(
+                select(c.projection, c.projected_at).where(c.id == learner_id)
+            ).first()
+        if row is None or row[0] is None:
+            return None
+        return str(row[0]), int(row[1] or 0)
 
     def learner_names(self) -> list[str]:
         """Every learner's name, sorted."""

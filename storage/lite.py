@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     )
     from engine.records import RunRecord
     from engine.savings import SessionUsage
+    from engine.session_sets import SessionDecisions
 
 
 T = TypeVar("T")
@@ -128,14 +129,25 @@ class LiteReader:
     def load_arms(self, learner_id: int) -> dict[str, ArmRecord]:
         return queries.arm_records(self._read(self.arm_rows, learner_id))
 
+    def session_decisions(self, learner_id: int) -> SessionDecisions:
+        """As SqlStore's (storage.session_sets): what the sessions did with their sets."""
+
+        def read() -> SessionDecisions:
+            totals = self.conn.execute(queries.SESSION_DECISIONS, (learner_id,)).fetchone()
+            reasons = self.conn.execute(queries.SESSION_REDRAW_REASONS, (learner_id,)).fetchall()
+            decided: SessionDecisions = queries.session_decisions(totals, reasons)
+            return decided
+
+        return self._read(read)
+
     def session_usage(self, learner_id: int, window: int | None = None) -> list[SessionUsage]:
         """As SqlStore's (storage.session_costs): the usage status prices its cost saving from."""
-        from engine.savings import COST_WINDOW
+        from engine.savings import COST_WINDOW, MEASURED_TURNS
 
         window = COST_WINDOW if window is None else window
         rows = self._read(
             lambda: self.conn.execute(
-                queries.SESSION_USAGE, (learner_id, learner_id, window)
+                queries.SESSION_USAGE, (learner_id, learner_id, window, MEASURED_TURNS)
             ).fetchall()
         )
         return queries.session_usages(rows)
@@ -154,6 +166,23 @@ class LiteReader:
             return row
 
         return queries.reset_record(self._read(read, learner_id))
+
+    def saved_projection(self, learner_id: int) -> tuple[str, int] | None:
+        """As SqlStore's (storage.learners): the projection kept at the switch to active."""
+
+        def read(learner: int) -> tuple[Any, ...] | None:
+            row: tuple[Any, ...] | None = self.conn.execute(
+                "SELECT projection, projected_at FROM learners WHERE id = ?", (learner,)
+            ).fetchone()
+            return row
+
+        row = self._read(read, learner_id)
+        if row is None or row[0] is None:
+            return None
+        return str(row[0]), int(row[1] or 0)
+
+    def save_projection(self, learner_id: int, projection: str, *, at: int) -> None:
+        raise self._refuse()
 
     def inclusion_counts(self, learner_id: int, last: int) -> dict[str, tuple[int, int, int]]:
         return queries.inclusion_counts(self._read(self.inclusion_rows, learner_id, last))

@@ -54,6 +54,10 @@ learners = Table(
     # when it is created and by the settings command only (migration 0012); NULL for a learner
     # made before: the opening process's settings apply to it.
     Column("settings", Text, nullable=True),
+    # The projection (engine.projection, JSON) shown when the learner was last switched to
+    # active, and when it was kept: status shows what is achieved beside it (migration 0019).
+    Column("projection", Text, nullable=True),
+    Column("projected_at", BigInteger, nullable=True),
 )
 
 # The current posterior of one arm: prior_* (its base since the last reset) plus the changes
@@ -291,6 +295,13 @@ session_sets = Table(
     # the hashed word features of the session's opening message (migration 0018; JSON, never
     # the text): a later run of the session learns under them (engine.context)
     Column("opening", Text, nullable=True),
+    # the set's decision (migration 0020): selects answered from the current draw, redraws while
+    # live, the last decision's reason, and the rest as JSON (engine.session_sets.SessionSet:
+    # provisional, added, wanted, provider, model, broken, prompt_tokens, reviewed)
+    Column("turns", Integer, nullable=True),
+    Column("redraws", Integer, nullable=True),
+    Column("reason", String(64), nullable=True),
+    Column("decision", Text, nullable=True),
     PrimaryKeyConstraint("learner_id", "session_key"),
     Index("ix_session_sets_used", "learner_id", "used_at"),
 )

@@ -15,7 +15,8 @@ from typing import Any
 
 from sqlalchemy import delete, select, update
 
-from engine.session_sets import SessionSet
+from engine.session_sets import SessionDecisions, SessionSet
+from storage import queries
 from storage.database import reading, with_retries, write_transaction
 from storage.schema import session_sets
 from storage.store_base import StoreBase
@@ -28,6 +29,47 @@ PURGE_EVERY = 256
 """New sessions between two deletions of idle rows (per process)."""
 
 
+_DECISION_LISTS = ("provisional", "added", "wanted")
+_DECISION_TEXTS = ("provider", "model", "broken")
+_DECISION_COUNTS = ("prompt_tokens", "reviewed", "drawn_turn")
+
+
+def _decision(raw: str | None) -> dict[str, Any]:
+    """The `decision` column's fields as SessionSet keywords (a row without one: none)."""
+    data = json.loads(raw) if raw else {}
+    if not isinstance(data, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for name in _DECISION_LISTS:
+        value = data.get(name)
+        if isinstance(value, list):
+            out[name] = tuple(str(v) for v in value)
+    for name in _DECISION_TEXTS:
+        value = data.get(name)
+        if isinstance(value, str):
+            out[name] = value
+    for name in _DECISION_COUNTS:
+        value = data.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            out[name] = value
+    if data.get("grew") is True:
+        out["grew"] = True
+    return out
+
+
+def _decision_json(session: SessionSet) -> str:
+    data: dict[str, Any] = {}
+    for name in _DECISION_LISTS:
+        if getattr(session, name):
+            data[name] = list(getattr(session, name))
+    for name in (*_DECISION_TEXTS, *_DECISION_COUNTS):
+        if getattr(session, name):
+            data[name] = getattr(session, name)
+    if session.grew:
+        data["grew"] = True
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
 def _row_to_set(row: Any) -> SessionSet:
     return SessionSet(
         key=row.session_key,
@@ -38,11 +80,25 @@ def _row_to_set(row: Any) -> SessionSet:
         used_at=int(row.used_at),
         version=int(row.version),
         opening=tuple(json.loads(row.opening)) if row.opening else (),
+        turns=int(row.turns or 0),
+        redraws=int(row.redraws or 0),
+        reason=row.reason or "",
+        **_decision(row.decision),
     )
 
 
 def _ids(arm_ids: tuple[str, ...]) -> str:
     return json.dumps(list(arm_ids), ensure_ascii=False, separators=(",", ":"))
+
+
+def _decided(session: SessionSet) -> dict[str, Any]:
+    """The columns a session's decision is stored in."""
+    return {
+        "turns": session.turns,
+        "redraws": session.redraws,
+        "reason": session.reason[:64] or None,
+        "decision": _decision_json(session),
+    }
 
 
 class SessionSetStore(StoreBase):
@@ -72,6 +128,7 @@ class SessionSetStore(StoreBase):
             "used_at": candidate.used_at,
             "version": 0,
             "opening": json.dumps(list(candidate.opening)) if candidate.opening else None,
+            **_decided(candidate),
         }
         stmt = self._insert(session_sets).values(**values)
         stmt = stmt.on_conflict_do_update(
@@ -83,6 +140,10 @@ class SessionSetStore(StoreBase):
                 "decided_at": stmt.excluded.decided_at,
                 "used_at": stmt.excluded.used_at,
                 "opening": stmt.excluded.opening,
+                "turns": stmt.excluded.turns,
+                "redraws": stmt.excluded.redraws,
+                "reason": stmt.excluded.reason,
+                "decision": stmt.excluded.decision,
                 "version": s.version + 1,
             },
             where=s.used_at < candidate.decided_at - idle_ms,
@@ -126,10 +187,26 @@ class SessionSetStore(StoreBase):
                     .values(
                         included=_ids(changed.included),
                         left_out=_ids(changed.left_out),
+                        is_baseline=changed.is_baseline,
+                        decided_at=changed.decided_at,
                         used_at=changed.used_at,
                         version=changed.version + 1,
+                        **_decided(changed),
                     )
                 )
                 return bool(result.rowcount)
 
         return with_retries(run)
+
+    def session_decisions(self, learner_id: int) -> SessionDecisions:
+        """The learner's stored sessions (at most a day of them), those redrawn while live,
+        their redraws, and the sessions per latest redraw reason."""
+        with reading(self.engine) as conn:
+            totals = conn.exec_driver_sql(
+                self._sql(queries.SESSION_DECISIONS), (learner_id,)
+            ).first()
+            reasons = conn.exec_driver_sql(
+                self._sql(queries.SESSION_REDRAW_REASONS), (learner_id,)
+            ).all()
+        decided: SessionDecisions = queries.session_decisions(totals, reasons)
+        return decided

@@ -309,6 +309,16 @@ class Api:
             "undone": True,
         }
 
+    async def phase_view(self, request: Request) -> Any:
+        """The phase, and the projection of going active from the learner's latest runs
+        (engine.projection), or the `reason` there is none: what `/learning phase` shows."""
+        reply = await self._command(request, PhaseCommand())
+        out = {"phase": reply.data["phase"]}
+        for key in ("projection", "reason"):
+            if key in reply.data:
+                out[key] = reply.data[key]
+        return out
+
     async def phase(self, request: Request) -> Any:
         data = await self.reader.body(request, "phase")
         if not isinstance(data, dict):

@@ -133,6 +133,7 @@ def create_app(
         Route(f"{BASE}/reward", api.handler(api.reward, mutating=True), methods=WRITE),
         Route(f"{BASE}/reset", api.handler(api.reset, mutating=True), methods=WRITE),
         Route(f"{BASE}/reset/undo", api.handler(api.undo_reset, mutating=True), methods=WRITE),
+        Route(f"{BASE}/phase", api.handler(api.phase_view), methods=READ),
         Route(f"{BASE}/phase", api.handler(api.phase, mutating=True), methods=WRITE),
         Route(f"{BASE}/settings", api.handler(api.learner_settings, mutating=True), methods=WRITE),
         Route(f"{BASE}/command", api.handler(api.command, mutating=True), methods=WRITE),

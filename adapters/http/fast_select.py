@@ -105,6 +105,7 @@ def selection_bytes(selection: Selection, names: Mapping[str, str] | None) -> by
         baseline, over = selection.is_baseline, selection.over_budget
         budget, used = selection.token_budget, selection.used_tokens
         fallback, guidance = selection.fallback, selection.guidance
+        session, why = selection.session, selection.session_reason or None
         if (
             type(baseline) is bool
             and type(over) is bool
@@ -112,12 +113,15 @@ def selection_bytes(selection: Selection, names: Mapping[str, str] | None) -> by
             and type(used) is int
             and (fallback is None or type(fallback) is str)
             and (guidance is None or type(guidance) is str)
+            and (session is None or type(session) is str)
+            and (why is None or type(why) is str)
         ):
             text = names.__getitem__
             try:
                 selected = ",".join(map(text, selection.selected))
                 excluded = ",".join(map(text, selection.excluded))
                 deferred = ",".join(map(text, selection.deferred))
+                added = ",".join(map(text, selection.added))
             except (KeyError, TypeError):  # an id without its text: the encoder's way
                 pass
             else:
@@ -128,7 +132,10 @@ def selection_bytes(selection: Selection, names: Mapping[str, str] | None) -> by
                     f'"tokenBudget":{int.__repr__(budget)},"usedTokens":{int.__repr__(used)},'
                     f'"overBudget":{"true" if over else "false"},'
                     f'"fallback":{"null" if fallback is None else encode_basestring(fallback)},'
-                    f'"guidance":{"null" if guidance is None else encode_basestring(guidance)}}}'
+                    f'"guidance":{"null" if guidance is None else encode_basestring(guidance)},'
+                    f'"added":[{added}],'
+                    f'"session":{"null" if session is None else encode_basestring(session)},'
+                    f'"sessionReason":{"null" if why is None else encode_basestring(why)}}}'
                 ).encode()
     return ENCODER.encode(selection_json(selection)).encode("utf-8")
 

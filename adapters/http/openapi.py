@@ -31,6 +31,21 @@ N_INT = {"type": "integer", "nullable": True}
 N_NUM = {"type": "number", "nullable": True}
 N_STR = {"type": "string", "nullable": True}
 
+_PROJECTED: dict[str, Any] = {
+    "tokenBudget": INT,
+    "recall": NUM,
+    "recallLow": NUM,
+    "recallHigh": NUM,
+    "promptCostSavingsPercent": N_NUM,
+    "costLow": N_NUM,
+    "costHigh": N_NUM,
+    "tokenSavingsPercent": NUM,
+    "tokensLow": NUM,
+    "tokensHigh": NUM,
+    "current": BOOL,
+}
+"""One setting of a projection (engine.projection.SettingProjection.to_json)."""
+
 SCHEMAS: dict[str, Any] = {
     "Error": _obj({"error": STR}, ["error"]),
     "Summary": _obj(
@@ -60,6 +75,22 @@ SCHEMAS: dict[str, Any] = {
             "offeredAvgTokens": N_NUM,
             "selectedPromptAvgTokens": N_NUM,
             "estimatedRecall": N_NUM,
+            "sessions": {
+                "type": "object",
+                "nullable": True,
+                "description": "What the learner's sessions of the last day did with their "
+                "sets: how many were drawn again while live, and the sessions per reason of "
+                "their latest redraw",
+                "properties": {
+                    "sessions": INT,
+                    "redrawn": INT,
+                    "redraws": INT,
+                    "byReason": {
+                        "type": "array",
+                        "items": _obj({"reason": STR, "sessions": INT}, ["reason", "sessions"]),
+                    },
+                },
+            },
             "accuracy": N_NUM,
             "exploreRatio": N_NUM,
             "totalReward": NUM,
@@ -323,6 +354,23 @@ SCHEMAS: dict[str, Any] = {
             "overBudget": BOOL,
             "fallback": N_STR,
             "guidance": N_STR,
+            "added": {
+                "type": "array",
+                "items": STR,
+                "description": "Tools the session took on outside its cached prefix: send "
+                "them as a mid-conversation addition (Anthropic) or leave them to tool search "
+                "(OpenAI), never among the prefix's tools",
+            },
+            "session": {
+                "type": "string",
+                "nullable": True,
+                "enum": ["new", "kept", "grown", "redrawn", None],
+                "description": "What the select did with its session's set (null: no session)",
+            },
+            "sessionReason": {
+                **N_STR,
+                "description": "Why, in a few words (README, Agent runtimes)",
+            },
         },
         [
             "selected",
@@ -334,6 +382,9 @@ SCHEMAS: dict[str, Any] = {
             "overBudget",
             "fallback",
             "guidance",
+            "added",
+            "session",
+            "sessionReason",
         ],
     ),
     "ToolCall": _obj({"name": STR, "meta": {"type": "object"}}, ["name"]),
@@ -466,6 +517,41 @@ SCHEMAS: dict[str, Any] = {
             "data": {"type": "object"},
         },
         ["kind", "summary", "visibility", "blocks", "data"],
+    ),
+    "ProjectedSetting": _obj(
+        _PROJECTED,
+        ["tokenBudget", "recall", "recallLow", "recallHigh", "tokenSavingsPercent"],
+    ),
+    "Projection": _obj(
+        {
+            "runs": INT,
+            "sessions": INT,
+            "settings": {"type": "array", "items": _ref("ProjectedSetting")},
+            "suggested": {
+                "type": "object",
+                "properties": _PROJECTED,
+                "nullable": True,
+                "description": "the least-cost setting keeping 95% of the components used",
+            },
+            "leftOut": {
+                "type": "object",
+                "additionalProperties": INT,
+                "description": "runs read but not replayed, by why",
+            },
+        },
+        ["runs", "sessions", "settings", "suggested"],
+    ),
+    "PhaseView": _obj(
+        {
+            "phase": {"type": "string", "enum": ["passive", "active"]},
+            "projection": _ref("Projection"),
+            "reason": {
+                "type": "string",
+                "description": "why there is no projection (too few runs recorded with every "
+                "component, ...)",
+            },
+        },
+        ["phase"],
     ),
     "PhaseResult": _obj(
         {
@@ -660,14 +746,21 @@ def openapi_document() -> dict[str, Any]:
                 409,
                 429,
             ),
-            f"{BASE}/phase": _post(
-                "Set the phase; needs confirm: true",
-                _ref("PhaseRequest"),
-                _ref("PhaseResult"),
-                403,
-                409,
-                429,
-            ),
+            f"{BASE}/phase": {
+                **_get(
+                    "The phase, and what going active would have kept and saved over the "
+                    "learner's latest runs (a replay of the active policy, per token budget)",
+                    _ref("PhaseView"),
+                ),
+                **_post(
+                    "Set the phase; needs confirm: true",
+                    _ref("PhaseRequest"),
+                    _ref("PhaseResult"),
+                    403,
+                    409,
+                    429,
+                ),
+            },
             f"{BASE}/settings": _post(
                 "Change the learner's stored settings (policy, halfLife, ...); every replica "
                 "takes them at its next select",

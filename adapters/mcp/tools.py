@@ -302,9 +302,13 @@ class LearningTools:
         if fallback.startswith("storage unavailable"):  # why every candidate is in
             out["fallback"] = fallback
         if any(key in ctx for key in _REQUEST_KEYS):
-            # a caller that sends the request gets the deferred tools too; the others keep
-            # the answer's shape as qortex 0.8.1 gives it
+            # a caller that sends the request gets the deferred tools, the tools its session
+            # took on outside the cached prefix and what the select did with the session's
+            # set too; the others keep the answer's shape as qortex 0.8.1 gives it
             out["deferred_arms"] = [shown[a] for a in selection.deferred]
+            out["added_arms"] = [shown[a] for a in selection.added]
+            out["session"] = selection.session
+            out["session_reason"] = selection.session_reason or None
         return out
 
     def observe(

@@ -75,10 +75,9 @@ def register(sub: Commands) -> None:
 
 
 def _read_only(args: argparse.Namespace) -> bool:
-    """Commands that only read: they can skip SQLAlchemy (see learning_bot.app.build_read_app)."""
-    if args.command in ("status", "help"):
-        return True
-    return args.command == "phase" and not args.words and not args.confirm
+    """Commands that only read: they can skip SQLAlchemy (see learning_bot.app.build_read_app).
+    Not `phase`: it projects going active from the learner's runs, which that view cannot read."""
+    return args.command in ("status", "help")
 
 
 def _text(words: Sequence[str]) -> str:

@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         export,
         learner,
         mcp,
+        replay,
         serve,
         simulate,
     )
@@ -77,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         dest="command", required=True, parser_class=CommandLineParser, metavar="<command>"
     )
-    for module in (chat, export, console, simulate, learner, db, serve):
+    for module in (chat, export, console, simulate, replay, learner, db, serve):
         module.register(sub)
     register_surface_commands(sub)
     for module in (mcp, dashboard, completion):

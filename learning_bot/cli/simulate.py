@@ -39,6 +39,16 @@ def register(sub: Commands) -> None:
     sim.add_argument(
         "--force", action="store_true", help="simulate even into a learner with real traces"
     )
+    sim.add_argument(
+        "--phase",
+        choices=("active", "passive"),
+        default="active",
+        help=(
+            "active (the default) switches a passive learner to active so selection runs; "
+            "passive records every component on every run, the data `learning-bot phase` "
+            "projects going active from"
+        ),
+    )
     shape = sim.add_mutually_exclusive_group()
     shape.add_argument(
         "--sessions",
@@ -68,14 +78,23 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
     app = build_app(settings, one_shot=True)
     try:
-        return _simulate(app, args.traces, args.arms, args.seed, args.force, args.sessions)
+        return _simulate(
+            app, args.traces, args.arms, args.seed, args.force, args.sessions, args.phase
+        )
     finally:
         app.close()
 
 
 def _simulate(
-    app: App, traces: int, arms: int, seed: int, force: bool, sessions: bool = False
+    app: App,
+    traces: int,
+    arms: int,
+    seed: int,
+    force: bool,
+    sessions: bool = False,
+    phase: str = "active",
 ) -> int:
+    from engine.config import Phase
     from learning_bot.simulate import progress_bar, simulate
 
     service = app.service(create=True)
@@ -87,7 +106,20 @@ def _simulate(
         force=force,
         progress=progress_bar(traces),
         sessions=sessions,
+        phase=Phase(phase),
     )
+    if phase == "passive":
+        print(
+            f"Recorded {result.traces:,} runs of a {result.arms}-arm agent (seed {seed}) into "
+            f"learner '{service.learner}' in the passive phase, every component on every run"
+            + (f", in {result.sessions:,} sessions." if result.sessions else ".")
+        )
+        print(
+            f"Inventory: {result.arms} arms, {result.inventory_tokens:,} tokens; token budget "
+            f"{result.token_budget:,}."
+        )
+        print("Next: `learning-bot phase` to see what going active would keep and save.")
+        return EXIT_OK
     if result.switched_to_active:
         print(f"Switched learner '{service.learner}' to the active phase so selection runs.")
     print(

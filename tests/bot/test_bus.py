@@ -71,7 +71,11 @@ def test_status_shows_everything(bus: CommandBus) -> None:
     ):
         assert needle in text
     assert "Baseline runs  4 (33.3%)" in text
-    assert "Token savings: 40.0% (baseline avg 2,000 tokens, selected avg 1,200 tokens)" in text
+    assert (
+        "Tokens per run, selected against baseline runs: 40.0% fewer (avg 1,200 against 2,000;"
+        in text
+    )
+    assert "stays near zero" not in text
     assert "Top 5 arms by mean" in text and "candidates for exclusion" in text
     assert "tool:web:WebSearch" in text.split("Bottom")[0]
     assert reply.visibility.value == "private"

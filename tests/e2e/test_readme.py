@@ -35,6 +35,7 @@ COVERED_ELSEWHERE = (
     "discord credentials",
     "a terminal to stop it",
     "a model API key",
+    "your own logs",
 )
 SERVER = "a running server"
 

@@ -80,11 +80,21 @@ def test_new_arms_are_appended_and_gone_arms_drop_out(store: SqlStore) -> None:
     assert back.selected == with_new.selected
 
 
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
 @pytest.mark.parametrize("growth", ["append", "off"])
-def test_a_tool_the_model_needed_joins_at_the_end(store: SqlStore, growth: str) -> None:
-    service = LearningService(store, config(session_growth=growth), rng=6, cache_ttl=0)
+def test_a_tool_the_model_needed_joins_as_its_provider_allows(
+    store: SqlStore, growth: str, provider: str
+) -> None:
+    """Anthropic takes tools between turns without a rewrite: the tool joins at once, apart
+    from the cached prefix (`added`). OpenAI's ordinary tools are the prefix: the tool waits
+    for the session's next redraw, which keeps it. "off" leaves the set as decided."""
+    options = {"session_growth": growth, "provider": provider, "model": "claude-sonnet-4-5"}
+    if provider == "openai":
+        options["model"] = "gpt-4.1"
+    service = LearningService(store, config(**options), rng=6, cache_ttl=0)
     arms = tools()
     first = service.select(arms, {"session_key": "miss"})
+    assert first.session == "new"
     missing = first.excluded[0]
     name = missing.rsplit(":", 1)[1]
     service.observe(
@@ -96,12 +106,26 @@ def test_a_tool_the_model_needed_joins_at_the_end(store: SqlStore, growth: str) 
         )
     )
     after = service.select(arms, {"session_key": "miss"})
+    assert after.selected == first.selected  # the cached prefix never changes in place
     if growth == "off":  # sessionGrowth "off": the set stays as decided
-        assert after.selected == first.selected
+        assert after.added == () and after.session == "kept"
         return
-    assert after.selected == (*first.selected, missing)
-    # one miss, not one per turn: the set stays as it is from then on
-    assert service.select(arms, {"session_key": "miss"}).selected == after.selected
+    if provider == "anthropic":
+        assert after.added == (missing,) and after.session == "grown"
+        assert missing not in after.excluded and missing not in after.deferred
+        # one miss, not one per turn: the set stays as it is from then on
+        again = service.select(arms, {"session_key": "miss"})
+        assert again.added == (missing,) and again.session == "kept"
+        return
+    assert after.added == () and after.session == "kept"
+    # the tool waits for the redraw that pays for the rewrite, and that redraw keeps it
+    for _ in range(40):
+        later = service.select(arms, {"session_key": "miss"})
+        if later.session == "redrawn":
+            break
+    assert later.session == "redrawn", "the wanted tool never joined"
+    assert later.session_reason == "a new set pays for the rewrite"
+    assert missing in later.selected
 
 
 def test_an_idle_session_draws_again(store: SqlStore) -> None:

@@ -52,7 +52,7 @@ def test_first_session(db: str) -> None:
     status = run(db, "status")
     assert status.returncode == 0
     assert "Traces         300" in status.stdout
-    assert "Token savings:" in status.stdout
+    assert "Tokens per run, selected against baseline runs:" in status.stdout
     assert "Top 5 arms by mean" in status.stdout
     assert "candidates for exclusion" in status.stdout
 

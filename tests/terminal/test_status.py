@@ -56,7 +56,8 @@ def test_status_shows_the_learner_its_figures_and_the_arms(simulated: str) -> No
     # the cost saving cannot be measured, then gives the token saving
     assert lines[1].startswith("Prompt cost saving not measured: the runs report no")
     lines.pop(1)
-    assert lines[1].startswith("Saved ") and "of prompt tokens" in lines[1]
+    assert lines[1].startswith("Kept about ")
+    assert lines[2].startswith("Saved ") and "of prompt tokens" in lines[2]
     assert "Traces         80" in lines and "Arms           10" in lines
     assert "Top 5 arms by mean" in lines
     assert "Bottom 5 arms — candidates for exclusion" in lines

@@ -215,8 +215,13 @@ def test_dashboard_reads_well(browser: Any, served: Served, width: int, scheme: 
     assert len(drawn) > 40
     assert min(drawn) >= 11
 
-    # The headline: savings against the full prompt when the summary has it, then the
-    # baseline comparison with what it compares.
+    # The headline: the prompt cost saved first (as status), what was kept, the prompt tokens
+    # saved against the full prompt when the summary has them, then the baseline-run
+    # comparison with what it compares.
+    if summary.get("promptCostSavingsPercent") is not None:
+        lead = page.locator("#headline > div").first
+        assert lead.get_attribute("id") == "cost-savings"
+        assert "of prompt cost against full-prompt sessions" in lead.inner_text()
     if summary.get("promptSavingsPercent") is not None:
         headline = page.locator("#prompt-savings").inner_text()
         assert headline.startswith(("Saved", "Sent"))
@@ -226,7 +231,8 @@ def test_dashboard_reads_well(browser: Any, served: Served, width: int, scheme: 
         assert "of the components the model used" in page.locator("#recall").inner_text()
     second = page.locator("#token-savings")
     assert "%" in second.inner_text()
-    assert "both are capped by the same token budget" in second.inner_text()
+    assert "Tokens per run, selected against baseline runs" in second.inner_text()
+    assert "a baseline session sends every component" in second.inner_text()
     assert re.search(r"\b(good|bad)\b", second.locator(".value").get_attribute("class") or "")
     assert page.locator("#empty-hint").count() == 0
 

@@ -1,0 +1,69 @@
+"""What a session review reads of its learner, from the service's posterior cache
+(engine.session_review.LearnerView)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+
+from engine.cache import PosteriorCache
+from engine.errors import Unavailable
+from engine.ports import SessionUsages, Store
+
+SESSION_TURNS_SECONDS = 60.0
+"""How long the learner's mean session length is trusted before it is read again."""
+
+
+class CachedLearnerView:
+    """Pulls and posterior means from the posterior cache; the mean session length from the
+    learner's stored session usage, read at most every SESSION_TURNS_SECONDS."""
+
+    def __init__(
+        self,
+        cache: Callable[[], PosteriorCache],
+        store: Store,
+        learner_id: Callable[[], int],
+        clock: Callable[[], float],
+    ) -> None:
+        self._cache = cache
+        self._store = store
+        self._learner_id = learner_id
+        self._clock = clock
+        self._turns: float | None = None
+        self._turns_read_at = float("-inf")
+        self._lock = threading.Lock()
+
+    def pulls(self, arm_id: str) -> int:
+        entry = self._cache().arms.get(arm_id)
+        return int(entry.pulls) if entry is not None else 0
+
+    def mean(self, arm_id: str) -> float:
+        entry = self._cache().arms.get(arm_id)
+        return float(entry.mean) if entry is not None else 0.5
+
+    def observations(self) -> int:
+        return int(sum(entry.pulls for entry in list(self._cache().arms.values())))
+
+    def mean_session_turns(self) -> float | None:
+        now = self._clock()
+        with self._lock:
+            if now - self._turns_read_at < SESSION_TURNS_SECONDS:
+                return self._turns
+            self._turns_read_at = now
+        store = self._store
+        turns: float | None = None
+        if isinstance(store, SessionUsages):
+            with contextlib.suppress(Unavailable):
+                usages = store.session_usage(self._learner_id())
+                runs: dict[str, int] = {}
+                for usage in usages:
+                    runs[usage.key] = runs.get(usage.key, 0) + usage.runs
+                if runs:
+                    turns = sum(runs.values()) / len(runs)
+        with self._lock:
+            self._turns = turns
+        return turns
+
+
+__all__ = ["SESSION_TURNS_SECONDS", "CachedLearnerView"]
