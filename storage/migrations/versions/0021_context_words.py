@@ -3,8 +3,8 @@ feature_words), one row per (hashed feature, lower-cased word) with how often it
 explanations on every replica name a word as users write it. Single words only, never a
 message.
 
-Revision ID: 0020
-Revises: 0018
+Revision ID: 0021
+Revises: 0020
 Create Date: 2026-12-07 06:45:00
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0020"
-down_revision = "0018"
+revision = "0021"
+down_revision = "0020"
 branch_labels = None
 depends_on = None
 
