@@ -277,9 +277,10 @@ class LearningService:
         this process stored since: when storage holds no others, its count is the learner's."""
         self._exploration_bound = exploration_bound
         self._deferrals: dict[str, tuple[int, int]] = {}
-        self._written = DisplayWords()  # message words as written, for explanations
         """Per tool: runs that deferred it, runs that loaded it (this process's count, for a
         store that does not keep them)."""
+        self._written = DisplayWords()
+        """The forms message words were written in, for explanations (engine.feature_words)."""
         self.settings_differ: str | None = None
         """Set when the learner's stored settings differ from this process's configuration:
         which, and how to change them."""
