@@ -30,7 +30,7 @@ from bot.commands import (
 )
 from bot.errors import FORBIDDEN, NOT_FOUND, UNAVAILABLE, error_kind, user_message
 from bot.handlers import Handlers, usage_reply
-from bot.invocation import Actor, Invocation
+from bot.invocation import Actor, Invocation, check_invocation
 from bot.middleware import Call, Middleware
 from bot.middleware.audit import Audit
 from bot.middleware.authorise import Authorise
@@ -42,7 +42,7 @@ from bot.shapes import reply_from_json, reply_json
 from bot.subscriptions import SubscriptionHandlers
 from engine.bounds import check_learner_name, unknown_learner_message
 from engine.config import LearningConfig
-from engine.errors import NotFound, Unavailable
+from engine.errors import InvalidInput, NotFound, Unavailable
 from engine.posterior import now_ms
 from engine.service import LearningService
 
@@ -136,6 +136,16 @@ class LearnerServices:
             return list(self._services.values())
 
 
+def _only_asks(call: Call) -> bool:
+    """A destructive command without its confirmation, from a caller that is not asked."""
+    if call.invocation.interactive:
+        return False
+    command = call.command
+    if isinstance(command, ResetCommand):
+        return not command.confirm
+    return isinstance(command, PhaseCommand) and command.phase is not None and not command.confirm
+
+
 class CommandBus:
     """dispatch(invocation) -> Reply, through the middleware chain (idempotency, rate limit,
     authorisation, audit) and the handlers; never raises for anything a user can type."""
@@ -186,6 +196,10 @@ class CommandBus:
     def dispatch(self, invocation: Invocation) -> Reply:
         """Run one command and answer it."""
         try:
+            check_invocation(invocation)
+        except InvalidInput as exc:
+            return error_reply(str(exc))
+        try:
             command = (
                 invocation.command
                 if not isinstance(invocation.command, str)
@@ -206,7 +220,9 @@ class CommandBus:
 
     def _through_chain(self, call: Call) -> Reply:
         chain = self.chain
-        stored = [m for m in chain if m.touches_store(call)]
+        # A question answered to a caller that confirms on its own side (not interactive) does
+        # nothing and stores nothing: no audit, rate-limit or idempotency row.
+        stored = [] if _only_asks(call) else [m for m in chain if m.touches_store(call)]
 
         def before(batch: CommandBatch | None) -> Reply | None:
             for middleware in chain:

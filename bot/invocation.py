@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.commands import Command
+from engine.bounds import check_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,3 +50,21 @@ class Invocation:
     def speaks_as(self) -> str:
         """The surface whose wording replies take."""
         return self.wording or self.surface
+
+
+def check_invocation(invocation: Invocation) -> None:
+    """Every string an invocation carries (the command's text, who, where, the keys) is one
+    every backend stores (engine.bounds.check_text): InvalidInput naming the first that is
+    not, before it is parsed, audited or stored."""
+    actor = invocation.actor
+    fields = (
+        ("text", invocation.command if isinstance(invocation.command, str) else ""),
+        ("actor", actor.id),
+        ("actor name", actor.name),
+        ("scope", invocation.scope),
+        ("conversation", invocation.conversation),
+        ("idempotency key", invocation.idempotency_key or ""),
+        ("learner", invocation.learner or ""),
+    )
+    for name, value in fields:
+        check_text(name, value)

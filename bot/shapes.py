@@ -194,6 +194,7 @@ def observe_json(result: ObserveResult) -> dict[str, Any]:
         "rewards": dict(result.rewards),
         "referenced": dict(result.referenced),
         "spooled": result.spooled,
+        "ambiguous": {name: list(ids) for name, ids in result.ambiguous.items()},
         "message": result.message,
     }
 

@@ -2,16 +2,20 @@
 
 Reading posteriors from storage costs more than sampling them, so each service keeps them in
 memory. Its own committed updates are applied in place (a few float additions); other
-replicas' writes show up as a newer learner version, which triggers a reload. Every local
-update bumps a generation counter, so a reload that was read before an update committed is
-never installed over it.
+replicas' writes show up as a newer learner version, which triggers a reload. A local write
+is bracketed by `writing()`: its start and its in-memory update each bump a generation
+counter, and a reload is installed only when the generation is the one it started under and
+no local write is under way. So a reload is never installed over an update it did not read,
+nor one that read a write committed but not applied yet (which the write's update would then
+count a second time).
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -96,7 +100,10 @@ class PosteriorCache:
         self.stale = True
         """The entries must be read again before use."""
         self.generation = 0
-        """Grows with every local update: a reload read before one must not be installed."""
+        """Grows with every local write's start and update: a reload read before one must
+        not be installed."""
+        self.writes = 0
+        """Local writes under way (between their start and their in-memory update)."""
         self._aligned: weakref.WeakKeyDictionary[ArmSet, _Aligned] = weakref.WeakKeyDictionary()
 
     def install(
@@ -108,14 +115,16 @@ class PosteriorCache:
         at: float,
     ) -> bool:
         """Install what a refresh read (records None: only the version was checked).
-        Returns False, installing nothing but the phase, when a local update happened after
-        the read began (`generation`): the next refresh reads again."""
+        Returns False, installing nothing but the phase, when a local write started or was
+        applied after the read began (`generation`), or one is under way (it may have
+        committed before the read, and its update would add it again): the next refresh
+        reads again."""
         with self.lock:
             self.phase = phase
             if records is None:
                 self.checked_at = at
                 return True
-            if self.generation != generation:
+            if self.generation != generation or self.writes:
                 self.checked_at = float("-inf")
                 return False
             self.arms = {aid: CachedArm(rec) for aid, rec in records.items()}
@@ -124,6 +133,18 @@ class PosteriorCache:
             self._aligned = weakref.WeakKeyDictionary()
             self.checked_at = at
             return True
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Bracket one local write and its `apply`: a reload read meanwhile is not installed."""
+        with self.lock:
+            self.generation += 1
+            self.writes += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.writes -= 1
 
     def invalidate(self, reload: bool = False) -> None:
         """Check the version on next use; with `reload`, read every posterior again."""

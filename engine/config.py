@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from engine.arms import parse_arm_id
+from engine.bounds import MAX_COUNT
 from engine.errors import InvalidArmId, InvalidConfig
 
 
@@ -119,6 +120,9 @@ def _whole(name: str, value: Any, minimum: int) -> int:
             raise InvalidConfig(name, f"must be a whole number, got {value!r}")
     if value < minimum:
         raise InvalidConfig(name, f"must be >= {minimum}, got {value}")
+    if value > MAX_COUNT:
+        shown = value if value < 10**30 else f"a {len(str(value))}-digit number"
+        raise InvalidConfig(name, f"must be at most {MAX_COUNT}, got {shown}")
     return int(value)
 
 

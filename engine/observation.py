@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
 
-from engine.arms import Arm, ArmType
+from engine.arms import Arm, ArmType, parse_arm_id
 from engine.bounds import MAX_COUNT, check_count, check_json, check_text, check_timestamp
 from engine.config import LearningConfig
 from engine.errors import InvalidInput
@@ -39,15 +39,28 @@ _ANCHOR = MEMORY_MATCH_CHARS // 2
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """One tool call of the model: its name and optional metadata (arguments, skill...)."""
+    """One tool call of the model: its name and optional metadata (arguments, skill...).
+
+    `arm` names the arm called (`tool:<category>:<name>`), and then that arm alone is
+    credited: two tools of one name (`tool:billing:calculate`, `tool:travel:calculate`) are
+    told apart. A name given as a full arm id is read as that arm, with its tool name as the
+    name; a `category:name` is resolved against the run's arms (`RunReport`)."""
 
     name: str
     meta: Mapping[str, Any] | str | None = None
+    arm: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise InvalidInput(f"tool call name must be a non-empty string, got {self.name!r}")
         check_text("tool call name", self.name, MAX_ID_CHARS)
+        if self.arm is not None:
+            if not isinstance(self.arm, str):
+                raise InvalidInput(f"tool call arm must be an arm id string, got {self.arm!r:.80}")
+            _check_tool_arm("tool call arm", self.arm)
+        elif self.name.startswith("tool:") and _is_tool_arm(self.name):
+            object.__setattr__(self, "arm", self.name)
+            object.__setattr__(self, "name", self.name.split(":", 2)[2])
         if self.meta is not None and not isinstance(self.meta, (str, Mapping)):
             raise InvalidInput(f"tool call meta must be an object or a string, got {self.meta!r}")
         check_json("tool call meta", self.meta)
@@ -65,12 +78,60 @@ class ToolCall:
         return json.dumps(self.meta, ensure_ascii=False, default=str, separators=(",", ":"))
 
 
+def _is_tool_arm(text: str) -> bool:
+    try:
+        return parse_arm_id(text).type is ArmType.TOOL
+    except InvalidInput:
+        return False
+
+
+def _resolve_qualified(
+    calls: tuple[ToolCall, ...], arms: Sequence[ReportedArm]
+) -> tuple[ToolCall, ...]:
+    """Calls named `category:name` after one of the run's tool arms: that arm, by its name."""
+    tools = {
+        (item.arm.category, item.arm.name): item.arm.id
+        for item in arms
+        if item.arm.type is ArmType.TOOL
+    }
+    out = []
+    for call in calls:
+        if call.arm is None and ":" in call.name:
+            category, _, name = call.name.partition(":")
+            arm_id = tools.get((category, name))
+            if arm_id is not None:
+                call = ToolCall(name, call.meta, arm_id)
+        out.append(call)
+    return tuple(out)
+
+
+def _check_tool_arm(name: str, arm_id: str) -> None:
+    """A tool's arm id (`tool:<category>:<name>`), or InvalidInput naming `name`."""
+    try:
+        parsed = parse_arm_id(arm_id)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{name}: {exc}") from None
+    if parsed.type is not ArmType.TOOL:
+        raise InvalidInput(
+            f"{name} must name a tool's arm (tool:<category>:<name>), got {arm_id!r:.80}"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class ReportedArm:
-    """An arm as a run saw it: in the prompt (`included`) or left out."""
+    """An arm as a run saw it: in the prompt (`included`) or left out; `loaded`: left out of
+    the prompt the run was sent with, then loaded by the model through tool search (a deferred
+    tool). A loaded arm counts as in the prompt for the reward (used: referenced), and apart
+    from the selected ones for the session's set (it was not in the cached prefix)."""
 
     arm: Arm
     included: bool = True
+    loaded: bool = False
+
+    @property
+    def in_prompt(self) -> bool:
+        """Included, or loaded through tool search: the model had it."""
+        return self.included or self.loaded
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +226,8 @@ class RunReport:
         for item in arms:
             if not isinstance(item, ReportedArm):
                 raise InvalidInput(f"arms must hold ReportedArm objects, got {item!r:.80}")
+            if item.loaded is not False and not isinstance(item.loaded, bool):
+                raise InvalidInput(f"arms: loaded of {item.arm.id[:80]!r} must be true or false")
         counts = Counter(item.arm.id for item in arms)
         if len(counts) != len(arms):
             dupes = [arm_id for arm_id, n in counts.items() if n > 1]
@@ -181,6 +244,8 @@ class RunReport:
             raise InvalidInput(f"tool_calls: {len(calls)} calls; at most {MAX_TOOL_CALLS}")
         if any(not isinstance(c, ToolCall) for c in calls):
             raise InvalidInput("tool_calls must hold ToolCall objects")
+        if any(c.arm is None and ":" in c.name for c in calls):
+            calls = _resolve_qualified(calls, arms)
         set_(self, "tool_calls", calls)
         set_(self, "timestamp", check_timestamp("timestamp", to_ms(self.timestamp)))
         for name in ("is_baseline", "aborted"):
@@ -201,6 +266,11 @@ class RunReport:
         return tuple(item.arm for item in self.arms if item.included)
 
     @property
+    def loaded_arms(self) -> tuple[Arm, ...]:
+        """The arms the model loaded through tool search (left out of the prompt it was sent)."""
+        return tuple(item.arm for item in self.arms if item.loaded and not item.included)
+
+    @property
     def errored(self) -> bool:
         return bool(self.error)
 
@@ -219,13 +289,17 @@ class SkipReason(enum.StrEnum):
 class RunOutcome:
     """What one run means for the posteriors.
 
-    `referenced` covers every included arm (recorded in both phases); `rewards` holds 1.0 or
-    0.0 per included arm, or nothing when the run was `skipped` for the given reason.
+    `referenced` covers every included (or loaded) arm (recorded in both phases); `rewards`
+    holds 1.0 or 0.0 per such arm, or nothing when the run was `skipped` for the given reason.
+    `ambiguous`: each bare tool-call name that several of the run's arms share, with their
+    ids; such a call credits none of them, and they get no reward from the run (the one
+    called cannot be told; name the arm in the call to credit it).
     """
 
     referenced: Mapping[str, bool]
     rewards: Mapping[str, float]
     skipped: SkipReason | None
+    ambiguous: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def is_skipped(self) -> bool:
@@ -239,6 +313,10 @@ class RunText:
         self.text = "\n".join(assistant_texts).casefold()
         calls = tuple(tool_calls)
         self.call_names = frozenset(call.name for call in calls)
+        self.bare_names = frozenset(call.name for call in calls if call.arm is None)
+        """The names of the calls that do not name their arm."""
+        self.call_arms = frozenset(call.arm for call in calls if call.arm is not None)
+        """The arms the calls name."""
         self.meta = "\n".join(call.meta_text for call in calls).casefold()
 
     @cached_property
@@ -251,6 +329,10 @@ class RunText:
 
     def uses_tool(self, name: str) -> bool:
         return name in self.call_names
+
+    def calls_arm(self, arm: Arm) -> bool:
+        """A call names this arm, or, naming no arm, has its tool's name."""
+        return arm.id in self.call_arms or arm.name in self.bare_names
 
     def mentions_word(self, word: str) -> bool:
         w = word.casefold()
@@ -369,7 +451,7 @@ def _file_base_counts(included: Iterable[Arm]) -> dict[str, int]:
 def _references(arm: Arm, text: RunText, base_counts: dict[str, int] | None) -> bool:
     arm_type = arm.type
     if arm_type is ArmType.TOOL:
-        return text.uses_tool(arm.name)
+        return text.calls_arm(arm)
     if arm_type is ArmType.SKILL:
         return text.mentions_word(arm.category)
     if arm_type is ArmType.SECTION:
@@ -424,20 +506,31 @@ def observation_guard(
 
 
 def referenced_arms(report: RunReport) -> dict[str, bool]:
-    """Referenced or not, for every included arm of the run."""
+    """Referenced or not, for every included (or loaded) arm of the run."""
+    return _referenced(report)[0]
+
+
+def _referenced(report: RunReport) -> tuple[dict[str, bool], dict[str, tuple[str, ...]]]:
+    """`referenced_arms`, and the ambiguous call names (see RunOutcome)."""
     text = RunText(report.assistant_texts, report.tool_calls)
-    calls = text.call_names
+    bare, named = text.bare_names, text.call_arms
+    by_name: dict[str, list[str]] = {}
     out: dict[str, bool] = {}
     files: list[Arm] = []
     memories: dict[str, str] = {}
     tool, section, skill, memory = ArmType.TOOL, ArmType.SECTION, ArmType.SKILL, ArmType.MEMORY
     for item in report.arms:
-        if not item.included:
+        if not item.included and not item.loaded:
             continue
         arm = item.arm
         kind = arm.type
         if kind is tool:
-            out[arm.id] = arm.name in calls
+            # the arm a call names; else the tool of a bare call name (ambiguity: below)
+            if arm.name in bare:
+                by_name.setdefault(arm.name, []).append(arm.id)
+                out[arm.id] = True
+            else:
+                out[arm.id] = bool(named) and arm.id in named
         elif kind is section:
             out[arm.id] = True
         elif kind is skill:
@@ -456,15 +549,28 @@ def referenced_arms(report: RunReport) -> dict[str, bool]:
         counts = _file_base_counts(files)
         for arm in files:
             out[arm.id] = _references(arm, text, counts)
-    return out
+    # A bare name several of the run's tools share credits none of them (a user reading the
+    # run could not tell which was meant either); a call naming one still credits it.
+    ambiguous: dict[str, tuple[str, ...]] = {}
+    for name, ids in by_name.items():
+        if len(ids) > 1:
+            ambiguous[name] = tuple(ids)
+            for arm_id in ids:
+                out[arm_id] = arm_id in named
+    return out, ambiguous
 
 
 def rewards_for_run(report: RunReport, config: LearningConfig) -> RunOutcome:
     """Apply the observation guard, then reward 1.0 per referenced and 0.0 per unreferenced
-    included arm; excluded arms get nothing."""
-    referenced = referenced_arms(report)
+    included arm; excluded arms get nothing, nor do the arms an ambiguous call name could
+    mean (unless another call named them)."""
+    referenced, ambiguous = _referenced(report)
     skipped = observation_guard(report, config)
     if skipped is not None:
-        return RunOutcome(referenced, {}, skipped)
+        return RunOutcome(referenced, {}, skipped, ambiguous)
     rewards = {arm_id: 1.0 if hit else 0.0 for arm_id, hit in referenced.items()}
-    return RunOutcome(referenced, rewards, None)
+    for ids in ambiguous.values():  # which one was called cannot be told: neither learns
+        for arm_id in ids:
+            if not referenced[arm_id]:
+                del rewards[arm_id]
+    return RunOutcome(referenced, rewards, None, ambiguous)

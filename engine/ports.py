@@ -331,6 +331,8 @@ class PendingArmOutcome:
     at: int
     key: str
     phase: Phase
+    loaded: bool = False
+    """The arm was left out of the run, then loaded by the model through tool search."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,6 +393,7 @@ class RunSessions(Protocol):
         apply_reward: bool,
         at: int,
         phase: Phase | None = None,
+        loaded: bool = False,
     ) -> ArmOutcome: ...
 
     def boost_priors(self, learner_id: int, arm_ids: Sequence[str], alpha: float) -> int: ...

@@ -97,7 +97,8 @@ class RunRecord:
 def record_from_report(
     report: RunReport, outcome: RunOutcome, phase: Phase, guard: SkipReason | None
 ) -> RunRecord:
-    """The record of an observed report: its arms with what observing it decided."""
+    """The record of an observed report: its arms with what observing it decided (an arm
+    loaded through tool search is recorded as included: the model had it)."""
     referenced = outcome.referenced
     rewards = outcome.rewards
     new = tuple.__new__  # the NamedTuple's own constructor is a Python function: slower
@@ -108,7 +109,7 @@ def record_from_report(
                 (
                     (aid := (arm := item.arm).id),
                     arm.label,
-                    item.included,
+                    item.included or item.loaded,
                     referenced.get(aid, False),
                     arm.token_cost,
                     rewards.get(aid),
@@ -423,7 +424,8 @@ _ARM_CACHE_SIZE = 8192
 
 
 def arm_from_json(data: Any, where: str = "arms[]") -> ReportedArm:
-    """{armId, tokenCost, label?, content?, included?} -> ReportedArm (either key style).
+    """{armId, tokenCost, label?, content?, included?, loaded?} -> ReportedArm (either key
+    style). `loaded`: a deferred arm the model loaded through tool search.
 
     Inventories repeat request after request, so an arm already validated is taken from a
     cache of Arm objects (they are immutable)."""
@@ -437,6 +439,9 @@ def arm_from_json(data: Any, where: str = "arms[]") -> ReportedArm:
     included = data.get("included", True)
     if not isinstance(included, bool):
         raise InvalidInput(f"{where}.included must be true or false")
+    loaded = data.get("loaded", False)
+    if not isinstance(loaded, bool):
+        raise InvalidInput(f"{where}.loaded must be true or false")
     plain = type(arm_id) is str and type(cost) is int and type(label) is str
     described = description is None or type(description) is str
     if plain and described and (content is None or type(content) is str):
@@ -447,7 +452,7 @@ def arm_from_json(data: Any, where: str = "arms[]") -> ReportedArm:
             if len(_ARM_CACHE) >= _ARM_CACHE_SIZE:
                 _ARM_CACHE.clear()
             _ARM_CACHE[key] = arm
-        return ReportedArm(arm, included)
+        return ReportedArm(arm, included, loaded)
     if not isinstance(arm_id, str):
         raise InvalidInput(f"{where}.armId (string) is required")
     if not isinstance(label, str):
@@ -456,7 +461,8 @@ def arm_from_json(data: Any, where: str = "arms[]") -> ReportedArm:
         raise InvalidInput(f"{where}.content must be a string")
     if description is not None and not isinstance(description, str):
         raise InvalidInput(f"{where}.description must be a string")
-    return ReportedArm(_new_arm(where, arm_id, cost, label, content, description), included)
+    arm = _new_arm(where, arm_id, cost, label, content, description)
+    return ReportedArm(arm, included, loaded)
 
 
 def _new_arm(
@@ -480,12 +486,16 @@ def arms_from_json(data: Any, name: str = "arms") -> list[Arm]:
 
 
 def _tool_call(i: int, call: Any) -> ToolCall:
+    """{name, meta?, arm?} (or a name) -> ToolCall; `arm` names the arm called."""
     if isinstance(call, str):
         return ToolCall(call)
     if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
         raise InvalidInput(f"toolCalls[{i}].name (string) is required")
+    arm = call.get("arm")
+    if arm is not None and not isinstance(arm, str):
+        raise InvalidInput(f"toolCalls[{i}].arm must be an arm id (string)")
     try:
-        return ToolCall(call["name"], call.get("meta"))
+        return ToolCall(call["name"], call.get("meta"), arm)
     except InvalidInput as exc:
         raise InvalidInput(f"toolCalls[{i}]: {exc}") from None
 
@@ -574,12 +584,17 @@ def report_to_json(report: RunReport) -> dict[str, Any]:
                 "label": item.arm.label,
                 "content": item.arm.content,
                 "included": item.included,
+                **({"loaded": True} if item.loaded else {}),
             }
             for item in report.arms
         ],
         "assistantTexts": list(report.assistant_texts),
         "toolCalls": [
-            {"name": c.name, "meta": dict(c.meta) if isinstance(c.meta, Mapping) else c.meta}
+            {
+                "name": c.name,
+                "meta": dict(c.meta) if isinstance(c.meta, Mapping) else c.meta,
+                **({"arm": c.arm} if c.arm is not None else {}),
+            }
             for c in report.tool_calls
         ],
         "usage": report.usage.to_dict(),

@@ -52,6 +52,7 @@ from engine.forgetting import Fold, keep_factor
 from engine.metrics import estimated_recall, usefulness_estimates
 from engine.observation import (
     MAX_ID_CHARS,
+    RunOutcome,
     RunReport,
     SkipReason,
     Usage,
@@ -373,20 +374,23 @@ class LearningService:
         return replace(settings, phase=phase)
 
     def refresh(self, force: bool = False) -> None:
-        """Bring the cache up to date if it is older than cache_ttl (or always, with force)."""
+        """Bring the cache up to date if it is older than cache_ttl (or always, with force:
+        then read again while local writes keep `install` refusing the read, a few times;
+        the phase is taken whatever happens, and a refused read is read again at next use)."""
         cache = self._cache
-        now = self._clock()
-        if not force and not cache.stale and now - cache.checked_at < self.cache_ttl:
-            return
-        generation = cache.generation
-        state: LearnerState = self.store.learner_state(self.learner_id)
-        self._adopt(state)
-        reload = force or cache.stale or state.version != cache.version
-        # Read outside the lock, so selections keep using the old cache meanwhile; a local
-        # update applied in between makes `install` refuse this read (see PosteriorCache).
-        records = self.store.load_arms(self.learner_id) if reload else None
-        if not cache.install(state.phase, state.version, records, generation, now) and force:
-            self.refresh(force=True)
+        for _ in range(RECORD_ATTEMPTS):
+            now = self._clock()
+            if not force and not cache.stale and now - cache.checked_at < self.cache_ttl:
+                return
+            generation = cache.generation
+            state: LearnerState = self.store.learner_state(self.learner_id)
+            self._adopt(state)
+            reload = force or cache.stale or state.version != cache.version
+            # Read outside the lock, so selections keep using the old cache meanwhile; a local
+            # write under way or applied in between makes `install` refuse this read.
+            records = self.store.load_arms(self.learner_id) if reload else None
+            if cache.install(state.phase, state.version, records, generation, now) or not force:
+                return
 
     def _refresh_quietly(self) -> None:
         try:
@@ -641,22 +645,24 @@ class LearningService:
     @staticmethod
     def _count_deferrals(reports: Sequence[RunReport]) -> dict[str, tuple[int, int]]:
         """Per tool, runs that deferred it (left out, in a run whose runtime reports what it
-        loaded) and runs that loaded it."""
+        loaded: in its context, or by marking the arms `loaded`) and runs that loaded it."""
         from engine.arms import ArmType
         from engine.context import LOADED_KEYS, loaded_arms
 
         counts: dict[str, tuple[int, int]] = {}
         for report in reports:
             context = report.context
-            if not context or not any(k in context for k in LOADED_KEYS):
+            marked = any(item.loaded for item in report.arms)
+            if not marked and (not context or not any(k in context for k in LOADED_KEYS)):
                 continue
-            loaded = set(loaded_arms(context))
+            loaded = set(loaded_arms(context)) if context else set()
             for item in report.arms:
                 arm = item.arm
                 if item.included or arm.type is not ArmType.TOOL:
                     continue
                 d, n = counts.get(arm.id, (0, 0))
-                counts[arm.id] = (d + 1, n + (arm.id in loaded or arm.name in loaded))
+                hit = item.loaded or arm.id in loaded or arm.name in loaded
+                counts[arm.id] = (d + 1, n + hit)
         return counts
 
     def _learn_context(self, reports: Sequence[RunReport], rewards: Sequence[Any]) -> None:
@@ -777,28 +783,25 @@ class LearningService:
                 )
                 for r, o in zip(reports, outcomes, strict=True)
             ]
-            try:
-                result = self._record_runs(records, built_under)
+            recorded: RecordResult | None = None
+            with self._cache.writing():  # a reload read meanwhile would count these twice
+                with contextlib.suppress(LearnerChanged):
+                    recorded = self._record_runs(records, built_under)
+                if recorded is not None:
+                    self._apply_rewards(outcomes, recorded.statuses)
+            if recorded is not None:
+                result = recorded
                 break
-            except LearnerChanged:
-                if attempt == RECORD_ATTEMPTS - 1:
-                    raise Conflict(
-                        "the runs could not be recorded: the learner's phase or settings kept "
-                        "changing; try again"
-                    ) from None
-                with contextlib.suppress(Unavailable):  # else the writer tells again
-                    self.refresh(force=True)
+            if attempt == RECORD_ATTEMPTS - 1:
+                raise Conflict(
+                    "the runs could not be recorded: the learner's phase or settings kept "
+                    "changing; try again"
+                )
+            with contextlib.suppress(Unavailable):  # else the writer tells again
+                self.refresh(force=True)
         out: list[ObserveResult] = []
-        folds: dict[str, Fold] = {}
-        keep = self._keep
         for report, outcome, status in zip(reports, outcomes, result.statuses, strict=True):
             new = status == "inserted"
-            if new:
-                for arm_id, r in outcome.rewards.items():
-                    f = folds.get(arm_id)
-                    if f is None:
-                        f = folds[arm_id] = Fold()
-                    f.add(r, keep)
             out.append(
                 ObserveResult(
                     trace_id=report.trace_id,
@@ -808,10 +811,9 @@ class LearningService:
                     rewards=dict(outcome.rewards) if new else {},
                     referenced=dict(outcome.referenced),
                     spooled=status == "spooled",
+                    ambiguous=dict(outcome.ambiguous),
                 )
             )
-        if folds:
-            self._cache.apply({a: f.as_tuple() for a, f in folds.items()}, now_ms())
         if self._owed_runs is not None:  # the exploration bound's count of stored runs
             self._owed_runs += sum(status == "inserted" for status in result.statuses)
         # a spooled run teaches too: its evidence waits in the spool behind it (_spool_evidence)
@@ -827,6 +829,21 @@ class LearningService:
             self._session_sets.grow(asked, config)
         self._first_seen((item.arm.id for r in reports for item in r.arms), config)
         return out
+
+    def _apply_rewards(self, outcomes: Sequence[RunOutcome], statuses: Sequence[str]) -> None:
+        """The rewards of the runs just inserted, applied to the cached posteriors."""
+        folds: dict[str, Fold] = {}
+        keep = self._keep
+        for outcome, status in zip(outcomes, statuses, strict=True):
+            if status != "inserted":
+                continue
+            for arm_id, r in outcome.rewards.items():
+                f = folds.get(arm_id)
+                if f is None:
+                    f = folds[arm_id] = Fold()
+                f.add(r, keep)
+        if folds:
+            self._cache.apply({a: f.as_tuple() for a, f in folds.items()}, now_ms())
 
     def _record_runs(
         self, records: Sequence[RunRecord], built_under: str | None = None
@@ -1029,12 +1046,21 @@ class LearningService:
         )
 
     def observe_arm(
-        self, arm_id: str, reward: float, *, referenced: bool, session_key: str = ""
+        self,
+        arm_id: str,
+        reward: float,
+        *,
+        referenced: bool,
+        session_key: str = "",
+        loaded: bool = False,
     ) -> ArmOutcome:
         """One arm's outcome for the latest run selected with `session_key` (see
         `select_run`). Active phase: the posterior changes at once and the result holds it;
         passive: the run records the outcome and the posterior stays (a switch to active
-        can bootstrap from it)."""
+        can bootstrap from it). `loaded`: the run left the arm out and the model loaded it
+        through tool search (the run then counts it as included)."""
+        if not isinstance(loaded, bool):
+            raise InvalidInput("loaded must be true or false")
         parse_arm_id(arm_id)
         r = check_reward(reward)
         check_text("session_key", session_key, MAX_ID_CHARS)
@@ -1050,9 +1076,12 @@ class LearningService:
             try:
                 update = self.config.is_active
                 at = now_ms()
-                outcome = self._record_arm_outcome(
-                    arm_id, r, referenced, session_key, update, at, key
-                )
+                with self._cache.writing():  # a reload read meanwhile would count it twice
+                    outcome = self._record_arm_outcome(
+                        arm_id, r, referenced, session_key, update, at, key, loaded
+                    )
+                    if update and not outcome.spooled:
+                        self._cache.apply({arm_id: (r, 1.0 - r, 1.0, self._keep, r)}, at)
                 break
             except LearnerChanged:
                 if attempt == RECORD_ATTEMPTS - 1:
@@ -1064,9 +1093,7 @@ class LearningService:
                     self.refresh(force=True)
         if outcome.spooled:
             return outcome
-        if update:
-            self._cache.apply({arm_id: (r, 1.0 - r, 1.0, self._keep, r)}, at)
-        elif arm_id not in self._cache.arms:
+        if not update and arm_id not in self._cache.arms:
             self._cache.invalidate(reload=True)
         return outcome
 
@@ -1079,6 +1106,7 @@ class LearningService:
         update: bool,
         at: int,
         key: str,
+        loaded: bool = False,
     ) -> ArmOutcome:
         """One attempt of observe_arm's write, under this process's phase (LearnerChanged when
         the stored one differs); spooled (the outcome says so) while storage is down."""
@@ -1092,7 +1120,7 @@ class LearningService:
                 with contextlib.suppress(Unavailable):
                     learner_id = self._open()
             pending = PendingArmOutcome(
-                arm_id, r, referenced, session_key or None, update, at, key, phase
+                arm_id, r, referenced, session_key or None, update, at, key, phase, loaded
             )
             recorded = writer.record_or_spool_arm_outcome(learner_id, self.learner, pending)
             if recorded is None:
@@ -1109,6 +1137,7 @@ class LearningService:
             apply_reward=update,
             at=at,
             phase=phase,
+            loaded=loaded,
         )
 
     def session_runs(self, session_key: str, since: int) -> list[RunRecord]:
@@ -1186,15 +1215,16 @@ class LearningService:
                 )
             trace_id = trace.trace_id
         at = now_ms()
-        self.store.record_rewards(
-            self.learner_id,
-            [RewardChange(a, r) for a in arm_ids],
-            actor=actor_text,
-            reason=reason_text,
-            trace_id=trace_id,
-            at=at,
-        )
-        self._cache.apply(dict.fromkeys(arm_ids, (r, 1.0 - r, 1.0, self._keep, r)), at)
+        with self._cache.writing():  # a reload read meanwhile would count it twice
+            self.store.record_rewards(
+                self.learner_id,
+                [RewardChange(a, r) for a in arm_ids],
+                actor=actor_text,
+                reason=reason_text,
+                trace_id=trace_id,
+                at=at,
+            )
+            self._cache.apply(dict.fromkeys(arm_ids, (r, 1.0 - r, 1.0, self._keep, r)), at)
         if self._cache.stale:  # arms this process had not loaded yet
             self.refresh()
         views = tuple(self.view(a) for a in arm_ids if a in self._cache.arms)

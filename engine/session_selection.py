@@ -452,32 +452,34 @@ class SessionSelector:
                 continue
             from engine.context import loaded_arms
 
-            called = {call.name for call in report.tool_calls} - config.meta_tools
             searched_ids = set(loaded_arms(report.context)) if report.context else set()
             loaded = {
-                item.arm.name
+                item.arm.id
                 for item in report.arms
                 if _was_loaded(item) or item.arm.id in searched_ids or item.arm.name in searched_ids
             }
-            prefix = {
-                item.arm.name
-                for item in report.arms
-                if item.included and item.arm.name not in loaded
-            }
-            missing = called - prefix
+            prefix = {item.arm.id for item in report.arms if item.included} - loaded
+            prefix_names = {_tool_name(a) for a in prefix}
+            loaded_names = {_tool_name(a) for a in loaded}
+            # a call naming its arm asks for that arm; a bare name for any tool of that name
+            named = {c.arm for c in report.tool_calls if c.arm} - prefix
+            bare = {c.name for c in report.tool_calls if not c.arm} - config.meta_tools
+            bare -= prefix_names
             if not append:
-                missing &= loaded
-            if not missing:
+                named &= loaded
+                bare &= loaded_names
+            if not named and not bare:
                 continue
+
             mechanics = self._mechanics(report.provider, report.model, config)
             with contextlib.suppress(Unavailable):
                 for _ in range(SESSION_ATTEMPTS):
                     session = store.session_set(self._learner_id(), key)
                     if session is None or session.is_baseline:
                         break
-                    needed = [a for a in session.left_out if _tool_name(a) in missing]
+                    needed = [a for a in session.left_out if a in named or _tool_name(a) in bare]
                     at_once = mechanics.mid_conversation_tools or mechanics.tool_search
-                    searched = [a for a in needed if _tool_name(a) in loaded]
+                    searched = [a for a in needed if a in loaded or _tool_name(a) in loaded_names]
                     grown = grow(session, searched, at_once=True) or session
                     rest = [a for a in needed if a not in searched]
                     grown = grow(grown, rest, at_once=at_once) or grown

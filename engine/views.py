@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine.config import LearningConfig, Phase
 from engine.metrics import token_savings_percent
@@ -165,9 +165,23 @@ class ObserveResult:
     referenced: Mapping[str, bool]
     spooled: bool = False
     """Storage was unavailable: the run waits in the local spool and is recorded later."""
+    ambiguous: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Tool-call names several of the run's arms share, with their ids: such a call credits
+    none of them (a call names its arm to credit it)."""
 
     @property
     def message(self) -> str:
+        return self._message() + self._ambiguity()
+
+    def _ambiguity(self) -> str:
+        if not self.ambiguous:
+            return ""
+        names = "; ".join(
+            f"{name!r} could be {' or '.join(ids)}" for name, ids in sorted(self.ambiguous.items())
+        )
+        return f"; tool calls that name no arm, credited to none: {names}"
+
+    def _message(self) -> str:
         if self.spooled:
             return (
                 f"storage is unavailable; trace {self.trace_id} was spooled and will be "

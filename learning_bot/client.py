@@ -71,6 +71,9 @@ class ArmSpec:
     included: bool = field(default=True, metadata={"json": "included"})
     description: str | None = field(default=None, metadata={"json": "description"})
     """What the arm does: the context-aware policy reads it against the request's message."""
+    loaded: bool = field(default=False, metadata={"json": "loaded"})
+    """In a run report: left out of the prompt (deferred), then loaded by the model through
+    tool search."""
 
     @classmethod
     def tool(cls, name: str, schema: Mapping[str, Any], category: str = "agent") -> ArmSpec:
@@ -98,6 +101,8 @@ class ArmSpec:
             out["content"] = self.content
         if report:
             out["included"] = self.included
+            if self.loaded:
+                out["loaded"] = True
         elif self.description is not None:
             out["description"] = self.description
         return out
@@ -122,16 +127,21 @@ class SelectRequest:
 
 @dataclass(frozen=True)
 class ToolCall:
-    """A tool the model called (OpenAPI `ToolCall`): its name, and optional metadata such as
-    its arguments (skills are recognised in it)."""
+    """A tool the model called (OpenAPI `ToolCall`): its name, optional metadata such as its
+    arguments (skills are recognised in it), and the arm it calls (`tool:<category>:<name>`),
+    which then alone is credited. `observe` fills `arm` in when the name is that of exactly
+    one arm the selection offered."""
 
     name: str = _json_name("name")
     meta: Mapping[str, Any] | None = field(default=None, metadata={"json": "meta"})
+    arm: str | None = field(default=None, metadata={"json": "arm"})
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name}
         if self.meta is not None:
             out["meta"] = dict(self.meta)
+        if self.arm is not None:
+            out["arm"] = self.arm
         return out
 
 
@@ -274,17 +284,32 @@ class Selection:
     arms: tuple[ArmSpec, ...] = field(default=(), metadata={"client": True})
     """The inventory the select sent (what `observe` reports back)."""
     session_key: str | None = field(default=None, metadata={"client": True})
+    context: Mapping[str, Any] | None = field(default=None, metadata={"client": True})
+    """The context the select sent (message, tools called...): `observe` sends it again, so
+    that the run teaches what the request's features say about each arm."""
 
     @classmethod
-    def from_json(cls, data: Any, arms: Sequence[ArmSpec], session_key: str | None) -> Selection:
+    def from_json(
+        cls,
+        data: Any,
+        arms: Sequence[ArmSpec],
+        session_key: str | None,
+        context: Mapping[str, Any] | None = None,
+    ) -> Selection:
         kwargs = _from_json(cls, data)
         for key in ("selected", "excluded", "deferred", "added"):
             if key in kwargs:
                 kwargs[key] = tuple(kwargs[key] or ())
-        return cls(**kwargs, arms=tuple(arms), session_key=session_key)
+        return cls(**kwargs, arms=tuple(arms), session_key=session_key, context=context)
 
     @classmethod
-    def everything(cls, arms: Sequence[ArmSpec], session_key: str | None, reason: str) -> Selection:
+    def everything(
+        cls,
+        arms: Sequence[ArmSpec],
+        session_key: str | None,
+        reason: str,
+        context: Mapping[str, Any] | None = None,
+    ) -> Selection:
         """Every arm, in the order given: the answer when the server cannot be asked."""
         return cls(
             selected=tuple(a.arm_id for a in arms),
@@ -292,6 +317,7 @@ class Selection:
             fallback=reason,
             arms=tuple(arms),
             session_key=session_key,
+            context=context,
         )
 
     def keeps(self, arm_id: str) -> bool:
@@ -325,6 +351,10 @@ class ObserveResult:
     rewards: Mapping[str, float] = field(default_factory=dict, metadata={"json": "rewards"})
     referenced: Mapping[str, bool] = field(default_factory=dict, metadata={"json": "referenced"})
     spooled: bool = field(default=False, metadata={"json": "spooled"})
+    ambiguous: Mapping[str, Sequence[str]] = field(
+        default_factory=dict, metadata={"json": "ambiguous"}
+    )
+    """Tool-call names several of the run's arms share, with their ids: credited to none."""
     message: str = field(default="", metadata={"json": "message"})
 
     @classmethod
@@ -431,7 +461,7 @@ class LearningClientError(Exception):
 
 
 def tool_calls_of(calls: Iterable[ToolCall | str | Mapping[str, Any]]) -> tuple[ToolCall, ...]:
-    """Tool calls given as names, `{"name", "meta"}` objects or ToolCalls."""
+    """Tool calls given as names, `{"name", "meta", "arm"}` objects or ToolCalls."""
     out: list[ToolCall] = []
     for call in calls:
         if isinstance(call, ToolCall):
@@ -439,7 +469,43 @@ def tool_calls_of(calls: Iterable[ToolCall | str | Mapping[str, Any]]) -> tuple[
         elif isinstance(call, str):
             out.append(ToolCall(call))
         else:
-            out.append(ToolCall(str(call["name"]), call.get("meta")))
+            arm = call.get("arm")
+            out.append(
+                ToolCall(str(call["name"]), call.get("meta"), None if arm is None else str(arm))
+            )
+    return tuple(out)
+
+
+def _tool_name(arm_id: str) -> str | None:
+    """The name of a tool's arm id (`tool:<category>:<name>`), None for another arm."""
+    parts = arm_id.split(":", 2)
+    return parts[2] if len(parts) == 3 and parts[0] == "tool" else None
+
+
+def _naming_arms(calls: Sequence[ToolCall], offered: Sequence[str]) -> tuple[ToolCall, ...]:
+    """Each call with the arm it calls, where the client can tell: the call names it already;
+    its name is an offered arm's id or `category:name`; or its name is that of exactly one of
+    the `offered` tools. Other calls are sent as they are (the server credits a bare name
+    only when one of the run's arms has it)."""
+    ids = set(offered)
+    by_name: dict[str, list[str]] = {}
+    for arm_id in offered:
+        name = _tool_name(arm_id)
+        if name is not None:
+            by_name.setdefault(name, []).append(arm_id)
+    out: list[ToolCall] = []
+    for call in calls:
+        if call.arm is None:
+            if call.name in ids and _tool_name(call.name) is not None:
+                call = ToolCall(_tool_name(call.name) or call.name, call.meta, call.name)
+            elif f"tool:{call.name}" in ids:
+                arm_id = f"tool:{call.name}"
+                call = ToolCall(_tool_name(arm_id) or call.name, call.meta, arm_id)
+            else:
+                named = by_name.get(call.name, ())
+                if len(named) == 1:
+                    call = ToolCall(call.name, call.meta, named[0])
+        out.append(call)
     return tuple(out)
 
 
@@ -453,24 +519,32 @@ def report_for(
     **extra: Any,
 ) -> RunReport:
     """The run report of a run made with `selection`: every arm the select offered, included
-    when it was selected; a deferred arm counts as included when the model called it (it
-    loaded it through tool search)."""
-    calls = tool_calls_of(tool_calls)
-    called = {c.name for c in calls}
-    deferred = set(selection.deferred)
+    when it was selected; a deferred arm the model called is reported `loaded` (it loaded it
+    through tool search), not included. The report carries the selection's session key and
+    the context the select sent (a `context` given here adds to it), and each tool call names
+    its arm where the client can tell which (see `_naming_arms`)."""
     chosen = set(selection.selected)
+    deferred = set(selection.deferred) - chosen
+    offered = [a.arm_id for a in selection.arms if a.arm_id in chosen or a.arm_id in deferred]
+    calls = _naming_arms(tool_calls_of(tool_calls), offered)
+    called_arms = {c.arm for c in calls if c.arm is not None}
+    called_names = {c.name for c in calls if c.arm is None}
     arms = tuple(
         ArmSpec(
             a.arm_id,
             a.token_cost,
             a.label,
             a.content,
-            a.arm_id in chosen or (a.arm_id in deferred and a.name in called),
+            a.arm_id in chosen,
+            loaded=a.arm_id in deferred and (a.arm_id in called_arms or a.name in called_names),
         )
         for a in selection.arms
     )
     if selection.session_key and "session_key" not in extra:
         extra["session_key"] = selection.session_key
+    context = {**(selection.context or {}), **(extra.pop("context", None) or {})}
+    if context:
+        extra["context"] = context
     return RunReport(
         trace_id=trace_id or uuid.uuid4().hex,
         arms=arms,
@@ -608,10 +682,10 @@ class LearningClient:
         request = SelectRequest(tuple(arms), context, session_key)
         try:
             data = _answer(self._send("POST", "select", request.to_json()))
-            return Selection.from_json(data, arms, session_key)
+            return Selection.from_json(data, arms, session_key, context)
         except Exception as exc:  # never fails the agent: logged, not raised
             log.warning("select fell back to every arm: %s", exc)
-            return Selection.everything(arms, session_key, f"learning server: {exc}")
+            return Selection.everything(arms, session_key, f"learning server: {exc}", context)
 
     def observe(
         self,
@@ -731,10 +805,10 @@ class AsyncLearningClient:
         request = SelectRequest(tuple(arms), context, session_key)
         try:
             data = _answer(await self._send("POST", "select", request.to_json()))
-            return Selection.from_json(data, arms, session_key)
+            return Selection.from_json(data, arms, session_key, context)
         except Exception as exc:  # never fails the agent: logged, not raised
             log.warning("select fell back to every arm: %s", exc)
-            return Selection.everything(arms, session_key, f"learning server: {exc}")
+            return Selection.everything(arms, session_key, f"learning server: {exc}", context)
 
     async def observe(
         self,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.bounds import check_learner_name
+from engine.bounds import check_json, check_learner_name, check_text
 from engine.config import LearningConfig
 from engine.cost import PriceTable
 from engine.errors import InvalidConfig, InvalidInput
@@ -128,6 +128,10 @@ def _read_file(path: Path) -> tuple[dict[str, Any], Any]:
         raise InvalidConfig("config file", f"{path} is not valid: {exc}") from None
     if not isinstance(data, dict):
         raise InvalidConfig("config file", f"{path} must hold an object")
+    try:
+        check_json("", data)
+    except InvalidInput as exc:
+        raise InvalidConfig("config file", f"{path}: {exc}") from None
     learning = data.get("learning", data)
     if not isinstance(learning, dict):
         raise InvalidConfig("config file", "the `learning` section must be an object")
@@ -152,6 +156,17 @@ def _pairs(name: str, raw: str) -> dict[str, str]:
     return out
 
 
+def _check_env(env: Mapping[str, str]) -> None:
+    """Each LEARNING_BOT_* variable is text every backend stores (engine.bounds.check_text: a
+    value that is not valid UTF-8 reaches Python as lone surrogates), named when it is not."""
+    for name, value in env.items():
+        if name.startswith(ENV_PREFIX):
+            try:
+                check_text(name, value)
+            except InvalidInput as exc:
+                raise InvalidConfig(name, str(exc).removeprefix(f"{name} ")) from None
+
+
 def load_settings(
     env: Mapping[str, str] | None = None,
     *,
@@ -163,6 +178,7 @@ def load_settings(
     """Defaults, then the config file (LEARNING_BOT_CONFIG or `config_path`, JSON or TOML),
     then LEARNING_BOT_* variables, then the explicit arguments (command-line flags)."""
     env = os.environ if env is None else env
+    _check_env(env)
     config = LearningConfig()
     path = config_path or env.get(f"{ENV_PREFIX}CONFIG")
     prices = PriceTable()

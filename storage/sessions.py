@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, insert, select, true, update
 
 from engine.arms import parse_arm_id
 from engine.config import Phase
@@ -43,6 +43,7 @@ class Sessions(ArmKeys):
         at: int,
         once: str | None = None,
         phase: Phase | None = None,
+        loaded: bool = False,
     ) -> ArmOutcome:
         """One arm's outcome, in one transaction: marked on the latest run of `conversation`
         that offered the arm and holds no outcome for it yet (referenced, and the reward with
@@ -51,7 +52,9 @@ class Sessions(ArmKeys):
         before gets its posterior row (at its type's prior) first. With `once` (a spooled
         outcome's key), an outcome whose key was recorded before changes nothing. With `phase`
         (the phase `apply_reward` was decided under), a learner whose phase is another by now
-        (changed on another replica) gets nothing written: LearnerChanged names its phase."""
+        (changed on another replica) gets nothing written: LearnerChanged names its phase.
+        With `loaded` (the arm was left out of the run, and the model loaded it through tool
+        search), the run may have left the arm out, and marks it included now."""
         parsed = parse_arm_id(arm_id)
         p = posteriors.c
         t = traces.c
@@ -102,7 +105,7 @@ class Sessions(ArmKeys):
                             t.learner_id == learner_id,
                             t.conversation == conversation,
                             a.arm_key == arm_key,
-                            a.included == True,  # noqa: E712
+                            true() if loaded else a.included == True,  # noqa: E712
                             a.reward.is_(None),
                             a.referenced == False,  # noqa: E712
                         )
@@ -134,6 +137,7 @@ class Sessions(ArmKeys):
                         update(trace_arms)
                         .where(a.trace_pk == trace_pk, a.arm_key == arm_key)
                         .values(
+                            **({"included": True} if loaded else {}),
                             referenced=referenced,
                             reward=reward if apply_reward else None,
                             epoch=epoch,

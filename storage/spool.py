@@ -15,6 +15,7 @@ import logging
 import os
 import secrets
 import threading
+import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -33,6 +34,7 @@ from engine.ports import (
 )
 from engine.posterior import now_ms
 from engine.records import RunRecord, record_from_json, record_to_json, under_phase
+from storage.outage_log import StateLog
 
 log = logging.getLogger("learning_bot.spool")
 
@@ -93,6 +95,7 @@ def outcome_under_stored_phase(
                     at=pending.at,
                     once=pending.key,
                     phase=pending.phase,
+                    loaded=pending.loaded,
                 )
             except LearnerChanged as changed:
                 active = changed.phase is Phase.ACTIVE
@@ -206,6 +209,8 @@ def outcome_line(learner_id: int, pending: PendingArmOutcome, name: str | None =
         "key": pending.key,
         "phase": pending.phase.value,
     }
+    if pending.loaded:
+        body["loaded"] = True
     return _tagged_line("arm", learner_id, name, "o", body)
 
 
@@ -223,6 +228,7 @@ def read_outcome_line(line: str) -> tuple[int, str | None, PendingArmOutcome]:
         int(o["at"]),
         str(o["key"]),
         Phase(o["phase"]),
+        o.get("loaded") is True,
     )
     return learner_id, name, pending
 
@@ -390,7 +396,9 @@ class Spool:
         *,
         max_bytes: int = DEFAULT_MAX_BYTES,
         segment_bytes: int = SEGMENT_BYTES,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`clock`: seconds, for the refusals' log summaries (at most one a minute)."""
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.max_bytes = max_bytes
@@ -413,7 +421,8 @@ class Spool:
         self._next_number = 1
         self._bytes = self._measure()
         self.full = False
-        """Whether the last append was refused (the state a log line is written for)."""
+        """Whether the last append was refused (the state its log lines are written for)."""
+        self._full_log = StateLog(log, "the spool refuses runs", level=logging.ERROR, clock=clock)
         self.dead_path = self.root / DEAD_LETTER
         self._dead_seen: set[tuple[str, str]] | None = None
         self._dead_stamp: tuple[int, int] | None = None
@@ -562,14 +571,14 @@ class Spool:
             self._bytes += len(data)
             if self.full:
                 self.full = False
-                log.warning("the spool at %s takes runs again", self.root)
+                self._full_log.ended(f"the spool at {self.root} takes runs again", logging.WARNING)
             if self._active_bytes >= self.segment_bytes:
                 self._close_active()
 
     def _refuse(self, reason: str, count: int) -> NoReturn:
-        if not self.full:
-            self.full = True
-            log.error("%s; refusing runs until it has room (first refused: %d)", reason, count)
+        self.full = True
+        self._full_log.occurred(reason, "refusing runs until it has room")
+        self._full_log.count("run(s) refused", count)
         raise SpoolFull(reason)
 
     def _segment_for_append(self) -> BinaryIO:
@@ -865,6 +874,15 @@ def _batches(
         yield learner, batch
 
 
+SPOOLING = "spooling runs until it takes them"
+
+
+def _unavailable_reason(exc: Unavailable) -> str:
+    """`database or disk is full`, without the `storage is unavailable: ` the line starts
+    with anyway."""
+    return str(exc).removeprefix("storage is unavailable: ").removeprefix("storage is unavailable")
+
+
 class SpoolingStore:
     """A RunWriter that spools runs while the writer it wraps is unavailable, or refuses them
     with a database error, and replays them in a background thread once it answers again.
@@ -881,9 +899,16 @@ class SpoolingStore:
         retry_seconds: float = 1.0,
         adopt_seconds: float = 0.0,
         opener: Callable[[str, Phase], int] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`opener`: opens (or creates, with this process's settings for new learners) a
-        learner by name for replay; default: the writer's open_learner with no settings."""
+        learner by name for replay; default: the writer's open_learner with no settings.
+        `clock`: seconds, for the outage's log summaries (at most one a minute)."""
+        self._unavailable = StateLog(log, "storage is unavailable", clock=clock)
+        self._refusing = StateLog(log, "storage refuses writes", level=logging.ERROR, clock=clock)
+        self._replay_failing = StateLog(
+            log, "replaying the spool fails", level=logging.ERROR, clock=clock
+        )
         self.inner = inner
         self.spool = spool
         self.opener = opener
@@ -905,24 +930,26 @@ class SpoolingStore:
         if not self.spool.pending():
             try:
                 result: RecordResult = self.inner.record_runs(learner_id, runs, settings)
-                return result
             except (SpoolFull, LearnerChanged):
                 raise
             except Unavailable as exc:
-                log.warning("storage is unavailable (%s); spooling %d run(s)", exc, len(runs))
+                self._unavailable.occurred(_unavailable_reason(exc), SPOOLING)
             except (NotFound, Conflict) as exc:  # the learner gone (a new database), or busy
-                log.warning("storage refused the write (%s); spooling %d run(s)", exc, len(runs))
+                self._refusing.occurred(str(exc), SPOOLING)
             except Exception as exc:
                 if not _is_database_error(exc):
                     raise
-                log.error(
-                    "the database failed the write (%s); spooling %d run(s)",
-                    _reason(exc),
-                    len(runs),
-                    exc_info=exc,
-                )
+                self._refusing.occurred(_reason(exc), SPOOLING, exc_info=exc)
+            else:
+                self._back()
+                return result
         # runs queue behind older spooled ones: order kept
-        self.spool.append(learner_id, runs, name=self._name_of(learner_id))
+        try:
+            self.spool.append(learner_id, runs, name=self._name_of(learner_id))
+        except SpoolFull:
+            self._count("run(s) refused", len(runs))
+            raise
+        self._count("run(s) spooled", len(runs))
         self._kick()
         spooled: RunStatus = "spooled"
         return RecordResult(tuple(r.trace_id for r in runs), (spooled,) * len(runs))
@@ -969,15 +996,32 @@ class SpoolingStore:
                     apply_reward=pending.apply_reward,
                     at=pending.at,
                     phase=pending.phase,
+                    loaded=pending.loaded,
                 )
                 return outcome
             except (SpoolFull, LearnerChanged):
                 raise
             except Unavailable as exc:
-                log.warning("storage is unavailable (%s); spooling an arm outcome", exc)
-        self.spool.append_outcome(learner_id or 0, pending, name=learner)
+                self._unavailable.occurred(_unavailable_reason(exc), SPOOLING)
+        try:
+            self.spool.append_outcome(learner_id or 0, pending, name=learner)
+        except SpoolFull:
+            self._count("arm outcome(s) refused", 1)
+            raise
+        self._count("arm outcome(s) spooled", 1)
         self._kick()
         return None
+
+    def _count(self, what: str, n: int) -> None:
+        self._unavailable.count(what, n)
+        self._refusing.count(what, n)
+
+    def _back(self) -> None:
+        """Storage took a write: an outage in progress is over (its one line)."""
+        if self._unavailable.active:
+            self._unavailable.ended("storage is back")
+        if self._refusing.active:
+            self._refusing.ended("storage takes writes again")
 
     def _write_outcome(self, learner_id: int, pending: PendingArmOutcome) -> object:
         record = self.inner.record_arm_outcome  # type: ignore[attr-defined]
@@ -1008,11 +1052,30 @@ class SpoolingStore:
         }
 
     def replay_now(self) -> int:
-        """Replay synchronously (tests and shutdown); returns the runs written."""
-        self._schema_ready()
-        return self.spool.replay(
-            self.inner.record_runs, self._resolve, self._write_outcome, self._write_evidence
-        )
+        """Replay synchronously (tests and shutdown); returns the runs written. Unavailable
+        when storage still is (counted as the outage's occurrence: a summary line at most
+        once a minute while it lasts)."""
+        try:
+            self._schema_ready()
+            replayed = self.spool.replay(
+                self.inner.record_runs, self._resolve, self._write_outcome, self._write_evidence
+            )
+        except Unavailable as exc:
+            self._unavailable.occurred(_unavailable_reason(exc), SPOOLING)
+            raise
+        self._replayed(replayed)
+        return replayed
+
+    def _replayed(self, replayed: int) -> None:
+        """Count a replay that went through; the outage is over once nothing waits."""
+        self._replay_failing.ended("replaying the spool works again")
+        self._count("replayed", replayed)
+        if self.spool.pending():
+            return
+        if self._unavailable.active or self._refusing.active:
+            self._back()
+        elif replayed:
+            log.info("replayed %d spooled run(s)", replayed)
 
     def _schema_ready(self) -> None:
         """Storage answers and has its schema before anything is replayed into it (a server
@@ -1045,16 +1108,11 @@ class SpoolingStore:
                 if not self.spool.orphaned():
                     continue
             try:
-                self._schema_ready()
-                replayed = self.spool.replay(
-                    self.inner.record_runs, self._resolve, self._write_outcome, self._write_evidence
-                )
-                if replayed:
-                    log.info("storage is back: replayed %d spooled run(s)", replayed)
+                self.replay_now()
             except Unavailable:
                 continue
-            except Exception:
-                log.exception("replaying the spool failed; will retry")
+            except Exception as exc:
+                self._replay_failing.occurred(_reason(exc), "will retry", exc_info=exc)
                 continue
             if not self.spool.pending() and self.adopt_seconds <= 0:
                 return

@@ -1,5 +1,6 @@
 """Request bodies: read within the size limit and the deadline, decoded as strict JSON (no
-NaN, no Infinity, no number too large for a finite float), and held to their route's fields
+NaN, no Infinity, no number too large for a finite float, nothing a backend cannot store:
+engine.bounds), and held to their route's fields
 (BODY_FIELDS: an unknown field is a 400 naming it, but for the few the original clients send,
 TOLERATED). Every route with a body, the learning API's and the `/v1` routes, reads it here."""
 
@@ -14,6 +15,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive
 
 from adapters.http.responses import ApiError
+from engine.bounds import check_json_text
+from engine.errors import InvalidInput
 
 
 class BodyDeadlines:
@@ -141,8 +144,10 @@ async def _read_body(receive: Receive, limit: int) -> bytes:
 
 def decode_body(raw: bytes, route: str | None = None) -> Any:
     """A request body as JSON ({} when empty); 400 naming the problem when it is not JSON,
-    holds NaN or Infinity, or a number too large for a finite float, or (with `route`, a
-    BODY_FIELDS name) holds a field the route does not know."""
+    holds NaN or Infinity, or a number too large for a finite float, anywhere a value no
+    backend stores (a lone surrogate or NUL in any string or key, an integer past 64 bits:
+    engine.bounds, naming the field), or (with `route`, a BODY_FIELDS name) a field the
+    route does not know."""
     if not raw or raw.isspace():  # what `not raw.strip()` says, without a copy
         return {}
     text = ""
@@ -156,6 +161,10 @@ def decode_body(raw: bytes, route: str | None = None) -> Any:
         raise ApiError(400, detail[:300]) from None
     except (ValueError, RecursionError) as exc:
         raise ApiError(400, f"the body is not valid JSON: {str(exc)[:120]}") from None
+    try:
+        check_json_text(text, data)
+    except InvalidInput as exc:
+        raise ApiError(400, str(exc)[:300]) from None
     if route is not None:
         BODY_FIELDS[route].check(data)
     return data
@@ -332,6 +341,7 @@ ARM = Fields(
             "content",
             "description",
             "included",
+            "loaded",
         ),
         _OPEN,
     ),
@@ -343,7 +353,7 @@ USAGE = Fields(
         _OPEN,
     )
 )
-TOOL_CALL = Fields({"name": _OPEN, "meta": _OPEN})
+TOOL_CALL = Fields({"name": _OPEN, "meta": _OPEN, "arm": _OPEN})
 REPORT = Fields(
     {
         **dict.fromkeys(
@@ -421,7 +431,9 @@ BODY_FIELDS: dict[str, Fields | EitherFields] = {
             "candidates": CANDIDATE,
         }
     ),
-    "v1/observe": Fields(dict.fromkeys(("learner", "arm_id", "outcome", "reward", "context"))),
+    "v1/observe": Fields(
+        dict.fromkeys(("learner", "arm_id", "outcome", "reward", "context", "loaded"))
+    ),
     "v1/reset": Fields(dict.fromkeys(("learner", "arm_ids", "context"))),
     "v1/sessions/start": Fields(dict.fromkeys(("learner", "session_name"))),
     "v1/sessions/end": Fields(dict.fromkeys(("session_id",))),

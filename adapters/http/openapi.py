@@ -316,6 +316,12 @@ SCHEMAS: dict[str, Any] = {
                 "description": "What the arm does: lexical relevance to context.message reads it",
             },
             "included": BOOL,
+            "loaded": {
+                "type": "boolean",
+                "description": "Observe only: a deferred arm (left out of the prompt) the model "
+                "loaded through tool search; counts as in the prompt for the reward, and apart "
+                "from the selected arms for the session's set",
+            },
         },
         ["armId"],
     ),
@@ -387,7 +393,20 @@ SCHEMAS: dict[str, Any] = {
             "sessionReason",
         ],
     ),
-    "ToolCall": _obj({"name": STR, "meta": {"type": "object"}}, ["name"]),
+    "ToolCall": _obj(
+        {
+            "name": STR,
+            "meta": {"type": "object"},
+            "arm": {
+                "type": "string",
+                "maxLength": 512,
+                "description": "The arm called (tool:<category>:<name>): credits that arm only. "
+                "A name given as a full arm id or as category:name is read the same way; a bare "
+                "name several of the run's arms share credits none of them (see ambiguous)",
+            },
+        },
+        ["name"],
+    ),
     "RunReport": _obj(
         {
             "traceId": {"type": "string", "minLength": 1, "maxLength": 256},
@@ -433,6 +452,12 @@ SCHEMAS: dict[str, Any] = {
             "rewards": {"type": "object", "additionalProperties": NUM},
             "referenced": {"type": "object", "additionalProperties": BOOL},
             "spooled": BOOL,
+            "ambiguous": {
+                "type": "object",
+                "additionalProperties": {"type": "array", "items": STR},
+                "description": "Tool-call names several of the run's arms share, with their "
+                "ids: such a call credited none of them",
+            },
             "message": STR,
         },
         [
@@ -443,6 +468,7 @@ SCHEMAS: dict[str, Any] = {
             "rewards",
             "referenced",
             "spooled",
+            "ambiguous",
             "message",
         ],
     ),

@@ -4,6 +4,7 @@ each answer the tool's result as JSON, a failure a non-2xx `{error}`."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -29,18 +30,37 @@ read bodies alike: the same size limit, deadline, JSON rules and unknown-field r
 
 
 def _arm_ids(request: Request) -> list[str] | None:
-    """`?arm_ids=`, repeated (`arm_ids=a&arm_ids=b`) or comma-separated (`arm_ids=a,b`, as
-    a JavaScript client joins an array); None (every arm) when absent. A value is read as a
-    list only when each of its comma-separated parts is an arm id, since an arm id's name may
-    itself contain a comma."""
-    values = request.query_params.getlist("arm_ids")
+    """`?arm_ids=`, repeated (`arm_ids=a&arm_ids=b`, or `arm_ids[]=a&arm_ids[]=b` as query
+    string libraries write an array), comma-separated (`arm_ids=a,b`, as a JavaScript client
+    turns an array into a string) or a JSON array (`arm_ids=["a","b"]`); None (every arm)
+    when absent. A value is read as a list only when each of its comma-separated parts is an
+    arm id, since an arm id's name may itself contain a comma."""
+    query = request.query_params
+    values = query.getlist("arm_ids") + query.getlist("arm_ids[]")
     if not values:
         return None
     ids: list[str] = []
     for value in values:
+        listed = _json_list(value)
+        if listed is not None:
+            ids.extend(listed)
+            continue
         parts = value.split(",")
         ids.extend(parts if len(parts) > 1 and all(map(_is_arm_id, parts)) else [value])
     return ids
+
+
+def _json_list(value: str) -> list[str] | None:
+    """The strings of a JSON array of strings, or None when `value` is not one."""
+    if not value.startswith("["):
+        return None
+    try:
+        items = json.loads(value)
+    except ValueError:
+        return None
+    if isinstance(items, list) and all(isinstance(item, str) for item in items):
+        return items
+    return None
 
 
 def _is_arm_id(text: str) -> bool:
@@ -104,7 +124,12 @@ def rest_routes(tools: LearningTools, guard: Guard, read: ReadArguments) -> list
     def observe(_: Request, d: dict[str, Any]) -> Any:
         outcome = d.get("outcome", "")
         return tools.observe(
-            d.get("learner"), d.get("arm_id"), outcome, d.get("reward"), d.get("context")
+            d.get("learner"),
+            d.get("arm_id"),
+            outcome,
+            d.get("reward"),
+            d.get("context"),
+            d.get("loaded"),
         )
 
     def posteriors(request: Request, _: dict[str, Any]) -> Any:

@@ -20,7 +20,8 @@ from pydantic import Field
 
 from adapters.mcp.tools import LearningTools, strict_json
 from bot.errors import error_kind, user_message
-from engine.errors import LearningError
+from engine.bounds import check_json
+from engine.errors import InvalidInput, LearningError
 
 log = logging.getLogger("learning_bot.mcp")
 T = TypeVar("T")
@@ -84,10 +85,23 @@ def installed_version() -> str:
         return "unknown"
 
 
+class BoundedServer(MCPServer):
+    """An MCPServer whose every tool call has its arguments held to engine.bounds first (a NUL
+    or a lone surrogate in any string, an integer past 64 bits, nesting past the limit): a
+    tool error naming the argument, before the tool or storage sees it."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            check_json("", arguments)
+        except InvalidInput as exc:
+            raise ToolError(str(exc)) from None
+        return await super().call_tool(name, arguments, context)
+
+
 def build_server(tools: LearningTools, *, version: str | None = None) -> MCPServer:
     """An MCPServer serving the qortex learning tools and our own /learning tools; it reports
     `version`, by default the installed package's."""
-    server = MCPServer(
+    server = BoundedServer(
         "learning-bot",
         version=version or installed_version(),
         instructions=(
@@ -169,8 +183,15 @@ def build_server(tools: LearningTools, *, version: str | None = None) -> MCPServ
             Field(description="Reward in [0, 1]; null: taken from the outcome."),
         ] = None,
         context: Context = None,
+        loaded: Annotated[
+            bool | None,
+            Field(
+                description="true: the select left this arm out (deferred_arms) and the model "
+                "loaded it through tool search; the run then counts it as included."
+            ),
+        ] = None,
     ) -> dict[str, Any]:
-        return await _call(tools.observe, learner, arm_id, outcome, reward, context)
+        return await _call(tools.observe, learner, arm_id, outcome, reward, context, loaded)
 
     @server.tool(
         annotations=READS,

@@ -318,7 +318,10 @@ class LearningTools:
         outcome: Any = "",
         reward: Any = None,
         context: Any = None,
+        loaded: Any = None,
     ) -> dict[str, Any]:
+        """One arm's outcome; `loaded`: the select left the arm out (a deferred tool) and the
+        model loaded it through tool search, so the run counts it as included."""
         arm = _text("arm_id", arm_id, limit=512)
         try:
             parse_arm_id(arm)
@@ -340,10 +343,16 @@ class LearningTools:
             if not math.isfinite(value) or not 0.0 <= value <= 1.0:
                 raise InvalidInput(f"reward: must be a number in [0, 1], got {reward!r}")
         ctx = _context("context", context)
+        if loaded is not None and not isinstance(loaded, bool):
+            raise InvalidInput(f"loaded: must be true, false or null, got {loaded!r:.40}")
         referenced = value > 0 if not word else word != "rejected"
         service = self._service(learner)
         result = service.observe_arm(
-            arm, value, referenced=referenced, session_key=_context_text(ctx, "session_key")
+            arm,
+            value,
+            referenced=referenced,
+            session_key=_context_text(ctx, "session_key"),
+            loaded=bool(loaded),
         )
         post = result.posterior
         out: dict[str, Any] = {

@@ -19,6 +19,7 @@ from bot.commands import (
     CancelCommand,
     Command,
     ConfirmCommand,
+    PhaseCommand,
     ResetCommand,
     UsageError,
     parse_command,
@@ -54,11 +55,17 @@ def local_actor() -> Actor:
     return Actor(id=f"local:{user}", name=user, is_admin=True)
 
 
-def local_sender(bus: CommandBus, conversation: str = "", surface: str = "terminal") -> Send:
+def local_sender(
+    bus: CommandBus, conversation: str = "", surface: str = "terminal", *, interactive: bool = True
+) -> Send:
+    """Commands to the local bus; not `interactive`, a command that asks for confirmation is
+    checked and answers its question without storing anything (a preview)."""
     actor = local_actor()
 
     def send(command: Command | str) -> Reply:
-        return bus.dispatch(Invocation(surface, actor, command, conversation=conversation))
+        return bus.dispatch(
+            Invocation(surface, actor, command, conversation=conversation, interactive=interactive)
+        )
 
     return send
 
@@ -114,25 +121,29 @@ def run_chat_command(
     confirm: bool = False,
     interactive: bool | None = None,
     as_json: bool = False,
+    preview: Send | None = None,
 ) -> int:
     """Run one command (the words after `learning-bot`), print the reply (or, `as_json`, its
     data as JSON for scripts), return the exit code. A destructive command asks on a
-    terminal, or needs `confirm`."""
+    terminal, or needs `confirm`; off a terminal without `confirm` its arguments are checked
+    first (an unknown arm is named, not a missing confirmation), by `preview` (a sender that
+    stores nothing for a question) when given, else by `send` and the question cancelled."""
     try:
         command = parse_command(text)
     except UsageError as exc:
         raise CliError(str(exc), EXIT_USAGE, hint=usage_hint(exc)) from None
     tty = sys.stdin.isatty() if interactive is None else interactive
-    if isinstance(command, ResetCommand) and not (confirm or command.confirm or tty):
-        # Refused before it reaches the bus: a refused command writes nothing (no pending
-        # confirmation, no audit or rate-limit row).
-        what = "reset undo" if command.undo else "reset"
-        raise CliError(
-            f"{what} asks for confirmation — not on a terminal",
-            EXIT_USAGE,
-            hint="add --confirm to do it without asking",
-        )
-    reply = send(text)
+    asks = isinstance(command, ResetCommand) or (
+        isinstance(command, PhaseCommand) and command.phase is not None
+    )
+    if asks and not (confirm or getattr(command, "confirm", False) or tty) and preview:
+        # Checked, then refused: a refused command writes nothing (no pending confirmation,
+        # no audit or rate-limit row).
+        reply = preview(text)
+        if reply.kind is ReplyKind.CONFIRM:
+            raise _not_on_a_terminal(reply)
+    else:
+        reply = send(text)
     if reply.kind is ReplyKind.CONFIRM:
         token = reply.actions[0].token
         if confirm:
@@ -143,11 +154,7 @@ def run_chat_command(
             reply = send(ConfirmCommand(token) if answer in ("y", "yes") else CancelCommand(token))
         else:
             send(CancelCommand(token))
-            raise CliError(
-                f"{reply.summary.split('?')[0]}? — not on a terminal",
-                EXIT_USAGE,
-                hint="add --confirm to do it without asking",
-            )
+            raise _not_on_a_terminal(reply)
     if reply.kind is ReplyKind.ERROR:
         # The terminal is the operator's own: it shows the cause a chat reply keeps private.
         message = reply.detail or reply.summary
@@ -159,6 +166,14 @@ def run_chat_command(
     else:
         print(render(reply, Style.for_stream(sys.stdout)))
     return EXIT_OK
+
+
+def _not_on_a_terminal(question: Reply) -> CliError:
+    return CliError(
+        f"{question.summary.split('?')[0]}? — not on a terminal",
+        EXIT_USAGE,
+        hint="add --confirm to do it without asking",
+    )
 
 
 def usage_hint(exc: UsageError) -> str:

@@ -118,7 +118,11 @@ def _chat(args: argparse.Namespace, settings: Settings) -> int:
     try:
         check_learner(app, args)
         return run_chat_command(
-            local_sender(app.bus, conversation), text, confirm=confirm, as_json=as_json
+            local_sender(app.bus, conversation),
+            text,
+            confirm=confirm,
+            as_json=as_json,
+            preview=local_sender(app.bus, conversation, interactive=False),
         )
     finally:
         app.close()

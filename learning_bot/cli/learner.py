@@ -1,6 +1,8 @@
 """`learning-bot learner create NAME`: make a learner before anything is written to it;
 `learner show NAME` and `learner set NAME KEY=VALUE ...`: its stored settings (SPEC section
-4a: a learner's settings are its own state, changed only by this command or its equivalents)."""
+4a: a learner's settings are its own state, changed only by this command or its equivalents).
+`learner set` makes the learner when there is none yet, and with `--url` asks a running server
+(its `POST settings` route) instead of opening the database."""
 
 from __future__ import annotations
 
@@ -8,10 +10,11 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from adapters.terminal.commands import EXIT_OK, CliError
+from adapters.terminal.commands import EXIT_OK, EXIT_USAGE, CliError
 from learning_bot.cli.parser import Commands
 
 if TYPE_CHECKING:
+    from engine.service import LearningService
     from learning_bot.app import App
     from learning_bot.settings import Settings
 
@@ -40,7 +43,7 @@ def register(sub: Commands) -> None:
         help="set: the settings to change, e.g. halfLife=50 policy=seed (values as JSON)",
     )
     learner.add_argument("--json", action="store_true", help="show/set: print JSON")
-    learner.set_defaults(run=_run, no_url="it works locally")
+    learner.set_defaults(run=_run, no_url=None)
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
@@ -48,13 +51,28 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
     if args.action != "set" and args.settings:
         raise CliError(f"learner {args.action} takes no KEY=VALUE settings")
+    if args.action == "set":
+        # Checked before anything is opened, made or sent.
+        changes = _pairs(args.settings)
+        _check_name(args.name)
+        _check_changes(settings, changes)
+        if args.url:
+            return _remote_set(args.url, args.name, changes, as_json=args.json)
+    elif args.url:
+        raise CliError(
+            f"--url does not apply to `learner {args.action}`: it works locally",
+            EXIT_USAGE,
+            hint="`learner set NAME KEY=VALUE --url URL` changes (or makes) a learner remotely",
+        )
     app = build_app(settings, one_shot=True)
     try:
         if args.action == "create":
             return _learner_create(app, args.name)
-        service = app.service(args.name)
         if args.action == "set":
-            service.set_settings(_pairs(args.settings), actor="command line")
+            service = _opened_or_made(app, args.name, quiet=args.json)
+            service.set_settings(changes, actor="command line")
+        else:
+            service = app.service(args.name)
         stored = service.config.learner_settings()
         if args.json:
             print(json.dumps({"learner": service.learner, "settings": stored}, indent=2))
@@ -66,6 +84,87 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK
     finally:
         app.close()
+
+
+def _check_name(name: str) -> None:
+    from engine.bounds import check_learner_name
+    from engine.errors import InvalidInput
+
+    try:
+        check_learner_name(name)
+    except InvalidInput as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+
+
+def _check_changes(settings: Settings, changes: dict[str, Any]) -> None:
+    """The settings are known keys with valid values (as `LearningService.set_settings` and
+    the server check them), so a learner is never made for settings that are then refused."""
+    from engine.errors import InvalidConfig
+
+    if "phase" in changes:
+        raise CliError("phase: change it with `learning-bot phase`", EXIT_USAGE)
+    try:
+        settings.config.merged(changes)
+    except InvalidConfig as exc:
+        raise CliError(f"{exc.field}: {exc.detail}", EXIT_USAGE) from None
+
+
+def _opened_or_made(app: App, name: str, *, quiet: bool) -> LearningService:
+    """The learner, made (with this process's configuration, then the settings given) when
+    there is none of that name yet."""
+    from engine.errors import NotFound
+
+    try:
+        return app.service(name)
+    except NotFound:
+        service = app.service(name, create=True)
+        if not quiet:
+            print(f"Created learner '{service.learner}' (phase {service.phase().value}).")
+        return service
+
+
+def _remote_set(url: str, name: str, changes: dict[str, Any], *, as_json: bool) -> int:
+    """`POST settings?learner=NAME` on a running server (LEARNING_BOT_API_TOKEN as bearer):
+    the server makes the learner when there is none, and answers its settings."""
+    import os
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    from adapters.terminal.commands import api_base
+
+    base = api_base(url)
+    token = os.environ.get("LEARNING_BOT_API_TOKEN", "").strip()
+    request = urllib.request.Request(
+        f"{base}/settings?" + urllib.parse.urlencode({"learner": name}),
+        data=json.dumps({"settings": changes}).encode(),
+        headers={"Content-Type": "application/json"}
+        | ({"Authorization": f"Bearer {token}"} if token else {}),
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            answer = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            message = json.loads(exc.read()).get("error", str(exc))
+        except ValueError:
+            message = str(exc)
+        raise CliError(f"{base}: {message}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise CliError(f"cannot reach {base}: {getattr(exc, 'reason', exc)}") from None
+    if as_json:
+        print(json.dumps(answer, indent=2))
+        return EXIT_OK
+    changed = answer.get("changed") or []
+    print(
+        f"Learner '{answer['learner']}' settings"
+        + (f" (changed: {', '.join(changed)})" if changed else " (nothing changed)")
+        + ":"
+    )
+    for key, value in sorted(answer["settings"].items()):
+        print(f"  {key} = {json.dumps(value)}")
+    return EXIT_OK
 
 
 def _pairs(items: list[str]) -> dict[str, Any]:

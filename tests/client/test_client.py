@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import fields
 from typing import Any
 
 import httpx
@@ -47,7 +48,7 @@ MODELS: list[tuple[type[Any], str]] = [
     (Reply, "Reply"),
     (PhaseResult, "PhaseResult"),
 ]
-CLIENT_ONLY = {"arms", "session_key"}
+CLIENT_ONLY = {f.name for f in fields(Selection) if f.metadata.get("client")}
 """Selection's fields that the client adds (what the select sent), not in the answer."""
 AHEAD_OF_THE_SCHEMA = {"Selection": {"deferred"}}
 """Fields the client reads when a server sends them, before the document lists them."""
@@ -90,7 +91,12 @@ def test_request_bodies_send_only_schema_properties() -> None:
         "tool:fs:Read": True,
         "tool:web:Search": False,
     }
-    assert report["toolCalls"] == [{"name": "Read"}, {"name": "Bash", "meta": {"cmd": "ls"}}]
+    # Read is the one offered arm of that name: the call names it; Bash is no offered arm
+    assert report["toolCalls"] == [
+        {"name": "Read", "arm": "tool:fs:Read"},
+        {"name": "Bash", "meta": {"cmd": "ls"}},
+    ]
+    assert set(report["toolCalls"][0]) <= set(SCHEMAS["ToolCall"]["properties"])
     assert report["usage"] == {
         "input": 10,
         "output": 5,
@@ -110,7 +116,7 @@ def test_tool_arm_costs_the_definition_as_compact_json() -> None:
     assert arm.token_cost == -(-len(compact) // 4)
 
 
-def test_a_deferred_arm_counts_as_included_only_when_the_model_called_it() -> None:
+def test_a_deferred_arm_the_model_called_is_reported_loaded_not_included() -> None:
     arms = tuple(ArmSpec(f"tool:x:{n}", 10) for n in ("A", "B", "C"))
     selection = Selection(
         selected=("tool:x:A",),
@@ -120,9 +126,63 @@ def test_a_deferred_arm_counts_as_included_only_when_the_model_called_it() -> No
         session_key="s",
     )
     report = report_for(selection, tool_calls=["B"])
-    assert [a.included for a in report.arms] == [True, True, False]
+    assert [(a.included, a.loaded) for a in report.arms] == [
+        (True, False),
+        (False, True),
+        (False, False),
+    ]
+    body = report.to_json()
+    assert [a.get("loaded") for a in body["arms"]] == [None, True, None]
+    assert set(body["arms"][1]) <= set(SCHEMAS["ArmInput"]["properties"])
     assert report.session_key == "s"
     assert [a.arm_id for a in selection.deferred_arms()] == ["tool:x:B", "tool:x:C"]
+    # an excluded arm that was not deferred cannot have been loaded, whatever was called
+    plain = Selection(selected=("tool:x:A",), excluded=("tool:x:B", "tool:x:C"), arms=arms)
+    assert not any(a.loaded for a in report_for(plain, tool_calls=["B"]).arms)
+
+
+def test_the_observe_carries_the_selects_session_key_and_context() -> None:
+    arms = (ArmSpec("tool:fs:Read", 10),)
+    context = {"message": "read the k8s manifest", "channel": "C1"}
+    selection = Selection(selected=("tool:fs:Read",), arms=arms, session_key="s", context=context)
+    report = report_for(selection, tool_calls=["Read"])
+    assert report.session_key == "s" and report.context == context
+    more = report_for(selection, tool_calls=["Read"], context={"loaded": []})
+    assert more.context == {**context, "loaded": []}
+    assert report.to_json()["context"] == context
+
+
+def test_calls_name_their_arm_when_the_client_can_tell_which() -> None:
+    arms = (
+        ArmSpec("tool:billing:calculate", 10),
+        ArmSpec("tool:travel:calculate", 10),
+        ArmSpec("tool:fs:Read", 10),
+        ArmSpec("tool:web:Search", 10),
+    )
+    selection = Selection(
+        selected=("tool:billing:calculate", "tool:travel:calculate", "tool:fs:Read"),
+        excluded=("tool:web:Search",),
+        arms=arms,
+    )
+    calls = report_for(
+        selection,
+        tool_calls=[
+            "Read",  # one offered arm of that name
+            "calculate",  # two: left to the server, which credits neither
+            {"name": "calculate", "arm": "tool:travel:calculate"},  # named by the caller
+            "billing:calculate",  # category:name
+            "tool:fs:Read",  # a full arm id
+            "Search",  # not offered: sent as it is
+        ],
+    ).tool_calls
+    assert [(c.name, c.arm) for c in calls] == [
+        ("Read", "tool:fs:Read"),
+        ("calculate", None),
+        ("calculate", "tool:travel:calculate"),
+        ("calculate", "tool:billing:calculate"),
+        ("Read", "tool:fs:Read"),
+        ("Search", None),
+    ]
 
 
 # -- a scripted server ---------------------------------------------------------------------------

@@ -93,7 +93,10 @@ def test_a_deferred_arm_loaded_and_used_is_referenced_and_joins_the_session(
     assert result.rewards[first.deferred[1]] == 0.0  # loaded, not used
     assert first.deferred[2] not in result.rewards  # deferred, never loaded: no update
     later = service.select(TOOLS, {"session_key": "s1", "message": "hello"})
-    assert set(later.selected) == {*first.selected, wanted}
+    # it joins apart from the cached prefix, which stays as it was
+    assert later.selected == first.selected
+    assert later.added == (wanted,) and later.session == "grown"
+    assert wanted not in later.deferred
 
 
 def test_a_poisoned_arm_is_tried_again_within_the_bound(store: SqlStore) -> None:

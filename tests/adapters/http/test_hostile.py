@@ -27,7 +27,7 @@ MB = "x" * 1_100_000
 CATALOGUE: list[tuple[str, Any, int, str]] = [
     ("/observe", body(traceId="<!channel>"), 200, ""),
     ("/observe", body(traceId="@everyone"), 200, ""),
-    ("/observe", body(traceId="a\x00b"), 400, "control characters"),
+    ("/observe", body(traceId="a\x00b"), 400, "traceId holds a NUL"),
     ("/observe", body(traceId="a\nb"), 400, "control characters"),
     ("/observe", body(traceId="\u202etxt"), 400, "control characters"),
     ("/observe", body(traceId="x" * 257), 400, "longer than 256"),
@@ -40,7 +40,12 @@ CATALOGUE: list[tuple[str, Any, int, str]] = [
         200,
         "",
     ),
-    ("/observe", body(arms=[{"armId": "tool:fs:Read\u0000", "tokenCost": 1}]), 400, "control"),
+    (
+        "/observe",
+        body(arms=[{"armId": "tool:fs:Read\u0000", "tokenCost": 1}]),
+        400,
+        "arms[0].armId",
+    ),
     ("/observe", body(arms=[{"armId": " tool:fs:Read", "tokenCost": 1}]), 400, "whitespace"),
     ("/observe", body(arms=[{"armId": "TOOL:fs:Read", "tokenCost": 1}]), 400, "unknown arm type"),
     (
@@ -117,7 +122,12 @@ CATALOGUE: list[tuple[str, Any, int, str]] = [
     ("/reset", {"arm_ids": ["tool:nope:X"], "confirm": True}, 404, "unknown arm"),
     ("/phase", {"phase": "ACTIVE; DROP"}, 400, "phase must be"),
     ("/phase", {"phase": "active", "confirm": "yes"}, 400, "confirm must be"),
-    ("/command", {"text": "reset all confirm" + "\x00" * 10, "actor": "a" * 200}, 400, "actor"),
+    (
+        "/command",
+        {"text": "reset all confirm" + "\x00" * 10, "actor": "a" * 200},
+        400,
+        "text holds a NUL",
+    ),
     ("/command", {"text": "x" * 2000}, 200, ""),
     ("/command", {"confirm": "../../x"}, 200, ""),
     ("/command", {"text": 5}, 400, "text"),

@@ -7,6 +7,7 @@ import asyncio
 import signal
 import sys
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,14 +40,22 @@ def stdio_params(database_url: str, home: Path) -> StdioServerParameters:
 
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[Served]:
+    async with serving(tmp_path) as server:
+        yield server
+
+
+@asynccontextmanager
+async def serving(tmp_path: Path, settings: dict[str, str] | None = None) -> AsyncIterator[Served]:
+    """`learning-bot serve` with the API token and `settings` on top of a clean environment,
+    yielded once its health check answers; stopped with SIGTERM, which must end it cleanly."""
     port = free_port()
-    env = environment(tmp_path, {"LEARNING_BOT_API_TOKEN": TOKEN})
+    env = environment(tmp_path, {"LEARNING_BOT_API_TOKEN": TOKEN, **(settings or {})})
     argv = [part.replace("{port}", str(port)) for part in SERVE]
     process = await Process.start(argv, env, tmp_path)
     base = f"http://127.0.0.1:{port}"
     try:
         async with httpx.AsyncClient() as client:
-            for _ in range(300):
+            for _ in range(1200):  # up to a minute on a busy machine
                 if process.returncode is not None:
                     pytest.fail(f"serve exited early\n{process.output()}")
                 try:

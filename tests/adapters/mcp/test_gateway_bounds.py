@@ -15,8 +15,6 @@ from typing import Any
 import httpx
 import pytest
 
-pytest.importorskip("mcp", reason="the mcp SDK is not installed")
-
 from adapters.http import create_app
 from adapters.http.settings import http_settings
 from learning_bot.app import App, build_app

@@ -13,11 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
-
-pytest.importorskip("mcp", reason="the mcp SDK is not installed")
-
 import httpx2
+import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 

@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("mcp", reason="the mcp SDK is not installed")
-
 from . import openclaw_calls as oc
 from .qortex_peer import PeerRun, qortex_session, run_qortex
 

@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("mcp", reason="the mcp SDK is not installed")
-
 from . import openclaw_calls as oc
 from .conftest import stdio_params
 
