@@ -2,13 +2,17 @@
 the context study (engine.context_simulation): tool tokens, prompt cost under the prefix cache
 (tool searches priced as their extra round trip and appended definitions) and recall of gold
 calls, for every tool, today's default, BM25 over the message alone, the context-aware policy
-with and without deferral, and the oracle.
+with and without deferral, provider tool search at its best (every tool deferred, every search
+finding the needed tools at once), and the oracle.
 
 The inventory is the 128 functions of the eight API classes as one list, each an arm
 `tool:bfcl:Class.function` with its definition's description; its cost is its definition's
 compact JSON / 4 (bench/bfcl.py). The 800 sessions of the four categories run in one seeded
 random order through one learner per policy. A turn's gold calls are counted once per distinct
-tool (a turn needing `cd` twice needs `cd`).
+tool (a turn needing `cd` twice needs `cd`). Every learning row runs at the same budget under
+the product's defaults (minPulls 5, baseline sessions 10%: every tool, all session long); the
+table states each row's budget, minPulls and baseline rate. One row says otherwise: BM25 at
+the budget whose tool tokens per turn reach the context-aware set's over its selected sessions.
 
     pip install --no-deps bfcl-eval
     .venv/bin/python bench/bfcl_context.py [--package-dir DIR] [--seed N] [--budget SHARE]
@@ -96,15 +100,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--package-dir", type=Path, help="the installed bfcl_eval folder")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--budget", type=float, default=0.2, help="share of the inventory's tokens")
-    parser.add_argument(
-        "--deferral-budget", type=float, default=0.25, help="share with deferral on"
-    )
-    parser.add_argument(
-        "--per-turn-budget",
-        type=float,
-        default=0.16,
-        help="share of `context per turn` (BM25's tool tokens per turn at --budget)",
-    )
     args = parser.parse_args(argv)
     began = time.perf_counter()
     root = package_dir(args.package_dir)
@@ -119,25 +114,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         "BM25 over the turn's message alone (names + descriptions) keeps "
         + ", ".join(f"{v:.0%} of gold calls in its top {k}" for k, v in ref.items())
     )
-    base = LearningConfig.for_policy(
-        DEFAULT_POLICY, phase=Phase.ACTIVE, seed_arm_ids=(), min_pulls=0
-    )
+    base = product_config()
     budgets = {
         "every": 1.0,
         "default": args.budget,
         "bm25": args.budget,
         "context": args.budget,
-        "context per turn": args.per_turn_budget,
-        "context+deferral": args.deferral_budget,
+        "context per turn": args.budget,
+        "context+deferral": args.budget,
+        "search at best": 0.0,
         "oracle": 1.0,
     }
     runs: dict[str, StudyRun] = {}
     for policy, share in budgets.items():
         config = base.merged({"token_budget": max(1, round(share * total))})
         runs[policy] = run_study(arms, sessions, policy, config, seed=args.seed)
-    # BM25 at the session-stable context-aware set's tool tokens per turn: the budget, in
-    # steps of a percent, whose tokens per turn first reach that set's
-    target = tokens_per_turn(runs["context"])
+    # BM25 at the session-stable context-aware set's tool tokens per turn over its selected
+    # (not baseline) sessions: the budget, in steps of a percent, whose tokens per turn first
+    # reach that set's
+    target = tokens_per_turn(runs["context"], selected=True)
     share = args.budget
     while True:
         config = base.merged({"token_budget": max(1, round(share * total))})
@@ -147,22 +142,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         share = round(share + 0.01, 2)
     runs["bm25, tokens of context"] = same
     budgets["bm25, tokens of context"] = share
-    table(runs, sessions, budgets)
+    table(runs, sessions, budgets, base)
     print(f"({time.perf_counter() - began:.0f} s)")
     return 0
 
 
-def tokens_per_turn(run: StudyRun) -> float:
-    return float(run.tool_tokens.sum() / run.turns.sum())
+def product_config() -> LearningConfig:
+    """The default policy under the product's defaults (minPulls 5, baseline rate 0.10); the
+    default seed tools are not in this inventory."""
+    return LearningConfig.for_policy(DEFAULT_POLICY, phase=Phase.ACTIVE, seed_arm_ids=())
+
+
+LEARNING = ("default", "context", "context per turn", "context+deferral")
+"""The rows whose policy learns (and so runs with minPulls and baseline sessions)."""
+
+
+def settings_of(name: str, share: float, config: LearningConfig) -> tuple[str, str, str]:
+    """A row's budget, minPulls and baseline rate, as the table shows them."""
+    if name in ("every", "oracle", "search at best"):
+        return ("-", "-", "-")
+    if name not in LEARNING:
+        return (f"{share:.0%}", "-", "-")
+    return (f"{share:.0%}", str(config.min_pulls), f"{config.baseline_rate:.0%}")
+
+
+def tokens_per_turn(run: StudyRun, *, selected: bool = False) -> float:
+    """Tool tokens per turn, over every session or over the selected (not baseline) ones."""
+    mask = ~np.array(run.baseline, dtype=bool) if selected and run.baseline else slice(None)
+    return float(run.tool_tokens[mask].sum() / run.turns[mask].sum())
 
 
 def table(
-    runs: dict[str, StudyRun], sessions: Sequence[ContextSession], budgets: dict[str, float]
+    runs: dict[str, StudyRun],
+    sessions: Sequence[ContextSession],
+    budgets: dict[str, float],
+    config: LearningConfig,
 ) -> None:
     groups = np.array([s.group for s in sessions])
     full = runs["every"]
-    header = ("sessions", "policy", "budget", "cost vs every tool", "tool tokens/turn",
-              "searches/session", "recall of gold calls")  # fmt: skip
+    header = ("sessions", "policy", "budget", "minPulls", "baseline", "cost vs every tool",
+              "tool tokens/turn", "searches/session", "round trips/session",
+              "recall of gold calls")  # fmt: skip
     rows = []
     for group in (*sorted(set(groups.tolist())), "all"):
         mask = groups == group if group != "all" else np.ones(len(sessions), dtype=bool)
@@ -171,10 +191,11 @@ def table(
                 (
                     group.removeprefix("multi_turn_"),
                     name,
-                    f"{budgets[name]:.0%}",
+                    *settings_of(name, budgets[name], config),
                     f"{run.prompt_cost[mask].sum() / full.prompt_cost[mask].sum():.3f}",
                     f"{run.tool_tokens[mask].sum() / run.turns[mask].sum():,.0f}",
                     f"{run.searches[mask].mean():.2f}",
+                    f"{run.round_trips[mask].mean():.2f}",
                     f"{run.kept[mask].sum() / max(1.0, run.used[mask].sum()):.3f}",
                 )
             )

@@ -822,7 +822,8 @@ def context_study(seed: int) -> None:
         "### context: task-type workloads (60 tools and 8 types of 2-5 tools unless named, "
         "1,000 sessions)"
     )
-    header = ("workload", "budget", "policy", "cost vs every tool", "tool tokens/turn", "recall")
+    header = ("workload", "budget", "minPulls", "baseline", "policy", "cost vs every tool",
+              "tool tokens/turn", "recall")  # fmt: skip
     rows = []
     closure = []
     checks = []
@@ -837,9 +838,8 @@ def context_study(seed: int) -> None:
         if written:
             arms, sessions = alphanumeric(arms, sessions)
         total = sum(a.token_cost for a in arms)
-        base = LearningConfig.for_policy(
-            DEFAULT_POLICY, phase=Phase.ACTIVE, seed_arm_ids=(), min_pulls=0
-        )
+        # the product's defaults: minPulls 5, baseline sessions 10%
+        base = LearningConfig.for_policy(DEFAULT_POLICY, phase=Phase.ACTIVE, seed_arm_ids=())
         full = run_study(arms, sessions, "every", base.merged({"token_budget": total}), seed=seed)
         for share in (0.2, 0.3):
             config = base.merged({"token_budget": round(share * total)})
@@ -856,10 +856,13 @@ def context_study(seed: int) -> None:
                 "context oracle": run_study(arms, sessions, "oracle", config, seed=seed),
             }
             for policy, run in runs.items():
+                learns = policy not in ("bm25", "context oracle")
                 rows.append(
                     (
                         name,
                         f"{share:.0%}",
+                        str(config.min_pulls) if learns else "-",
+                        f"{config.baseline_rate:.0%}" if learns else "-",
                         policy,
                         f"{run.prompt_cost.sum() / full.prompt_cost.sum():.3f}",
                         f"{run.tool_tokens.sum() / run.turns.sum():,.0f}",

@@ -47,7 +47,7 @@ from bot.replies import (
     explanation_fields,
 )
 from bot.shapes import arm_json, explanation_json, reply_from_json, summary_json
-from engine.config import Phase
+from engine.config import LearningConfig, Phase
 from engine.errors import InvalidConfig, InvalidInput
 from engine.phase_projection import keep_projection
 from engine.service import MIN_TRACES_FOR_ACTIVE, LearningService
@@ -252,6 +252,20 @@ def value_headline(s: Summary) -> list[str]:
     return lines
 
 
+def recall_target_field(config: LearningConfig, s: Summary) -> tuple[tuple[str, str], ...]:
+    """The recall target beside the recall the learner estimates it achieves (none without a
+    target)."""
+    target = config.recall_target
+    if target is None:
+        return ()
+    achieved = (
+        "not estimated yet"
+        if s.estimated_recall is None
+        else f"estimated {s.estimated_recall * 100:.0f}% kept"
+    )
+    return (("Recall target", f"{target * 100:g}% ({achieved}; token budget a cap)"),)
+
+
 def sessions_line(d: SessionDecisions) -> str:
     """How many sessions drew their set again while live, and why (engine.session_review)."""
     head = f"Sessions (last day): {d.sessions:,}, {d.redrawn:,} redrawn"
@@ -361,6 +375,7 @@ class Handlers:
             Fields(
                 (
                     ("Phase", status.phase.value),
+                    *recall_target_field(config, s),
                     ("Token budget", fmt_int(config.token_budget)),
                     ("Baseline rate", f"{config.baseline_rate * 100:g}%"),
                     ("Min pulls", str(config.min_pulls)),
@@ -377,6 +392,8 @@ class Handlers:
             ),
         ]
         data: dict[str, Any] = {"summary": summary_json(s), "phase": status.phase.value}
+        if config.recall_target is not None:
+            data["recallTarget"] = config.recall_target
         headline = value_headline(s)
         blocks[1:1] = [Text(line) for line in headline]
         if status.empty:

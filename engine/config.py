@@ -52,6 +52,7 @@ _CAMEL = {
     "seed_boost": "seedBoost",
     "session_idle_seconds": "sessionIdleSeconds",
     "session_growth": "sessionGrowth",
+    "recall_target": "recallTarget",
     "provider": "provider",
     "model": "model",
 }
@@ -106,6 +107,7 @@ _OPTIONAL_DEFAULTS: dict[str, Any] = {
     "seed_boost": None,
     "session_idle_seconds": 300,
     "session_growth": "off",
+    "recall_target": None,
     "provider": "",
     "model": "",
 }
@@ -177,6 +179,12 @@ class LearningConfig:
     the next prompt writes the whole conversation to the cache again: in the study
     (bench/sessions.py, BENCHMARKS.md) "off" costs less in every scenario at about the same
     recall."""
+    recall_target: float | None = None
+    """None (default): each set is packed up to `token_budget` (SPEC section 4). A share in
+    (0, 1]: each set is the least-cost set whose estimated recall (engine.recall_target: the
+    posterior mean use of the arms kept over that of every arm, under the request's context
+    when it carries one) reaches it, with `token_budget` as a cap. Not with the seed policy,
+    which keeps the seed documents' budget packing exactly."""
     provider: str = ""
     """The provider the learner's runtime calls (anthropic, openai, bedrock...), for selects
     and runs that name none: what a change of tools costs there (engine.providers) and how
@@ -244,6 +252,23 @@ class LearningConfig:
                 "session_growth",
                 f"must be one of {', '.join(SESSION_GROWTHS)}, got {self.session_growth!r}",
             )
+        target = self.recall_target
+        if target is not None:
+            if isinstance(target, bool) or not isinstance(target, (int, float)):
+                raise InvalidConfig(
+                    "recall_target", f"must be a number in (0, 1] or null, got {target!r}"
+                )
+            if not math.isfinite(target) or not 0.0 < target <= 1.0:
+                raise InvalidConfig(
+                    "recall_target", f"must be a number in (0, 1] or null, got {target!r}"
+                )
+            if self.policy == "seed":
+                raise InvalidConfig(
+                    "recall_target",
+                    "the seed policy packs by tokenBudget alone (SPEC section 4): unset "
+                    "recallTarget or choose another policy",
+                )
+            set_(self, "recall_target", float(target))
         for name in ("provider", "model"):
             value = getattr(self, name)
             if not isinstance(value, str) or len(value) > 256 or not value.isprintable():

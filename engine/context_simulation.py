@@ -15,15 +15,29 @@ turn needs. Policies choose the session's tools:
   as `bm25`: not session-stable, so each change of set is a cache miss);
 - `context+deferral`: the context-aware draw on the first turn, with the left-out tools
   deferred: a turn that needs a tool the prompt lacks runs the providers' tool search as
-  documented (BM25 over the deferred tools' names and descriptions, the turn's message as
-  the query, the top SEARCH_TOP loaded), which costs an extra round trip (the prompt read
-  again from the cache) and the appended definitions; found tools stay loaded for the rest
-  of the session;
+  documented (BM25 over every deferred tool's name and description, loaded ones included,
+  the turn's message as the query, the top SEARCH_TOP returned), which costs an extra round
+  trip (the prompt read again from the cache) and the search's call, result and the returned
+  definitions, which sit in the conversation between the turn's message and its reply (a tool
+  returned again by a later search is paid again); found tools stay loaded for the rest of the
+  session, and the tool-search tool's definition counts in every deferred turn's tool tokens;
+- `search at best`: provider tool search at its best: every tool deferred, and a turn that
+  needs tools it has not loaded searches once and finds exactly those (a bound on what tool
+  search alone can do; its cost is the round trips and the loaded definitions);
 - `oracle`: the tools the session will use, known in advance (a bound, not a policy).
 
+A search is priced as its round trip (the prompt read again from the cache), the search call
+the model writes (SEARCH_CALL_TOKENS output tokens, at the output price) and the call, result
+and definitions appended to the conversation.
+
 A tool the turn needs counts as kept when the prompt had it, or when this turn's search found
-it (deferral only). Learning (default, context) observes each turn as the service would: an
-offered tool used is reward 1, offered and unused 0, a deferred tool loaded counts as offered.
+it (deferral only). The learners know only what a runtime can report: the model calls the
+tools it needs among those it was offered (kept, or found by search); a tool it needed but was
+not offered is never reported as called, so a turn whose needed tools were all left out calls
+nothing and teaches nothing, and the tools called so far (the next turns' context) are the
+called ones. An offered tool called is reward 1, offered and not called 0, a deferred tool
+loaded counts as offered. The learners run under the configuration given, baseline sessions
+(every tool, all session long) and minPulls included, as the service does.
 """
 
 from __future__ import annotations
@@ -40,12 +54,14 @@ from engine.config import LearningConfig
 from engine.context import RequestContext, opening_features, words
 from engine.context_policy import ContextEvidence, ContextSettings, context_scores
 from engine.cost import ANTHROPIC, TokenPrices, prompt_cost
+from engine.draws import draw_scores
 from engine.exploration import ExplorationBound, OwedTries
 from engine.forgetting import forget, keep_factor
-from engine.inventory import ArmSet, FloatArray, PosteriorArrays, align_posteriors
+from engine.inventory import ArmSet, BoolArray, FloatArray, PosteriorArrays, align_posteriors
 from engine.observation import ReportedArm, RunReport, ToolCall
 from engine.prompt_cache import Block, PromptCache
-from engine.selection import select_arms
+from engine.recall_target import RecallCalibration, inclusion_levels, ranked
+from engine.selection import Draw, forced_arms, select_arms, target_means
 from engine.session_simulation import SessionShape
 
 if TYPE_CHECKING:
@@ -57,6 +73,8 @@ SEARCH_TOOL_TOKENS = 300
 """The tool-search tool's own definition, in the prompt of every deferred request."""
 SEARCH_RESULT_TOKENS = 60
 """The search call and its result, beside the loaded definitions."""
+SEARCH_CALL_TOKENS = 40
+"""Output tokens of the model's search call (its query), priced at the output price."""
 POLICIES = (
     "every",
     "default",
@@ -64,6 +82,7 @@ POLICIES = (
     "context",
     "context per turn",
     "context+deferral",
+    "search at best",
     "oracle",
 )
 
@@ -99,11 +118,20 @@ class StudyRun:
     turns: FloatArray
     selections: list[tuple[str, ...]] = field(default_factory=list)
     """Each session's first-turn set (arm ids, inventory order)."""
+    baseline: list[bool] = field(default_factory=list)
+    """Whether each session's first select was a baseline draw (every tool offered)."""
+    learner: Learner | ServiceLearner | None = None
+    """The learner the policy learnt with (None for the policies that do not learn)."""
 
     @property
     def recall(self) -> float:
         used = float(self.used.sum())
         return float(self.kept.sum()) / used if used else 1.0
+
+    @property
+    def round_trips(self) -> FloatArray:
+        """Requests per session: one per turn, one more per search."""
+        return self.turns + self.searches
 
 
 class Learner:
@@ -125,6 +153,10 @@ class Learner:
         self.config = config
         self.settings = settings
         self.owed = OwedTries(ExplorationBound())
+        self.was_baseline = False
+        self.calibration = RecallCalibration()
+        """Under a recall target: the levels of the tools baseline sessions used."""
+        self._levels: tuple[FloatArray, FloatArray, BoolArray] | None = None
 
     def arrays(self) -> PosteriorArrays:
         return PosteriorArrays(self.alpha, self.beta, self.pulls)
@@ -144,22 +176,40 @@ class Learner:
                 rewards[ids[i]] = r
         features = request.features() if request is not None else np.zeros(0, dtype=np.int64)
         self.evidence.record(features.tolist(), rewards)
+        if self._levels is not None and used:
+            # a baseline session offered every tool: what it called calibrates the target
+            self.calibration.record(inclusion_levels(*self._levels, sorted(used)))
 
     def select(
         self, request: RequestContext | None, gen: np.random.Generator, key: str
     ) -> list[int]:
         force = self.owed.mask(self.arm_set)
         post = self.arrays()
-        if request is None:
-            chosen = select_arms(self.arm_set, post, self.config, gen, force=force)
-        else:
+        draw: Draw = draw_scores
+        if request is not None:
             arm_set, evidence, settings = self.arm_set, self.evidence, self.settings
 
             def draw(p: PosteriorArrays, c: LearningConfig, g: np.random.Generator) -> FloatArray:
                 return context_scores(arm_set, p, request, evidence, settings, c, g)
 
-            chosen = select_arms(self.arm_set, post, self.config, gen, draw=draw, force=force)
+        chosen = select_arms(
+            self.arm_set,
+            post,
+            self.config,
+            gen,
+            draw=draw if request is not None else None,
+            force=force,
+            calibration=self.calibration,
+        )
+        self._levels = None
+        if chosen.is_baseline and self.config.recall_target is not None:
+            means = target_means(post, self.config, draw, gen)
+            forced = forced_arms(self.arm_set, post, self.config, force)
+            self._levels = (means, ranked(means, self.arm_set.costs), forced)
         self.owed.included(self.arm_set, chosen.mask)
+        self.was_baseline = chosen.is_baseline
+        if chosen.is_baseline:  # a baseline session offers every arm (engine.session_sets)
+            return list(range(len(self.arm_set)))
         return np.flatnonzero(chosen.mask).tolist()
 
 
@@ -172,6 +222,7 @@ class ServiceLearner:
         self.service = service
         self.arm_set = arm_set
         self._turns = 0
+        self.was_baseline = False
 
     def select(
         self, request: RequestContext | None, gen: np.random.Generator, key: str
@@ -180,7 +231,9 @@ class ServiceLearner:
         if request is not None:
             context.update(_context_of(request))
         chosen = self.service.select(self.arm_set, context)
-        return np.flatnonzero(chosen.mask).tolist()
+        self.was_baseline = chosen.is_baseline
+        position = self.arm_set.index
+        return sorted(position[a] for a in chosen.selected)
 
     def observe(
         self,
@@ -251,15 +304,15 @@ def run_study(
     search = BM25Index.of_texts(texts)
     blocks = [Block(a.id, a.token_cost) for a in arm_set.arms]
     learner: Learner | ServiceLearner = (
-        Learner(arm_set, replace(config, baseline_rate=0.0), settings)
-        if service is None
-        else ServiceLearner(service, arm_set)
+        Learner(arm_set, config, settings) if service is None else ServiceLearner(service, arm_set)
     )
     gen = np.random.default_rng(seed)
     cache = PromptCache(ttl_seconds=300.0)
     n = len(sessions)
     out = StudyRun(np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n))
-    deferral = policy == "context+deferral"
+    learning = policy in ("default", "context", "context+deferral", "context per turn")
+    if learning:
+        out.learner = learner
     at = 0.0
     budget = config.token_budget
     for s, session in enumerate(sessions):
@@ -285,7 +338,12 @@ def run_study(
         else:
             tools = []
         out.selections.append(tuple(arm_set.ids[i] for i in tools))
-        loaded: dict[int, list[Block]] = {}
+        out.baseline.append(learning and learner.was_baseline)
+        # the tool search is offered when something is deferred (not in a baseline session)
+        deferral = policy == "search at best" or (
+            policy == "context+deferral" and len(tools) < len(arm_set)
+        )
+        searched: dict[int, list[Block]] = {}
         have = set(tools)
         for k, turn in enumerate(session.turns):
             request = _request(session, k, called) if use_context else None
@@ -303,38 +361,47 @@ def run_study(
             head = [blocks[i] for i in tools]
             if deferral:
                 head.append(Block("tool-search", SEARCH_TOOL_TOKENS))
-            prompt = shape.blocks(head, k, loaded)
+                out.tool_tokens[s] += SEARCH_TOOL_TOKENS
+            prompt = shape.blocks(head, k, searched=searched)
             usage = cache.request(session.key, at, prompt)
             out.prompt_cost[s] += prompt_cost(usage, prices)
             out.tool_tokens[s] += float(costs[sorted(have)].sum()) if have else 0.0
             need = set(turn.used)
             found: list[int] = []
             if deferral and need - have:
+                # the search runs over every deferred tool: one loaded by an earlier search is
+                # returned (and its definition appended) again when it ranks in the top
                 among = np.ones(len(arm_set), dtype=bool)
-                among[list(have)] = False
-                found = search.top(words(turn.message), SEARCH_TOP, among)
+                among[tools] = False
+                if policy == "search at best":
+                    found = sorted(need - have)
+                else:
+                    found = search.top(words(turn.message), SEARCH_TOP, among)
                 appended = Block(
                     f"search:{k}", SEARCH_RESULT_TOKENS + (int(costs[found].sum()) if found else 0)
                 )
                 usage = cache.request(session.key, at + 5.0, [*prompt, appended])
-                out.prompt_cost[s] += prompt_cost(usage, prices)
+                out.prompt_cost[s] += (
+                    prompt_cost(usage, prices) + SEARCH_CALL_TOKENS * prices.output
+                )
                 out.tool_tokens[s] += float(costs[found].sum()) if found else 0.0
                 out.searches[s] += 1
-                loaded[k] = [appended]
-            kept = need & (have | set(found))
+                searched[k] = [appended]
+            offered = have | set(found)
+            kept = need & offered
             out.used[s] += len(need)
             out.kept[s] += len(kept)
             if request is not None and first is not None and policy != "context per turn":
                 # the session's set was decided on its opening: learn under it too
                 request = replace(request, opening=opening_features(first.message))
-            if policy in ("default", "context", "context+deferral", "context per turn"):
-                offered = sorted(have | set(found))
+            if learning:
+                # what the runtime reports: the offered tools the model called (`kept`)
                 if isinstance(learner, ServiceLearner):
-                    learner.observe(offered, need, request, session.key, found)
+                    learner.observe(sorted(offered), kept, request, session.key, found)
                 else:
-                    learner.observe(offered, need, request, session.key)
-                have |= set(found)  # loaded: in the conversation for the rest of the session
-            called += [names[i] for i in sorted(need)]
+                    learner.observe(sorted(offered), kept, request, session.key)
+            have = offered  # loaded: in the conversation for the rest of the session
+            called += [names[i] for i in sorted(kept)]
             at += turn_gap
         out.turns[s] = len(session.turns)
         cache.forget(session.key)

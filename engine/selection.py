@@ -5,6 +5,7 @@ result and `select_arms`, which draws the scores (engine.draws) and packs the ar
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from itertools import compress
 from operator import not_
 from typing import Any
@@ -26,6 +27,7 @@ from engine.inventory import (
 )
 from engine.packing import Taken, pack, pack_inventory, pack_ranked
 from engine.posterior import Posterior
+from engine.recall_target import RecallCalibration
 
 
 class Selection:
@@ -250,6 +252,7 @@ def select_arms(
     *,
     draw: Draw | None = None,
     force: BoolArray | None = None,
+    calibration: RecallCalibration | None = None,
 ) -> Selection:
     """Choose the arms of the next prompt (SPEC section 4).
 
@@ -270,6 +273,10 @@ def select_arms(
     `draw` replaces the Thompson draw (the context-aware policy passes its own); `force` marks
     arms included like seeds in a Thompson run (the exploration bound of engine.starvation
     passes those it owes a try). Neither changes a baseline run.
+
+    With `config.recall_target` set, a Thompson run takes the least-cost set whose estimated
+    recall meets the target instead (engine.recall_target), the stopping share given by
+    `calibration` when one is passed.
 
     Inventories below SMALL_INVENTORY arms are ranked and packed in plain Python, larger ones
     with array operations; both take the same draws from `rng` in the same order and make the
@@ -293,6 +300,8 @@ def select_arms(
     if force is not None and force.shape != (n,):
         raise InvalidInput(f"force marks {force.shape[0]} arms, expected {n}")
     scorer = draw_scores if draw is None else draw
+    if config.recall_target is not None:
+        return _select_to_target(arm_set, post, config, gen, scorer, force, calibration)
     if n < SMALL_INVENTORY:
         return _select_small(arm_set, post, config, gen, scorer, force)
     return _select_vectorised(arm_set, post, config, gen, scorer, force)
@@ -340,6 +349,78 @@ def _select_vectorised(
         forced_cost = arm_set.total_cost - int(rest_costs.sum())
     taken, packed = pack_ranked(rest, rank, costs, budget - forced_cost, rest_costs)
     return _masked(arm_set, forced, taken, False, budget, forced_cost + packed)
+
+
+def _select_to_target(
+    arm_set: ArmSet,
+    post: PosteriorArrays,
+    config: LearningConfig,
+    gen: np.random.Generator,
+    scorer: Draw,
+    force: BoolArray | None,
+    calibration: RecallCalibration | None,
+) -> Selection:
+    """select_arms under a recall target (engine.recall_target): the same baseline coin and
+    baseline run; otherwise the forced arms, then the arms by posterior mean per token until
+    the share of the means kept reaches the share `calibration` gives for the target (the
+    target itself without one), under the budget as a cap."""
+    from engine.recall_target import pack_to_target, ranked
+
+    assert config.recall_target is not None
+    costs = arm_set.costs
+    seeds = arm_set.seed_info(config.seed_arm_ids)
+    budget = config.token_budget
+    if gen.random() < config.baseline_rate:
+        forced = seeds.mask
+        rest = (~forced).nonzero()[0]
+        rest = rest[gen.permutation(rest.size)]
+        forced_cost = int(costs[forced].sum()) if seeds.positions else 0
+        taken, packed = pack(rest, costs, budget - forced_cost)
+        return _masked(arm_set, forced, taken, True, budget, forced_cost + packed)
+    means = target_means(post, config, scorer, gen)
+    forced = forced_arms(arm_set, post, config, force)
+    share = config.recall_target if calibration is None else calibration.share(config.recall_target)
+    mask, used, _ = pack_to_target(means, ranked(means, costs), costs, forced, share, budget)
+    return Selection._chosen(arm_set, mask, None, False, budget, used, None)
+
+
+def target_means(
+    post: PosteriorArrays, config: LearningConfig, scorer: Draw, gen: np.random.Generator
+) -> FloatArray:
+    """Each arm's posterior mean usefulness under the draw `scorer` makes (the context-aware
+    one for a request with context): the draw at exploration 0, which takes nothing from
+    `gen`."""
+    return scorer(post, replace(config, exploration=0.0), gen)
+
+
+def opening_ranks(
+    arm_set: ArmSet,
+    post: PosteriorArrays,
+    config: LearningConfig,
+    draw: Draw | None,
+    force: BoolArray | None,
+    gen: np.random.Generator,
+) -> tuple[FloatArray, FloatArray, BoolArray]:
+    """(means, ranks, forced arms) as a selection under a recall target reads them: what a
+    baseline session's uses are measured against (engine.recall_target.inclusion_levels)."""
+    from engine.recall_target import ranked
+
+    means = target_means(post, config, draw_scores if draw is None else draw, gen)
+    return means, ranked(means, arm_set.costs), forced_arms(arm_set, post, config, force)
+
+
+def forced_arms(
+    arm_set: ArmSet, post: PosteriorArrays, config: LearningConfig, force: BoolArray | None
+) -> BoolArray:
+    """The arms a Thompson run includes whatever their score: seeds, under-explored arms
+    (pulls < minPulls) and those `force` marks."""
+    forced = post.pulls < config.min_pulls
+    seeds = arm_set.seed_info(config.seed_arm_ids)
+    if seeds.positions:
+        forced |= seeds.mask
+    if force is not None:
+        forced |= force
+    return forced
 
 
 def _masked(

@@ -276,6 +276,10 @@ class LearningService:
         self._owed_runs: int | None = None
         """The learner's stored runs as of the exploration bound's last read, plus the runs
         this process stored since: when storage holds no others, its count is the learner's."""
+        from engine.recall_target import SessionLevels
+
+        self._target_levels = SessionLevels()
+        """The recall target's calibration: baseline sessions' uses (engine.recall_target)."""
         self._exploration_bound = exploration_bound
         self._deferrals: dict[str, tuple[int, int]] = {}
         """Per tool: runs that deferred it, runs that loaded it (this process's count, for a
@@ -477,7 +481,7 @@ class LearningService:
         request = _request_of(context)
 
         def draw(offered: ArmSet, settings: LearningConfig) -> Selection:
-            return self._select_cached(offered, settings, request)
+            return self._select_cached(offered, settings, request, key)
 
         if key and config.is_active:
             from engine.context import opening_features
@@ -494,7 +498,11 @@ class LearningService:
         return draw(arm_set, config)
 
     def _select_cached(
-        self, arm_set: ArmSet, config: LearningConfig, request: RequestContext | None = None
+        self,
+        arm_set: ArmSet,
+        config: LearningConfig,
+        request: RequestContext | None = None,
+        session_key: str = "",
     ) -> Selection:
         """`select_arms` under `config`: from the cached posteriors, under the cache's lock,
         when active; passive or disabled, every arm without reading a posterior. With a
@@ -507,9 +515,15 @@ class LearningService:
         cache = self._cache
         owed = self._owed_tries()
         force = owed.mask(arm_set)
+        target = self._target_levels if config.recall_target is not None else None
+        calibration = target.calibration if target is not None else None
+        scores: Any = None
         if request is None:
             with cache.lock:
-                chosen = select_arms(arm_set, cache.arrays(arm_set), config, self._rng, force=force)
+                post = cache.arrays(arm_set)
+                chosen = select_arms(
+                    arm_set, post, config, self._rng, force=force, calibration=calibration
+                )
         else:
             from engine.context_policy import ContextSettings, context_scores, lexical_index
 
@@ -524,7 +538,16 @@ class LearningService:
 
             with cache.lock:
                 post = cache.arrays(arm_set)
-                chosen = select_arms(arm_set, post, config, self._rng, draw=scores, force=force)
+                chosen = select_arms(
+                    arm_set, post, config, self._rng, draw=scores, force=force,
+                    calibration=calibration,
+                )  # fmt: skip
+        if target is not None and chosen.is_baseline and session_key:
+            from engine.selection import opening_ranks
+
+            with cache.lock:
+                ranks = opening_ranks(arm_set, post, config, scores, force, self._rng)
+            target.opened(session_key, arm_set.ids, *ranks)
         owed.included(arm_set, chosen.mask)
         return chosen
 
@@ -824,6 +847,11 @@ class LearningService:
         ]
         if learned:
             self._learn_context([r for r, _ in learned], [w for _, w in learned])
+        if config.recall_target is not None:  # a baseline session's uses calibrate the target
+            for run, ran, stored in zip(asked, outcomes, result.statuses, strict=True):
+                if run.session_key and stored in ("inserted", "spooled"):
+                    used = [a for a, reward in ran.rewards.items() if reward == 1.0]
+                    self._target_levels.observed(run.session_key, used)
         if config.is_active:
             self._session_sets.note_runs(asked)
             self._session_sets.grow(asked, config)
@@ -954,7 +982,8 @@ class LearningService:
         arm_set = ArmSet(arms)
 
         def draw(offered: ArmSet, settings: LearningConfig) -> Selection:
-            chosen = self._select_cached(offered, settings, request)
+            # a baseline session's uses calibrate a recall target when it offers every arm
+            chosen = self._select_cached(offered, settings, request, "" if k else session_key or "")
             if settings.is_active and 0 < k < len(chosen.selected):
                 chosen = self._cap(offered, chosen, k, settings)
             return chosen

@@ -150,23 +150,32 @@ def best_known_set(
     budget: int,
     seeds: Iterable[str],
     per_token: bool,
+    target: float | None = None,
 ) -> tuple[str, ...]:
     """The set a review weighs against the kept one: seed arms, then the arms by posterior mean
-    (per token with per-token packing) packed greedily into the budget, in inventory order. A
-    review compares what the learner knows, not a fresh Thompson draw: weighing draw after draw
-    would keep finding one that looks better by chance."""
+    (per token with per-token packing, or under a recall target) packed greedily into the
+    budget, in inventory order; with a recall `target`, only until the share of the means kept
+    reaches it (engine.recall_target's estimate). A review compares what the learner knows,
+    not a fresh Thompson draw: weighing draw after draw would keep finding one that looks
+    better by chance."""
     seed_ids = frozenset(seeds)
     chosen = {a for a in arm_ids if a in seed_ids}
     used = sum(costs[a] for a in chosen)
+    means = {a: max(0.0, view.mean(a)) for a in arm_ids}
+    total = sum(means.values())
+    kept = sum(means[a] for a in chosen)
 
     def worth(arm_id: str) -> float:
-        mean = view.mean(arm_id)
-        return mean / max(costs[arm_id], 1) if per_token else mean
+        mean = means[arm_id]
+        return mean / max(costs[arm_id], 1) if per_token or target is not None else mean
 
     for arm_id in sorted((a for a in arm_ids if a not in chosen), key=worth, reverse=True):
+        if target is not None and total > 0 and kept >= target * total:
+            break
         if used + costs[arm_id] <= budget:
             chosen.add(arm_id)
             used += costs[arm_id]
+            kept += means[arm_id]
     return tuple(a for a in arm_ids if a in chosen)
 
 

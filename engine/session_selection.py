@@ -320,6 +320,7 @@ class SessionSelector:
             config.token_budget,
             config.seed_arm_ids,
             config.packing == "score_per_token",
+            config.recall_target,
         )
         wanted = [a for a in session.wanted if a in costs and a not in best]
         new_ids = (*best, *wanted)

@@ -92,13 +92,19 @@ class SessionShape:
         tools: Sequence[Block],
         turn: int,
         loaded: Mapping[int, Sequence[Block]] | None = None,
+        searched: Mapping[int, Sequence[Block]] | None = None,
     ) -> list[Block]:
         """The prompt of a session's turn: tools, system, earlier turns, the new message;
-        `loaded[k]`: tool definitions loaded into the conversation after turn k's reply."""
+        `loaded[k]`: tool definitions loaded into the conversation after turn k's reply;
+        `searched[k]`: a tool search turn k ran (its call, result and loaded definitions),
+        which sits between turn k's message and its reply, where the runtime put it."""
         reply = self.history_tokens - self.message_tokens
         out = [*tools, Block("system", self.system_tokens)]
         for k in range(turn):
-            out += [Block(f"message:{k}", self.message_tokens), Block(f"reply:{k}", reply)]
+            out.append(Block(f"message:{k}", self.message_tokens))
+            if searched and k in searched:
+                out += searched[k]
+            out.append(Block(f"reply:{k}", reply))
             if loaded and k in loaded:
                 out += loaded[k]
         out.append(Block(f"message:{turn}", self.message_tokens))

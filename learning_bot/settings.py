@@ -31,6 +31,7 @@ _CONFIG_ENV = {
     "META_TOOLS": "metaTools",
     "POLICY": "policy",
     "HALF_LIFE": "halfLife",
+    "RECALL_TARGET": "recallTarget",
     "PROVIDER": "provider",
     "MODEL": "model",
 }
@@ -104,6 +105,13 @@ def _env_value(key: str, raw: str) -> Any:
             return float(raw)
         except ValueError:
             raise InvalidConfig(key, f"must be a number in [0, 1], got {raw!r}") from None
+    if key == "recallTarget":
+        if raw.strip().lower() in ("", "none", "null", "off"):
+            return None
+        try:
+            return float(raw)
+        except ValueError:
+            raise InvalidConfig(key, f"must be a number in (0, 1] or null, got {raw!r}") from None
     if key == "halfLife":
         try:
             return float(raw)

@@ -133,6 +133,7 @@ SCHEMAS: dict[str, Any] = {
             "exploration": NUM,
             "pooledPrior": BOOL,
             "seedBoost": NUM,
+            "recallTarget": NUM,
         },
         [
             "enabled",

@@ -42,6 +42,14 @@ def register(sub: Commands) -> None:
         metavar="KEY=VALUE",
         help="set: the settings to change, e.g. halfLife=50 policy=seed (values as JSON)",
     )
+    learner.add_argument(
+        "--recall-target",
+        metavar="SHARE",
+        help=(
+            "set: recallTarget, e.g. 0.97 (each session's set is the least-cost one whose "
+            "estimated recall meets it, tokenBudget a cap); 'none' unsets it"
+        ),
+    )
     learner.add_argument("--json", action="store_true", help="show/set: print JSON")
     learner.set_defaults(run=_run, no_url=None)
 
@@ -49,11 +57,13 @@ def register(sub: Commands) -> None:
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     from learning_bot.app import build_app
 
-    if args.action != "set" and args.settings:
-        raise CliError(f"learner {args.action} takes no KEY=VALUE settings")
+    if args.action != "set" and (args.settings or args.recall_target is not None):
+        raise CliError(f"learner {args.action} takes no settings to change")
     if args.action == "set":
         # Checked before anything is opened, made or sent.
-        changes = _pairs(args.settings)
+        changes = _pairs(args.settings) if args.settings or args.recall_target is None else {}
+        if args.recall_target is not None:
+            changes["recallTarget"] = _recall_target(args.recall_target)
         _check_name(args.name)
         _check_changes(settings, changes)
         if args.url:
@@ -180,6 +190,18 @@ def _pairs(items: list[str]) -> dict[str, Any]:
             raise CliError(f"expected KEY=VALUE, got {item!r}")
         out[key] = setting_value(raw)
     return out
+
+
+def _recall_target(raw: str) -> float | None:
+    """--recall-target: a share in (0, 1] (the learner's settings check its range), or none."""
+    if raw.strip().lower() in ("none", "null", "off"):
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise CliError(
+            f"--recall-target must be a number such as 0.97 or none, got {raw!r}"
+        ) from None
 
 
 def _learner_create(app: App, name: str) -> int:

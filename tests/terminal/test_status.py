@@ -424,3 +424,32 @@ def test_an_unreachable_server_is_one_line(simulated: str, server: _Server) -> N
         assert (code, out) == (1, "")
         assert err.startswith(f"learning-bot: cannot reach {base}/__openclaw__/api/learning: ")
         assert err.count("\n") == 1
+
+
+def test_learner_set_recall_target_is_stored_and_status_shows_it_beside_the_estimate(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path}/target.sqlite"
+    app = build_app(Settings(database_url=url), spool=False)
+    try:
+        simulate(app.service(create=True), traces=80, arms=10, seed=7)
+    finally:
+        app.close()
+    env = _env(url)
+    code, out, err = _run(["learner", "set", "default", "--recall-target", "0.97", "--json"], env)
+    assert (code, err) == (0, ""), out
+    assert json.loads(out)["settings"]["recallTarget"] == 0.97
+    code, out, _ = _run(["status"], env)
+    assert code == 0
+    shown = [line for line in out.splitlines() if line.startswith("Recall target")]
+    assert len(shown) == 1
+    assert shown[0].split(None, 2)[2].startswith("97% (estimated ")
+    assert shown[0].endswith("% kept; token budget a cap)")
+    code, out, _ = _run(["status", "--json"], env)
+    assert json.loads(out)["recallTarget"] == 0.97
+    refused = _run(["learner", "set", "default", "--recall-target", "1.5"], env)
+    assert refused[0] == 2 and "recallTarget" in refused[2]
+    code, out, _ = _run(["learner", "set", "default", "--recall-target", "none", "--json"], env)
+    assert code == 0 and "recallTarget" not in json.loads(out)["settings"]
+    code, out, _ = _run(["status"], env)
+    assert not any(line.startswith("Recall target") for line in out.splitlines())
