@@ -812,21 +812,31 @@ def context_study(seed: int) -> None:
     """Request-aware selection on task-type workloads (engine.context_simulation): today's
     context-free default, the context-aware policy with and without the request's context,
     BM25 over the message alone, and the context oracle (the session's task type known,
-    its usage rates packed under the same budget)."""
+    its usage rates packed under the same budget). The alphanumeric workloads write each
+    task word as technical words are written (`k8s`, `ec2`, `gpt4o`: bench/context_words.py)."""
+    from bench.context_words import alphanumeric
     from engine.config import DEFAULT_POLICY
     from engine.context_simulation import run_study, task_type_workload
 
-    print("### context: task-type workloads (60 tools, 8 types of 2-5 tools, 1,000 sessions)")
+    print(
+        "### context: task-type workloads (60 tools and 8 types of 2-5 tools unless named, "
+        "1,000 sessions)"
+    )
     header = ("workload", "budget", "minPulls", "baseline", "policy", "cost vs every tool",
               "tool tokens/turn", "recall")  # fmt: skip
     rows = []
     closure = []
-    for name, options in (
-        ("background 2%", {"background": 0.02}),
-        ("background 5%", {"background": 0.05}),
-        ("12 types", {"types": 12, "tools": 90}),
+    checks = []
+    for name, options, written in (
+        ("background 2%", {"background": 0.02}, False),
+        ("background 5%", {"background": 0.05}, False),
+        ("12 types", {"types": 12, "tools": 90}, False),
+        ("alphanumeric, 40 tools", {"tools": 40}, True),
+        ("alphanumeric, 120 tools, 16 types", {"types": 16, "tools": 120}, True),
     ):
         arms, sessions = task_type_workload(seed=seed, **options)
+        if written:
+            arms, sessions = alphanumeric(arms, sessions)
         total = sum(a.token_cost for a in arms)
         # the product's defaults: minPulls 5, baseline sessions 10%
         base = LearningConfig.for_policy(DEFAULT_POLICY, phase=Phase.ACTIVE, seed_arm_ids=())
@@ -866,10 +876,16 @@ def context_study(seed: int) -> None:
                 f"gap between the default ({d:.3f}) and the context oracle ({o:.3f}); without "
                 f"context it keeps {same:.3f} (default {d:.3f})"
             )
+            checks.append(c >= same)
     print_table(header, rows)
     print()
     for line in closure:
         print("  " + line)
+    print()
+    print(
+        f"  recall with the message never below recall without it: {verdict(all(checks))} "
+        f"({sum(checks)} of {len(checks)} workload budgets)"
+    )
 
 
 def context_service_run(url: str, sessions_count: int, seed: int, max_cells: int) -> None:

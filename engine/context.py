@@ -34,7 +34,13 @@ MAX_DESCRIPTION_CHARS = 4_000
 MESSAGE_KEYS = ("message",)
 _TOOLS_KEYS = ("tools_called", "toolsCalled")
 
-_WORD = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+_IDENTIFIER = re.compile(r"[A-Za-z0-9]+(?:_+[A-Za-z0-9]+)*")
+"""A word as a user writes it: letters and digits, snake_case joints included."""
+_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]*[a-z0-9]+|[A-Z0-9]+")
+"""The parts of an identifier at its camelCase joints; letters and digits written together
+stay together (`k8s`, `S3`, `gpt4o`, `getS3Object` -> get, S3, Object)."""
+MAX_WORD_CHARS = 64
+"""A word longer than this (a hash, an encoded blob) is no feature and no relevance term."""
 _STOP = frozenset(
     [
         "a",
@@ -125,16 +131,53 @@ _STOP = frozenset(
 
 
 def words(text: str) -> list[str]:
-    """The words of a text as relevance and features read them: split at non-letters and at
-    camelCase and snake_case joints, lowercased, stop words and one-letter words left out, and
-    a plural or -ing/-ed ending taken off (so "files" and "file" meet)."""
-    out = []
-    for raw in _WORD.findall(text):
-        w = raw.lower()
-        if len(w) < 2 or w in _STOP:
-            continue
-        out.append(stem(w))
+    """The words of a text as relevance and features read them (`terms`, the form they are
+    matched by)."""
+    return [key for key, _ in terms(text)]
+
+
+def terms(text: str) -> list[tuple[str, str]]:
+    """The words of a text, each as (the form it is matched by, the form it was written in,
+    lower-cased). A word is a run of letters and digits, so alphanumeric words stay whole
+    (`k8s`, `s3`, `ec2`, `gpt4o`, `x86`); a snake_case or camelCase identifier counts whole
+    and by its parts (`s3_upload`: s3_upload, s3, upload). Stop words and one-character
+    words are left out, and a letters-only word loses a plural or -ing/-ed ending in the
+    matched form (so "files" and "file" meet); a word with digits or an identifier whole is
+    matched as written."""
+    out: list[tuple[str, str]] = []
+    for identifier in _IDENTIFIER.findall(text):
+        if len(identifier) <= MAX_WORD_CHARS:
+            out.extend(_identifier_terms(identifier))
+        else:
+            out.extend(_split_identifier(identifier))
     return out
+
+
+def _split_identifier(identifier: str) -> tuple[tuple[str, str], ...]:
+    """`terms` of one identifier."""
+    if "_" not in identifier and (identifier[1:].islower() or identifier.isdigit()):
+        # one part (no joint inside): most words
+        w = identifier.lower()
+        if 1 < len(w) <= MAX_WORD_CHARS and w not in _STOP:
+            return ((stem(w) if w.isalpha() else w, w),)
+        return ()
+    out: list[tuple[str, str]] = []
+    parts = [p for segment in identifier.split("_") for p in _PART.findall(segment)]
+    if len(parts) > 1:
+        whole = identifier.lower()
+        if len(whole) <= MAX_WORD_CHARS:
+            out.append((whole, whole))
+    for part in parts:
+        w = part.lower()
+        if len(w) < 2 or len(w) > MAX_WORD_CHARS or w in _STOP:
+            continue
+        out.append((stem(w) if w.isalpha() else w, w))
+    return tuple(out)
+
+
+_identifier_terms = functools.lru_cache(maxsize=16_384)(_split_identifier)
+"""`_split_identifier` memoised, for identifiers of at most MAX_WORD_CHARS (words repeat
+across messages; the bound keeps the cache to a few MB)."""
 
 
 def stem(word: str) -> str:
@@ -162,22 +205,35 @@ def feature_hash(kind: str, value: str) -> int:
 @functools.lru_cache(maxsize=1_024)
 def message_words(message: str) -> tuple[str, ...]:
     """`words(message)`, memoised for the few messages a select and its draw read again."""
-    return tuple(words(message))
+    return tuple(key for key, _ in message_terms(message))
+
+
+@functools.lru_cache(maxsize=1_024)
+def message_terms(message: str) -> tuple[tuple[str, str], ...]:
+    """`terms(message)`, memoised."""
+    return tuple(terms(message))
+
+
+@functools.lru_cache(maxsize=1_024)
+def written_features(message: str) -> tuple[tuple[int, str], ...]:
+    """The message's word features (`opening_features`) each with the form it was written in
+    (the first one met): what explanations name a feature by (engine.feature_words)."""
+    out: list[tuple[int, str]] = []
+    seen: set[str] = set()
+    for key, written in message_terms(message) if message else ():
+        if key not in seen:
+            seen.add(key)
+            out.append((feature_hash("w", key), written))
+            if len(out) >= MAX_MESSAGE_FEATURES:
+                break
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=1_024)
 def opening_features(message: str) -> tuple[int, ...]:
     """A message's distinct words as hashed features (at most MAX_MESSAGE_FEATURES), in the
     order they come: what a session keeps of its opening message (never the text)."""
-    keys: list[int] = []
-    seen: set[str] = set()
-    for w in message_words(message) if message else ():
-        if w not in seen:
-            seen.add(w)
-            keys.append(feature_hash("w", w))
-            if len(keys) >= MAX_MESSAGE_FEATURES:
-                break
-    return tuple(keys)
+    return tuple(feature for feature, _ in written_features(message))
 
 
 @dataclass(frozen=True, slots=True)

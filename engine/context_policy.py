@@ -16,7 +16,8 @@ For a request with features F (engine.context) the score of an arm is a draw fro
 - kappa: how many runs the prior weighs: the empirical-Bayes shrinkage of the per-feature
   evidence toward the arm's learner-wide posterior (the pooled prior's idea one level down).
 
-A request without context draws from the learner-wide posteriors as before (engine.draws).
+A request without context, or whose features carry no evidence yet, draws from the learner-wide
+posteriors as before (engine.draws).
 
 `ContextEvidence` holds one learner's per-feature evidence: rows keyed by a feature's hash, one
 cell per arm seen in runs carrying it. It is bounded (`max_cells`: the least recently updated
@@ -29,14 +30,16 @@ and kept 2 points less of BFCL's gold calls).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from engine.bm25 import BM25Index, IndexCache
-from engine.context import RequestContext, feature_hash, message_words
+from engine.config import LearningConfig
+from engine.context import RequestContext, feature_hash, message_words, terms
+from engine.draws import draw_scores
 from engine.errors import InvalidInput
 from engine.inventory import ArmSet, FloatArray, PosteriorArrays
 
@@ -296,9 +299,16 @@ class ContextEvidence:
     ) -> tuple[FloatArray, FloatArray]:
         """(s, n) per arm of `arm_set`: the rewards and runs under the given features, summed
         over them, after forgetting."""
+        found = self.known_sums(features, arm_set)
+        return found if found is not None else (np.zeros(len(arm_set)), np.zeros(len(arm_set)))
+
+    def known_sums(
+        self, features: Sequence[int] | IntArray, arm_set: ArmSet
+    ) -> tuple[FloatArray, FloatArray] | None:
+        """`sums`, or None when no feature was seen with any arm (no evidence at all)."""
         rows = [r for r in (self._rows.get(int(f)) for f in features) if r is not None]
         if not rows:
-            return np.zeros(len(arm_set)), np.zeros(len(arm_set))
+            return None
         # summed over the learner's arms (one slot more for the arms it never observed), then
         # gathered in inventory order: two array operations per feature
         size = len(self._ids) + 1
@@ -333,9 +343,22 @@ def arm_text(arm_set: ArmSet, i: int) -> str:
 
 
 VOCABULARY: dict[int, str] = {}
-"""Feature hashes whose meaning can be shown: the words of the arms' own texts and the tools'
-names (what the inventory says, never a message), for explanations."""
+"""Feature hashes whose meaning can be shown: the words of the arms' own texts as written
+there (what the inventory says, never a message) and the tools' names, for explanations; a
+message word is named first by the form users wrote it in (engine.feature_words)."""
 MAX_VOCABULARY = 100_000
+PREVIOUS: dict[int, str] = {}
+"""The "previous tool" features of the inventories' tools, named."""
+
+
+def feature_name(feature: int, written: Mapping[int, str] | None = None) -> str:
+    """What a feature is, for explanations: a message word as users wrote it (`written`: the
+    most common written form seen, engine.feature_words), else as the inventory writes it, a
+    previous tool by its name, else UNNAMED."""
+    word = (written or {}).get(feature) or VOCABULARY.get(feature)
+    if word is not None:
+        return f"the message mentions {word!r}"
+    return PREVIOUS.get(feature, UNNAMED)
 
 
 def lexical_index(arm_set: ArmSet) -> BM25Index:
@@ -347,10 +370,10 @@ def lexical_index(arm_set: ArmSet) -> BM25Index:
         assert index is not None
         if len(VOCABULARY) < MAX_VOCABULARY:
             for text in texts:
-                for w in message_words(text):
-                    VOCABULARY.setdefault(feature_hash("w", w), f"the message mentions {w!r}")
+                for key, written in terms(text):
+                    VOCABULARY.setdefault(feature_hash("w", key), written)
             for arm in arm_set.arms:
-                VOCABULARY.setdefault(feature_hash("prev", arm.name), f"{arm.name} came before")
+                PREVIOUS.setdefault(feature_hash("prev", arm.name), f"{arm.name} came before")
     return index
 
 
@@ -370,13 +393,19 @@ class FeatureLift:
 
 
 def explain(
-    evidence: ContextEvidence, arm_id: str, rewards: float, runs: float, top: int = 3
+    evidence: ContextEvidence,
+    arm_id: str,
+    rewards: float,
+    runs: float,
+    top: int = 3,
+    written: Callable[[Sequence[int]], Mapping[int, str]] | None = None,
 ) -> list[FeatureLift]:
     """The features under which the arm's rate of use differs most from its rate in the other
     runs (`rewards` and `runs`: the arm's totals), those seen in at least 3 runs, largest
     difference first (differences within 5 points alike: named features first, then more
-    runs, then by name)."""
-    out = []
+    runs, then by name). `written` gives the written form of the message words among the
+    features (engine.feature_words), which names them before the inventory's words do."""
+    found: list[tuple[int, float, float, float | None]] = []
     with evidence.lock:
         for feature in evidence.all_features():
             hit = evidence.rate_with(feature, arm_id)
@@ -385,8 +414,9 @@ def explain(
             s, n = hit
             rest = runs - n
             without = (rewards - s) / rest if rest >= 1 else None
-            name = VOCABULARY.get(feature, UNNAMED)
-            out.append(FeatureLift(name, s / n, n, without))
+            found.append((feature, s / n, n, without))
+    names = written([f for f, *_ in found]) if written is not None and found else {}
+    out = [FeatureLift(feature_name(f, names), rate, n, without) for f, rate, n, without in found]
     # Differences within 5 points count as one (forgetting makes words that always came
     # together differ by a fraction of a point); among them the features that can be named
     # come first, then those seen in more runs, then by name: one order in every process.
@@ -419,6 +449,20 @@ def context_beta(
     settings: ContextSettings,
 ) -> tuple[FloatArray, FloatArray]:
     """The Beta parameters of each arm's usefulness for this request (module docstring)."""
+    sums = None
+    if evidence is not None:
+        with evidence.lock:
+            sums = evidence.known_sums(context.features(), arm_set)
+    return _beta(arm_set, post, context, sums, settings)
+
+
+def _beta(
+    arm_set: ArmSet,
+    post: PosteriorArrays,
+    context: RequestContext,
+    sums: tuple[FloatArray, FloatArray] | None,
+    settings: ContextSettings,
+) -> tuple[FloatArray, FloatArray]:
     p0 = post.alpha / (post.alpha + post.beta)
     q = p0
     if context.message and settings.lexical_weight > 0.0:
@@ -428,9 +472,8 @@ def context_beta(
     kappa = settings.kappa
     a = kappa * q
     b = kappa * (1.0 - q)
-    if evidence is not None:
-        with evidence.lock:
-            s, n = evidence.sums(context.features(), arm_set)
+    if sums is not None:
+        s, n = sums
         a = a + s
         b = b + np.maximum(n - s, 0.0)
     return np.maximum(a, 1e-6), np.maximum(b, 1e-6)
@@ -442,11 +485,22 @@ def context_scores(
     context: RequestContext,
     evidence: ContextEvidence | None,
     settings: ContextSettings,
-    exploration: float,
+    config: LearningConfig,
     gen: np.random.Generator,
 ) -> FloatArray:
-    """One Thompson score per arm from its usefulness for this request."""
-    a, b = context_beta(arm_set, post, context, evidence, settings)
+    """One Thompson score per arm from its usefulness for this request. A request none of
+    whose features was seen with any arm yet (no evidence: a new word, a first run) is
+    scored as a request without context is (engine.draws.draw_scores, under `config`): the
+    same draws from the same generator, so an unknown word never draws wider than no
+    message at all."""
+    sums = None
+    if evidence is not None:
+        with evidence.lock:
+            sums = evidence.known_sums(context.features(), arm_set)
+    if sums is None:
+        return draw_scores(post, config, gen)
+    a, b = _beta(arm_set, post, context, sums, settings)
+    exploration = config.exploration
     if exploration == 0.0:
         return a / (a + b)
     if exploration != 1.0:

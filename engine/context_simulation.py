@@ -190,7 +190,7 @@ class Learner:
             arm_set, evidence, settings = self.arm_set, self.evidence, self.settings
 
             def draw(p: PosteriorArrays, c: LearningConfig, g: np.random.Generator) -> FloatArray:
-                return context_scores(arm_set, p, request, evidence, settings, c.exploration, g)
+                return context_scores(arm_set, p, request, evidence, settings, c, g)
 
         chosen = select_arms(
             self.arm_set,

@@ -454,6 +454,20 @@ class ContextStore(Protocol):
 
 
 @runtime_checkable
+class ContextWords(Protocol):
+    """The forms a learner's message word features were written in, with how often each was
+    seen (engine.feature_words), shared by every replica: writes add to the stored counts;
+    at most `max_features` features are kept. SqlStore implements it; a store without it
+    keeps them in this process only."""
+
+    def add_context_words(
+        self, learner_id: int, counts: Mapping[tuple[int, str], int], max_features: int
+    ) -> None: ...
+
+    def context_words(self, learner_id: int, features: Sequence[int]) -> dict[int, str]: ...
+
+
+@runtime_checkable
 class LeftOutRuns(Protocol):
     """Per arm, the learner's latest runs since its last inclusion: the exploration bound's
     count across replicas and restarts (engine.exploration). SqlStore implements it."""

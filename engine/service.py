@@ -48,6 +48,7 @@ from engine.errors import (
     NotFound,
     Unavailable,
 )
+from engine.feature_words import DisplayWords
 from engine.forgetting import Fold, keep_factor
 from engine.metrics import estimated_recall, usefulness_estimates
 from engine.observation import (
@@ -283,6 +284,8 @@ class LearningService:
         self._deferrals: dict[str, tuple[int, int]] = {}
         """Per tool: runs that deferred it, runs that loaded it (this process's count, for a
         store that does not keep them)."""
+        self._written = DisplayWords()
+        """The forms message words were written in, for explanations (engine.feature_words)."""
         self.settings_differ: str | None = None
         """Set when the learner's stored settings differ from this process's configuration:
         which, and how to change them."""
@@ -539,7 +542,7 @@ class LearningService:
             lexical_index(arm_set)
 
             def scores(p: Any, c: LearningConfig, gen: np.random.Generator) -> Any:
-                return context_scores(arm_set, p, request, evidence, settings, c.exploration, gen)
+                return context_scores(arm_set, p, request, evidence, settings, c, gen)
 
             with cache.lock:
                 post = cache.arrays(arm_set)
@@ -655,11 +658,15 @@ class LearningService:
         reported tool search, and loaded then (the learner's counts, since the arm's last
         reset, when the store keeps them)."""
         from engine.context_policy import explain
+        from engine.feature_words import namer
 
         view = self.view(arm_id)
         rewards = view.rewards if view.rewards is not None else 0.0
-        lifts = explain(self.context_evidence(), arm_id, rewards, float(view.posterior.pulls))
         store = self.store
+        written = namer(self._written, store, self.learner_id)
+        lifts = explain(
+            self.context_evidence(), arm_id, rewards, float(view.posterior.pulls), 3, written
+        )
         if isinstance(store, ContextStore):
             deferred, loaded = store.context_deferrals(self.learner_id, arm_id)
         else:
@@ -695,7 +702,8 @@ class LearningService:
         what every replica wrote (storage.context_evidence). When that write finds the stored
         count ahead of this process's, another replica wrote meanwhile: the features changed
         since are read again at the evidence's next use."""
-        from engine.context import RequestContext
+        from engine.context import RequestContext, written_features
+        from engine.feature_words import share
 
         evidence = self.context_evidence()
         openings = {
@@ -713,6 +721,8 @@ class LearningService:
                 features = request.features().tolist() if request is not None else []
                 evidence.record(features, reward)
                 runs.append((features, reward))
+                if request is not None and request.message:
+                    self._written.note(written_features(request.message))
             expected = evidence.tick
         deferrals = self._count_deferrals(reports)
         store = self.store
@@ -736,6 +746,7 @@ class LearningService:
             self._evidence_synced = tick  # no other writer came in between
         else:
             self._evidence_checked_at = float("-inf")
+        share(self._written, store, self.learner_id)  # storage answered: the written forms too
 
     def _spool_evidence(
         self,

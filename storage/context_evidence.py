@@ -26,10 +26,10 @@ advances the learner's count, reads the rows of the runs' features and rewarded 
 features' counts), computes the runs' change as the in-memory evidence does
 (engine.context_policy.advance_cells: decay by the feature's runs since each cell's tick, then
 add) and writes it, all under that lock. A reset and an undo take the same lock. Every
-EVICT_EVERY saves (per process) the learner's cells are counted and, past the bound, those with
-the lowest ticks (features seen in the fewest runs) are deleted with the counts of features left
-without cells: a learner holds at most max_cells + EVICT_EVERY * (cells one observe writes)
-cells, and one count row per feature that has cells.
+EVICT_EVERY saves (per process) the learner's cells are counted and, past the bound, whole
+features are deleted, those seen in the fewest runs first (ties: the least recently changed),
+with the counts of features left without cells: a learner holds at most max_cells +
+EVICT_EVERY * (cells one observe writes) cells, and one count row per feature that has cells.
 """
 
 from __future__ import annotations
@@ -279,21 +279,37 @@ class ContextEvidenceStore(StoreBase):
         conn.execute(stmt, rows)
 
     def _evict(self, conn: Connection, learner_id: int, max_cells: int) -> None:
+        """Past the bound, delete whole features, those seen in the fewest runs first and
+        among them the least recently changed (many rare words seen once each tie on their
+        count: a cut by count alone deleted none of them)."""
         c = context_evidence.c
         rows = and_(c.learner_id == learner_id, c.feature > TICK_FEATURE)
         mine = and_(rows, c.arm_id != "")
-        count = conn.execute(
-            select(func.count()).select_from(context_evidence).where(mine)
-        ).scalar_one()
-        excess = int(count) - max_cells
+        sizes = {
+            int(f): int(n)
+            for f, n in conn.execute(
+                select(c.feature, func.count()).where(mine).group_by(c.feature)
+            ).all()
+        }
+        excess = sum(sizes.values()) - max_cells
         if excess <= 0:
             return
-        cut = conn.execute(
-            select(c.tick).where(mine).order_by(c.tick).offset(excess).limit(1)
-        ).scalar()
-        if cut is None:
-            return
-        conn.execute(delete(context_evidence).where(mine, c.tick < cut))
+        counts = {
+            int(f): (float(runs), int(stamp))
+            for f, runs, stamp in conn.execute(
+                select(c.feature, c.runs, c.tick).where(rows, c.arm_id == "")
+            ).all()
+        }
+        doomed: list[int] = []
+        for feature in sorted(sizes, key=lambda f: (*counts.get(f, (0.0, 0)), f)):
+            if excess <= 0:
+                break
+            doomed.append(feature)
+            excess -= sizes[feature]
+        for at in range(0, len(doomed), CHUNK):
+            conn.execute(
+                delete(context_evidence).where(rows, c.feature.in_(doomed[at : at + CHUNK]))
+            )
         # and the run counts of features left without cells
         cells = select(c.feature).where(mine).distinct()
         conn.execute(delete(context_evidence).where(rows, c.arm_id == "", c.feature.not_in(cells)))

@@ -389,3 +389,16 @@ context_evidence = Table(
     PrimaryKeyConstraint("learner_id", "feature", "arm_id"),
     Index("ix_context_evidence_tick", "learner_id", "tick"),
 )
+
+# The forms a learner's message word features were written in (engine.feature_words): per
+# learner, per word feature (its hash, as in context_evidence), per form (one lower-cased word,
+# never a message), how often it was seen; explanations name the feature by the most common.
+context_words = Table(
+    "context_words",
+    metadata,
+    Column("learner_id", Id, ForeignKey("learners.id"), nullable=False),
+    Column("feature", BigInteger, nullable=False),
+    Column("word", String(64), nullable=False),
+    Column("seen", BigInteger, nullable=False),
+    PrimaryKeyConstraint("learner_id", "feature", "word"),
+)

@@ -18,6 +18,7 @@ from sqlalchemy import delete, select
 from storage.arm_keys import ArmKeys
 from storage.bootstrap import Bootstrap
 from storage.context_evidence import ContextEvidenceStore
+from storage.context_words import ContextWordsStore
 from storage.database import write_transaction
 from storage.exploration import ExplorationStore
 from storage.learners import Learners
@@ -28,6 +29,7 @@ from storage.runs import Runs
 from storage.schema import (
     audit_log,
     context_evidence,
+    context_words,
     observations,
     posteriors,
     run_stats,
@@ -48,6 +50,7 @@ class SqlStore(
     Sessions,
     SessionSetStore,
     ContextEvidenceStore,
+    ContextWordsStore,
     ExplorationStore,
     SessionCosts,
     Resets,
@@ -69,6 +72,7 @@ class SqlStore(
                 audit_log,
                 session_sets,
                 context_evidence,
+                context_words,
             ):
                 conn.execute(delete(table).where(table.c.learner_id == learner_id))
             # Outcomes first: no key ties them to their trace (migration 0008).

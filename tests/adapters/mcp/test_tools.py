@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from adapters.mcp.tools import LearningTools
-from engine import LearningConfig
+from engine import Arm, LearningConfig, ReportedArm, RunReport, ToolCall
 from engine.errors import NotFound
 from learning_bot.app import App, build_app
 from learning_bot.settings import Settings
@@ -120,6 +120,21 @@ def test_select_reads_the_request_and_lists_deferred_tools(tools: LearningTools,
         {"id": f"tool:t:{name}", "metadata": {"description": text}, "token_cost": 100}
         for name, text in described.items()
     ]
+    # the request's words have evidence: earlier runs that named them used send_email, as
+    # often as runs about the weather used get_weather (a request whose words have none draws
+    # as one without context)
+    arms = [Arm(c["id"], 100) for c in candidates]
+    for i, (message, used) in enumerate(
+        [("send an email to Bo", "send_email"), ("weather in Oslo", "get_weather")] * 3
+    ):
+        app.service(oc.LEARNER).observe(
+            RunReport(
+                trace_id=f"earlier-{i}",
+                arms=tuple(ReportedArm(a, True) for a in arms),
+                tool_calls=(ToolCall(used),),
+                context={"message": message},
+            )
+        )
     context = {"session_key": "", "message": "please send an email to Ana"}
     chosen = []
     for _ in range(20):
