@@ -14,6 +14,7 @@ import importlib.util
 import json
 import re
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -24,7 +25,8 @@ import pytest
 
 from learning_bot.client import AsyncLearningClient, LearningClient
 
-from .launch import LEARNING_BOT, REPO, Served, environment, served
+from .fake_messages_api import MessagesScript
+from .launch import LEARNING_BOT, PYTHON, REPO, Served, environment, free_port, served
 
 pytestmark = pytest.mark.e2e
 
@@ -261,6 +263,182 @@ async def test_anthropic_example_sends_deferred_tools_with_tool_search() -> None
         "tool:anthropic:search_docs": True,
         "tool:anthropic:run_sql": False,  # deferred and not called
     }
+
+
+SEARCH_QUESTIONS = (
+    "How many signups last week? Ask SQL.",
+    "And by country, in SQL?",
+    "And the SQL count of paid invoices?",
+)
+"""Three turns of one session that need run_sql, the tool the selection leaves out."""
+
+
+def check_took_on(
+    server: Served, env: dict[str, str], learner: str, kept: list[str], found: str
+) -> None:
+    """GET summary and `learning-bot status` show the one session taking on the found tool,
+    and the posteriors the turns taught: `kept` included three times, `found` once."""
+    with LearningClient(server.url, learner=learner) as client:
+        summary = client.summary()
+    assert summary.trace_count == 3
+    assert summary.sessions is not None
+    assert (summary.sessions["sessions"], summary.sessions["grown"]) == (1, 1), summary.sessions
+    status = subprocess.run(
+        [LEARNING_BOT, "status", "--learner", learner, "--url", server.url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert status.returncode == 0, status.stderr
+    assert "1 took on tools outside its cached prefix" in status.stdout, status.stdout
+    posteriors = {
+        p["armId"]: p
+        for p in httpx.get(f"{server.base}/posteriors", params={"learner": learner}).json()
+    }
+    assert [posteriors[f"tool:anthropic:{name}"]["pulls"] for name in kept] == [3] * len(kept)
+    assert posteriors[f"tool:anthropic:{found}"]["pulls"] >= 1
+
+
+def check_tool_search_turns(requests: list[dict[str, Any]]) -> list[str]:
+    """Three turns, each a tool call and its answer: the first finds run_sql through tool
+    search (deferred, beside the tool search tool), the next two send it as an addition after
+    the cached tools and call it directly; the cached prefix is the same bytes in every
+    request. The kept tools' names, in order."""
+    assert len(requests) == 6, [r["messages"][-1] for r in requests]
+    tools = [body["tools"] for body in requests]
+    ends = [[i for i, t in enumerate(ts) if "cache_control" in t] for ts in tools]
+    assert all(len(end) == 1 for end in ends), tools
+    end = ends[0][0] + 1
+    # as the SDK wrote them, in their key order
+    prefixes = {json.dumps(ts[: e[0] + 1]) for ts, e in zip(tools, ends, strict=True)}
+    assert len(prefixes) == 1, prefixes  # byte-identical cached prefix in all six requests
+    kept = [t["name"] for t in tools[0][:end]]
+    assert "run_sql" not in kept
+    for first in tools[:2]:  # turn 1: run_sql deferred beside the tool search tool
+        assert first[end]["type"].startswith("tool_search_tool_bm25")
+        assert [(t["name"], t.get("defer_loading")) for t in first[end + 1 :]] == [
+            ("run_sql", True)
+        ]
+    loaded = requests[1]["messages"][1]["content"]  # the assistant turn sent back
+    assert [b["type"] for b in loaded] == [
+        "server_tool_use",
+        "tool_search_tool_result",
+        "tool_use",
+    ]
+    assert loaded[1]["content"]["tool_references"] == [
+        {"type": "tool_reference", "tool_name": "run_sql"}
+    ]
+    for later in tools[2:]:  # turns 2 and 3: an addition after the cached tools, plain
+        assert [t["name"] for t in later[end:]] == ["run_sql"]
+        assert "defer_loading" not in later[end] and "cache_control" not in later[end]
+        assert all("type" not in t for t in later)  # nothing deferred: no tool search tool
+    for body in requests[2::2]:  # and the model calls it directly
+        assert body["messages"] == [{"role": "user", "content": body["messages"][0]["content"]}]
+    for body in requests[3::2]:
+        assert [b["type"] for b in body["messages"][1]["content"]] == ["tool_use"]
+        assert body["messages"][1]["content"][0]["name"] == "run_sql"
+    return kept
+
+
+async def test_anthropic_example_takes_on_a_tool_found_through_tool_search(
+    server: Served, env: dict[str, str]
+) -> None:
+    """Three turns of one session through a model that uses tool search: turn 1 loads the
+    deferred run_sql and calls it (reported loaded); turns 2 and 3 send it after the cached
+    tools, without defer_loading, and call it directly; the cached prefix never changes."""
+    import anthropic
+    import httpx2
+
+    example = load("anthropic_tools")
+    script = MessagesScript()
+
+    def model(request: Any) -> Any:
+        return httpx2.Response(200, json=script.respond(json.loads(request.content)))
+
+    claude = anthropic.AsyncAnthropic(
+        api_key="test", http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(model))
+    )
+    learner = "examples-anthropic-search"
+    async with AsyncLearningClient(server.url, learner=learner) as learning:
+        for question in SEARCH_QUESTIONS:
+            text = await example.answer(
+                question, learning=learning, claude=claude, session_key="s-search"
+            )
+            assert text == "count\n42"
+    kept = check_tool_search_turns(script.requests)
+    assert set(kept) == KEPT
+    usage = [script._usage(body) for body in script.requests]  # the prefix is cached by now
+    assert all(u["cache_read_input_tokens"] > 0 for u in usage)
+    check_took_on(server, env, learner, kept, "run_sql")
+
+
+def test_the_anthropic_example_run_from_a_fresh_clone(server: Served, env: dict[str, str]) -> None:
+    """The demo as a reader runs it: `learning-bot serve` (as `make run` starts it), the
+    learner set active, the fake Messages API as a process of its own, then
+    `python examples/anthropic_tools.py` for three questions of one session and
+    `learning-bot status`, which shows the session took on the tool it found."""
+    learner = "examples-cli"
+    phase = subprocess.run(
+        [LEARNING_BOT, "phase", "active", "--confirm", "--learner", learner, "--url", server.url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert phase.returncode == 0, phase.stdout + phase.stderr
+    port = free_port()
+    fake = subprocess.Popen(
+        [PYTHON, str(REPO / "tests" / "e2e" / "fake_messages_api.py"), "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    api = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_up(fake, f"{api}/healthz")
+        demo = subprocess.run(
+            [
+                PYTHON,
+                str(REPO / "examples" / "anthropic_tools.py"),
+                "--url",
+                server.url,
+                "--learner",
+                learner,
+                "--session",
+                "s-cli",
+                *SEARCH_QUESTIONS,
+            ],
+            env={**env, "ANTHROPIC_BASE_URL": api, "ANTHROPIC_API_KEY": "test"},
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert demo.returncode == 0, demo.stderr
+        assert demo.stdout == "count\n42\n" * 3, demo.stdout
+        requests = httpx.get(f"{api}/requests", timeout=30).json()
+    finally:
+        fake.terminate()
+        fake.communicate(timeout=60)
+    kept = check_tool_search_turns(requests)
+    check_took_on(server, env, learner, kept, "run_sql")
+
+
+def wait_until_up(proc: subprocess.Popen[str], url: str, timeout: float = 60.0) -> None:
+    """Until `url` answers, or the process has exited (its stderr in the failure)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            httpx.get(url, timeout=2).raise_for_status()
+            return
+        except httpx.HTTPError:
+            if proc.poll() is not None:
+                raise AssertionError(f"exited {proc.returncode}: {proc.communicate()[1]}") from None
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
 
 
 # -- OpenAI Agents SDK ----------------------------------------------------------------------------
