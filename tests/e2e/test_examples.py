@@ -274,7 +274,12 @@ SEARCH_QUESTIONS = (
 
 
 def check_took_on(
-    server: Served, env: dict[str, str], learner: str, kept: list[str], found: str
+    server: Served,
+    env: dict[str, str],
+    learner: str,
+    kept: list[str],
+    found: str,
+    category: str = "anthropic",
 ) -> None:
     """GET summary and `learning-bot status` show the one session taking on the found tool,
     and the posteriors the turns taught: `kept` included three times, `found` once."""
@@ -296,8 +301,8 @@ def check_took_on(
         p["armId"]: p
         for p in httpx.get(f"{server.base}/posteriors", params={"learner": learner}).json()
     }
-    assert [posteriors[f"tool:anthropic:{name}"]["pulls"] for name in kept] == [3] * len(kept)
-    assert posteriors[f"tool:anthropic:{found}"]["pulls"] >= 1
+    assert [posteriors[f"tool:{category}:{name}"]["pulls"] for name in kept] == [3] * len(kept)
+    assert posteriors[f"tool:{category}:{found}"]["pulls"] >= 1
 
 
 def check_tool_search_turns(requests: list[dict[str, Any]]) -> list[str]:
@@ -470,12 +475,9 @@ async def test_openai_agents_example(server: Served, env: dict[str, str]) -> Non
             tracing: Any,
             **kwargs: Any,
         ) -> ModelResponse:
-            offered.append([t.name for t in tools])
+            offered.append([t.name for t in ordinary(tools)])
             systems.append(system_instructions or "")
-            answered = isinstance(input, list) and any(
-                (i.get("type") if isinstance(i, dict) else None) == "function_call_output"
-                for i in input
-            )
+            answered = isinstance(input, list) and input[-1].get("type") == "function_call_output"
             usage = Usage(requests=1, input_tokens=120, output_tokens=12, total_tokens=132)
             if answered:
                 text = ResponseOutputText(
@@ -508,6 +510,176 @@ async def test_openai_agents_example(server: Served, env: dict[str, str]) -> Non
     assert len(offered) == 4
     check_offered(offered, systems)
     check_learned(server, env, "examples-openai", "openai")
+
+
+def ordinary(tools: list[Any]) -> list[Any]:
+    """The Agents SDK tools sent as ordinary functions (not deferred, not tool search)."""
+    from agents import FunctionTool
+
+    return [t for t in tools if isinstance(t, FunctionTool) and not t.defer_loading]
+
+
+class ToolSearchResponses:
+    """A Responses API model for the Agents SDK, scripted as fake_messages_api is: after a
+    function_call_output it answers with the output; a tool whose topic the question names is
+    called if it is an ordinary tool or was loaded earlier in the conversation; a deferred one
+    is found through tool search first (a tool_search_call, a tool_search_output holding the
+    tool in its namespace, then the function_call, all in one response). Each call's tools,
+    as the SDK would send them to the Responses API, are kept."""
+
+    def __init__(self) -> None:
+        self.sent: list[list[dict[str, Any]]] = []
+
+    def model(self) -> Any:
+        from agents import Model, ModelResponse, ToolSearchTool, Usage
+        from agents.models.openai_responses import Converter
+        from openai.types.responses import (
+            ResponseFunctionToolCall,
+            ResponseOutputMessage,
+            ResponseOutputText,
+            ResponseToolSearchCall,
+            ResponseToolSearchOutputItem,
+        )
+
+        from .fake_messages_api import topic
+
+        script = self
+
+        class Scripted(Model):
+            async def get_response(
+                self,
+                system_instructions: str | None,
+                input: Any,
+                model_settings: Any,
+                tools: list[Any],
+                output_schema: Any,
+                handoffs: Any,
+                tracing: Any,
+                **kwargs: Any,
+            ) -> ModelResponse:
+                script.sent.append(
+                    [
+                        t if isinstance(t, dict) else t.model_dump()
+                        for t in Converter.convert_tools(tools, []).tools
+                    ]
+                )
+                n = len(script.sent)
+                usage = Usage(requests=1, input_tokens=120, output_tokens=12, total_tokens=132)
+                last = input[-1]
+                if last.get("type") == "function_call_output":
+                    text = ResponseOutputText(
+                        type="output_text", text=str(last["output"]), annotations=[]
+                    )
+                    message = ResponseOutputMessage(
+                        id=f"m{n}",
+                        type="message",
+                        role="assistant",
+                        status="completed",
+                        content=[text],
+                    )
+                    return ModelResponse(output=[message], usage=usage, response_id=None)
+                question = str(last["content"]).lower()
+                loaded = {
+                    fn["name"]
+                    for item in input
+                    if item.get("type") == "tool_search_output"
+                    for namespace in item["tools"]
+                    for fn in namespace["tools"]
+                }
+                deferred = {t.name: t for t in tools if getattr(t, "defer_loading", False)}
+                searchable = any(isinstance(t, ToolSearchTool) for t in tools)
+                named = [
+                    t for t in [*ordinary(tools), *deferred.values()] if topic(t.name) in question
+                ]
+                assert named, question
+                tool = named[0]
+                space = "team" if tool.name in deferred else None
+                call = ResponseFunctionToolCall(
+                    type="function_call",
+                    id=f"f{n}",
+                    call_id=f"c{n}",
+                    name=tool.name,
+                    namespace=space,
+                    arguments='{"sql": "SELECT 42"}',
+                    status="completed",
+                )
+                if space is None or tool.name in loaded:
+                    return ModelResponse(output=[call], usage=usage, response_id=None)
+                assert searchable
+                found = ResponseToolSearchOutputItem.model_validate(
+                    {
+                        "id": f"ts{n}",
+                        "call_id": f"s{n}",
+                        "execution": "server",
+                        "status": "completed",
+                        "type": "tool_search_output",
+                        "tools": [
+                            {
+                                "type": "namespace",
+                                "name": "team",
+                                "description": "More of the team's tools.",
+                                "tools": [
+                                    {
+                                        "type": "function",
+                                        "name": tool.name,
+                                        "description": tool.description,
+                                        "parameters": tool.params_json_schema,
+                                        "defer_loading": True,
+                                    }
+                                ],
+                            }
+                        ],
+                    }
+                )
+                search = ResponseToolSearchCall(
+                    id=f"tc{n}",
+                    call_id=f"s{n}",
+                    arguments={"query": topic(tool.name)},
+                    execution="server",
+                    status="completed",
+                    type="tool_search_call",
+                )
+                return ModelResponse(output=[search, found, call], usage=usage, response_id=None)
+
+            def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+                raise NotImplementedError("the example does not stream")
+
+        return Scripted()
+
+
+async def test_openai_agents_example_takes_on_a_tool_found_through_tool_search(
+    server: Served, env: dict[str, str]
+) -> None:
+    """Three turns of one session's conversation: the kept tools go first, every turn the
+    same, then tool search and run_sql deferred in a namespace; turn 1 finds run_sql through
+    tool search and calls it (reported loaded, so the session takes it on); turns 2 and 3 keep
+    it deferred, as OpenAI wants an added tool, and the model calls it directly, the tool it
+    loaded being in the conversation."""
+    from agents import set_tracing_disabled
+
+    set_tracing_disabled(True)
+    example = load("openai_agents")
+    scripted = ToolSearchResponses()
+    learner = "examples-openai-search"
+    async with AsyncLearningClient(server.url, learner=learner) as learning:
+        for question in SEARCH_QUESTIONS:
+            text = await example.answer(
+                question, learning=learning, session_key="s-search", model=scripted.model()
+            )
+            assert text == "count\n42"
+    assert len(scripted.sent) == 6
+    assert len({json.dumps(tools) for tools in scripted.sent}) == 1  # the same every request
+    tools = scripted.sent[0]
+    kept = [t["name"] for t in tools if t["type"] == "function"]
+    assert set(kept) == KEPT and tools[: len(kept)] == [t for t in tools if t["type"] == "function"]
+    assert [t["type"] for t in tools[len(kept) :]] == ["tool_search", "namespace"]
+    (namespace,) = tools[len(kept) + 1 :]
+    assert [(t["name"], t["defer_loading"]) for t in namespace["tools"]] == [("run_sql", True)]
+    conversation = await example.SESSIONS["s-search"].get_items()
+    kinds = [item.get("type", "message") for item in conversation]
+    assert kinds.count("tool_search_call") == 1  # searched once, on turn 1
+    assert [i["name"] for i in conversation if i.get("type") == "function_call"] == ["run_sql"] * 3
+    check_took_on(server, env, learner, kept, "run_sql", category="openai")
 
 
 # -- LangGraph / LangChain ------------------------------------------------------------------------
