@@ -697,7 +697,9 @@ async def test_langgraph_example(server: Served, env: dict[str, str]) -> None:
         """LangChain's fake chat model, with bind_tools recording the tools it is given."""
 
         def bind_tools(self, tools: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-            offered.append([convert_to_openai_tool(t)["function"]["name"] for t in tools])
+            ordinary = [t for t in tools if not isinstance(t, dict)]
+            ordinary = [t for t in ordinary if "defer_loading" not in (t.extras or {})]
+            offered.append([convert_to_openai_tool(t)["function"]["name"] for t in ordinary])
             return self
 
         def _generate(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
@@ -722,6 +724,80 @@ async def test_langgraph_example(server: Served, env: dict[str, str]) -> None:
     assert len(offered) == 2 and len(systems) == 4
     check_offered(offered, systems)
     check_learned(server, env, "examples-langgraph", "langchain")
+
+
+async def test_langgraph_example_takes_on_a_tool_found_through_tool_search(
+    server: Served, env: dict[str, str]
+) -> None:
+    """Three turns of one session through a chat model with Anthropic's tool search: turn 1
+    binds the kept tools (cache_control on the last), the tool search tool and run_sql with
+    defer_loading; the model finds run_sql and calls it (reported loaded); turns 2 and 3 bind
+    it plain after the kept ones and the model calls it directly."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    from .fake_messages_api import topic
+
+    bound: list[list[Any]] = []
+
+    class SearchingChat(GenericFakeChatModel):
+        """Answers as fake_messages_api does, from the tools last bound."""
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            bound.append(
+                [t if isinstance(t, dict) else {"name": t.name, **(t.extras or {})} for t in tools]
+            )
+            return self
+
+        def _generate(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+            usage = {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110}
+            if isinstance(messages[-1], ToolMessage):
+                reply = AIMessage(str(messages[-1].content), usage_metadata=usage)
+                return ChatResult(generations=[ChatGeneration(message=reply)])
+            question = next(str(m.content) for m in messages if isinstance(m, HumanMessage))
+            tools = bound[-1]
+            sent = [t["name"] for t in tools if "type" not in t and not t.get("defer_loading")]
+            deferred = [t["name"] for t in tools if t.get("defer_loading")]
+            name = next(n for n in sent + deferred if topic(n) in question.lower())
+            content: list[Any] = []
+            if name in deferred:
+                content = [
+                    {
+                        "type": "server_tool_use",
+                        "id": "srvtoolu_1",
+                        "name": "tool_search_tool_bm25",
+                        "input": {"query": topic(name)},
+                    },
+                    {
+                        "type": "tool_search_tool_result",
+                        "tool_use_id": "srvtoolu_1",
+                        "content": {
+                            "type": "tool_search_tool_search_result",
+                            "tool_references": [{"type": "tool_reference", "tool_name": name}],
+                        },
+                    },
+                ]
+            call = {"name": name, "args": {"sql": "SELECT 42"}, "id": f"c{len(bound)}"}
+            reply = AIMessage(content, tool_calls=[call], usage_metadata=usage)
+            return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    example = load("langgraph_tools")
+    learner = "examples-langgraph-search"
+    async with AsyncLearningClient(server.url, learner=learner) as learning:
+        for question in SEARCH_QUESTIONS:
+            model = SearchingChat(messages=iter(()))
+            text = await example.answer(
+                question, learning=learning, model=model, session_key="s-search"
+            )
+            assert text == "count\n42"
+    assert len(bound) == 3  # one graph per turn
+    end = next(i for i, t in enumerate(bound[0]) if "cache_control" in t) + 1
+    kept = [t["name"] for t in bound[0][:end]]
+    assert set(kept) == KEPT and all(b[:end] == bound[0][:end] for b in bound)
+    assert bound[0][end:] == [example.TOOL_SEARCH, {"name": "run_sql", "defer_loading": True}]
+    assert bound[1][end:] == bound[2][end:] == [{"name": "run_sql"}]
+    check_took_on(server, env, learner, kept, "run_sql", category="langchain")
 
 
 # -- pydantic-ai ----------------------------------------------------------------------------------
@@ -761,6 +837,69 @@ async def test_pydantic_ai_example(server: Served, env: dict[str, str]) -> None:
     assert len(offered) == 4
     check_offered(offered, systems)
     check_learned(server, env, "examples-pydantic-ai", "pydantic-ai")
+
+
+async def test_pydantic_ai_example_takes_on_a_tool_found_through_tool_search(
+    server: Served, env: dict[str, str]
+) -> None:
+    """Three turns of one session through a model that finds tools with pydantic-ai's tool
+    search (its local `search_tools` where the model has no native one): turn 1 searches,
+    finds the deferred run_sql and calls it (reported loaded); turns 2 and 3 get it as an
+    ordinary tool after the kept ones and call it directly; the kept tools lead every
+    request, in the same order."""
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        ToolSearchReturnPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from .fake_messages_api import topic
+
+    offered: list[list[tuple[str, bool]]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        offered.append([(t.name, t.defer_loading) for t in info.function_tools])
+        question = next(
+            str(p.content)
+            for m in messages
+            if isinstance(m, ModelRequest)
+            for p in m.parts
+            if isinstance(p, UserPromptPart)
+        ).lower()
+        last = messages[-1].parts
+        returned = [p for p in last if isinstance(p, ToolReturnPart)]
+        if returned and not isinstance(returned[0], ToolSearchReturnPart):
+            return ModelResponse(parts=[TextPart(str(returned[0].content))])
+        named = [t.name for t in info.function_tools if topic(t.name) in question]
+        if named:
+            return ModelResponse(parts=[ToolCallPart(named[0], {"sql": "SELECT 42"})])
+        return ModelResponse(parts=[ToolCallPart("search_tools", {"queries": question.split()})])
+
+    example = load("pydantic_ai_tools")
+    learner = "examples-pydantic-ai-search"
+    async with AsyncLearningClient(server.url, learner=learner) as learning:
+        for question in SEARCH_QUESTIONS:
+            text = await example.answer(
+                question, learning=learning, model=FunctionModel(model), session_key="s-search"
+            )
+            assert text == "count\n42"
+    kept = [name for name, _ in offered[0]]
+    assert set(kept) == KEPT and all(o[:2] == offered[0] for o in offered), offered
+    # turn 1: search, then run_sql (found, deferred) called, then the answer
+    assert offered[:3] == [
+        offered[0],
+        offered[0] + [("run_sql", True)],
+        offered[0] + [("run_sql", True)],
+    ]
+    # turns 2 and 3: run_sql an ordinary tool after the kept ones, called directly
+    assert offered[3:] == [offered[0] + [("run_sql", False)]] * 4
+    check_took_on(server, env, learner, kept, "run_sql", category="pydantic-ai")
 
 
 def test_the_readme_shows_the_anthropic_example_as_it_is() -> None:
