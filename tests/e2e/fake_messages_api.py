@@ -12,11 +12,11 @@ it searches for it and loads it, as the API does: a `server_tool_use` of the too
 `tool_search_tool_result` holding a `tool_reference` to the tool, then a `tool_use` of it.
 Otherwise it answers that it cannot help.
 
-Its usage prices a prompt cache: the tools up to the one marked `cache_control` (and the system
-prompt) are the cached prefix, written the first time it is seen (`cache_creation_input_tokens`)
-and read afterwards (`cache_read_input_tokens`); the rest is `input_tokens`. Sizes are a
-character count over 4. `GET /requests` lists the request bodies received; `GET /healthz`
-answers once it listens.
+Its usage prices a prompt cache: the tools up to the one marked `cache_control` are the cached
+prefix (the prompt runs tools, system, messages), written the first time it is seen
+(`cache_creation_input_tokens`) and read afterwards (`cache_read_input_tokens`); the rest is
+`input_tokens`. Sizes are a character count over 4. `GET /requests` lists the request bodies
+received; `GET /healthz` answers once it listens.
 """
 
 from __future__ import annotations
@@ -43,10 +43,12 @@ def tokens(value: Any) -> int:
 
 
 class MessagesScript:
-    """The scripted model and the prompt cache it bills; thread-safe, its requests kept."""
+    """The scripted model and the prompt cache it bills; thread-safe, its requests and
+    answers kept."""
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.answers: list[dict[str, Any]] = []
         self._cached: set[str] = set()
         self._lock = threading.Lock()
 
@@ -56,7 +58,7 @@ class MessagesScript:
             number = len(self.requests)
             usage = self._usage(body)
         content, stop = self._content(body, number)
-        return {
+        answer = {
             "id": f"msg_{number}",
             "type": "message",
             "role": "assistant",
@@ -66,6 +68,9 @@ class MessagesScript:
             "stop_sequence": None,
             "usage": usage,
         }
+        with self._lock:
+            self.answers.append(answer)
+        return answer
 
     def _content(self, body: dict[str, Any], number: int) -> tuple[list[dict[str, Any]], str]:
         last = body["messages"][-1]["content"]
@@ -120,8 +125,10 @@ class MessagesScript:
     def _usage(self, body: dict[str, Any]) -> dict[str, int]:
         tools = body.get("tools") or []
         marked = [i for i, t in enumerate(tools) if "cache_control" in t]
-        prefix: list[Any] = [body.get("system", ""), *tools[: marked[-1] + 1]] if marked else []
-        rest = [*tools[len(prefix) - 1 :], body["messages"]] if prefix else [tools, body]
+        prefix = (
+            tools[: marked[-1] + 1] if marked else []
+        )  # the prompt runs tools, system, messages
+        rest = [tools[len(prefix) :], body.get("system", ""), body["messages"]]
         cached = tokens(prefix) if prefix else 0
         key = hashlib.sha256(json.dumps(prefix, sort_keys=True).encode()).hexdigest()
         hit = bool(prefix) and key in self._cached

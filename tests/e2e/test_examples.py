@@ -373,8 +373,10 @@ async def test_anthropic_example_takes_on_a_tool_found_through_tool_search(
             assert text == "count\n42"
     kept = check_tool_search_turns(script.requests)
     assert set(kept) == KEPT
-    usage = [script._usage(body) for body in script.requests]  # the prefix is cached by now
-    assert all(u["cache_read_input_tokens"] > 0 for u in usage)
+    usage = [answer["usage"] for answer in script.answers]  # the prefix written once, then read
+    assert usage[0]["cache_creation_input_tokens"] > 0 and usage[0]["cache_read_input_tokens"] == 0
+    assert all(u["cache_read_input_tokens"] > 0 for u in usage[1:])
+    assert all(u["cache_creation_input_tokens"] == 0 for u in usage[1:])
     check_took_on(server, env, learner, kept, "run_sql")
 
 
