@@ -1,7 +1,14 @@
 """The integration examples (examples/*.py), each run against a real `learning-bot serve` and
 the framework's fake model: two turns of one session select, call the model with the kept tools
-only (the same ones in the same order both turns, the guidance in the system prompt), observe,
-and the learner shows up in `learning-bot status`.
+(the same ones in the same order both turns, the guidance in the system prompt), observe, and
+the learner shows up in `learning-bot status`. Then three turns of one session through a
+scripted model that uses tool search: turn 1 finds the deferred run_sql and calls it, turns 2
+and 3 get it the provider's way for a tool the session took on (Anthropic: after the cached
+tools, plain; OpenAI: still deferred, loaded in the conversation) and call it directly, the
+kept prefix unchanged throughout; GET summary and `learning-bot status` then count the session
+as one that took on a tool outside its cached prefix. Last, the demo as a reader runs it from
+a fresh clone: `examples/anthropic_tools.py` as a process against tests/e2e/fake_messages_api.py
+as another.
 
 One server serves the module, each example in its own learner; its settings make the selection
 certain (no baseline runs, no forced exploration, a budget that fits the two small tools and
