@@ -29,6 +29,9 @@ typecheck: $(STAMP)
 # Test files run in parallel processes (pytest-xdist), one file per process at a time so a
 # module's server fixture starts once; PYTEST_WORKERS=0 runs them in this process.
 PYTEST_WORKERS ?= 3
+# Under faketime (README, "Development") only the date is faked: libfaketime's faked monotonic
+# clock would make every timed wait wait forever.
+export FAKETIME_DONT_FAKE_MONOTONIC := 1
 
 pytest: $(STAMP)
 	$(BIN)/pytest -q $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)

@@ -49,7 +49,7 @@ from engine.alerts import (
 )
 from engine.bounds import MAX_PAGE
 from engine.errors import Unavailable
-from engine.posterior import now_ms
+from engine.posterior import WallClock, now_ms
 
 log = logging.getLogger("learning_bot.alerts")
 
@@ -163,8 +163,12 @@ class AlertScheduler:
         *,
         dashboard_url: str | None = None,
         holder: str | None = None,
+        clock: WallClock = now_ms,
     ) -> None:
         self.store = store
+        self.clock = clock
+        """The date and time rounds run at (digests fall due by it), and messages are stamped
+        with."""
         self.services = services
         self.senders = {s.surface: s for s in senders}
         self.settings = settings or AlertSettings()
@@ -218,7 +222,7 @@ class AlertScheduler:
         down_since, self._down_since = self._down_since, None
         if not self._outage or down_since is None:
             return 0
-        finding = self._outage_finding((now_ms() - down_since) / 1000)
+        finding = self._outage_finding((self.clock() - down_since) / 1000)
         sent = 0
         for sub, ref in self._outage.values():
             try:
@@ -246,7 +250,7 @@ class AlertScheduler:
 
     async def tick(self, now: int | None = None) -> int:
         """One round (only while this replica holds the lease): the messages sent."""
-        at = now_ms() if now is None else now
+        at = self.clock() if now is None else now
         try:
             held = await asyncio.to_thread(
                 self.store.acquire_lease, LEASE, self.holder, at, self.settings.lease_ms
@@ -281,7 +285,7 @@ class AlertScheduler:
         runs, _ = service.traces(limit=MAX_PAGE)
         runs = period_runs(runs, period)
         weekly = sub.kind == "digest weekly"
-        buckets = service.timeseries("convergence", "1d", 15 if weekly else 3)
+        buckets = service.timeseries("convergence", "1d", 15 if weekly else 3, at=period.end_ms)
         cost = summary.prompt_cost_savings
         return DigestFacts(
             sub.learner,
@@ -332,7 +336,7 @@ class AlertScheduler:
             log.exception("could not send a digest to %s %s", sub.surface, sub.channel)
             await asyncio.to_thread(self.store.release_message, *key)
             return 0
-        await asyncio.to_thread(self.store.message_sent, *key, now_ms(), ref)
+        await asyncio.to_thread(self.store.message_sent, *key, self.clock(), ref)
         chart = await asyncio.to_thread(digest_chart, facts)
         if chart is not None:
             try:
@@ -477,5 +481,5 @@ class AlertScheduler:
             log.exception("could not send %s to %s %s", state.alert, sub.surface, sub.channel)
             await asyncio.to_thread(self.store.release_message, *key)
             return False
-        await asyncio.to_thread(self.store.message_sent, *key, now_ms(), ref)
+        await asyncio.to_thread(self.store.message_sent, *key, self.clock(), ref)
         return True

@@ -43,7 +43,7 @@ from bot.subscriptions import SubscriptionHandlers
 from engine.bounds import check_learner_name, unknown_learner_message
 from engine.config import LearningConfig
 from engine.errors import InvalidInput, NotFound, Unavailable
-from engine.posterior import now_ms
+from engine.posterior import WallClock, now_ms
 from engine.service import LearningService
 
 log = logging.getLogger("learning_bot.bus")
@@ -157,19 +157,22 @@ class CommandBus:
         settings: BusSettings | None = None,
         middleware: Sequence[Middleware] = (),
         subscriptions: SubscriptionStore | None = None,
+        clock: WallClock = now_ms,
     ) -> None:
         self.services = services
+        self.clock = clock
+        """The date and time commands, confirmations and audit entries are stamped with."""
         self.commands = commands
         self.settings = settings or BusSettings()
         self.handlers = Handlers(self.settings)
         self.subscriptions = (
-            None if subscriptions is None else SubscriptionHandlers(subscriptions, services)
+            None if subscriptions is None else SubscriptionHandlers(subscriptions, services, clock)
         )
         self.authorise = Authorise(self.settings.admins, self.settings.reward_admins_only)
         self.chain: list[Middleware] = [
-            Idempotency(self.settings.lease_ms),
-            Audit(),
-            RateLimit(self.settings.rate_limit),
+            Idempotency(self.settings.lease_ms, clock),
+            Audit(clock),
+            RateLimit(self.settings.rate_limit, clock),
             self.authorise,
             *middleware,
         ]
@@ -257,7 +260,7 @@ class CommandBus:
         deadline = time.monotonic() + IN_FLIGHT_WAIT_SECONDS
         while time.monotonic() < deadline:
             time.sleep(0.05)
-            _, stored = self.commands.in_transaction(lambda b: b.claim(key, now_ms()))
+            _, stored = self.commands.in_transaction(lambda b: b.claim(key, self.clock()))
             if stored is not None:
                 return reply_from_json(json.loads(stored))
         return IN_FLIGHT
@@ -306,7 +309,7 @@ class CommandBus:
         if not call.invocation.interactive:
             return prompt  # the caller confirms on its own side: nothing to store
         token = secrets.token_urlsafe(18)
-        at = now_ms()
+        at = self.clock()
         self.commands.create_confirmation(
             PendingConfirmation(
                 token=token,
@@ -340,13 +343,13 @@ class CommandBus:
         if isinstance(pending, Reply):
             return pending
         lease = self.settings.lease_ms
-        if pending.used_at is not None and not _lapsed(pending, lease):
+        if pending.used_at is not None and not _lapsed(pending, lease, self.clock()):
             return self.handlers.already_done(pending)
-        if now_ms() > pending.expires_at:
+        if self.clock() > pending.expires_at:
             return error_reply("This confirmation has expired; run the command again.")
         command = command_from_json(pending.command)
         self.authorise.check(invocation, command)
-        if not self.commands.use_confirmation(token, invocation.actor.id, now_ms(), lease):
+        if not self.commands.use_confirmation(token, invocation.actor.id, self.clock(), lease):
             return self._already_done(token, pending)
         service = self.services.get(pending.learner)
         confirmed = _confirmed(command)
@@ -362,9 +365,9 @@ class CommandBus:
         if isinstance(pending, Reply):
             return pending
         lease = self.settings.lease_ms
-        if pending.used_at is not None and not _lapsed(pending, lease):
+        if pending.used_at is not None and not _lapsed(pending, lease, self.clock()):
             return self.handlers.already_done(pending)
-        if not self.commands.use_confirmation(token, invocation.actor.id, now_ms(), lease):
+        if not self.commands.use_confirmation(token, invocation.actor.id, self.clock(), lease):
             return self._already_done(token, pending)
         reply = self.handlers.cancelled(pending, invocation.actor)
         self.commands.finish_confirmation(token, json.dumps(reply_json(reply)))
@@ -377,12 +380,10 @@ class CommandBus:
         )
 
 
-def _lapsed(pending: PendingConfirmation, lease_ms: int) -> bool:
-    """A use without an outcome older than the lease: its process died mid-command."""
+def _lapsed(pending: PendingConfirmation, lease_ms: int, now: int) -> bool:
+    """A use without an outcome older than the lease at `now`: its process died mid-command."""
     return (
-        pending.used_at is not None
-        and pending.outcome is None
-        and pending.used_at < now_ms() - lease_ms
+        pending.used_at is not None and pending.outcome is None and pending.used_at < now - lease_ms
     )
 
 

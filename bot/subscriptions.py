@@ -14,7 +14,7 @@ from bot.ports import SubscriptionStore
 from bot.replies import Column, Reply, ReplyKind, Table, Text
 from engine.alert_records import SUBSCRIPTION_KINDS, Subscription
 from engine.errors import InvalidInput, Unavailable
-from engine.posterior import now_ms
+from engine.posterior import WallClock, now_ms
 
 
 class Learners(Protocol):
@@ -44,9 +44,12 @@ def subscription_state(sub: Subscription) -> str:
 class SubscriptionHandlers:
     """What the three subscription commands do, and how their answers read."""
 
-    def __init__(self, store: SubscriptionStore, services: Learners) -> None:
+    def __init__(
+        self, store: SubscriptionStore, services: Learners, clock: WallClock = now_ms
+    ) -> None:
         self.store = store
         self.services = services
+        self.clock = clock
 
     def run(
         self,
@@ -96,7 +99,7 @@ class SubscriptionHandlers:
                 learner=learner,
                 kind=command.kind,
                 created_by=invocation.actor.id,
-                created_at=now_ms(),
+                created_at=self.clock(),
             )
         )
         what = WHAT[sub.kind]

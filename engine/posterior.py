@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from statistics import NormalDist
@@ -39,6 +40,12 @@ def confidence_for_pulls(pulls: int) -> Confidence:
 def now_ms() -> int:
     """The current time in Unix milliseconds, the unit every timestamp here uses."""
     return time.time_ns() // 1_000_000
+
+
+WallClock = Callable[[], int]
+"""Where a component reads the date and time (Unix ms): `now_ms` in the product; the App
+hands its one clock to every service, the command bus and the alert scheduler, and tests
+and simulations pass their own."""
 
 
 def to_ms(at: int | float | datetime | None) -> int | None:

@@ -23,11 +23,6 @@ MIN_SESSIONS = 2
 Z95 = 1.959963984540054
 
 
-MEASURED_TURNS = 8
-"""The measured saving compares each session's first this many turns, in both groups: a
-baseline session is the full-prompt control for that long (engine.session_selection's
-BASELINE_TURNS), and a conversation's later turns cost more per run as its history grows."""
-
 COST_WINDOW = 5000
 """The saving is measured over the learner's latest this many active runs (since its last full
 reset): recent enough to describe the current model and tools."""

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
     from engine.context_policy import ContextEvidence, ContextSettings
     from engine.exploration import ExplorationBound, OwedTries
     from engine.inventory import ArmSet
+    from engine.recall_target import SessionLevels
     from engine.selection import Selection
 
 from engine.arms import Arm, parse_arm_id
@@ -81,7 +82,7 @@ from engine.ports import (
     TimeBucket,
     VerifyReport,
 )
-from engine.posterior import check_reward, initial_prior, now_ms
+from engine.posterior import WallClock, check_reward, initial_prior, now_ms
 from engine.records import ArmOutcomeRecord, RunRecord, record_from_report, under_phase
 from engine.resolve import MAX_QUERY_CHARS, resolve_arm_query
 from engine.savings import CostSavings, cost_savings, cost_series, price_sessions
@@ -217,7 +218,7 @@ class LearningService:
         spool_by_name: SpoolByName | None = None,
         spool: SpoolHealth | None = None,
         prices: PriceTable | None = None,
-        wall_clock: Callable[[], int] = now_ms,
+        wall_clock: WallClock = now_ms,
         context_settings: ContextSettings | None = None,
         exploration_bound: ExplorationBound | None = None,
     ) -> None:
@@ -275,10 +276,9 @@ class LearningService:
         self._owed_runs: int | None = None
         """The learner's stored runs as of the exploration bound's last read, plus the runs
         this process stored since: when storage holds no others, its count is the learner's."""
-        from engine.recall_target import SessionLevels
-
-        self._target_levels = SessionLevels()
-        """The recall target's calibration: baseline sessions' uses (engine.recall_target)."""
+        self._target_levels_made: SessionLevels | None = None
+        """The recall target's calibration: baseline sessions' uses (engine.recall_target),
+        made on first use (numpy is imported on first selection, not at start-up)."""
         self._exploration_bound = exploration_bound
         self._deferrals: dict[str, tuple[int, int]] = {}
         """Per tool: runs that deferred it, runs that loaded it (this process's count, for a
@@ -351,7 +351,7 @@ class LearningService:
         except InvalidConfig as exc:
             raise InvalidInput(f"{exc.field}: {exc.detail}") from None
         self.store.set_settings(
-            self.learner_id, updated.learner_settings(), updated.half_life, at=now_ms()
+            self.learner_id, updated.learner_settings(), updated.half_life, at=self._wall_clock()
         )
         self.refresh(force=True)
         return self.config
@@ -418,6 +418,14 @@ class LearningService:
         `seed` from now on: a simulation with a seed selects the same way each time."""
         self._rng_seed = seed
         self._rng_made = None
+
+    @property
+    def _target_levels(self) -> SessionLevels:
+        if self._target_levels_made is None:
+            from engine.recall_target import SessionLevels
+
+            self._target_levels_made = SessionLevels()
+        return self._target_levels_made
 
     @property
     def _rng(self) -> np.random.Generator:
@@ -860,7 +868,7 @@ class LearningService:
                     f = folds[arm_id] = Fold()
                 f.add(r, keep)
         if folds:
-            self._cache.apply({a: f.as_tuple() for a, f in folds.items()}, now_ms())
+            self._cache.apply({a: f.as_tuple() for a, f in folds.items()}, self._wall_clock())
 
     def _record_runs(
         self, records: Sequence[RunRecord], built_under: str | None = None
@@ -1012,7 +1020,7 @@ class LearningService:
             session_key=session_key,
             channel=channel,
             conversation=session_key,
-            timestamp=now_ms(),
+            timestamp=self._wall_clock(),
             provider=provider,
             model=model,
             is_baseline=selection.is_baseline,
@@ -1093,7 +1101,7 @@ class LearningService:
             # another replica since this process read it writes nothing, and is read again
             try:
                 update = self.config.is_active
-                at = now_ms()
+                at = self._wall_clock()
                 with self._cache.writing():  # a reload read meanwhile would count it twice
                     outcome = self._record_arm_outcome(
                         arm_id, r, referenced, session_key, update, at, key, loaded
@@ -1232,7 +1240,7 @@ class LearningService:
                     f"the latest run here ({trace.trace_id}) used no arms; name an arm instead"
                 )
             trace_id = trace.trace_id
-        at = now_ms()
+        at = self._wall_clock()
         with self._cache.writing():  # a reload read meanwhile would count it twice
             self.store.record_rewards(
                 self.learner_id,
@@ -1261,7 +1269,7 @@ class LearningService:
             if len(requested) > MAX_RESET_ARMS:
                 raise InvalidInput(f"at most {MAX_RESET_ARMS} arms per reset")
             ids = sorted({self.resolve_arm(a) for a in requested})
-        record = self.store.reset(self.learner_id, ids, actor=actor_text, at=now_ms())
+        record = self.store.reset(self.learner_id, ids, actor=actor_text, at=self._wall_clock())
         self._evidence_checked_at = float("-inf")  # the reset cleared the arms' evidence
         self._cache.invalidate(reload=True)
         return ResetResult(self.learner, record.reset_id, record.arm_ids, record.all_arms)
@@ -1269,7 +1277,7 @@ class LearningService:
     def undo_reset(self, actor: str = "unknown") -> ResetResult:
         """Restore the posteriors the last reset replaced, keeping what was learnt since."""
         actor_text = recorded_actor(actor)
-        record = self.store.undo_reset(self.learner_id, actor=actor_text, at=now_ms())
+        record = self.store.undo_reset(self.learner_id, actor=actor_text, at=self._wall_clock())
         self._evidence_checked_at = float("-inf")  # and put back the evidence it cleared
         self._cache.invalidate(reload=True)
         return ResetResult(
@@ -1307,7 +1315,7 @@ class LearningService:
                     f"{MIN_TRACES_FOR_ACTIVE} traces"
                 )
         change = self.store.set_phase(
-            self.learner_id, target, actor=actor_text, bootstrap=bootstrap, at=now_ms()
+            self.learner_id, target, actor=actor_text, bootstrap=bootstrap, at=self._wall_clock()
         )
         self._cache.invalidate(reload=True)
         return PhaseChange(
@@ -1470,12 +1478,18 @@ class LearningService:
         return self.store.iter_traces(self.learner_id, with_arms=with_arms)
 
     def timeseries(
-        self, metric: str = "tokens", window: str = "1h", buckets: int = 48
+        self,
+        metric: str = "tokens",
+        window: str = "1h",
+        buckets: int = 48,
+        *,
+        at: int | None = None,
     ) -> list[TimeBucket]:
         """Average tokens per run in each window (`tokens`), their sum (`totalTokens`), each
         arm's posterior mean at the end of each window (`convergence`), or the mean prompt cost
         per session of baseline and of selected sessions started in each window
-        (`sessionCost`, input-token units priced with the learner's price table)."""
+        (`sessionCost`, input-token units priced with the learner's price table); the last
+        `buckets` windows up to `at` (Unix ms, else the service's wall clock) and any later."""
         if window not in WINDOWS:
             raise InvalidInput(f"window must be one of {', '.join(WINDOWS)}, got {window!r}")
         if metric not in TIMESERIES_METRICS:
@@ -1483,7 +1497,7 @@ class LearningService:
                 f"metric must be one of {', '.join(TIMESERIES_METRICS)}, got {metric!r}"
             )
         width = WINDOWS[window]
-        since = (now_ms() // width - buckets + 1) * width
+        since = ((self._wall_clock() if at is None else at) // width - buckets + 1) * width
         if metric == "sessionCost":
             store = self.store
             if not isinstance(store, SessionUsageSince):

@@ -3,9 +3,10 @@
 A session keeps its tool set because the provider caches the prompt prefix, tools first. The
 set is a decision, not a freeze: it is drawn again
 
-- when the cached prefix is gone anyway (`cache_break`): a run whose usage showed the prefix
-  was not read from the cache, a compaction the runtime reported, a change of provider or
-  model (the idle window, the cache's lifetime, is handled where the set is read);
+- when the cached prefix is gone anyway (`cache_break`): two runs in a row whose usage
+  showed the prefix was not read from the cache (one such run rewrote the prefix with the set
+  it had, so one alone makes a change no cheaper), a compaction the runtime reported, a change
+  of provider or model (the idle window, the cache's lifetime, is handled where the set is read);
 - when it was provisional (`provisional_done`): drawn while arms were forced in for
   exploration (cold start, `min_pulls`), it is drawn again as soon as those arms have their
   pulls;

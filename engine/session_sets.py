@@ -55,6 +55,8 @@ class SessionSet:
     """How often the session's set was drawn again while the session stayed live."""
     drawn_turn: int = 0
     """The session's turn its current set was drawn on (`turns` then, less one)."""
+    missed_turn: int = 0
+    """The session's turn of its latest run that missed the cache (0: none yet)."""
     reason: str = ""
     """Why the set was drawn: its latest draw's reason (engine.session_review)."""
     grew: bool = False

@@ -157,6 +157,7 @@ def build(app: App, env: Mapping[str, str]) -> AlertSurface:
         alert_senders(env, app.engine),
         alert_settings(env),
         dashboard_url=app.settings.dashboard_url,
+        clock=app.clock,
     )
     return AlertSurface(scheduler, alert_senders_configured(env))
 

@@ -12,6 +12,7 @@ from bot.ports import CommandBatch, SubscriptionStore
 from engine.config import Phase
 from engine.errors import Unavailable
 from engine.ports import RunWriter, SpoolHealth, Store
+from engine.posterior import WallClock, now_ms
 from engine.service import LearningService, SpoolByName
 from learning_bot.settings import Settings
 
@@ -39,6 +40,9 @@ class App:
     """The SQLAlchemy engine, when there is one (Slack's installation store shares it)."""
     alerts: SubscriptionStore | None = None
     """Subscriptions and alert states (None in the read-only App)."""
+    clock: WallClock = now_ms
+    """The one clock (Unix ms) the services, the bus and the alert scheduler read the date
+    and time from."""
 
     def service(self, learner: str | None = None, *, create: bool = False) -> LearningService:
         """A learner's service; an unknown learner is NotFound unless `create` (a write)."""
@@ -64,13 +68,19 @@ def bus_settings(settings: Settings, *, rate_limit: int | None = None) -> BusSet
 
 
 def build_app(
-    settings: Settings, *, spool: bool = True, serving: bool = False, one_shot: bool = False
+    settings: Settings,
+    *,
+    spool: bool = True,
+    serving: bool = False,
+    one_shot: bool = False,
+    clock: WallClock = now_ms,
 ) -> App:
     """Everything a surface needs. With `spool`, runs that storage cannot take are kept in a
     local spool and replayed when it is back. A `serving` app (serve, slack, discord run,
     mcp) backs up and upgrades an outdated SQLite file instead of refusing it. A `one_shot`
     app (a command that does one thing and ends) fails at once, Unavailable, when storage
-    does not answer; any other starts anyway and checks the schema when it answers."""
+    does not answer; any other starts anyway and checks the schema when it answers. Every
+    part reads the date and time from `clock`."""
     from storage import SqlStore
     from storage.alerts import SqlAlertStore
     from storage.command_log import SqlCommandLog
@@ -114,15 +124,20 @@ def build_app(
             spool_by_name=by_name,
             spool=spooled,
             prices=settings.prices,
+            wall_clock=clock,
         )
 
     implicit = frozenset({DEFAULT_LEARNER, *settings.learners.values()})
     services = LearnerServices(make, settings.config, names=sql.learner_names, implicit=implicit)
     alerts = SqlAlertStore(sql.engine)
     bus = CommandBus(
-        services, SqlCommandLog(sql.engine), bus_settings(settings), subscriptions=alerts
+        services,
+        SqlCommandLog(sql.engine),
+        bus_settings(settings),
+        subscriptions=alerts,
+        clock=clock,
     )
-    return App(settings, sql, writer, services, bus, sql.engine, alerts)
+    return App(settings, sql, writer, services, bus, sql.engine, alerts, clock)
 
 
 def build_read_app(settings: Settings) -> App | None:

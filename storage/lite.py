@@ -142,12 +142,12 @@ class LiteReader:
 
     def session_usage(self, learner_id: int, window: int | None = None) -> list[SessionUsage]:
         """As SqlStore's (storage.session_costs): the usage status prices its cost saving from."""
-        from engine.savings import COST_WINDOW, MEASURED_TURNS
+        from engine.savings import COST_WINDOW
 
         window = COST_WINDOW if window is None else window
         rows = self._read(
             lambda: self.conn.execute(
-                queries.SESSION_USAGE, (learner_id, learner_id, window, MEASURED_TURNS)
+                queries.SESSION_USAGE, (learner_id, learner_id, window)
             ).fetchall()
         )
         return queries.session_usages(rows)

@@ -182,25 +182,17 @@ def reset_record(row: Sequence[Any] | None) -> ResetRecord | None:
 SESSION_USAGE = """
 SELECT t.session_key, t.is_baseline, t.provider, t.model, COUNT(*),
        SUM(t.usage_input), SUM(t.usage_cache_read), SUM(t.usage_cache_write), MIN(t.timestamp)
-FROM (SELECT w.session_key, w.is_baseline, w.provider, w.model,
-             w.usage_input, w.usage_cache_read, w.usage_cache_write, w.timestamp,
-             ROW_NUMBER() OVER (PARTITION BY w.session_key ORDER BY w.timestamp, w.id) AS turn
-      FROM (SELECT id, session_key, is_baseline, provider, model,
-                   usage_input, usage_cache_read, usage_cache_write, timestamp
-            FROM traces
-            WHERE learner_id = ? AND phase = 'active' AND session_key <> ''
-              AND stats_epoch >= (SELECT status_from_epoch FROM learners WHERE id = ?)
-            ORDER BY timestamp DESC, id DESC
-            LIMIT ?) AS w) AS t
-WHERE t.turn <= ?
+FROM (SELECT session_key, is_baseline, provider, model,
+             usage_input, usage_cache_read, usage_cache_write, timestamp
+      FROM traces
+      WHERE learner_id = ? AND phase = 'active' AND session_key <> ''
+        AND stats_epoch >= (SELECT status_from_epoch FROM learners WHERE id = ?)
+      ORDER BY timestamp DESC, id DESC
+      LIMIT ?) AS t
 GROUP BY t.session_key, t.is_baseline, t.provider, t.model
 """
-"""Per session (and model), the usage of the first `turns` runs of each session among a
-learner's latest active runs counted by status (parameters: learner, learner, how many runs,
-turns): what the measured cost saving is priced from. Both groups are measured over the same
-turns (a baseline session is the full-prompt control for its first BASELINE_TURNS turns only,
-engine.session_selection), and a conversation's later turns cost more per run as its history
-grows, so comparing other turns would compare unlike runs."""
+"""Per session (and model), the usage of a learner's latest active runs counted by status
+(parameters: learner, learner, how many runs): what the measured cost saving is priced from."""
 
 SESSION_USAGE_SINCE = """
 SELECT session_key, is_baseline, provider, model, COUNT(*),

@@ -4,7 +4,7 @@ shared with the SQLite reader)."""
 
 from __future__ import annotations
 
-from engine.savings import COST_WINDOW, MEASURED_TURNS, SessionUsage
+from engine.savings import COST_WINDOW, SessionUsage
 from storage import queries
 from storage.database import reading
 from storage.store_base import StoreBase
@@ -18,8 +18,7 @@ class SessionCosts(StoreBase):
         counted by status."""
         with reading(self.engine) as conn:
             rows = conn.exec_driver_sql(
-                self._sql(queries.SESSION_USAGE),
-                (learner_id, learner_id, window, MEASURED_TURNS),
+                self._sql(queries.SESSION_USAGE), (learner_id, learner_id, window)
             ).all()
         return queries.session_usages(rows)
 

@@ -31,7 +31,7 @@ PURGE_EVERY = 256
 
 _DECISION_LISTS = ("provisional", "added", "wanted")
 _DECISION_TEXTS = ("provider", "model", "broken")
-_DECISION_COUNTS = ("prompt_tokens", "reviewed", "drawn_turn")
+_DECISION_COUNTS = ("prompt_tokens", "reviewed", "drawn_turn", "missed_turn")
 
 
 def _decision(raw: str | None) -> dict[str, Any]:

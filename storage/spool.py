@@ -632,7 +632,7 @@ class Spool:
                 self._has_segments = self._has_segments or bool(segments)
             done = 0
             ids: dict[str, int] = {}
-            for segment in segments:
+            for segment in self._then_open(segments):
                 for (learner_id, name), batch in _batches(self._read(segment)):
                     target = learner_id
                     if name is not None and resolve is not None:
@@ -667,6 +667,17 @@ class Spool:
                 self._has_segments = self._active is not None or any(self.dir.glob("*.jsonl"))
                 self._bytes = self._measure()
             return done
+
+    def _then_open(self, segments: list[Path]) -> Iterator[Path]:
+        """The segments to replay and, once they are all stored, the one left open while they
+        waited (closed now): storage answers, so its runs need not wait for the next retry."""
+        yield from segments
+        with self._lock:
+            path = self._active_path
+            if path is None or path in segments:
+                return
+            self._close_active()
+        yield path
 
     def _write_batch(
         self,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import select
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -11,6 +13,33 @@ import pytest
 PG_ENV = "LEARNING_BOT_TEST_DATABASE_URL"
 LOCAL_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 _probe: list[str | None] = []
+
+
+FAKED_DATE = "faketime" in os.environ.get("LD_PRELOAD", "")
+"""Run under faketime (README, "Development"): the date is not today's."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under faketime, only the date may be faked: with the monotonic clock faked too,
+    libfaketime makes every timed wait (Event.wait, Thread.join with a timeout) never end."""
+    if FAKED_DATE and os.environ.get("FAKETIME_DONT_FAKE_MONOTONIC") != "1":
+        raise pytest.UsageError(
+            "under faketime, set FAKETIME_DONT_FAKE_MONOTONIC=1 (make test does): with the "
+            "monotonic clock faked, timed waits never end"
+        )
+
+
+def _select_sleep(seconds: float) -> None:
+    """time.sleep through select(): with the monotonic clock left alone, libfaketime (0.9.10)
+    fails the clock_nanosleep that time.sleep makes (EINVAL)."""
+    deadline = time.monotonic() + seconds
+    select.select([], [], [], max(seconds, 0.0))
+    while (left := deadline - time.monotonic()) > 0:
+        select.select([], [], [], left)
+
+
+if FAKED_DATE:
+    time.sleep = _select_sleep
 
 
 def _local_default_answers() -> bool:

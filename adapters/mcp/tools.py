@@ -53,7 +53,7 @@ from engine.config import Phase
 from engine.context import MAX_DESCRIPTION_CHARS
 from engine.errors import InvalidInput, LearningError, NotFound, Unavailable
 from engine.observation import MAX_ID_CHARS
-from engine.posterior import now_ms, prior_parameters
+from engine.posterior import prior_parameters
 from engine.service import LearningService
 from engine.views import ArmView
 
@@ -400,7 +400,7 @@ class LearningTools:
         name = _learner(learner)
         key = _text("session_name", session_name, limit=256)
         self._service(name)  # a learner comes into being with its first session
-        return {"session_id": Session(name, key, now_ms()).session_id, "learner": name}
+        return {"session_id": Session(name, key, self.bus.clock()).session_id, "learner": name}
 
     def session_end(self, session_id: Any) -> dict[str, Any]:
         session = Session.parse(session_id)
@@ -433,7 +433,7 @@ class LearningTools:
             "selected_arms": selected,
             "outcomes": outcomes,
             "started_at": _iso(session.started_at),
-            "ended_at": _iso(now_ms()),
+            "ended_at": _iso(self.bus.clock()),
         }
 
     def reset(self, learner: Any, arm_ids: Any = None, context: Any = None) -> dict[str, Any]:

@@ -8,10 +8,13 @@ from bot.middleware import Call, Middleware
 from bot.ports import CommandBatch
 from bot.replies import Reply
 from engine.ports import AuditEntry
-from engine.posterior import now_ms
+from engine.posterior import WallClock, now_ms
 
 
 class Audit(Middleware):
+    def __init__(self, clock: WallClock = now_ms) -> None:
+        self.clock = clock
+
     def touches_store(self, call: Call) -> bool:
         return is_mutating(call.command)
 
@@ -30,6 +33,6 @@ class Audit(Middleware):
                 "conversation": invocation.conversation,
             },
             result=f"{reply.kind.value}: {reply.summary}"[:2000],
-            at=now_ms(),
+            at=self.clock(),
         )
         batch.audit(call.learner, entry)

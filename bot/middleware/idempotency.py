@@ -10,7 +10,7 @@ from bot.middleware import Call, Middleware
 from bot.ports import CommandBatch
 from bot.replies import Reply, ReplyKind, Text
 from bot.shapes import reply_from_json, reply_json
-from engine.posterior import now_ms
+from engine.posterior import WallClock, now_ms
 
 IN_FLIGHT = Reply(ReplyKind.INFO, (Text("This request is already being handled."),), "")
 """Answered when the first execution of a key has not finished yet."""
@@ -22,8 +22,9 @@ def scoped_key(call: Call) -> str | None:
 
 
 class Idempotency(Middleware):
-    def __init__(self, lease_ms: int | None = None) -> None:
+    def __init__(self, lease_ms: int | None = None, clock: WallClock = now_ms) -> None:
         self.lease_ms = lease_ms
+        self.clock = clock
         """A claim without a reply older than this is taken over (bot.ports.CommandBatch)."""
 
     def touches_store(self, call: Call) -> bool:
@@ -33,7 +34,7 @@ class Idempotency(Middleware):
         key = scoped_key(call)
         if key is None or batch is None:
             return None
-        new, stored = batch.claim(key, now_ms(), self.lease_ms)
+        new, stored = batch.claim(key, self.clock(), self.lease_ms)
         if new:
             return None
         if stored is None:

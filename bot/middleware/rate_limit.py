@@ -8,14 +8,15 @@ from bot.errors import RATE_LIMITED
 from bot.middleware import Call, Middleware
 from bot.ports import CommandBatch
 from bot.replies import Reply, error_reply
-from engine.posterior import now_ms
+from engine.posterior import WallClock, now_ms
 
 RATE_WINDOW_MS = 60_000
 
 
 class RateLimit(Middleware):
-    def __init__(self, per_minute: int) -> None:
+    def __init__(self, per_minute: int, clock: WallClock = now_ms) -> None:
         self.per_minute = per_minute
+        self.clock = clock
 
     def touches_store(self, call: Call) -> bool:
         command = call.command
@@ -29,7 +30,7 @@ class RateLimit(Middleware):
         if batch is None or not self.touches_store(call):
             return None
         key = f"{call.invocation.surface}:{call.invocation.actor.id}"
-        now = now_ms()
+        now = self.clock()
         count = batch.hit_rate_limit(key, RATE_WINDOW_MS, now)
         if count <= self.per_minute:
             return None

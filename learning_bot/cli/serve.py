@@ -19,6 +19,7 @@ from adapters.terminal.commands import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
 from learning_bot.cli.parser import Commands
 
 if TYPE_CHECKING:
+    from engine.posterior import WallClock
     from learning_bot.settings import Settings
 
 log = logging.getLogger("learning_bot.serve")
@@ -209,7 +210,7 @@ def _serve_one(
     from learning_bot.surfaces import configured_surfaces
 
     app = build_app(settings, serving=True)
-    stop_purge = start_purging(app.bus.commands)
+    stop_purge = start_purging(app.bus.commands, clock=app.clock)
     try:
         live, notes = configured_surfaces(app, first_worker=surfaces)
         for note in notes if not quiet else ():
@@ -230,7 +231,9 @@ KEEP_COMMANDS_MS = 24 * 60 * 60 * 1000
 past their expiry."""
 
 
-def start_purging(commands: object, every: float = PURGE_EVERY_SECONDS) -> threading.Event:
+def start_purging(
+    commands: object, every: float = PURGE_EVERY_SECONDS, *, clock: WallClock | None = None
+) -> threading.Event:
     """Purge the command log now and every `every` seconds on a daemon thread, until the
     returned event is set. Replicas purging at once is harmless (the deletes are idempotent);
     a failure (storage down) is logged and tried again next time."""
@@ -239,12 +242,14 @@ def start_purging(commands: object, every: float = PURGE_EVERY_SECONDS) -> threa
     if purge is None:
         return stop
 
-    def loop() -> None:
-        from engine.posterior import now_ms
+    from engine.posterior import now_ms
 
+    read_clock = clock or now_ms
+
+    def loop() -> None:
         while not stop.is_set():
             try:
-                purge(now_ms() - KEEP_COMMANDS_MS)
+                purge(read_clock() - KEEP_COMMANDS_MS)
             except Exception:
                 log.warning("command log purge failed; retrying later", exc_info=True)
             stop.wait(every)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -18,13 +19,14 @@ from bot.replies import Reply
 from engine import LearningConfig, Phase
 from engine.alert_records import Subscription
 from engine.errors import Unavailable
-from engine.posterior import now_ms
 from engine.service import LearningService
 from storage import SqlStore
 from storage.alerts import SqlAlertStore
 from tests.storage.helpers import ARMS, report
 
 WEB = "tool:web:WebSearch"
+WEDNESDAY = int(datetime(2026, 12, 9, 10, tzinfo=UTC).timestamp() * 1000)
+"""10:00 UTC on a Wednesday: a daily digest is due, a weekly one (Mondays) is not."""
 
 
 @dataclass
@@ -177,7 +179,7 @@ async def test_a_daily_digest_is_sent_once_with_its_chart_and_quiet_channels_sta
     services, service = _services(store)
     alerts = SqlAlertStore(store.engine)
     day = 86_400_000
-    now = now_ms() // day * day + 10 * 3_600_000  # 10:00 UTC today
+    now = WEDNESDAY
     yesterday = now - day
     for i in range(40):
         service.observe(report(f"d{i}", calls=("Read",), timestamp=yesterday - 3_600_000 + i))
@@ -291,7 +293,7 @@ def test_a_digest_charts_savings_and_recall_over_its_period(store: SqlStore) -> 
     services, service = _services(store)
     alerts = SqlAlertStore(store.engine)
     day = 86_400_000
-    now = now_ms() // day * day + 10 * 3_600_000
+    now = WEDNESDAY
     start = now // day * day - day  # yesterday 00:00 UTC
     # 09:xx: every arm sent; 15:xx: WebSearch (900 of 2,050 tokens) left out
     for i in range(5):

@@ -52,7 +52,7 @@ class FakeGateway:
 
     async def dispatch(self, event: str, data: dict[str, Any]) -> None:
         """Send one DISPATCH event to the identified bot."""
-        await asyncio.wait_for(self.identified.wait(), 30)
+        await asyncio.wait_for(self.identified.wait(), 120)
         assert self._socket is not None and not self._socket.closed, "the bot disconnected"
         await self._send(self._socket, DISPATCH, data, event)
 

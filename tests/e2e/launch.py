@@ -224,7 +224,7 @@ def served(
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
-                proc.communicate(timeout=30)
+                proc.communicate(timeout=120)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.communicate()

@@ -38,7 +38,7 @@ STATUS_HEADING = "Learning status"
 DISCORD_PLACE = Place(1_300_000_000_000_000_001, 1_300_000_000_000_000_011)
 DISCORD_USER = User(1_400_000_000_000_000_001, "Ada", permissions=PERMISSIONS_MEMBER | MANAGE_GUILD)
 
-ANSWER_SECONDS = 30.0
+ANSWER_SECONDS = 90.0
 """How long any surface may take to answer (bounded, far above what a reply needs)."""
 
 _keys = itertools.count(1)

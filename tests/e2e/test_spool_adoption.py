@@ -22,7 +22,7 @@ BASE = "/__openclaw__/api/learning"
 ARMS = [{"armId": f"tool:t:T{i}", "tokenCost": 50} for i in range(4)]
 
 
-def wait_for(check: object, timeout: float = 30.0) -> None:
+def wait_for(check: object, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():  # type: ignore[operator]
         if time.monotonic() > deadline:
@@ -80,7 +80,7 @@ def test_a_killed_replicas_spool_is_replayed_once_by_a_live_one(
                     assert observed.json()["spooled"] is True
             assert len(list(spool.glob("p*/*.jsonl"))) >= 1
             doomed.send_signal(signal.SIGKILL)
-            doomed.wait(10)
+            doomed.wait(60)
             with httpx.Client(base_url=live.base, timeout=30) as b:
                 wait_for(lambda: b.get("/summary").json().get("traceCount") == 21)
                 wait_for(lambda: not any(spool.glob("p*/*.jsonl")))

@@ -89,7 +89,7 @@ def test_three_replicas_agree(postgres_url: str, tmp_path: Path) -> None:
 
         # kill one replica, start another on the same database: it serves the same state
         replicas[2].proc.send_signal(signal.SIGKILL)
-        replicas[2].proc.wait(timeout=10)
+        replicas[2].proc.wait(timeout=60)
         again = stack.enter_context(served(env, stdout=subprocess.DEVNULL))
         with httpx.Client(base_url=again.url, timeout=30) as client:
             assert client.get(f"{BASE}/config").json()["tokenBudget"] == budget

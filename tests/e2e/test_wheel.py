@@ -262,13 +262,13 @@ def _serving(installed: Installed, argv: Sequence[str], env: dict[str, str]) -> 
             time.sleep(0.2)
         yield base
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0, log.read_text()
+        assert proc.wait(timeout=120) == 0, log.read_text()
         assert "Traceback" not in log.read_text(), log.read_text()
     finally:
         if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+            proc.wait(timeout=60)
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

@@ -36,7 +36,7 @@ def test_a_second_thread_waits_for_the_deferred_check_in_progress(
         database.schema_ready(engine)
 
     def second() -> None:
-        started.wait(5)
+        started.wait(120)
         database.schema_ready(engine)
         events.append("second went on")
 
@@ -44,7 +44,7 @@ def test_a_second_thread_waits_for_the_deferred_check_in_progress(
     for t in threads:
         t.start()
     for t in threads:
-        t.join(10)
+        t.join(120)
     assert events == ["schema made", "second went on"]
     assert engine not in database._DEFERRED
     database.schema_ready(engine)  # done: the quick way out from now on

@@ -272,7 +272,7 @@ def test_writers_meeting_new_arms_create_them_one_at_a_time(
     def pausing(*args: Any, **kwargs: Any) -> Any:
         if threading.current_thread().name == "first" and not release.is_set():
             holding.set()
-            release.wait(10)
+            release.wait(120)
         return record(*args, **kwargs)
 
     monkeypatch.setattr(runs_module, "record_postgres", pausing)
@@ -284,12 +284,12 @@ def test_writers_meeting_new_arms_create_them_one_at_a_time(
     extra = report("b1", arms=(Arm("file:a:notes.md", 10), *ARMS))
     second = threading.Thread(target=services[1].observe, args=(extra,), name="second")
     first.start()
-    assert holding.wait(10)
+    assert holding.wait(120)
     second.start()
     second.join(0.5)  # it waits for the first (for the learner row, or for its new rows)
     release.set()
-    first.join(10)
-    second.join(10)
+    first.join(120)
+    second.join(120)
     assert not first.is_alive() and not second.is_alive()
     assert not retried, retried
     arms = stores[0].load_arms(services[0].learner_id)

@@ -88,7 +88,7 @@ def running_pgbouncer(
     log = (folder / "log.txt").open("wb")
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while True:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
                 break
@@ -101,7 +101,7 @@ def running_pgbouncer(
     finally:
         proc.terminate()
         try:
-            proc.wait(10)
+            proc.wait(60)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

@@ -91,7 +91,7 @@ def test_a_run_that_waited_for_its_arms_builds_on_what_was_committed_meanwhile(
         writer.start()
         assert not done.wait(0.5), "the observe did not wait for the rows held"
         conn.commit()
-    writer.join(timeout=30)
+    writer.join(timeout=120)
     other.dispose()
     assert results == [True]
     with store.engine.connect() as conn:

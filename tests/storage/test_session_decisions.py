@@ -93,18 +93,22 @@ def test_a_compaction_or_model_change_redraws_and_a_plain_turn_keeps(store: SqlS
     assert service.select(arms, {**ctx, "model": "gpt-5.4"}).session == "kept"
 
 
-def test_a_run_that_missed_the_cache_redraws_the_next_select(store: SqlStore) -> None:
+def test_two_runs_in_a_row_that_missed_the_cache_redraw_the_next_select(store: SqlStore) -> None:
     service = LearningService(store, config(), rng=3, cache_ttl=0)
     arms = tools()
     first = service.select(arms, {"session_key": "m"})
     tokens = first.used_tokens
-    run(service, "m", 0, arms, first.selected, [], Usage(input=200, cache_write=tokens + 2000))
+    written = Usage(input=200, cache_write=tokens + 2000)
+    read = Usage(input=200, cache_read=tokens + 2000)
+    run(service, "m", 0, arms, first.selected, [], written)  # a set's first run writes
     second = service.select(arms, {"session_key": "m"})
-    # the prefix was read from the cache: kept
-    run(service, "m", 1, arms, second.selected, [], Usage(input=200, cache_read=tokens + 2000))
+    run(service, "m", 1, arms, second.selected, [], read)
     assert service.select(arms, {"session_key": "m"}).session == "kept"
-    # this run wrote its whole prompt again: the cached prefix is gone, the set may change free
-    run(service, "m", 2, arms, second.selected, [], Usage(input=200, cache_write=tokens + 2500))
+    # one miss rewrote the prefix with this set: a new set now would pay a second rewrite
+    run(service, "m", 2, arms, second.selected, [], written)
+    assert service.select(arms, {"session_key": "m"}).session == "kept"
+    # a second in a row: the cache does not hold for this session, a new set costs nothing
+    run(service, "m", 3, arms, second.selected, [], written)
     after = service.select(arms, {"session_key": "m"})
     assert (after.session, after.session_reason) == ("redrawn", MISSED_CACHE)
     assert service.select(arms, {"session_key": "m"}).session == "kept"

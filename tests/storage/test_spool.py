@@ -49,7 +49,7 @@ def record_of(svc: LearningService, run: Any) -> RunRecord:
     return record_from_report(run, rewards_for_run(run, config), config.phase, guard)
 
 
-def wait_until(check: Any, timeout: float = 20.0) -> None:
+def wait_until(check: Any, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:

@@ -115,7 +115,7 @@ class Harness:
         target._connection.parse_interaction_create(payload)  # type: ignore[arg-type]
         started = asyncio.all_tasks() - before
         assert started, "the client started nothing for this interaction"
-        await asyncio.wait_for(asyncio.gather(*started), timeout=20)
+        await asyncio.wait_for(asyncio.gather(*started), timeout=90)
 
     async def command(
         self,

@@ -56,7 +56,7 @@ def start_server(
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     while not server.started:
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("the server did not start")
@@ -67,7 +67,7 @@ def start_server(
 
 def stop_server(live: Live) -> None:
     live.server.should_exit = True
-    live.thread.join(timeout=10)
+    live.thread.join(timeout=120)
     live.app.close()
 
 

@@ -49,7 +49,7 @@ async def gateway(url: str) -> AsyncIterator[tuple[App, httpx.AsyncClient]]:
     mcp = next(e for e in SURFACES if e.name == "MCP").build(app, {})
     asgi = create_app(app.bus, http_settings({}), extra_routes=mcp.routes)
     running = asyncio.create_task(mcp.run())
-    await asyncio.wait_for(mcp.ready.wait(), 30)  # type: ignore[attr-defined]
+    await asyncio.wait_for(mcp.ready.wait(), 120)  # type: ignore[attr-defined]
     transport = httpx.ASGITransport(app=asgi)
     try:
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:

@@ -164,7 +164,7 @@ def test_a_configured_cors_origin_may_write(sqlite_url: str) -> None:
             assert c.get("/summary").json()["traceCount"] == 1
     finally:
         server.should_exit = True
-        thread.join(timeout=10)
+        thread.join(timeout=120)
         app.close()
 
 
@@ -255,7 +255,7 @@ def test_a_slow_request_head_is_dropped_and_a_slow_body_is_408(sqlite_url: str) 
             assert c.get("/healthz").status_code == 200
     finally:
         server.should_exit = True
-        thread.join(timeout=10)
+        thread.join(timeout=120)
         app.close()
 
 

@@ -31,7 +31,7 @@ def test_a_killed_worker_is_restarted_while_the_other_serves(tmp_path: Path) -> 
     }
     with served(env, "--workers", "2") as server:
         proc, base = server.proc, server.base
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 120
         while len(workers := _children(proc.pid)) < 2:
             assert time.monotonic() < deadline, workers
             time.sleep(0.05)
@@ -54,7 +54,7 @@ def test_a_killed_worker_is_restarted_while_the_other_serves(tmp_path: Path) -> 
         for _ in range(20):  # both serve (new connections each time)
             assert httpx.get(base + "/healthz", timeout=10).status_code == 200
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=20)
+        out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, out
     assert "worker 0 exited" in out or "worker 1 exited" in out
 

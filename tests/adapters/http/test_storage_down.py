@@ -90,7 +90,7 @@ def proxied(postgres_url: str) -> Iterator[tuple[Proxy, str]]:
     proxy.close()
 
 
-def wait_until(check: Any, timeout: float = 30.0) -> None:
+def wait_until(check: Any, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
@@ -198,7 +198,7 @@ def test_a_full_spool_is_503_with_a_one_line_reason_logged_once(
             assert health.status_code == 503
     finally:
         server.should_exit = True
-        thread.join(timeout=10)
+        thread.join(timeout=120)
         app.close()
     full = [r for r in caplog.records if "spool is full" in r.getMessage()]
     assert len(full) == 1, [r.getMessage() for r in full]

@@ -116,7 +116,7 @@ def served(
             time.sleep(0.05)
         yield Served(port, token)
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15) == 0, (root / "out.txt").read_text()
+        assert proc.wait(timeout=120) == 0, (root / "out.txt").read_text()
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -66,7 +66,7 @@ async def gateway(database_url: str) -> AsyncIterator[Gateway]:
     asgi = create_app(app.bus, http_settings({}), extra_routes=mcp.routes)
     transport = httpx.ASGITransport(app=asgi)
     running = asyncio.create_task(mcp.run())
-    await asyncio.wait_for(mcp.ready.wait(), 30)  # type: ignore[attr-defined]
+    await asyncio.wait_for(mcp.ready.wait(), 120)  # type: ignore[attr-defined]
     try:
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             yield Gateway(app, client)

@@ -452,7 +452,7 @@ async def test_stdio_server_stops_on_sigterm_with_its_calls_committed(tmp_path: 
             reply = await answer(i)
             assert not reply["result"].get("isError"), reply
         proc.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(proc.wait(), 15) == 0
+        assert await asyncio.wait_for(proc.wait(), 120) == 0
     finally:
         if proc.returncode is None:
             proc.kill()

@@ -323,7 +323,7 @@ async def make_driver(core: App, fake_slack: FakeSlack) -> AsyncIterator[DriverF
     # Let listeners that are still answering through response_url finish first.
     follow_ups = [t for t in asyncio.all_tasks() if t.get_name() == FOLLOW_UP_TASK]
     if follow_ups:
-        await asyncio.wait(follow_ups, timeout=10)
+        await asyncio.wait(follow_ups, timeout=120)
     await stack.aclose()
     for driver in drivers:
         for message in driver.every_message():

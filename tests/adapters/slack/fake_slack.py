@@ -80,7 +80,7 @@ class FakeSlack:
         async with self._changed:
             self._changed.notify_all()
 
-    async def wait_until(self, check: Callable[[], bool], timeout: float = 10.0) -> None:
+    async def wait_until(self, check: Callable[[], bool], timeout: float = 120.0) -> None:
         """Wait until `check()` holds (something arrived), or fail after `timeout` seconds."""
         assert self._changed is not None
         deadline = time.monotonic() + timeout
@@ -94,7 +94,7 @@ class FakeSlack:
                 except TimeoutError:
                     continue
 
-    async def next_post(self, key: str, count: int = 1, timeout: float = 10.0) -> Posted:
+    async def next_post(self, key: str, count: int = 1, timeout: float = 120.0) -> Posted:
         """The `count`-th post to the response_url named `key`."""
         await self.wait_until(lambda: len(self.posts(key)) >= count, timeout)
         return self.posts(key)[count - 1]

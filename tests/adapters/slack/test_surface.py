@@ -59,7 +59,7 @@ async def test_http_mode_under_uvicorn(core: App, fake_slack: FakeSlack) -> None
         await serving
         assert not running.done()
         await service.stop()
-        await asyncio.wait_for(running, 5)
+        await asyncio.wait_for(running, 120)
 
 
 async def test_socket_mode_service(core: App, fake_slack: FakeSlack) -> None:
