@@ -267,12 +267,16 @@ def recall_target_field(config: LearningConfig, s: Summary) -> tuple[tuple[str, 
 
 
 def sessions_line(d: SessionDecisions) -> str:
-    """How many sessions drew their set again while live, and why (engine.session_review)."""
+    """How many sessions drew their set again while live, and why (engine.session_review),
+    and how many took on tools outside their cached prefix."""
     head = f"Sessions (last day): {d.sessions:,}, {d.redrawn:,} redrawn"
-    if not d.redrawn:
-        return head
-    reasons = ", ".join(f"{reason} {count:,}" for reason, count in d.by_reason[:4])
-    return f"{head} ({d.redraws:,} redraws; latest reason: {reasons})"
+    if d.redrawn:
+        reasons = ", ".join(f"{reason} {count:,}" for reason, count in d.by_reason[:4])
+        head = f"{head} ({d.redraws:,} redraws; latest reason: {reasons})"
+    if d.grown:
+        its = "its" if d.grown == 1 else "their"
+        head = f"{head}, {d.grown:,} took on tools outside {its} cached prefix"
+    return head
 
 
 def starved_line(starved: Sequence[StarvedArm], most: int = 5) -> str:

@@ -120,6 +120,7 @@ def session_decisions_json(d: SessionDecisions) -> dict[str, Any]:
         "redrawn": d.redrawn,
         "redraws": d.redraws,
         "byReason": [{"reason": reason, "sessions": n} for reason, n in d.by_reason],
+        "grown": d.grown,
     }
 
 

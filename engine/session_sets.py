@@ -94,12 +94,14 @@ class SessionSet:
 class SessionDecisions:
     """What a learner's sessions of the last day did with their sets: how many there are, how
     many were drawn again while live (and how often), and how many sessions' latest redraw had
-    each reason (engine.session_review.REDRAW_REASONS), most frequent first."""
+    each reason (engine.session_review.REDRAW_REASONS), most frequent first; `grown` the
+    sessions that took on tools outside their cached prefix (a non-empty `added`)."""
 
     sessions: int = 0
     redrawn: int = 0
     redraws: int = 0
     by_reason: tuple[tuple[str, int], ...] = ()
+    grown: int = 0
 
 
 def first_set(

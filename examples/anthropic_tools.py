@@ -1,23 +1,26 @@
 """learning-bot with the Anthropic SDK: each session's tools chosen by the learning layer.
 
     learning-bot serve &        # or `make run`
-    ANTHROPIC_API_KEY=... python examples/anthropic_tools.py
+    ANTHROPIC_API_KEY=... python examples/anthropic_tools.py [--session KEY] [QUESTION ...]
 
-Before the first request of a turn the session's tools are selected: the kept ones go out in
-the selection's order (the same for the whole session) with `cache_control` on the last, so the
-tool prefix is cached; tools the answer lists as deferred go out with `defer_loading: true`
-beside the tool search tool, so the model can still find them. After the turn, its tool calls,
-text and token usage are reported.
+Before the first request of a turn the session's tools are selected. The kept ones go out
+first, in the selection's order (the same for the whole session), with `cache_control` on the
+last, so the tool prefix is cached; then the tools the session took on later (`added`), plain,
+as a mid-conversation addition that leaves the cached prefix alone; then, if any are deferred,
+the tool search tool and the deferred tools with `defer_loading: true`, so the model can still
+find them. After the turn, its tool calls, text and token usage are reported: a deferred tool
+the model loaded and called is reported as loaded, and is among `added` from the next turn on.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 from typing import Any
 
 import anthropic
 
-from learning_bot.client import ArmSpec, AsyncLearningClient, Selection, Usage
+from learning_bot.client import DEFAULT_URL, ArmSpec, AsyncLearningClient, Selection, Usage
 
 MODEL = "claude-sonnet-4-6"
 SYSTEM = "You are a concise assistant for a small data team."
@@ -70,12 +73,14 @@ TOOL_SEARCH = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_to
 
 def request_tools(selection: Selection) -> list[dict[str, Any]]:
     """The kept tools in the selection's order, the last marked as the end of the cached
-    prefix; then, if any are deferred, the tool search tool and the deferred tools."""
+    prefix; the added ones after it, unmarked; then, if any are deferred, the tool search tool
+    and the deferred tools."""
     kept = [dict(BY_NAME[arm.name]) for arm in selection.kept()]
     if kept:
         kept[-1]["cache_control"] = {"type": "ephemeral"}
+    added = [BY_NAME[arm.name] for arm in selection.added_arms()]
     deferred = [{**BY_NAME[arm.name], "defer_loading": True} for arm in selection.deferred_arms()]
-    return kept + ([TOOL_SEARCH, *deferred] if deferred else [])
+    return kept + added + ([TOOL_SEARCH, *deferred] if deferred else [])
 
 
 async def answer(
@@ -130,10 +135,21 @@ async def answer(
 
 
 async def main() -> None:
-    async with AsyncLearningClient() as learning:  # LEARNING_BOT_API_TOKEN is read if set
+    parser = argparse.ArgumentParser(description="One session's turns, one per question.")
+    parser.add_argument(
+        "questions", nargs="*", default=["What's the weather in Lyon?", "And in Oslo?"]
+    )
+    parser.add_argument("--session", default="demo", help="the session key")
+    parser.add_argument("--url", default=DEFAULT_URL, help="where learning-bot serve listens")
+    parser.add_argument("--learner", default=None)
+    args = parser.parse_args()
+    # LEARNING_BOT_API_TOKEN is read if set; ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL too
+    async with AsyncLearningClient(args.url, learner=args.learner) as learning:
         claude = anthropic.AsyncAnthropic()
-        for question in ("What's the weather in Lyon?", "And in Oslo?"):
-            print(await answer(question, learning=learning, claude=claude, session_key="demo"))
+        for question in args.questions:
+            print(
+                await answer(question, learning=learning, claude=claude, session_key=args.session)
+            )
 
 
 if __name__ == "__main__":

@@ -4,8 +4,15 @@
     pip install langchain-anthropic && ANTHROPIC_API_KEY=... python examples/langgraph_tools.py
 
 Each turn selects the session's tools, builds the usual agent graph (model node, ToolNode, the
-loop between them) with only those bound, in the selection's order, and the guidance as the
-system message; then reports the AI messages' tool calls, text and usage.
+loop between them) and binds them the way Anthropic's prompt cache and tool search want
+(langchain-anthropic sends a tool's `extras` as they are): the kept tools first, in the
+selection's order (the same for the whole session), the last marked `cache_control`; then the
+tools the session took on later (`added`), plain; then, if any are deferred, the tool search
+tool and the deferred tools with `defer_loading`. The guidance is the system message. Then it
+reports the AI messages' tool calls, text and usage: a deferred tool the model found and
+called is reported as loaded, and is among `added` from the next turn on. With a chat model
+that has no tool search, bind the kept and added tools only: a deferred tool the model cannot
+find would only cost its definition.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
-from learning_bot.client import ArmSpec, AsyncLearningClient, Usage
+from learning_bot.client import ArmSpec, AsyncLearningClient, Selection, Usage
 
 SYSTEM = "You are a concise assistant for a small data team."
 
@@ -52,11 +59,28 @@ def run_sql(sql: str) -> str:
 TOOLS: list[BaseTool] = [get_weather, search_docs, run_sql]
 BY_NAME = {t.name: t for t in TOOLS}
 ARMS = [ArmSpec.tool(t.name, convert_to_openai_tool(t)["function"], "langchain") for t in TOOLS]
+TOOL_SEARCH = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
 
 
-def agent_graph(model: BaseChatModel, tools: list[BaseTool]) -> Any:
+def with_extras(tool: BaseTool, **extras: Any) -> BaseTool:
+    return tool.model_copy(update={"extras": {**(tool.extras or {}), **extras}})
+
+
+def bound_tools(selection: Selection) -> list[BaseTool | dict[str, Any]]:
+    """The kept tools in the selection's order, the last marked as the end of the cached
+    prefix; the added ones after it; then the tool search tool and the deferred tools."""
+    kept = [BY_NAME[arm.name] for arm in selection.kept()]
+    if kept:
+        kept[-1] = with_extras(kept[-1], cache_control={"type": "ephemeral"})
+    added = [BY_NAME[arm.name] for arm in selection.added_arms()]
+    deferred = [with_extras(BY_NAME[a.name], defer_loading=True) for a in selection.deferred_arms()]
+    return [*kept, *added, *([TOOL_SEARCH, *deferred] if deferred else [])]
+
+
+def agent_graph(model: BaseChatModel, bound_tools: list[BaseTool | dict[str, Any]]) -> Any:
     """The model and its tools in a loop until the model answers without a tool call."""
-    bound = model.bind_tools(tools)
+    bound = model.bind_tools(bound_tools)
+    tools = [t for t in bound_tools if isinstance(t, BaseTool)]  # not the tool search tool
 
     async def call_model(state: MessagesState) -> dict[str, Any]:
         return {"messages": [await bound.ainvoke(state["messages"])]}
@@ -73,10 +97,10 @@ def agent_graph(model: BaseChatModel, tools: list[BaseTool]) -> Any:
 async def answer(
     question: str, *, learning: AsyncLearningClient, model: BaseChatModel, session_key: str
 ) -> str:
-    """One turn: select, run the graph with the kept tools, observe."""
+    """One turn: select, run the graph with the session's tools, observe."""
     selection = await learning.select(ARMS, session_key=session_key)
     system = f"{SYSTEM}\n\n{selection.guidance}" if selection.guidance else SYSTEM
-    graph = agent_graph(model, [BY_NAME[arm.name] for arm in selection.kept()])
+    graph = agent_graph(model, bound_tools(selection))
     state = await graph.ainvoke({"messages": [SystemMessage(system), HumanMessage(question)]})
     replies = [m for m in state["messages"] if isinstance(m, AIMessage)]
     tokens = [m.usage_metadata for m in replies if m.usage_metadata]

@@ -3,9 +3,14 @@
     learning-bot serve &        # or `make run`
     ANTHROPIC_API_KEY=... python examples/pydantic_ai_tools.py
 
-The agent carries the selection as its dependencies: a `PrepareTools` capability keeps the
-selected tools, in the selection's order, and the guidance goes in as the run's instructions.
-After the run, its tool calls, text and usage are reported.
+The agent carries the selection as its dependencies. A `PrepareTools` capability keeps the
+session's tools: the kept ones first, in the selection's order (the same for the whole
+session, so the provider caches them), then the ones the session took on later (`added`), then
+the deferred ones; a `ToolSearch` capability makes the deferred ones searchable (Anthropic's
+and OpenAI's own tool search where the model has it, a local `search_tools` tool elsewhere).
+The guidance goes in as the run's instructions. After the run, its tool calls, text and usage
+are reported: a deferred tool the model found and called is reported as loaded, and is among
+`added` from the next turn on.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import asyncio
 
 from pydantic_ai import Agent, RunContext, Tool
-from pydantic_ai.capabilities import PrepareTools
+from pydantic_ai.capabilities import PrepareTools, ToolSearch
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models import Model
 from pydantic_ai.tools import ToolDefinition
@@ -62,16 +67,23 @@ ARMS = [
 async def keep_selected(
     ctx: RunContext[Selection], tool_defs: list[ToolDefinition]
 ) -> list[ToolDefinition]:
-    """The selected tools only, in the selection's order (stable for the session)."""
-    order = {arm.name: i for i, arm in enumerate(ctx.deps.kept())}
+    """The kept tools in the selection's order (stable for the session), then the added ones,
+    then the deferred ones; no others."""
+    arms = [*ctx.deps.kept(), *ctx.deps.added_arms(), *ctx.deps.deferred_arms()]
+    order = {arm.name: i for i, arm in enumerate(arms)}
     return sorted((d for d in tool_defs if d.name in order), key=lambda d: order[d.name])
+
+
+def deferred(ctx: RunContext[Selection], tool_def: ToolDefinition) -> bool:
+    """Whether the selection defers the tool (left to tool search)."""
+    return any(arm.name == tool_def.name for arm in ctx.deps.deferred_arms())
 
 
 agent = Agent(
     deps_type=Selection,
     instructions=INSTRUCTIONS,
     tools=TOOLS,
-    capabilities=[PrepareTools(keep_selected)],
+    capabilities=[PrepareTools(keep_selected), ToolSearch(tools=deferred)],
 )
 
 

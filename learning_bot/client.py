@@ -519,11 +519,11 @@ def report_for(
     **extra: Any,
 ) -> RunReport:
     """The run report of a run made with `selection`: every arm the select offered, included
-    when it was selected; a deferred arm the model called is reported `loaded` (it loaded it
-    through tool search), not included. The report carries the selection's session key and
+    when it was selected or sent as an addition (`added`); a deferred arm the model called is
+    reported `loaded` (it loaded it through tool search), not included. The report carries the selection's session key and
     the context the select sent (a `context` given here adds to it), and each tool call names
     its arm where the client can tell which (see `_naming_arms`)."""
-    chosen = set(selection.selected)
+    chosen = set(selection.selected) | set(selection.added)
     deferred = set(selection.deferred) - chosen
     offered = [a.arm_id for a in selection.arms if a.arm_id in chosen or a.arm_id in deferred]
     calls = _naming_arms(tool_calls_of(tool_calls), offered)

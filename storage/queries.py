@@ -227,11 +227,14 @@ def session_usages(rows: Sequence[Sequence[Any]]) -> list[SessionUsage]:
 
 SESSION_DECISIONS = """
 SELECT COUNT(*), SUM(CASE WHEN COALESCE(redraws, 0) > 0 THEN 1 ELSE 0 END),
-       SUM(COALESCE(redraws, 0))
+       SUM(COALESCE(redraws, 0)),
+       SUM(CASE WHEN REPLACE(decision, '"added":', '') <> decision THEN 1 ELSE 0 END)
 FROM session_sets WHERE learner_id = ?
 """
-"""A learner's stored sessions, those redrawn while live, and their redraws (parameter:
-learner)."""
+"""A learner's stored sessions, those redrawn while live, their redraws, and those that took
+on tools outside their cached prefix (the decision's JSON has an "added" key, written only
+when non-empty; REPLACE rather than LIKE, whose % psycopg would read as a placeholder;
+parameter: learner)."""
 
 SESSION_REDRAW_REASONS = """
 SELECT reason, COUNT(*) FROM session_sets
@@ -246,8 +249,10 @@ def session_decisions(totals: Sequence[Any] | None, reasons: Sequence[Sequence[A
     reason first."""
     from engine.session_sets import SessionDecisions
 
-    total, redrawn, redraws = totals if totals is not None else (0, 0, 0)
+    total, redrawn, redraws, grown = totals if totals is not None else (0, 0, 0, 0)
     by_reason = sorted(
         ((str(r[0] or "unknown"), int(r[1])) for r in reasons), key=lambda x: (-x[1], x[0])
     )
-    return SessionDecisions(int(total or 0), int(redrawn or 0), int(redraws or 0), tuple(by_reason))
+    return SessionDecisions(
+        int(total or 0), int(redrawn or 0), int(redraws or 0), tuple(by_reason), int(grown or 0)
+    )

@@ -79,8 +79,9 @@ SCHEMAS: dict[str, Any] = {
                 "type": "object",
                 "nullable": True,
                 "description": "What the learner's sessions of the last day did with their "
-                "sets: how many were drawn again while live, and the sessions per reason of "
-                "their latest redraw",
+                "sets: how many were drawn again while live, the sessions per reason of "
+                "their latest redraw, and how many took on tools outside their cached prefix "
+                "(grown: a non-empty `added`)",
                 "properties": {
                     "sessions": INT,
                     "redrawn": INT,
@@ -89,6 +90,7 @@ SCHEMAS: dict[str, Any] = {
                         "type": "array",
                         "items": _obj({"reason": STR, "sessions": INT}, ["reason", "sessions"]),
                     },
+                    "grown": INT,
                 },
             },
             "accuracy": N_NUM,

@@ -186,3 +186,34 @@ def test_the_decision_survives_a_restart_and_status_counts_redraws(database_url:
         assert decisions.by_reason == ((COMPACTED, 1),)
     finally:
         store.close()
+
+
+def test_status_counts_the_sessions_that_took_on_a_tool_through_tool_search(
+    store: SqlStore,
+) -> None:
+    """A session whose model loads a left-out tool through tool search takes it on outside
+    its cached prefix (`added`); the summary counts it as grown, a session that did not as
+    not."""
+    service = LearningService(store, config(token_budget=1000), rng=3, cache_ttl=0)
+    arms = tools(8)
+    ctx = {"session_key": "found", "provider": "anthropic", "model": "claude-sonnet-4-5"}
+    first = service.select(arms, ctx)
+    quiet = service.select(arms, {**ctx, "session_key": "quiet"})
+    run(service, "quiet", 0, arms, quiet.selected, quiet.selected[:1])
+    assert first.deferred
+    found = first.deferred[0]
+    by_id = {a.id: a for a in arms}
+    service.observe(
+        RunReport(
+            trace_id="found-0",
+            session_key="found",
+            arms=[ReportedArm(a) for a in arms if a.id in first.selected]
+            + [ReportedArm(by_id[found], included=False, loaded=True)],
+            tool_calls=[ToolCall(found.rsplit(":", 1)[1])],
+            usage=Usage(),
+        )
+    )
+    assert service.select(arms, ctx).added == (found,)
+    decisions = service.status().summary.session_decisions
+    assert decisions is not None
+    assert (decisions.sessions, decisions.grown) == (2, 1)

@@ -1,0 +1,21 @@
+"""The status line about the sessions of the last day: redrawn and why, and how many took on
+tools outside their cached prefix."""
+
+from __future__ import annotations
+
+from bot.handlers import sessions_line
+from bot.shapes import session_decisions_json
+from engine.session_sets import SessionDecisions
+
+
+def test_the_line_counts_redraws_and_sessions_that_took_on_tools() -> None:
+    assert sessions_line(SessionDecisions(3)) == "Sessions (last day): 3, 0 redrawn"
+    assert sessions_line(SessionDecisions(3, grown=1)) == (
+        "Sessions (last day): 3, 0 redrawn, 1 took on tools outside its cached prefix"
+    )
+    decided = SessionDecisions(9, 2, 3, (("compacted", 2),), grown=4)
+    assert sessions_line(decided) == (
+        "Sessions (last day): 9, 2 redrawn (3 redraws; latest reason: compacted 2), "
+        "4 took on tools outside their cached prefix"
+    )
+    assert session_decisions_json(decided)["grown"] == 4
