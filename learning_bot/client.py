@@ -520,9 +520,9 @@ def report_for(
 ) -> RunReport:
     """The run report of a run made with `selection`: every arm the select offered, included
     when it was selected or sent as an addition (`added`); a deferred arm the model called is
-    reported `loaded` (it loaded it through tool search), not included. The report carries the selection's session key and
-    the context the select sent (a `context` given here adds to it), and each tool call names
-    its arm where the client can tell which (see `_naming_arms`)."""
+    reported `loaded` (it loaded it through tool search), not included. The report carries the
+    selection's session key and the context the select sent (a `context` given here adds to
+    it), and each tool call names its arm where the client can tell which (`_naming_arms`)."""
     chosen = set(selection.selected) | set(selection.added)
     deferred = set(selection.deferred) - chosen
     offered = [a.arm_id for a in selection.arms if a.arm_id in chosen or a.arm_id in deferred]
