@@ -43,6 +43,7 @@ screenshots: $(STAMP)
 	$(BIN)/python docs/console_screenshot.py
 	$(BIN)/python docs/screenshots.py
 	$(BIN)/python docs/alert_screenshots.py
+	$(BIN)/python docs/chat_screenshots.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +83,13 @@ def _slack_text(node: dict[str, Any]) -> str:
 
 
 def slack_html(reply: Reply, image: bytes | None) -> str:
-    message = slack_render(reply)
+    return slack_message_html(slack_render(reply).blocks, image)
+
+
+def slack_message_html(blocks: Sequence[dict[str, Any]], image: bytes | None = None) -> str:
+    """Block Kit blocks laid out as Slack shows them."""
     parts: list[str] = []
-    for block in message.blocks:
+    for block in blocks:
         kind = block.get("type")
         if kind == "header":
             parts.append(f"<div class=h>{_slack_text(block['text'])}</div>")
@@ -107,7 +112,8 @@ def slack_html(reply: Reply, image: bytes | None) -> str:
             parts.append(f"<table>{rows}</table>")
         elif kind == "actions":
             buttons = "".join(
-                f"<span class=b>{_slack_text(e['text'])}</span>" for e in block["elements"]
+                f"<span class='b {e.get('style', '')}'>{_slack_text(e['text'])}</span>"
+                for e in block["elements"]
             )
             parts.append(f"<div>{buttons}</div>")
     if image is not None:
@@ -122,19 +128,32 @@ margin:0;padding:16px;width:640px}}
 .f{{display:grid;grid-template-columns:1fr 1fr;gap:6px 16px;margin:6px 0}}
 .c{{color:#616061;font-size:13px;margin:6px 0}}
 table{{border-collapse:collapse;margin:6px 0}}td{{border:1px solid #ddd;padding:3px 8px}}
-.b{{border:1px solid #bbb;border-radius:4px;padding:4px 12px;font-weight:700}}
+.b{{border:1px solid #bbb;border-radius:4px;padding:4px 12px;font-weight:700;margin-right:8px;
+display:inline-block;margin-top:6px}}.danger{{background:#e01e5a;border-color:#e01e5a;color:#fff}}
+.primary{{background:#007a5a;border-color:#007a5a;color:#fff}}
 img{{max-width:520px;border:1px solid #ddd;border-radius:6px;margin-top:6px}}
 </style></head><body><div class=m><div class=a></div><div><span class=n>learning-bot</span>
 <span class=t>APP 09:00</span>{body}</div></div></body></html>"""
 
 
 def discord_html(reply: Reply, image: bytes | None) -> str:
-    payload = message_payload(reply)
+    return discord_message_html(message_payload(reply), image)
+
+
+BUTTON_STYLES = {1: "primary", 2: "secondary", 3: "success", 4: "danger", 5: "secondary"}
+"""Discord's button styles by number (5: a link, drawn as secondary with an arrow)."""
+
+
+def discord_message_html(payload: dict[str, Any], image: bytes | None = None) -> str:
+    """A message's JSON (content, embeds, components) laid out as Discord shows it."""
     parts: list[str] = []
+    if payload.get("content"):
+        parts.append(f"<div class=ed>{discord_markdown(payload['content'])}</div>")
     for embed in payload["embeds"]:
         inner = ""
         if embed.get("title"):
-            inner += f"<div class=et>{discord_markdown(embed['title'])}</div>"
+            linked = " style='color:#00a8fc'" if embed.get("url") else ""
+            inner += f"<div class=et{linked}>{discord_markdown(embed['title'])}</div>"
         if embed.get("description"):
             inner += f"<div class=ed>{discord_markdown(embed['description'])}</div>"
         fields = "".join(
@@ -149,6 +168,14 @@ def discord_html(reply: Reply, image: bytes | None) -> str:
         parts.append(f"<div class=e style='border-left-color:{colour}'>{inner}</div>")
     if image is not None:
         parts.append(_image(image))
+    buttons = "".join(
+        f"<span class='b {BUTTON_STYLES.get(c.get('style', 2), 'secondary')}'>"
+        f"{html.escape(str(c.get('label', '')))}{' &#8599;' if c.get('style') == 5 else ''}</span>"
+        for row in payload.get("components", [])
+        for c in row.get("components", [])
+    )
+    if buttons:
+        parts.append(f"<div>{buttons}</div>")
     body = "".join(parts)
     return f"""<html><head><style>
 body{{font-family:'gg sans','Noto Sans',Helvetica,Arial,sans-serif;font-size:15px;
@@ -162,13 +189,16 @@ margin-top:6px;max-width:520px}}.et{{color:#f2f3f5;font-weight:600;margin-bottom
 gap:8px 16px;margin-top:8px;font-size:14px}}.eo{{font-size:12px;color:#949ba4;margin-top:8px}}
 img{{max-width:520px;border-radius:6px;margin-top:6px}}
 pre{{background:#1e1f22;border-radius:4px;padding:6px;font-size:13px;margin:4px 0}}
+.sub{{font-size:12px;color:#949ba4}}.b{{display:inline-block;border-radius:3px;padding:5px 14px;
+margin:8px 8px 0 0;font-size:14px;font-weight:500;color:#fff}}.primary{{background:#5865f2}}
+.secondary{{background:#4e5058}}.success{{background:#248046}}.danger{{background:#da373c}}
 </style></head><body><div class=m><div class=a></div><div><span class=n>learning-bot</span>
 <span class=t>APP</span>{body}</div></div></body></html>"""
 
 
 def discord_markdown(text: str) -> str:
-    """The little of Discord's markdown the renderer uses: code blocks, bold, italics and
-    backslash escapes."""
+    """The little of Discord's markdown the renderer uses: code blocks, bold, italics,
+    backslash escapes and `-# ` subtext lines."""
     out: list[str] = []
     for i, chunk in enumerate(text.split("```")):
         if i % 2:
@@ -177,6 +207,7 @@ def discord_markdown(text: str) -> str:
         chunk = html.escape(chunk)
         chunk = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", chunk)
         chunk = re.sub(r"(?<![\w*])\*(.+?)\*(?!\w)", r"<i>\1</i>", chunk)
+        chunk = re.sub(r"(?m)^-# (.*)$", r"<span class=sub>\1</span>", chunk)
         chunk = re.sub(r"\\(.)", r"\1", chunk)
         out.append(chunk.replace("\n", "<br>"))
     return "".join(out)
@@ -197,8 +228,6 @@ def main() -> int:
     args = parser.parse_args()
     if not args.chromium:
         sys.exit("alert screenshots: Chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
     alert, digest, chart = sample_cards()
     args.out.mkdir(parents=True, exist_ok=True)
     pages = {
@@ -207,22 +236,27 @@ def main() -> int:
         "digest-slack.png": slack_html(digest, chart),
         "digest-discord.png": discord_html(digest, chart),
     }
+    photograph_pages(pages, args.out, args.chromium)
+    return 0
+
+
+def photograph_pages(pages: dict[str, str], out: Path, chromium: str) -> None:
+    """Each page's HTML photographed whole into out/<name>, reduced to a palette."""
+    from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=args.chromium, headless=True, args=CHROMIUM_ARGS
-        )
+        browser = p.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
         try:
             for name, page_html in pages.items():
                 page = browser.new_page(viewport={"width": 680, "height": 200})
                 page.set_content(page_html)
-                path = args.out / name
+                path = out / name
                 page.screenshot(path=str(path), full_page=True, animations="disabled")
                 page.close()
                 shrink(path)
                 print(path)
         finally:
             browser.close()
-    return 0
 
 
 if __name__ == "__main__":

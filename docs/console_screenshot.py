@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             "LANG": "C.UTF-8",
         }
         subprocess.run(
-            [exe, "simulate", "--traces", "300", "--seed", "0"],
+            [exe, "simulate", "--seed", "0"],
             env=env,
             check=True,
             capture_output=True,

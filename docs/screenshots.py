@@ -2,8 +2,10 @@
 
 Runs `learning-bot simulate` into a temporary database, starts `learning-bot serve` on it, and
 photographs the dashboard in Chromium at 390 px and 1440 px, light and dark:
-docs/screenshots/dashboard-{390,1440}-{light,dark}.png. The images are reduced to a palette
-when Pillow is installed, to keep them small in the repository.
+docs/screenshots/dashboard-{390,1440}-{light,dark}.png. Then the same for
+`learning-bot simulate --phase passive`, at 1440 px light: the passive dashboard with its
+projection of going active, docs/screenshots/dashboard-passive-1440-light.png. The images are
+reduced to a palette when Pillow is installed, to keep them small in the repository.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ OUT = HERE / "screenshots"
 BASE = "/__openclaw__/api/learning"
 Scheme = Literal["light", "dark"]
 VIEWS: list[tuple[int, Scheme]] = [(390, "light"), (390, "dark"), (1440, "light"), (1440, "dark")]
+PHASES: list[tuple[str, str, list[tuple[int, Scheme]]]] = [
+    ("active", "dashboard", VIEWS),
+    ("passive", "dashboard-passive", [(1440, "light")]),
+]
+"""(phase simulated, file name prefix, views photographed)."""
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -44,6 +51,22 @@ def learning_bot() -> str:
     if not found:
         sys.exit("screenshots: learning-bot is not installed (make run installs it)")
     return found
+
+
+def isolated_env(tmp: str, name: str = "screenshots") -> dict[str, str]:
+    """This environment without its learning-bot, Slack and Discord settings, with a fresh
+    SQLite database `name` and everything else the product writes under `tmp`."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("LEARNING_BOT_", "SLACK_", "DISCORD_"))
+    }
+    env.update(
+        LEARNING_BOT_DATABASE_URL=f"sqlite:///{tmp}/{name}.sqlite",
+        LEARNING_BOT_SPOOL_DIR=f"{tmp}/spool",
+        HOME=tmp,
+    )
+    return env
 
 
 def free_port() -> int:
@@ -79,14 +102,16 @@ def shrink(path: Path) -> None:
     small.save(path, optimize=True)
 
 
-def photograph(url: str, chromium: str, out: Path) -> list[Path]:
+def photograph(
+    url: str, chromium: str, out: Path, views: list[tuple[int, Scheme]], prefix: str
+) -> list[Path]:
     from playwright.sync_api import sync_playwright
 
     written: list[Path] = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
         try:
-            for width, scheme in VIEWS:
+            for width, scheme in views:
                 page = browser.new_page(
                     viewport={"width": width, "height": 900}, color_scheme=scheme
                 )
@@ -98,7 +123,7 @@ def photograph(url: str, chromium: str, out: Path) -> list[Path]:
                 )
                 page.goto(url + BASE + "/dashboard")
                 page.wait_for_selector("body[data-ready='1']", timeout=30_000)
-                path = out / f"dashboard-{width}-{scheme}.png"
+                path = out / f"{prefix}-{width}-{scheme}.png"
                 page.screenshot(path=str(path), full_page=True, animations="disabled")
                 page.close()
                 shrink(path)
@@ -111,7 +136,7 @@ def photograph(url: str, chromium: str, out: Path) -> list[Path]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=OUT, help="where the PNGs go")
-    parser.add_argument("--traces", type=int, default=300, help="simulated runs (default 300)")
+    parser.add_argument("--traces", type=int, default=600, help="simulated runs (default 600)")
     parser.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
     parser.add_argument(
         "--chromium",
@@ -123,40 +148,31 @@ def main() -> int:
         sys.exit("screenshots: Chromium is not installed (apt-get install chromium)")
     exe = learning_bot()
     args.out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
     with tempfile.TemporaryDirectory(prefix="learning-bot-screenshots-") as tmp:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("LEARNING_BOT_", "SLACK_", "DISCORD_"))
-        }
-        env.update(
-            LEARNING_BOT_DATABASE_URL=f"sqlite:///{tmp}/screenshots.sqlite",
-            LEARNING_BOT_SPOOL_DIR=f"{tmp}/spool",
-            HOME=tmp,
-        )
-        subprocess.run(
-            [exe, "simulate", "--traces", str(args.traces), "--seed", str(args.seed)],
-            env=env,
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        port = free_port()
-        server = subprocess.Popen(
-            [exe, "serve", "--port", str(port)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            wait_for(url + BASE + "/healthz", server)
-            written = photograph(url, args.chromium, args.out)
-        finally:
-            server.send_signal(signal.SIGTERM)
+        for phase, prefix, views in PHASES:
+            env = isolated_env(tmp, f"screenshots-{phase}")
+            simulate = [exe, "simulate", "--traces", str(args.traces), "--seed", str(args.seed)]
+            subprocess.run(
+                [*simulate, "--phase", phase], env=env, check=True, stdout=subprocess.DEVNULL
+            )
+            port = free_port()
+            server = subprocess.Popen(
+                [exe, "serve", "--port", str(port)],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            url = f"http://127.0.0.1:{port}"
             try:
-                server.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                server.kill()
+                wait_for(url + BASE + "/healthz", server)
+                written += photograph(url, args.chromium, args.out, views, prefix)
+            finally:
+                server.send_signal(signal.SIGTERM)
+                try:
+                    server.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    server.kill()
     for path in written:
         print(f"{path} ({path.stat().st_size // 1024} KB)")
     return 0

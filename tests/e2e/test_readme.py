@@ -144,6 +144,19 @@ def test_the_readme_has_shell_blocks_and_no_retired_commands() -> None:
         assert block.needs in (None, SERVER, *COVERED_ELSEWHERE), (block.id, block.needs)
 
 
+def test_every_picture_the_readme_shows_is_in_the_repository_and_made_by_make_screenshots() -> None:
+    pictures = re.findall(r"!\[[^\]]*\]\((docs/screenshots/[^)\s]+)\)", README.read_text())
+    assert {"docs/screenshots/status-slack.png", "docs/screenshots/phase-discord.png"} <= set(
+        pictures
+    )
+    missing = [p for p in pictures if not (ROOT / p).is_file()]
+    assert not missing, f"README pictures not in the repository: {missing}"
+    makefile = (ROOT / "Makefile").read_text()
+    target = makefile[makefile.index("\nscreenshots:") :].split("\n\n")[0]
+    scripts = sorted(p.name for p in (ROOT / "docs").glob("*screenshot*.py"))
+    assert scripts and all(f"docs/{name}" in target for name in scripts), (scripts, target)
+
+
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.needs is None], ids=lambda b: b.id)
 def test_block_runs_as_written(block: Block, tmp_path: Path) -> None:
     result = _run(block.code, _env(tmp_path), tmp_path)
