@@ -143,14 +143,14 @@ def session_request(
     return SessionRequest(text("provider", provider), text("model", model), compacted)
 
 
-BASELINE_TURNS = 20
+BASELINE_TURNS = 50
 """A baseline session offers every arm for its first this many selects: the full-prompt
 control group of the measured saving. A conversation that goes on past them is selected from
 then on (never the other way round), so a channel whose session key lives for days is not a
 full-prompt channel for good. Its later runs count with the selected sessions; they cost more
 per run than early ones (the history has grown), so for such conversations the measured
-saving errs low, never high. Sessions this long are rare elsewhere (in the simulator, 7% of
-sessions, and the measured saving equals the simulator's own)."""
+saving errs low, never high. Sessions this long are rare elsewhere (in the simulator, 0.1% of
+sessions)."""
 
 
 class SessionSelector:

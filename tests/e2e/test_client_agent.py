@@ -123,7 +123,11 @@ def test_what_a_tool_depends_on_is_learnt_without_resending_the_context(
     assert shown.returncode == 0, shown.stderr
     depends = [line for line in shown.stdout.splitlines() if "Depends on" in line]
     assert depends, shown.stdout
-    assert "the message mentions 'rain'" in depends[0], shown.stdout
+    # a word of the messages the forecast serves (they share their words: which of them ranks
+    # first depends on the draws), never a word the context was not sent with
+    words = {w.lower() for message in RAIN for w in message.split() if len(w) > 3}
+    named = {w for line in depends for w in words if f"the message mentions '{w}'" in line}
+    assert named, shown.stdout
 
 
 def test_a_call_naming_its_arm_credits_that_arm_only(
@@ -179,6 +183,8 @@ def test_a_tool_found_through_tool_search_and_used_joins_the_session(
         assert result.referenced[FORECAST] is True and result.rewards[FORECAST] == 1.0
         following = [sel for s, _, sel, _ in agent[index + 1 :] if s == session]
         if following:
-            assert following[0].keeps(FORECAST), f"{session}: {following[0].selected}"
+            # it joins apart from the cached prefix (or in it, should the set be drawn again)
+            nxt = following[0]
+            assert FORECAST in nxt.added or nxt.keeps(FORECAST), f"{session}: {nxt}"
             joined += 1
     assert joined, "no session went on after the forecast was loaded"

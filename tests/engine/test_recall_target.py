@@ -133,7 +133,7 @@ def test_the_estimate_reads_the_posterior_under_the_requests_context() -> None:
     arm_set = ArmSet.of(arms)
 
     def draw(p: PosteriorArrays, c: LearningConfig, g: np.random.Generator) -> np.ndarray:
-        return context_scores(arm_set, p, request, evidence, settings, c.exploration, g)
+        return context_scores(arm_set, p, request, evidence, settings, c, g)
 
     cfg = config(recall_target=0.6, exploration=0.5)
     with_context = select_arms(arm_set, post, cfg, 3, draw=draw)
