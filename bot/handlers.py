@@ -719,6 +719,11 @@ class Handlers:
                     "phase": current.value,
                     "learner": service.learner,
                     **projection_data(projection),
+                    **(
+                        {"projectedAtSwitch": achieved_data(service)}
+                        if current is Phase.ACTIVE
+                        else {}
+                    ),
                 },
             )
         shown = read_projection(service) if command.phase is Phase.ACTIVE else None

@@ -314,7 +314,7 @@ class Api:
         (engine.projection), or the `reason` there is none: what `/learning phase` shows."""
         reply = await self._command(request, PhaseCommand())
         out = {"phase": reply.data["phase"]}
-        for key in ("projection", "reason"):
+        for key in ("projection", "reason", "projectedAtSwitch"):
             if key in reply.data:
                 out[key] = reply.data[key]
         return out

@@ -579,6 +579,13 @@ SCHEMAS: dict[str, Any] = {
                 "description": "why there is no projection (too few runs recorded with every "
                 "component, ...)",
             },
+            "projectedAtSwitch": {
+                "type": "object",
+                "nullable": True,
+                "description": "active: the projection kept when the learner went active (its "
+                "setting's figures, with the runs it was made from and when), to set beside "
+                "what status measures now",
+            },
         },
         ["phase"],
     ),

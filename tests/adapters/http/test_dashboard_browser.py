@@ -561,3 +561,48 @@ def test_an_arms_detail_says_what_its_usefulness_depends_on(
     expect(panel).to_have_count(0)
     assert dialogs == []
     tab.close()
+
+
+SWITCHED = "switched"
+"""The learner the projection test records passive runs for, then switches to active."""
+
+
+def test_the_projection_shows_while_passive_and_beside_the_measured_figures_once_active(
+    browser: Any, served: Served
+) -> None:
+    """Passive: the dashboard charts what going active would keep and save, per budget (GET
+    phase). Confirmed active: the projection kept at the switch stands beside what status
+    measures now."""
+    from playwright.sync_api import expect
+
+    env = {**served.env, "LEARNING_BOT_LEARNER": SWITCHED}
+    run_cli(["simulate", "--phase", "passive", "--traces", "400"], env)
+    assert served.get("/phase", learner=SWITCHED)["phase"] == "passive"
+
+    tab = Page(browser, served, 1440, "light")
+    page = tab.open(served.dashboard + "?learner=" + SWITCHED)
+    expect(page.locator("#projection-section")).to_be_visible()
+    expect(page.locator("#projection-title")).to_have_text("Going active: kept against cost saved")
+    expect(page.locator("#projection svg circle")).to_have_count(5)  # one point per budget
+    expect(page.locator("#projection svg circle.s1")).to_have_count(1)  # the current one
+    tab.close()
+
+    with httpx.Client(
+        base_url=served.url + BASE,
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        params={"learner": SWITCHED},
+        timeout=120,
+    ) as api:
+        switched = api.post("/phase", json={"phase": "active", "confirm": True})
+        assert switched.status_code == 200, switched.text
+        kept = api.get("/phase").json()["projectedAtSwitch"]
+    assert kept is not None and 0 < kept["recall"] <= 1 and kept["runs"] == 400
+
+    tab = Page(browser, served, 1440, "light")
+    page = tab.open(served.dashboard + "?learner=" + SWITCHED)
+    expect(page.locator("#projection-title")).to_have_text(
+        "Active: projected at the switch against now"
+    )
+    expect(page.locator("#projection svg rect")).to_have_count(4)
+    expect(page.locator("#projection-note")).to_contain_text("from 400 runs")
+    tab.close()
