@@ -238,7 +238,10 @@ def test_dashboard_reads_well(browser: Any, served: Served, width: int, scheme: 
 
     # Every panel has data.
     assert page.locator("#phase").inner_text() == "ACTIVE"
-    assert page.locator("#cards .card").count() == 5
+    # traces, arms, tokens, budget, date range, and the sessions redrawn (simulate runs sessions)
+    assert page.locator("#cards .card").count() == 6
+    redrawn = page.locator("#sessions-redrawn .value").inner_text()
+    assert re.fullmatch(r"[\d,]+ of [\d,]+", redrawn), redrawn
     assert page.locator("#cards .card").first.inner_text().endswith("300")
     assert page.locator("#convergence svg path.series").count() >= 2
     assert page.locator("#tokens svg rect").count() >= 2
