@@ -12,6 +12,7 @@ Every process started here runs in its own process group and is ended by its pid
 
 from __future__ import annotations
 
+import abc
 import sys
 
 sys.path[:] = [p for p in sys.path if not p.rstrip("/").endswith("bench")]
@@ -101,8 +102,8 @@ def _stop(
         proc.wait(timeout=30)
 
 
-class Topology:
-    """What the soak needs of a deployment."""
+class Topology(abc.ABC):
+    """What the soak needs of a deployment (compose or processes implement it)."""
 
     name = ""
     proxy_url = ""
@@ -110,29 +111,29 @@ class Topology:
     """The database as this machine reaches it (for the checks and `db verify`)."""
     postgres = ""
 
-    def start(self, settings: Mapping[str, str]) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def start(self, settings: Mapping[str, str]) -> None: ...
 
-    def replica_url(self, i: int) -> str:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def replica_url(self, i: int) -> str: ...
 
-    def replica_pid(self, i: int) -> int | None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def replica_pid(self, i: int) -> int | None: ...
 
-    def kill(self, i: int) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def kill(self, i: int) -> None: ...
 
-    def restart(self, i: int) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def restart(self, i: int) -> None: ...
 
-    def restart_postgres(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def restart_postgres(self) -> None: ...
 
     def logs(self) -> str:
         return ""
 
-    def close(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def close(self) -> None: ...
 
 
 # -- processes on this machine ------------------------------------------------------------------
