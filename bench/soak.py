@@ -642,7 +642,13 @@ def check_database(url: str, ledger: Ledger) -> list[Check]:
                 str(r[0]).removeprefix("slack:command:"): r[1]
                 for r in q("SELECT key, reply FROM command_results WHERE key LIKE 'slack:%%'")
             }
-            stuck = [k for k, reply in replies.items() if reply is None]
+            # A claim without a reply is stuck when its command writes (or is none the clients
+            # sent): a retry of a read past the lease (LEARNING_BOT_COMMAND_LEASE) takes the
+            # claim over and answers; a read's claim left by a replica killed mid-command, or
+            # by a reply lost to a PostgreSQL restart, is reported apart.
+            claimed = [k for k, reply in replies.items() if reply is None]
+            stuck = [k for k in claimed if k not in ledger.slack or ledger.slack[k].write]
+            read_claims = len(claimed) - len(stuck)
             reward_ok, reward_bad = 0, []
             for command in ledger.slack.values():
                 if not command.text.startswith("reward "):
@@ -668,9 +674,9 @@ def check_database(url: str, ledger: Ledger) -> list[Check]:
             checks.append(
                 Check(
                     "stuck commands",
-                    "every claimed command has its reply and its answer",
-                    f"{len(stuck)} claims without a reply; {len(unanswered)} of {len(writes)} "
-                    "writes unanswered",
+                    "every claimed write has its reply and its answer",
+                    f"{len(stuck)} write claims without a reply ({read_claims} of reads); "
+                    f"{len(unanswered)} of {len(writes)} writes unanswered",
                     not stuck and not unanswered,
                 )
             )
