@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport
+from engine import Arm, ReportedArm, RunReport
 from engine.observation import ToolCall, Usage
 from engine.service import LearningService
 from engine.session_review import (
@@ -19,21 +19,12 @@ from engine.session_review import (
 )
 from engine.session_selection import BASELINE_TURNS
 from storage import SqlStore
+from tests.storage.test_session_selection import config
+from tests.storage.test_session_selection import tools as session_tools
 
 
 def tools(count: int = 30, cost: int = 275) -> list[Arm]:
-    return [Arm(f"tool:t:Tool{i:02d}", token_cost=cost) for i in range(count)]
-
-
-def config(**options: object) -> LearningConfig:
-    settings: dict[str, object] = {
-        "phase": Phase.ACTIVE,
-        "token_budget": 4000,
-        "seed_arm_ids": (),
-        "min_pulls": 0,
-        "baseline_rate": 0.0,
-    }
-    return LearningConfig.for_policy("seed", **{**settings, **options})
+    return session_tools(count, cost)
 
 
 def run(
