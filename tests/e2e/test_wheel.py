@@ -35,9 +35,11 @@ from tests.e2e.launch import free_port
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("engine", "storage", "bot", "adapters", "learning_bot")
-"""The top-level Python names the wheel installs (README, "What the package installs")."""
-BUILD_INPUTS = ("pyproject.toml", "README.md", *PACKAGES)
+LAYERS = ("engine", "storage", "bot", "adapters")
+"""The repository's top-level folders, installed inside `learning_bot` (README, "What the
+package installs")."""
+PACKAGES = ("learning_bot", *(f"learning_bot.{layer}" for layer in LAYERS))
+BUILD_INPUTS = ("pyproject.toml", "README.md", "learning_bot", *LAYERS)
 OWN_PREFIXES = ("LEARNING_BOT_", "SLACK_", "DISCORD_", "PYTHON")
 BASE = "/__openclaw__/api/learning"
 SHADOW = "raise ImportError('this is the user folder bot/, not learning-bot')\n"
@@ -118,7 +120,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
         path = ROOT / name
         if path.is_dir():
             ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.sqlite*")
-            shutil.copytree(path, source / name, ignore=ignore)
+            shutil.copytree(path, source / name, ignore=ignore, symlinks=True)
         else:
             shutil.copy2(path, source / name)
     dist = root / "dist"
@@ -160,13 +162,26 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
 def test_the_wheel_ships_every_package_and_its_data(installed: Installed) -> None:
     names = set(zipfile.ZipFile(installed.wheel).namelist())
     for package in PACKAGES:
-        assert f"{package}/__init__.py" in names, package
-        assert f"{package}/py.typed" in names, f"{package} has no py.typed"
-    assert "adapters/http/dashboard.html" in names
-    assert "storage/migrations/script.py.mako" in names
-    assert any(n.startswith("storage/migrations/versions/0001_") for n in names)
-    tops = next(n for n in names if n.endswith(".dist-info/top_level.txt"))
-    assert set(zipfile.ZipFile(installed.wheel).read(tops).decode().split()) == set(PACKAGES)
+        folder = package.replace(".", "/")
+        assert f"{folder}/__init__.py" in names, package
+        assert f"{folder}/py.typed" in names, f"{package} has no py.typed"
+    assert "learning_bot/adapters/http/dashboard.html" in names
+    assert "learning_bot/storage/migrations/script.py.mako" in names
+    assert any(n.startswith("learning_bot/storage/migrations/versions/0001_") for n in names)
+    # One top-level import name: nothing else in the wheel sits beside `learning_bot`.
+    assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {
+        "learning_bot"
+    }
+
+
+def test_only_learning_bot_is_importable(installed: Installed) -> None:
+    """Outside the source tree, the layers are reachable only as `learning_bot.<layer>`: a
+    project with its own `storage` or `engine` package keeps it."""
+    installed.run(installed.python, "-I", "-c", "import learning_bot.engine, learning_bot.client")
+    for layer in LAYERS:
+        result = installed.run(installed.python, "-I", "-c", f"import {layer}", check=False)
+        assert result.returncode != 0, layer
+        assert f"No module named '{layer}'" in result.stderr, result.stderr
 
 
 def test_every_module_imports_with_the_declared_dependencies(installed: Installed) -> None:
@@ -178,7 +193,7 @@ for top in {PACKAGES!r}:
     package = importlib.import_module(top)
     assert package.__file__.startswith(sys.prefix), (top, package.__file__)
     for info in pkgutil.walk_packages(package.__path__, top + "."):
-        if info.name.endswith("__main__") or info.name == "storage.migrations.env":
+        if info.name.endswith("__main__") or info.name == "learning_bot.storage.migrations.env":
             continue  # the first runs the command line, the second is Alembic's to run
         importlib.import_module(info.name)
 print("ok")

@@ -9,14 +9,14 @@ import math
 
 import pytest
 
-from bot.export import (
+from learning_bot.bot.export import (
     POSTERIOR_CSV_HEADER,
     TRACE_CSV_HEADER,
     export_csv,
     export_json,
 )
-from bot.shapes import summary_json
-from engine import (
+from learning_bot.bot.shapes import summary_json
+from learning_bot.engine import (
     Ambiguous,
     Arm,
     Conflict,
@@ -27,10 +27,12 @@ from engine import (
     Phase,
     ReportedArm,
     RunReport,
+    ToolCall,
+    Usage,
 )
-from engine.observation import MAX_ARMS_PER_RUN, MAX_TEXT_CHARS
-from engine.service import LearningService
-from storage import SqlStore
+from learning_bot.engine.observation import MAX_ARMS_PER_RUN, MAX_TEXT_CHARS
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
 
 from .helpers import ARMS, report
 
@@ -295,9 +297,9 @@ def test_status_counts_savings_and_top_bottom(store: SqlStore) -> None:
             RunReport(
                 f"r{i}",
                 tuple(ReportedArm(a) for a in arms),
-                tool_calls=tuple(__import__("engine").ToolCall(n) for n in used),
+                tool_calls=tuple(ToolCall(n) for n in used),
                 is_baseline=i % 4 == 0,
-                usage=__import__("engine").Usage(input=1000 if i % 4 == 0 else 600, output=0),
+                usage=Usage(input=1000 if i % 4 == 0 else 600, output=0),
                 timestamp=1_700_000_000_000 + i,
             )
         )
@@ -369,7 +371,7 @@ def test_export_json_and_csv(active: LearningService) -> None:
 
 
 def test_timeseries(active: LearningService) -> None:
-    from engine.posterior import now_ms
+    from learning_bot.engine.posterior import now_ms
 
     now = now_ms()
     for i in range(4):
@@ -402,7 +404,7 @@ def test_select_uses_stored_posteriors(store: SqlStore) -> None:
             RunReport(
                 f"r{i}",
                 (ReportedArm(good), ReportedArm(bad)),
-                tool_calls=(__import__("engine").ToolCall("Good"),),
+                tool_calls=(ToolCall("Good"),),
             )
         )
     picks = [svc.select([good, bad]).selected for _ in range(50)]
