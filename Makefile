@@ -29,7 +29,7 @@ typecheck: $(STAMP)
 # Test files run in parallel processes (pytest-xdist), one file per process at a time so a
 # module's server fixture starts once; PYTEST_WORKERS=0 runs them in this process.
 PYTEST_WORKERS ?= 3
-# Under faketime (README, "Development") only the date is faked: libfaketime's faked monotonic
+# Under faketime (docs/development.md) only the date is faked: libfaketime's faked monotonic
 # clock would make every timed wait wait forever.
 export FAKETIME_DONT_FAKE_MONOTONIC := 1
 
