@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck pytest bench clean screenshots
+.PHONY: run test lint typecheck pytest bench clean screenshots docs
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is required")'
@@ -38,6 +38,10 @@ pytest: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/select.py
+
+# The reference pages under docs/reference/, generated from the code (tests/docs checks them).
+docs: $(STAMP)
+	$(BIN)/python docs/generate.py
 
 screenshots: $(STAMP)
 	$(BIN)/python docs/console_screenshot.py
