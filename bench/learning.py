@@ -5,7 +5,7 @@ request draws for every arm, conversational turns, drift) and, as far as numpy's
 the same selection seeds. Policies:
 
 - include everything: every arm on every run (the reference for token savings);
-- seed algorithm:     docs/learning.md, "Selection", with the default options (Thompson on each posterior,
+- seed algorithm:     docs/learning.md with the default options (Thompson on each posterior,
                       seeds and under-explored arms in, greedy packing by score);
 - per token:          packing="score_per_token";
 - forgetful:          the seed algorithm with half_life=100: each observation of an arm first

@@ -1,4 +1,5 @@
-"""What a session's prompts cost when tools are chosen per request or per session (docs/sessions.md).
+"""What a session's prompts cost when tools are chosen per request or per session
+(docs/sessions.md).
 
 The cached multi-turn workload: 40 tools whose definitions add up to 16,000 tokens, a token
 budget of 35% of them, sessions of 8 turns on average (geometric), each turn adding 2,500

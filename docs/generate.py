@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 import ast
-import dataclasses
 import inspect
+import itertools
 import json
 import os
 import re
@@ -52,7 +52,7 @@ def _field_docs(cls: type) -> dict[str, str]:
     tree = ast.parse(inspect.getsource(cls))
     body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
     docs: dict[str, str] = {}
-    for node, after in zip(body, body[1:], strict=False):
+    for node, after in itertools.pairwise(body):
         if (
             isinstance(node, ast.AnnAssign)
             and isinstance(node.target, ast.Name)
@@ -154,9 +154,8 @@ def settings_page() -> str:
     ]
     for (key, value), name in zip(camel.items(), snake, strict=True):
         env = f"`{env_of[key]}`" if key in env_of else ""
-        lines.append(
-            f"| `{key}` | `{name}` | {env} | `{_cell(_json(value))}` | {_cell(docs.get(name, ''))} |"
-        )
+        what = _cell(docs.get(name, ""))
+        lines.append(f"| `{key}` | `{name}` | {env} | `{_cell(_json(value))}` | {what} |")
     lines += [
         "",
         "## Environment variables",
@@ -169,7 +168,7 @@ def settings_page() -> str:
     ]
     for name, modules in environment_variables().items():
         where = ", ".join(f"`{m}`" for m in modules)
-        pages = ", ".join(f"[{p.removeprefix('../')}]({p})" for p in documented_in(name))
+        pages = ", ".join(f"[{p.removeprefix('../')}](../{p})" for p in documented_in(name))
         lines.append(f"| `{name}` | {where} | {pages} |")
     return "\n".join(lines) + "\n"
 
@@ -205,8 +204,9 @@ def cli_page() -> str:
         HEADER,
         "# Command line reference",
         "",
-        "`learning-bot --help` and every subcommand's `--help`, as the parser prints them. A guide",
-        "to the commands: [cli.md](../cli.md); the JSON of `--json`: [cli-json.md](../cli-json.md).",
+        "`learning-bot --help` and every subcommand's `--help`, as the parser prints them. A",
+        "guide to the commands: [cli.md](../cli.md); the JSON of `--json`:",
+        "[cli-json.md](../cli-json.md).",
         "",
     ]
     lines += [f"- [`{prog}`](#{_anchor(prog)})" for prog, _ in helps]

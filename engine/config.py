@@ -152,7 +152,7 @@ class LearningConfig:
     """Tool names that do not count as a real tool call: a run calling only these is a
     conversational turn, which changes no posterior."""
     packing: str = POLICIES[DEFAULT_POLICY]["packing"]
-    """"score" (docs/learning.md, "Selection") or "score_per_token": rank by sampled score / token cost."""
+    """"score" (docs/learning.md) or "score_per_token": rank by sampled score / token cost."""
     min_score: float = POLICIES[DEFAULT_POLICY]["min_score"]
     """Arms whose sampled score falls below this are left out even when the budget has room
     (seeds and under-explored arms still go in; baseline runs ignore it). 0 disables it."""

@@ -34,8 +34,8 @@ def forgetting_prior(
     - The row's base, when the base holds no evidence: a new arm at its type's prior, a seed
       arm at seedBoost's Beta(b, 1), an arm just reset at Beta(1, 1).
     - Beta(1, 1) for an arm reset at some point since (`reset_at`, the last trace before its
-      reset, is set): a reset returns an arm to Beta(1, 1) (docs/learning.md, "Resets and phases"), so that is what
-      it forgets toward, not its type's optimistic prior.
+      reset, is set): a reset returns an arm to Beta(1, 1) (docs/learning.md), so that is what it
+      forgets toward, not its type's optimistic prior.
     - Otherwise its type's prior.
 
     Storage evaluates the same rule in SQL (storage.forgetting) on the same row, so stored

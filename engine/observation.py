@@ -1,4 +1,4 @@
-"""What a run reports, which arms it used, and the rewards that follow (docs/learning.md, "Observation and rewards")."""
+"""What a run reports, which arms it used, and the rewards that follow (docs/learning.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Thompson Sampling selection of arms under a token budget (docs/learning.md, "Selection"): the `Selection`
+"""Thompson Sampling selection of arms under a token budget (docs/learning.md): the `Selection`
 result and `select_arms`, which draws the scores (engine.draws) and packs the arms
 (engine.packing) of an inventory (engine.inventory)."""
 
@@ -143,7 +143,7 @@ class Selection:
     def deferred(self) -> tuple[str, ...]:
         """The left-out tools, in inventory order: those a runtime with tool search can still
         offer as deferred (Anthropic `defer_loading`, OpenAI tool search), so they stay
-        reachable without their definitions in the prompt (docs/context.md, "Deferred, not dropped")."""
+        reachable without their definitions in the prompt (docs/context.md)."""
         arm_set = self._arm_set
         if arm_set is None:
             return tuple(a for a in self.excluded if _is_tool(a))

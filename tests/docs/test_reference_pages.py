@@ -13,6 +13,7 @@ from types import ModuleType
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+NAMED = re.compile(r"\b(?:LEARNING_BOT|SLACK|DISCORD)_\w*[A-Z0-9]\b")
 
 
 def _generator() -> ModuleType:
@@ -84,7 +85,7 @@ def test_every_environment_variable_is_described_and_every_described_one_is_read
     assert undescribed == [], "variables the code reads that no page describes"
     named: set[str] = set()
     for page in GENERATE._hand_written_pages():
-        named |= set(re.findall(r"\b(?:LEARNING_BOT|SLACK|DISCORD)_[A-Z0-9_]*[A-Z0-9]\b", page.read_text()))
+        named |= set(NAMED.findall(page.read_text()))
     elsewhere = " ".join(  # the tests' database, and the compose file's and smoke test's own
         p.read_text()
         for p in [

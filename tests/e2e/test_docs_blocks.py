@@ -32,9 +32,7 @@ NOT_RUN = {
     # container commands: deploy/smoke.sh runs them where a container engine runs
     "deploying.md",
 }
-PAGES = [README] + sorted(
-    p for p in (ROOT / "docs").glob("*.md") if p.name not in NOT_RUN
-)
+PAGES = [README, *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name not in NOT_RUN)]
 """The README and its pages (the generated reference pages under docs/reference/ hold no
 commands to run)."""
 BIN = Path(sys.executable).parent

@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("engine", "storage", "bot", "adapters", "learning_bot")
-"""The top-level Python names the wheel installs (docs/installing.md, "What the package installs")."""
+"""The top-level Python names the wheel installs (docs/installing.md)."""
 BUILD_INPUTS = ("pyproject.toml", "README.md", *PACKAGES)
 OWN_PREFIXES = ("LEARNING_BOT_", "SLACK_", "DISCORD_", "PYTHON")
 BASE = "/__openclaw__/api/learning"

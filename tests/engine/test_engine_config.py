@@ -1,4 +1,4 @@
-"""LearningConfig defaults, validation and the original camelCase keys (docs/learning.md, docs/configuration.md)."""
+"""LearningConfig defaults, validation and the original camelCase keys (docs/configuration.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reference detection, the observation guard and rewards (docs/learning.md, "Observation and rewards")."""
+"""Reference detection, the observation guard and rewards (docs/learning.md)."""
 
 from __future__ import annotations
 

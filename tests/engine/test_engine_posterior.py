@@ -1,4 +1,4 @@
-"""Priors, Beta posterior statistics, confidence bands and the update rule (docs/learning.md, "Priors and posteriors")."""
+"""Priors, Beta posterior statistics, confidence bands and the update rule (docs/learning.md)."""
 
 from __future__ import annotations
 

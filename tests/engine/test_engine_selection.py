@@ -94,7 +94,7 @@ def reference_select(
     scores: Mapping[str, float] | None,
     shuffle: Sequence[int] = (),
 ) -> tuple[tuple[str, ...], int]:
-    """docs/learning.md, "Selection", one arm at a time. `scores` None means a baseline run, which offers
+    """docs/learning.md one arm at a time. `scores` None means a baseline run, which offers
     the non-seed arms in the order `shuffle` gives (positions into the non-seed arms)."""
     seeds = set(cfg.seed_arm_ids)
 
