@@ -127,8 +127,8 @@ def documented_in(name: str) -> list[str]:
 
 
 def settings_page() -> str:
-    from engine.config import LearningConfig
     from learning_bot import settings
+    from learning_bot.engine.config import LearningConfig
 
     config = LearningConfig()
     camel = config.to_dict(complete=True)
@@ -229,10 +229,10 @@ def _other_routes() -> list[tuple[str, str, str]]:
     MCP over Streamable HTTP and Slack's."""
     from starlette.routing import Route
 
-    from adapters.http.app import create_app
-    from adapters.mcp.rest import rest_routes
-    from adapters.mcp.surface import MCP_PATH
-    from adapters.slack.http import EVENTS_PATH
+    from learning_bot.adapters.http.app import create_app
+    from learning_bot.adapters.mcp.rest import rest_routes
+    from learning_bot.adapters.mcp.surface import MCP_PATH
+    from learning_bot.adapters.slack.http import EVENTS_PATH
 
     app: Any = create_app(None)  # type: ignore[arg-type]  # routes only: nothing is served
     while not hasattr(app, "routes"):
@@ -253,7 +253,7 @@ def _other_routes() -> list[tuple[str, str, str]]:
 
 
 def http_routes_page() -> str:
-    from adapters.http.openapi import openapi_document
+    from learning_bot.adapters.http.openapi import openapi_document
 
     spec = openapi_document()
     lines = [

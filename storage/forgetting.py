@@ -8,15 +8,15 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, TextClause, select, text
 
-from engine.arms import parse_arm_id
-from engine.errors import NotFound
-from engine.forgetting import forgetting_prior, keep_factor
-from engine.posterior import prior_parameters
-from storage.schema import learners
+from learning_bot.engine.arms import parse_arm_id
+from learning_bot.engine.errors import NotFound
+from learning_bot.engine.forgetting import forgetting_prior, keep_factor
+from learning_bot.engine.posterior import prior_parameters
+from learning_bot.storage.schema import learners
 
 
 def forget_sql(side: str, keep: str, type_prior: str, gain: str, row: str = "") -> str:
-    """engine.forgetting.forget(value, forgetting_prior(...), keep, gain) in SQL, on the
+    """learning_bot.engine.forgetting.forget(value, forgetting_prior(...), keep, gain) in SQL, on the
     posterior row being updated, in the same order of operations:
 
         value * keep + forgetting_prior * (1.0 - keep) + gain
@@ -76,7 +76,7 @@ def add_reward(
 
 
 def forgets_toward(row: Any) -> tuple[float, float]:
-    """engine.forgetting.forgetting_prior for a posterior row read from the table (its arm id,
+    """learning_bot.engine.forgetting.forgetting_prior for a posterior row read from the table (its arm id,
     base and reset), with its arm type's prior: what its evidence decays toward."""
     return forgetting_prior(
         prior_parameters(parse_arm_id(row.arm_id).type),

@@ -52,7 +52,7 @@ def test_a_stale_page_is_found_and_named(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_the_reference_lists_what_the_code_declares() -> None:
-    from engine.config import LearningConfig
+    from learning_bot.engine.config import LearningConfig
 
     settings = (ROOT / "docs" / "reference" / "settings.md").read_text()
     for key in LearningConfig().to_dict(complete=True):

@@ -1,8 +1,8 @@
-"""engine.starvation: which arms count as starved, at the documented thresholds."""
+"""learning_bot.engine.starvation: which arms count as starved, at the documented thresholds."""
 
 from __future__ import annotations
 
-from engine.starvation import (
+from learning_bot.engine.starvation import (
     MAX_INCLUDED_SHARE,
     MIN_OFFERED,
     ArmRecord,

@@ -13,9 +13,9 @@ from types import ModuleType
 import pytest
 import sqlalchemy as sa
 
-from engine.forgetting import forget, forgetting_prior, keep_factor
-from storage import SqlStore
-from storage.forgetting import forget_sql
+from learning_bot.engine.forgetting import forget, forgetting_prior, keep_factor
+from learning_bot.storage import SqlStore
+from learning_bot.storage.forgetting import forget_sql
 
 MIGRATION = (
     Path(__file__).parents[2]
@@ -86,7 +86,7 @@ def evaluate(conn: sa.Connection, expression: str, side: str) -> list[float]:
 
 
 def expected(side: str) -> list[float]:
-    """engine.forgetting for every row of ROWS."""
+    """learning_bot.engine.forgetting for every row of ROWS."""
     out = []
     for value, base, pulls, reset, prior, keep, gain in ROWS:
         type_prior = (prior, 1.0) if side == "alpha" else (1.0, prior)
