@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck pytest bench clean screenshots
+.PHONY: run test lint typecheck pytest bench clean screenshots docs
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is required")'
@@ -29,7 +29,7 @@ typecheck: $(STAMP)
 # Test files run in parallel processes (pytest-xdist), one file per process at a time so a
 # module's server fixture starts once; PYTEST_WORKERS=0 runs them in this process.
 PYTEST_WORKERS ?= 3
-# Under faketime (README, "Development") only the date is faked: libfaketime's faked monotonic
+# Under faketime (docs/development.md) only the date is faked: libfaketime's faked monotonic
 # clock would make every timed wait wait forever.
 export FAKETIME_DONT_FAKE_MONOTONIC := 1
 
@@ -38,6 +38,10 @@ pytest: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/select.py
+
+# The reference pages under docs/reference/, generated from the code (tests/docs checks them).
+docs: $(STAMP)
+	$(BIN)/python docs/generate.py
 
 screenshots: $(STAMP)
 	$(BIN)/python docs/console_screenshot.py

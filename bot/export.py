@@ -1,4 +1,4 @@
-"""Exports (SPEC section 10): traces and posteriors as JSON, JSON lines or CSV, streamed in
+"""Exports (docs/cli.md, "Exports"): traces and posteriors as JSON, JSON lines or CSV, streamed in
 pieces so a large history never sits in memory at once."""
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def export_jsonl(service: LearningService) -> Iterator[str]:
 
 
 def export_csv(service: LearningService, table: str) -> Iterator[str]:
-    """One table as CSV: `traces` (one row per run, as SPEC section 10 lists), `arms` (one row
+    """One table as CSV: `traces` (one row per run, as docs/cli.md lists), `arms` (one row
     per arm of each run: what it was offered, kept and used) or `posteriors`."""
     if table == "traces":
         yield TRACE_CSV_HEADER + "\r\n"

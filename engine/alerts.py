@@ -2,7 +2,7 @@
 that is news (a new episode), still true, or over. Pure: the numbers come in, findings and
 transitions go out; bot.alerting reads the numbers, stores the states and sends the messages.
 
-The rules and their thresholds (README "Alerts and digests" repeats them):
+The rules and their thresholds (docs/alerts.md repeats them):
 
 - **starvation** (one alert per arm): engine.starvation — a useful arm included in at most 5%
   of the >= 20 recent runs that offered it.

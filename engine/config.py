@@ -31,7 +31,7 @@ DEFAULT_SEED_ARM_IDS: tuple[str, ...] = (
 STRATEGIES = ("thompson",)
 PACKINGS = ("score", "score_per_token")
 """How the arms that are not forced in are ranked for the greedy packing: by their sampled
-score (SPEC section 4), or by sampled score per token of cost."""
+score (docs/learning.md, "Selection"), or by sampled score per token of cost."""
 
 # snake_case attribute -> the original camelCase key
 _CAMEL = {
@@ -80,7 +80,7 @@ POLICIES: dict[str, dict[str, Any]] = {
     },
 }
 """Named policies: the options each sets. "seed" is exactly the seed documents' algorithm
-(SPEC sections 4-5); the others add an empirical-Bayes pooled prior and forgetting:
+(docs/learning.md); the others add an empirical-Bayes pooled prior and forgetting:
 "pooled-forgetting" with a half-life of 100 observations of an arm, and
 "pooled-forgetting-per-token" with per-token packing, draws narrowed to half the posterior's
 width (exploration 0.5) and a half-life of 50 (bench/learning.py chose these values). Options
@@ -133,20 +133,31 @@ class LearningConfig:
     """Settings of one learner. Invalid values raise InvalidConfig naming the field."""
 
     enabled: bool = True
+    """False: every run includes every arm and nothing is learnt."""
     phase: Phase = Phase.PASSIVE
+    """The phase of a new learner; afterwards the phase command decides (state, not a setting)."""
     strategy: str = "thompson"
+    """The selection strategy; Thompson Sampling is the only one."""
     token_budget: int = 8000
+    """Tokens the selected arms may use (seed and under-explored arms go in regardless)."""
     baseline_rate: float = 0.10
+    """Share of runs (of sessions, with a session key) that offer every arm: the control group
+    the savings are measured against. Recommended: 0.20 for 1-10 arms, 0.10 for 11-50, 0.05
+    beyond."""
     min_pulls: int = 5
+    """Observations before an arm can be left out."""
     seed_arm_ids: tuple[str, ...] = DEFAULT_SEED_ARM_IDS
+    """Arms never left out."""
     meta_tools: frozenset[str] = field(default_factory=lambda: frozenset({"message"}))
+    """Tool names that do not count as a real tool call: a run calling only these is a
+    conversational turn, which changes no posterior."""
     packing: str = POLICIES[DEFAULT_POLICY]["packing"]
-    """"score" (SPEC section 4) or "score_per_token": rank by sampled score / token cost."""
+    """"score" (docs/learning.md) or "score_per_token": rank by sampled score / token cost."""
     min_score: float = POLICIES[DEFAULT_POLICY]["min_score"]
     """Arms whose sampled score falls below this are left out even when the budget has room
     (seeds and under-explored arms still go in; baseline runs ignore it). 0 disables it."""
     exploration: float = POLICIES[DEFAULT_POLICY]["exploration"]
-    """Width of the Thompson draw: 1 samples each posterior as it is (SPEC section 4); e < 1
+    """Width of the Thompson draw: 1 samples each posterior as it is (docs/learning.md); e < 1
     samples Beta(alpha/e, beta/e), same mean and about e times the variance; 0 uses the mean."""
     pooled_prior: bool = POLICIES[DEFAULT_POLICY]["pooled_prior"]
     """Empirical-Bayes Thompson draws: each arm's score comes from its evidence under a prior
@@ -159,7 +170,7 @@ class LearningConfig:
     half_life: float = POLICIES[DEFAULT_POLICY]["half_life"]
     """Forgetting, in observations of an arm: each observation first scales the evidence the
     arm holds beyond its prior by 0.5 ** (1 / half_life) (engine.forgetting), so what was
-    learnt half_life observations ago counts half. 0 never forgets (SPEC section 5)."""
+    learnt half_life observations ago counts half. 0 never forgets (docs/learning.md)."""
     policy: str = DEFAULT_POLICY
     """The named preset the options came from (POLICIES; DEFAULT_POLICY when none is named);
     "seed" is the seed algorithm."""
@@ -169,7 +180,7 @@ class LearningConfig:
     Beta(1, 1))."""
     session_idle_seconds: int = 300
     """A select naming a session returns the set decided on its first select, in the same
-    order, until the session has been idle this long (SPEC section 4a): the providers' default
+    order, until the session has been idle this long (docs/sessions.md): the providers' default
     prompt-cache lifetime, so a kept set keeps the cached prefix. 3600 suits 1-hour caching;
     0 draws anew on every select, as a select without a session does."""
     session_growth: str = "off"
@@ -180,7 +191,7 @@ class LearningConfig:
     (bench/sessions.py, BENCHMARKS.md) "off" costs less in every scenario at about the same
     recall."""
     recall_target: float | None = None
-    """None (default): each set is packed up to `token_budget` (SPEC section 4). A share in
+    """None (default): each set is packed up to `token_budget` (docs/learning.md). A share in
     (0, 1]: each set is the least-cost set whose estimated recall (engine.recall_target: the
     posterior mean use of the arms kept over that of every arm, under the request's context
     when it carries one) reaches it, with `token_budget` as a cap. Not with the seed policy,

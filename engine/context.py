@@ -1,4 +1,4 @@
-"""What a select knows about the request (SPEC section 4a, "Context"): the user's message, the
+"""What a select knows about the request (docs/context.md): the user's message, the
 channel, the model and the tools called so far, checked once and turned into the few things the
 context-aware policy reads: the message's words (for lexical relevance, in memory only) and
 hashed features (what is learned and stored). The message text itself is never stored: a run's

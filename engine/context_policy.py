@@ -1,4 +1,4 @@
-"""The context-aware policy (SPEC section 4a, "Context"): each arm's usefulness for this
+"""The context-aware policy (docs/context.md): each arm's usefulness for this
 request, Thompson-sampled and packed under the budget like the context-free draw.
 
 For a request with features F (engine.context) the score of an arm is a draw from

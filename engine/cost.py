@@ -1,4 +1,4 @@
-"""What a run's tokens cost, in units of its model's uncached input-token price (SPEC 4a).
+"""What a run's tokens cost, in units of its model's uncached input-token price (docs/sessions.md).
 
 Providers cache the prompt prefix: a cache read costs a fraction of an input token, a cache
 write (Anthropic, Bedrock's Claude models) a little more than one. Prices are kept as ratios to

@@ -1,4 +1,4 @@
-"""The exploration bound: no arm is starved for good (SPEC section 4a).
+"""The exploration bound: no arm is starved for good (docs/context.md, "No tool starved for good").
 
 Thompson sampling stops offering an arm whose posterior is low, and an arm that is not offered
 is never observed again: a bug that poisoned its posterior, or a run of bad luck, would keep it

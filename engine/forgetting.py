@@ -10,7 +10,7 @@ arm holds beyond its prior by keep = 0.5 ** (1 / h), then adds the new reward:
 so evidence older than h observations of the arm counts half. n observations in order fold
 into one step (F, Ga, Gb): alpha' = alpha * F + prior_alpha * (1 - F) + Ga, which is what the
 storage hot path writes in one SQL statement. With no half-life keep is 1, F is 1 and the
-update is the plain alpha += r, beta += 1 - r of SPEC section 5, to the bit.
+update is the plain alpha += r, beta += 1 - r of docs/learning.md, to the bit.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ def forgetting_prior(
     - The row's base, when the base holds no evidence: a new arm at its type's prior, a seed
       arm at seedBoost's Beta(b, 1), an arm just reset at Beta(1, 1).
     - Beta(1, 1) for an arm reset at some point since (`reset_at`, the last trace before its
-      reset, is set): a reset returns an arm to Beta(1, 1) (SPEC section 6), so that is what
-      it forgets toward, not its type's optimistic prior.
+      reset, is set): a reset returns an arm to Beta(1, 1) (docs/learning.md), so that is what it
+      forgets toward, not its type's optimistic prior.
     - Otherwise its type's prior.
 
     Storage evaluates the same rule in SQL (storage.forgetting) on the same row, so stored

@@ -1,4 +1,4 @@
-"""What a run reports, which arms it used, and the rewards that follow (SPEC section 5)."""
+"""What a run reports, which arms it used, and the rewards that follow (docs/learning.md)."""
 
 from __future__ import annotations
 
@@ -479,7 +479,7 @@ def detect_reference(
     tool_calls: Sequence[ToolCall] = (),
     included: Sequence[Arm] | None = None,
 ) -> bool:
-    """Whether the run used `arm` (SPEC section 5).
+    """Whether the run used `arm` (docs/learning.md, "Observation and rewards").
 
     `included` lists the run's included arms; a file's base name counts only when no other
     included file shares it.

@@ -1,4 +1,4 @@
-"""A model of a provider's prompt-prefix cache, for the simulator (SPEC 4a).
+"""A model of a provider's prompt-prefix cache, for the simulator (docs/sessions.md).
 
 A request's prompt is an ordered list of blocks (tool definitions, the system prompt, the
 conversation so far, the new message). A request that comes within `ttl_seconds` of the

@@ -1,4 +1,4 @@
-"""How each provider treats a tool set that changes within a conversation (SPEC section 4b).
+"""How each provider treats a tool set that changes within a conversation (docs/sessions.md).
 
 A session keeps its tool set because providers cache the prompt prefix and the tool
 definitions come first in it. Whether a change to the tools costs a rewrite of that cached

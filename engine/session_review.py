@@ -1,4 +1,4 @@
-"""Whether a live session keeps its set, priced in money (SPEC section 4b).
+"""Whether a live session keeps its set, priced in money (docs/sessions.md).
 
 A session keeps its tool set because the provider caches the prompt prefix, tools first. The
 set is a decision, not a freeze: it is drawn again

@@ -1,4 +1,4 @@
-"""Session-stable selection in the service (SPEC section 4a): a session's set read from the
+"""Session-stable selection in the service (docs/sessions.md): a session's set read from the
 store (or this process's short-lived copy), decided and claimed on its first select, grown by
 the tools the model needed, and kept when storage cannot be reached only at the cost of a
 per-request draw."""

@@ -1,4 +1,4 @@
-"""Session-stable selection (SPEC section 4a): one decision per conversation, kept in order.
+"""Session-stable selection (docs/sessions.md): one decision per conversation, kept in order.
 
 Providers cache the prompt prefix and the tool definitions come first in it, so a tool set
 that changes between the turns of one conversation makes the whole prompt, history included,
@@ -63,7 +63,7 @@ class SessionSet:
     """A tool joined since the session's last select (that select answers "grown")."""
     provisional: tuple[str, ...] = ()
     """Arms forced in for exploration when the set was drawn (under `min_pulls`): the set is
-    drawn again as soon as they have their pulls (SPEC section 4b)."""
+    drawn again as soon as they have their pulls (docs/sessions.md)."""
     added: tuple[str, ...] = ()
     """Arms that joined outside the cached prefix (a mid-conversation addition, or a tool
     loaded through tool search), in the order they joined."""
@@ -134,7 +134,7 @@ def first_set(
 def full_prompt(selection: Selection, arm_set: ArmSet) -> Selection:
     """A session's first selection as the session keeps it: a baseline session is the control
     group of the measured cost saving (engine.savings), so it offers every arm, in inventory
-    order, for the whole session (SPEC 4a: baseline sessions are full-prompt sessions)."""
+    order, for the whole session (docs/sessions.md: baseline sessions are full-prompt sessions)."""
     from learning_bot.engine.selection import Selection
 
     if not selection.is_baseline:

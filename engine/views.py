@@ -45,7 +45,8 @@ class ArmView:
 
 @dataclass(frozen=True, slots=True)
 class Summary:
-    """The SPEC section 9 summary: traces since the last full reset, tokens, baseline split."""
+    """`GET summary` (docs/http-api.md): traces since the last full reset, tokens, the
+    baseline split."""
 
     trace_count: int
     arm_count: int
@@ -65,7 +66,7 @@ class Summary:
     selected_prompt_avg_tokens: float | None = None
     """Per selected run: prompt tokens of the arms selection kept."""
     prompt_savings_percent: float | None = None
-    """100 x (1 - selected_prompt_avg_tokens / offered_avg_tokens) (SPEC section 8)."""
+    """100 x (1 - selected_prompt_avg_tokens / offered_avg_tokens) (docs/chat-commands.md)."""
     estimated_recall: float | None = None
     """The estimated share of the components the model used that selection kept."""
     total_reward: float = 0.0
@@ -132,7 +133,7 @@ def summarise(
 
 @dataclass(frozen=True, slots=True)
 class Status:
-    """Everything `/learning status` shows (SPEC section 8), as data."""
+    """Everything `/learning status` shows (docs/chat-commands.md, "What status shows"), as data."""
 
     learner: str
     phase: Phase

@@ -277,7 +277,7 @@ rate_limits = Table(
     Column("count", Integer, nullable=False),
 )
 
-# Session-stable selection (SPEC section 4a): what a session's first select decided, grown
+# Session-stable selection (docs/sessions.md): what a session's first select decided, grown
 # since. `included` and `left_out` are JSON arrays of arm ids (`included` in prompt order);
 # `used_at` is the last select (the idle window counts from it) and `version` the compare-and-set
 # counter of appends. Rows idle longer than a day are deleted as new sessions start.
@@ -373,7 +373,7 @@ alert_leases = Table(
     Column("expires_at", BigInteger, nullable=False),
 )
 
-# The context-aware policy's per-feature evidence (SPEC section 4a, engine.context_policy):
+# The context-aware policy's per-feature evidence (docs/context.md, engine.context_policy):
 # per learner, per hashed feature (a message word, the previous tool, the channel, the model),
 # per arm, the rewards and runs seen under it as of observation `tick` (forgetting decays them
 # from there). The row with feature 0 and arm_id "" holds the learner's observation count.

@@ -16,7 +16,7 @@ _probe: list[str | None] = []
 
 
 FAKED_DATE = "faketime" in os.environ.get("LD_PRELOAD", "")
-"""Run under faketime (README, "Development"): the date is not today's."""
+"""Run under faketime (docs/development.md, "Running under faketime"): the date is not today's."""
 
 
 def pytest_configure(config: pytest.Config) -> None:

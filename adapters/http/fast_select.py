@@ -217,7 +217,7 @@ class FastSelect:
             check_json("context", context)
         session_key = data.get("sessionKey")
         if session_key is not None:
-            # `sessionKey` names the session as `context.session_key` does (SPEC section 4a)
+            # `sessionKey` names the session as `context.session_key` does (docs/sessions.md)
             context = {**(context or {}), "session_key": session_key}
         if repeated is not None:
             raise repeated

@@ -1,6 +1,7 @@
 """`learning-bot learner create NAME`: make a learner before anything is written to it;
-`learner show NAME` and `learner set NAME KEY=VALUE ...`: its stored settings (SPEC section
-4a: a learner's settings are its own state, changed only by this command or its equivalents).
+`learner show NAME` and `learner set NAME KEY=VALUE ...`: its stored settings
+(docs/configuration.md: a learner's settings are its own state, changed only by this command
+or its equivalents).
 `learner set` makes the learner when there is none yet, and with `--url` asks a running server
 (its `POST settings` route) instead of opening the database."""
 

@@ -37,7 +37,7 @@ def _script(name: str) -> str:
 
 LEARNING_BOT = _script("learning-bot")
 
-# One command line per documented way of running it (README); "{port}" becomes a free port.
+# One command line per documented way of running it (docs/); "{port}" becomes a free port.
 SERVE = (LEARNING_BOT, "serve", "--host", "127.0.0.1", "--port", "{port}")
 SLACK_HTTP = (LEARNING_BOT, "slack", "--host", "127.0.0.1", "--port", "{port}")
 SLACK_SOCKET_MODE = (LEARNING_BOT, "slack")

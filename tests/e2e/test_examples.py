@@ -912,9 +912,9 @@ async def test_pydantic_ai_example_takes_on_a_tool_found_through_tool_search(
     check_took_on(server, env, learner, kept, "run_sql", category="pydantic-ai")
 
 
-def test_the_readme_shows_the_anthropic_example_as_it_is() -> None:
+def test_the_docs_show_the_anthropic_example_as_it_is() -> None:
     example = (REPO / "examples" / "anthropic_tools.py").read_text()
-    assert f"```python\n{example}```" in (REPO / "README.md").read_text()
+    assert f"```python\n{example}```" in (REPO / "docs" / "python.md").read_text()
 
 
 def test_every_example_is_run_here() -> None:

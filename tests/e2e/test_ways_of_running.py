@@ -1,4 +1,4 @@
-"""Every documented way of running learning-bot, started as a subprocess exactly as the README
+"""Every documented way of running learning-bot, started as a subprocess exactly as the docs
 says, against local fakes of Slack and Discord: it stays up for at least 10 s, answers one real
 request on each surface it was configured with, and stops on SIGTERM and on SIGINT with
 status 0 (within a generous bound: a machine busy with other work may take many seconds).

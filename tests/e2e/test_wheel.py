@@ -36,8 +36,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYERS = ("engine", "storage", "bot", "adapters")
-"""The repository's top-level folders, installed inside `learning_bot` (README, "What the
-package installs")."""
+"""The repository's top-level folders, installed inside `learning_bot` (docs/installing.md)."""
 PACKAGES = ("learning_bot", *(f"learning_bot.{layer}" for layer in LAYERS))
 BUILD_INPUTS = ("pyproject.toml", "README.md", "learning_bot", *LAYERS)
 OWN_PREFIXES = ("LEARNING_BOT_", "SLACK_", "DISCORD_", "PYTHON")

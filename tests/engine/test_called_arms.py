@@ -1,4 +1,4 @@
-"""Which arm a tool call credits (SPEC section 4b, "clients carry what they know"): a call that
+"""Which arm a tool call credits (docs/context.md, "Which arm a tool call credits"): a call that
 names its arm credits that arm only; a name given as a full arm id or `category:name` is read
 the same way; a bare name shared by several of the run's arms credits none and is reported as
 ambiguous. And an arm loaded through tool search counts as in the prompt for the reward."""

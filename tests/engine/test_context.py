@@ -1,4 +1,4 @@
-"""Request context at select (SPEC section 4a): its checks, lexical relevance, the per-feature
+"""Request context at select (docs/context.md): its checks, lexical relevance, the per-feature
 evidence and the context-aware draw, the deferred arms and the exploration bound."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Message words as users write them (SPEC section 4b, "Message features"): alphanumeric words
+"""Message words as users write them (docs/context.md): alphanumeric words
 and identifiers kept whole, the inventory's words split the same way, a request whose features
 carry no evidence drawn as one without context, and features named by their written form."""
 

@@ -1,4 +1,4 @@
-"""Arm ids, token estimates and the Arm value (SPEC section 2)."""
+"""Arm ids, token estimates and the Arm value (docs/learning.md, "Arms")."""
 
 from __future__ import annotations
 

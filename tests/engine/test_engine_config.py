@@ -1,4 +1,4 @@
-"""LearningConfig defaults, validation and the original camelCase keys (SPEC sections 2, 4, 7)."""
+"""LearningConfig defaults, validation and the original camelCase keys (docs/configuration.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reference detection, the observation guard and rewards (SPEC section 5)."""
+"""Reference detection, the observation guard and rewards (docs/learning.md)."""
 
 from __future__ import annotations
 
@@ -278,7 +278,7 @@ def fold(text: str) -> str:
 
 
 def naive_contains_memory(content: str, texts: Sequence[str]) -> bool:
-    """SPEC section 5 read literally: try every 20-character stretch of the content."""
+    """docs/learning.md read literally: try every 20-character stretch of the content."""
     c = fold(content)
     t = fold("\n".join(texts))
     if not c:

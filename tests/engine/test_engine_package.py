@@ -21,7 +21,8 @@ def test_one_module_does_not_import_the_others() -> None:
     probe = (
         "import json, sys\n"
         "from learning_bot.engine.config import LearningConfig\n"
-        "print(json.dumps([m for m in sys.modules if m.startswith('learning_bot.engine.') or m == 'numpy']))\n"
+        "print(json.dumps([m for m in sys.modules\n"
+        "                  if m.startswith('learning_bot.engine.') or m == 'numpy']))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True

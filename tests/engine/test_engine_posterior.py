@@ -1,4 +1,4 @@
-"""Priors, Beta posterior statistics, confidence bands and the update rule (SPEC section 3)."""
+"""Priors, Beta posterior statistics, confidence bands and the update rule (docs/learning.md)."""
 
 from __future__ import annotations
 

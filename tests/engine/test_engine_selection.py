@@ -1,4 +1,4 @@
-"""Thompson selection under a token budget (SPEC section 4)."""
+"""Thompson selection under a token budget (docs/learning.md, "Selection")."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def reference_select(
     scores: Mapping[str, float] | None,
     shuffle: Sequence[int] = (),
 ) -> tuple[tuple[str, ...], int]:
-    """SPEC section 4, one arm at a time. `scores` None means a baseline run, which offers
+    """docs/learning.md one arm at a time. `scores` None means a baseline run, which offers
     the non-seed arms in the order `shuffle` gives (positions into the non-seed arms)."""
     seeds = set(cfg.seed_arm_ids)
 
@@ -540,7 +540,7 @@ def test_matches_a_per_arm_reference_with_the_same_scores(
 
 @st.composite
 def option_cases(draw: st.DrawFn) -> tuple[list[Arm], dict[str, Posterior], LearningConfig]:
-    """Cases with the options beyond SPEC, equal posteriors (ties) and free arms."""
+    """Cases with the options beyond the seed algorithm, equal posteriors (ties) and free arms."""
     arms, posteriors, cfg = draw(selection_cases())
     if draw(st.booleans()):  # many equal scores: ties must break the same way on both paths
         posteriors = {a.id: Posterior(2.0, 2.0, 9) for a in arms}

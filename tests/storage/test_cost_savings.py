@@ -1,4 +1,4 @@
-"""The measured prompt-cost saving (SPEC 4a, engine.savings) against the simulator's truth:
+"""The measured prompt-cost saving (docs/sessions.md, engine.savings) against the simulator's truth:
 simulated sessions through the real LearningService, each run's usage from the prefix-cache
 model (engine.prompt_cache), the saving read back from `service.summary()`.
 

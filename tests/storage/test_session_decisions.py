@@ -1,4 +1,4 @@
-"""A session's set as a decision priced in money (SPEC section 4b), through LearningService on
+"""A session's set as a decision priced in money (docs/sessions.md), through LearningService on
 a real SqlStore: kept while it pays, drawn again when the cache is broken anyway, when a
 provisional set's forced arms have their pulls, and when a new set pays for the rewrite."""
 

@@ -1,4 +1,4 @@
-"""Session-stable selection (SPEC section 4a) through LearningService on a real SqlStore: one
+"""Session-stable selection (docs/sessions.md) through LearningService on a real SqlStore: one
 decision per session, the same arms in the same order on later selects, on every replica."""
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def test_a_baseline_session_offers_every_arm(store: SqlStore) -> None:
     assert first.selected == tuple(a.id for a in arms)
     assert service.select(arms, {"session_key": "full"}).selected == first.selected
     per_request = service.select(arms)
-    assert per_request.is_baseline and per_request.excluded  # SPEC 4.1: packed to the budget
+    assert per_request.is_baseline and per_request.excluded  # docs/learning.md: packed to budget
 
 
 def test_two_replicas_answer_a_session_alike(

@@ -182,6 +182,7 @@ def test_the_console_screenshot_is_regenerated_by_its_script(tmp_path: Path) -> 
     green_badge = (110, 210, 120)  # the ACTIVE badge's background
     assert any(rgb == green_badge for _, rgb in colours)
     assert "docs/screenshots/console.png" in (root / "README.md").read_text()
+    assert "](screenshots/console.png)" in (root / "docs" / "terminal.md").read_text()
     assert "docs/console_screenshot.py" in (root / "Makefile").read_text()
 
 

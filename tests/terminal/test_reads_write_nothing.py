@@ -1,5 +1,5 @@
 """Reads, exports, `db verify` and refused commands write nothing, whatever the configuration
-of the process that runs them (SPEC section 4a: a learner's settings are its own state), and a
+of the process that runs them (docs/configuration.md: a learner's settings are its own state), and a
 posterior tampered with is reported by `db verify` from the command line."""
 
 from __future__ import annotations

@@ -149,7 +149,7 @@ def test_a_mistake_is_one_line_and_an_exit_code(
 
 
 def test_the_settings_it_shows_are_the_learners_own(simulated: str) -> None:
-    """Status shows the learner's stored settings (SPEC section 4a), which `learner set`
+    """Status shows the learner's stored settings (docs/configuration.md), which `learner set`
     changes; a process configured otherwise shows them too, and says so on stderr."""
     changed = _run(
         [

@@ -90,7 +90,7 @@ _TRACE_VALUES = ", ".join(
 
 
 def _target(side: str) -> str:
-    """engine.forgetting.forgetting_prior on the row being updated."""
+    """learning_bot.engine.forgetting.forgetting_prior on the row being updated."""
     return (
         f"(CASE WHEN p.prior_pulls = 0 THEN p.prior_{side} "
         f"WHEN p.reset_trace_pk > 0 THEN 1.0 ELSE (p_prior_{side})[w.i] END)"

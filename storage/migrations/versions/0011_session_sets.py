@@ -1,5 +1,5 @@
 """session sets: the arms a session's first select decided, kept for its later selects
-(SPEC section 4a), so that every replica answers a session with the same arms in one order.
+(docs/sessions.md), so that every replica answers a session with the same arms in one order.
 
 Revision ID: 0011
 Revises: 0010

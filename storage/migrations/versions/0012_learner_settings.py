@@ -1,5 +1,5 @@
 """learner settings: a learner's learning options (policy, half-life, budget, ...) are stored
-with it, like its phase, and change only by an explicit command (SPEC section 4a). Existing
+with it, like its phase, and change only by an explicit command (docs/configuration.md). Existing
 learners get none (NULL): they keep the settings of the process that opens them, and their
 stored half-life, until a settings command stores them.
 

@@ -1,4 +1,4 @@
-"""context evidence: the context-aware policy's per-feature evidence (SPEC section 4a): per
+"""context evidence: the context-aware policy's per-feature evidence (docs/context.md): per
 learner, one row per (hashed feature, arm) with the arm's rewards and runs under the feature as
 of the learner's observation count `tick`. Hashes only: no message text is stored.
 

@@ -1,4 +1,4 @@
-"""The command tree's schema is what the README documents, and `discord sync` sends exactly
+"""The command tree's schema is what docs/discord.md documents, and `discord sync` sends exactly
 that to Discord (to one guild, the configured guilds, or globally)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from learning_bot.engine.errors import InvalidConfig
 from .conftest import GUILD, OTHER_GUILD, SETTINGS, Harness
 from .fake_discord import BOT_TOKEN, FakeDiscord
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+PAGE = Path(__file__).resolve().parents[3] / "docs" / "discord.md"
 TYPES = {3: "string", 4: "integer", 5: "boolean"}
 
 
@@ -36,8 +36,8 @@ class Option:
 
 
 def discord_section() -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index("\n## Discord\n")
+    text = PAGE.read_text(encoding="utf-8")
+    start = text.index("\n## The commands\n")
     end = text.find("\n## ", start + 1)
     return text[start : end if end != -1 else len(text)]
 

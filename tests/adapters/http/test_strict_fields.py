@@ -186,7 +186,7 @@ def test_the_original_clients_payloads_pass(client: TestClient) -> None:
 def test_the_exceptions_are_versioned_and_documented() -> None:
     from learning_bot.adapters.http.openapi import openapi_document
 
-    readme = (Path(__file__).parents[3] / "README.md").read_text("utf-8")
+    readme = (Path(__file__).parents[3] / "docs" / "http-api.md").read_text("utf-8")
     assert STRICT_FIELDS_VERSION == 1
     strict = openapi_document()["info"]["x-strict-fields"]
     assert strict["version"] == STRICT_FIELDS_VERSION

@@ -1,4 +1,4 @@
-"""Values no backend stores (SPEC section 12: a lone surrogate or NUL in a string or a key, an
+"""Values no backend stores (docs/limits.md: a lone surrogate or NUL in a string or a key, an
 integer past 64 bits, a float past a double) are refused at the boundary with a 400 naming the
 field, in every field of every body: the learning API's routes, the `/v1` routes and the MCP
 tools, all served by one real ASGI application over a real database. A seeded fuzz of 600

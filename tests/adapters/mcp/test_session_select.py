@@ -1,5 +1,5 @@
 """Consecutive `qortex_learning_select` calls over stdio with one `context.session_key` return
-one set (SPEC section 4a), as OpenClaw's gateway calls them turn after turn; calls naming no
+one set (docs/sessions.md), as OpenClaw's gateway calls them turn after turn; calls naming no
 session draw anew."""
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""Every shell command block of the README, run as written: in a fresh home with a fresh
-database, with the installed `learning-bot` first on PATH and `.venv` where the README says.
+"""Every shell command block of the README and of the pages under docs/ that it leads to, run
+as written: in a fresh home with a fresh database, with the installed `learning-bot` first on
+PATH and `.venv` where the README says.
 
-A block that cannot run here is marked in the README by the comment line right above it,
+A block that cannot run here is marked by the comment line right above it,
 `<!-- needs: <what> (<the test that covers it instead>) -->`:
 
 - `needs: a running server` blocks run against a `learning-bot serve` this test starts (their
@@ -27,6 +28,13 @@ pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+NOT_RUN = {
+    # container commands: deploy/smoke.sh runs them where a container engine runs
+    "deploying.md",
+}
+PAGES = [README, *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name not in NOT_RUN)]
+"""The README and its pages (the generated reference pages under docs/reference/ hold no
+commands to run)."""
 BIN = Path(sys.executable).parent
 SHELLS = ("sh", "bash", "shell")
 NEEDS = re.compile(r"<!--\s*needs:\s*(?P<what>[^(]*?)\s*(?:\((?P<why>.*)\))?\s*-->")
@@ -42,6 +50,7 @@ SERVER = "a running server"
 
 @dataclass(frozen=True)
 class Block:
+    page: str
     line: int
     code: str
     needs: str | None
@@ -49,10 +58,10 @@ class Block:
 
     @property
     def id(self) -> str:
-        return f"README.md:{self.line}"
+        return f"{self.page}:{self.line}"
 
 
-def shell_blocks(text: str) -> list[Block]:
+def shell_blocks(text: str, page: str) -> list[Block]:
     blocks: list[Block] = []
     lines = text.splitlines()
     i = 0
@@ -74,6 +83,7 @@ def shell_blocks(text: str) -> list[Block]:
         marker = NEEDS.search(above)
         blocks.append(
             Block(
+                page,
                 start + 1,
                 "\n".join(body),
                 marker.group("what").strip() if marker else None,
@@ -83,8 +93,8 @@ def shell_blocks(text: str) -> list[Block]:
     return blocks
 
 
-def python_blocks(text: str) -> list[Block]:
-    """The README's python blocks, with the `needs:` comment above each (as for shell)."""
+def python_blocks(text: str, page: str) -> list[Block]:
+    """A page's python blocks, with the `needs:` comment above each (as for shell)."""
     blocks = []
     for m in re.finditer(r"^```python\n(.*?)^```", text, re.S | re.M):
         before = text[: m.start()]
@@ -92,6 +102,7 @@ def python_blocks(text: str) -> list[Block]:
         marker = NEEDS.search(above)
         blocks.append(
             Block(
+                page,
                 before.count("\n") + 1,
                 m.group(1),
                 marker.group("what").strip() if marker else None,
@@ -101,8 +112,12 @@ def python_blocks(text: str) -> list[Block]:
     return blocks
 
 
-BLOCKS = shell_blocks(README.read_text())
-PYTHON_BLOCKS = python_blocks(README.read_text())
+def _name(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
+
+
+BLOCKS = [b for page in PAGES for b in shell_blocks(page.read_text(), _name(page))]
+PYTHON_BLOCKS = [b for page in PAGES for b in python_blocks(page.read_text(), _name(page))]
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -135,22 +150,26 @@ def _run(code: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProce
     )
 
 
-def test_the_readme_has_shell_blocks_and_no_retired_commands() -> None:
+def test_the_pages_have_shell_blocks_and_no_retired_commands() -> None:
     assert len(BLOCKS) >= 6
-    text = README.read_text()
-    for retired in ("python -m adapters.slack", "python -m adapters.discord", "from bot.app"):
-        assert retired not in text
+    assert any(b.page == "README.md" for b in BLOCKS)
+    for page in PAGES:
+        text = page.read_text()
+        for retired in ("python -m adapters.slack", "python -m adapters.discord", "from bot.app"):
+            assert retired not in text, (_name(page), retired)
     for block in BLOCKS:
         assert block.needs in (None, SERVER, *COVERED_ELSEWHERE), (block.id, block.needs)
 
 
-def test_every_picture_the_readme_shows_is_in_the_repository_and_made_by_make_screenshots() -> None:
-    pictures = re.findall(r"!\[[^\]]*\]\((docs/screenshots/[^)\s]+)\)", README.read_text())
-    assert {"docs/screenshots/status-slack.png", "docs/screenshots/phase-discord.png"} <= set(
-        pictures
-    )
+def test_every_picture_the_pages_show_is_in_the_repository_and_made_by_make_screenshots() -> None:
+    pictures = {
+        _name((page.parent / link).resolve())
+        for page in PAGES
+        for link in re.findall(r"!\[[^\]]*\]\(((?:docs/)?screenshots/[^)\s]+)\)", page.read_text())
+    }
+    assert {"docs/screenshots/status-slack.png", "docs/screenshots/phase-discord.png"} <= pictures
     missing = [p for p in pictures if not (ROOT / p).is_file()]
-    assert not missing, f"README pictures not in the repository: {missing}"
+    assert not missing, f"pictures not in the repository: {missing}"
     makefile = (ROOT / "Makefile").read_text()
     target = makefile[makefile.index("\nscreenshots:") :].split("\n\n")[0]
     scripts = sorted(p.name for p in (ROOT / "docs").glob("*screenshot*.py"))
