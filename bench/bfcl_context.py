@@ -1,5 +1,5 @@
 """The BFCL multi-turn sessions replayed with their real user messages and gold calls through
-the context study (engine.context_simulation): tool tokens, prompt cost under the prefix cache
+the context study (research.context_simulation): tool tokens, prompt cost under the prefix cache
 (tool searches priced as their extra round trip and appended definitions) and recall of gold
 calls, for every tool, today's default, BM25 over the message alone, the context-aware policy
 with and without deferral, provider tool search at its best (every tool deferred, every search
@@ -38,7 +38,7 @@ from engine import Arm, LearningConfig, Phase  # noqa: E402
 from engine.bm25 import BM25Index  # noqa: E402
 from engine.config import DEFAULT_POLICY  # noqa: E402
 from engine.context import words  # noqa: E402
-from engine.context_simulation import (  # noqa: E402
+from research.context_simulation import (  # noqa: E402
     ContextSession,
     ContextTurn,
     StudyRun,

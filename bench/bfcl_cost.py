@@ -41,7 +41,7 @@ from bench.bfcl import Session as BfclSession  # noqa: E402
 from bench.sessions import VARIANTS, Reported, service_run  # noqa: E402
 from engine import Arm, LearningConfig, Phase  # noqa: E402
 from engine.config import DEFAULT_POLICY, POLICIES  # noqa: E402
-from engine.session_simulation import (  # noqa: E402
+from research.session_simulation import (  # noqa: E402
     EveryArm,
     OracleArms,
     Session,
@@ -49,7 +49,7 @@ from engine.session_simulation import (  # noqa: E402
     SessionShape,
     run_sessions,
 )
-from engine.simulation import Workload  # noqa: E402
+from research.simulation import Workload  # noqa: E402
 
 BUDGET_SHARE = 0.35
 BFCL_SHAPE = SessionShape(history_tokens=1_000, message_tokens=100)

@@ -36,7 +36,7 @@ from bench.bfcl_cost import (  # noqa: E402
 from bench.sessions import VARIANTS, service_run  # noqa: E402
 from engine import LearningConfig, Phase  # noqa: E402
 from engine.config import DEFAULT_POLICY  # noqa: E402
-from engine.simulation import Workload  # noqa: E402
+from research.simulation import Workload  # noqa: E402
 
 VARIANTS_STUDIED = [
     "",

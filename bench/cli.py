@@ -1,7 +1,7 @@
 """How long does `learning-bot status` take on a 100k-trace SQLite database, start-up included?
 
 Builds the database once (100,000 traces over 30 arms, in the active phase: each run is
-selected by the service, its usage drawn from `engine.simulation`, and the runs written with
+selected by the service, its usage drawn from `research.simulation`, and the runs written with
 `observe_many` in batches of 1,000), then times whole processes, taking turns:
 
 - `learning-bot status` (the local read of the SQLite file, through the command bus on the
@@ -45,7 +45,7 @@ def build_database(url: str, traces: int, seed: int = 0) -> None:
     from engine.inventory import ArmSet
     from engine.posterior import now_ms
     from engine.service import LearningService
-    from engine.simulation import make_workload
+    from research.simulation import make_workload
     from storage import SqlStore
 
     store = SqlStore(url)

@@ -1,7 +1,7 @@
 """A task-type workload whose task words are written as users write technical words: `k8s`,
 `s3`, `ec2`, `gpt4o`, `x86` (bench/learning.py --context).
 
-`alphanumeric(arms, sessions)` rewrites a workload of engine.context_simulation's
+`alphanumeric(arms, sessions)` rewrites a workload of research.context_simulation's
 `task_type_workload`: each task type's own words (every word of the messages and tool
 descriptions that is not one of the common words) becomes an alphanumeric word, the same word
 everywhere it occurs, so the workload is the same but for how its task words are written. The
@@ -28,7 +28,7 @@ from collections.abc import Sequence  # noqa: E402
 from dataclasses import replace  # noqa: E402
 
 from engine.arms import Arm  # noqa: E402
-from engine.context_simulation import GENERIC_WORDS, ContextSession, ContextTurn  # noqa: E402
+from research.context_simulation import GENERIC_WORDS, ContextSession, ContextTurn  # noqa: E402
 
 WELL_KNOWN = (
     "k8s",

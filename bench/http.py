@@ -57,7 +57,7 @@ import numpy as np  # noqa: E402
 from engine import Arm, LearningConfig, Phase  # noqa: E402
 from engine.records import report_to_json  # noqa: E402
 from engine.service import LearningService  # noqa: E402
-from engine.simulation import Workload, make_workload  # noqa: E402
+from research.simulation import Workload, make_workload  # noqa: E402
 from storage import SqlStore  # noqa: E402
 
 BASE = "/__openclaw__/api/learning"

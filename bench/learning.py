@@ -18,12 +18,12 @@ the same selection seeds. Policies:
                       `engine.config.POLICIES` (pooled prior + half-life 100, packing by score
                       or by score per token);
 - oracle:             knows every arm's usage probability and packs the exact knapsack
-                      (`engine.simulation.oracle_mask`), seeds in like every policy;
+                      (`research.simulation.oracle_mask`), seeds in like every policy;
 - pooled oracle:      (research scenarios only) knows the usage probability of every useful
                       arm (p >= 0.2) but values each rarely used arm at their average: the cost
                       of not telling rare arms apart, a floor no learner gets under quickly.
 
-The learning policies run through `engine.simulation.run_policy`: `select_arms` on an `ArmSet`
+The learning policies run through `research.simulation.run_policy`: `select_arms` on an `ArmSet`
 and `PosteriorArrays` one request at a time, the arrays updated in place exactly as SPEC
 section 5 does (included and used: alpha += 1; included and unused: beta += 1; conversational
 turns: no update), forgetting as the service does when the policy has a half-life.
@@ -90,7 +90,7 @@ from engine import ArmSet, LearningConfig, Phase  # noqa: E402
 from engine.inventory import PosteriorArrays  # noqa: E402
 from engine.metrics import recommended_baseline_rate, usefulness_estimates  # noqa: E402
 from engine.service import RECALL_WINDOW  # noqa: E402
-from engine.simulation import make_workload, oracle_mask, run_policy, stable_from  # noqa: E402
+from research.simulation import make_workload, oracle_mask, run_policy, stable_from  # noqa: E402
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -809,14 +809,14 @@ def forgetting_table(scenarios: Sequence[Scenario], get: Callable[[Scenario, str
 
 
 def context_study(seed: int) -> None:
-    """Request-aware selection on task-type workloads (engine.context_simulation): today's
+    """Request-aware selection on task-type workloads (research.context_simulation): today's
     context-free default, the context-aware policy with and without the request's context,
     BM25 over the message alone, and the context oracle (the session's task type known,
     its usage rates packed under the same budget). The alphanumeric workloads write each
     task word as technical words are written (`k8s`, `ec2`, `gpt4o`: bench/context_words.py)."""
     from bench.context_words import alphanumeric
     from engine.config import DEFAULT_POLICY
-    from engine.context_simulation import run_study, task_type_workload
+    from research.context_simulation import run_study, task_type_workload
 
     print(
         "### context: task-type workloads (60 tools and 8 types of 2-5 tools unless named, "
@@ -896,8 +896,8 @@ def context_service_run(url: str, sessions_count: int, seed: int, max_cells: int
 
     from engine.config import DEFAULT_POLICY
     from engine.context_policy import ContextSettings
-    from engine.context_simulation import run_study, task_type_workload
     from engine.service import LearningService
+    from research.context_simulation import run_study, task_type_workload
     from storage import SqlStore
     from storage.schema import context_evidence, traces
 

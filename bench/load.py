@@ -54,7 +54,7 @@ import aiohttp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from engine.records import report_to_json  # noqa: E402
-from engine.simulation import make_workload  # noqa: E402
+from research.simulation import make_workload  # noqa: E402
 
 TOKEN = "load-token-0123456789abcdef"
 BASE = "/__openclaw__/api/learning"

@@ -57,7 +57,7 @@ from bench.sessions import (  # noqa: E402
     service_run,
 )
 from engine import LearningConfig, Phase  # noqa: E402
-from engine.session_simulation import (  # noqa: E402
+from research.session_simulation import (  # noqa: E402
     EveryArm,
     OracleArms,
     Session,
@@ -65,7 +65,7 @@ from engine.session_simulation import (  # noqa: E402
     SessionShape,
     run_sessions,
 )
-from engine.simulation import Workload, make_tool_workload  # noqa: E402
+from research.simulation import Workload, make_tool_workload  # noqa: E402
 
 LONG_TURNS = 200
 TURN_GAP_SECONDS = 30.0

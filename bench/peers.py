@@ -1,7 +1,7 @@
 """How does our prepared selection compare with other Thompson-sampling libraries?
 
 The same workload as bench/select.py (10, 30, 1,000 and 100,000 arms; lognormal token costs
-from `engine.simulation`; posteriors after 0-199 simulated pulls per arm; `min_pulls` 5; budget
+from `research.simulation`; posteriors after 0-199 simulated pulls per arm; `min_pulls` 5; budget
 30% of the inventory's tokens; no baseline runs), each library given the posteriors once and
 then timed selecting, one call after another:
 
@@ -50,7 +50,7 @@ import numpy as np  # noqa: E402
 
 from engine import ArmSet, LearningConfig, Phase, initial_prior, select_arms  # noqa: E402
 from engine.inventory import PosteriorArrays  # noqa: E402
-from engine.simulation import make_workload  # noqa: E402
+from research.simulation import make_workload  # noqa: E402
 
 SIZES = (10, 30, 1_000, 100_000)
 BUDGET_SHARE = 0.30

@@ -41,8 +41,8 @@ from engine import LearningConfig, Phase  # noqa: E402
 from engine.phase_projection import learner_projection  # noqa: E402
 from engine.projection import project  # noqa: E402
 from engine.service import LearningService  # noqa: E402
-from engine.session_simulation import SimulatedClock  # noqa: E402
 from learning_bot.simulate import simulate  # noqa: E402
+from research.session_simulation import SimulatedClock  # noqa: E402
 from storage import SqlStore  # noqa: E402
 
 WORKLOADS = ((40, 1_000, 0), (100, 2_000, 1), (20, 800, 2))

@@ -2,7 +2,7 @@
 context-aware policy, session-stable, under the product's defaults (minPulls 5, baseline
 sessions 10%), given `recallTarget` 0.90, 0.95, 0.97 and 0.99 (token budget: the whole
 inventory, so no cap), on BFCL multi-turn (800 sessions, real messages and gold calls) and on
-task-type workloads (engine.context_simulation).
+task-type workloads (research.context_simulation).
 
 The learner runs through the sessions in time order (BFCL: one seeded order) and keeps learning
 throughout, as the product does; figures are measured on the sessions after the first
@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 
 from bench.bfcl_context import bfcl_study_inputs, product_config  # noqa: E402
 from engine import Arm  # noqa: E402
-from engine.context_simulation import (  # noqa: E402
+from research.context_simulation import (  # noqa: E402
     ContextSession,
     StudyRun,
     run_study,

@@ -1,7 +1,7 @@
 """How fast is `select_arms`, next to the cost of the random draw it cannot avoid?
 
 For 10, 30, 1,000 and 100,000 arms (active phase, baseline_rate 0 so every run is a Thompson
-run, budget 30% of the inventory's total cost, lognormal costs from `engine.simulation`,
+run, budget 30% of the inventory's total cost, lognormal costs from `research.simulation`,
 posteriors from simulated pulls) this prints the median latency of:
 
 - floor:    one `numpy.random.Generator.beta` draw of the same size, the least any Thompson
@@ -77,7 +77,7 @@ from engine import draws as draws_module  # noqa: E402
 from engine import selection as selection_module  # noqa: E402
 from engine.inventory import align_posteriors  # noqa: E402
 from engine.records import MAX_ARMS_PER_RUN  # noqa: E402
-from engine.simulation import make_workload  # noqa: E402
+from research.simulation import make_workload  # noqa: E402
 
 SIZES = (10, 30, 1_000, 100_000)
 BUDGET_SHARE = 0.30

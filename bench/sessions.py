@@ -24,7 +24,7 @@ Policies, on the same sessions:
 - oracle:       the knapsack of the true usage probabilities, the same set on every turn.
 
 Both service policies observe every turn through `service.observe`, the report carrying the
-session key and the simulated cache usage (engine.session_simulation.ServiceTurns). Figures
+session key and the simulated cache usage (research.session_simulation.ServiceTurns). Figures
 are means over environments (each its own tool inventory, usage and sessions) with their
 standard errors: prompt cost per session relative to the full-prompt sessions (all sessions,
 and the selected ones against the same sessions with every tool), tool tokens per turn,
@@ -58,7 +58,7 @@ import numpy as np  # noqa: E402
 
 from engine import LearningConfig, Phase  # noqa: E402
 from engine.service import LearningService  # noqa: E402
-from engine.session_simulation import (  # noqa: E402
+from research.session_simulation import (  # noqa: E402
     EveryArm,
     OracleArms,
     ServiceTurns,
@@ -69,7 +69,7 @@ from engine.session_simulation import (  # noqa: E402
     draw_sessions,
     run_sessions,
 )
-from engine.simulation import Workload, make_tool_workload  # noqa: E402
+from research.simulation import Workload, make_tool_workload  # noqa: E402
 from storage import SqlStore  # noqa: E402
 
 TOOLS = 40

@@ -6,7 +6,7 @@ script creates and drops) it prints:
 
 1. observe throughput, traces/s, with 20 and 200 arms and 1 or 4 writer processes (spawned,
    released together by one Event), through `LearningService.observe(report)` per call and
-   `observe_many` in batches of 100. Reports come from `engine.simulation` (every arm included,
+   `observe_many` in batches of 100. Reports come from `research.simulation` (every arm included,
    working turns, so every arm of every trace gets a reward) and are built before timing. Each
    writer runs for a fixed time; throughput is every writer's traces over the span from the
    first writer's start to the last writer's end. After each run: `verify()` passes, the traces
@@ -89,7 +89,7 @@ from engine.ports import RewardChange  # noqa: E402
 from engine.records import record_from_report  # noqa: E402
 from engine.selection import select_arms  # noqa: E402
 from engine.service import LearningService  # noqa: E402
-from engine.simulation import Workload, make_workload  # noqa: E402
+from research.simulation import Workload, make_workload  # noqa: E402
 from storage import SqlStore  # noqa: E402
 from storage.database import HEAD_REVISION, SchemaError, is_retryable  # noqa: E402
 
@@ -1549,7 +1549,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{versions}; {os.cpu_count()} CPUs; seed {args.seed}" + (", quick" if args.quick else "")
     )
     print(
-        "active phase; reports from engine.simulation with every arm included and working turns "
+        "active phase; reports from research.simulation with every arm included and working turns "
         "(each trace rewards every arm); writers are spawned processes released by one Event"
     )
     print()

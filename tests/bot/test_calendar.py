@@ -21,7 +21,7 @@ from bot.replies import Reply
 from engine import LearningConfig, Phase
 from engine.alert_records import Subscription
 from engine.service import LearningService
-from engine.session_simulation import SimulatedClock
+from research.session_simulation import SimulatedClock
 from storage import SqlStore
 from storage.alerts import SqlAlertStore
 from tests.storage.helpers import report

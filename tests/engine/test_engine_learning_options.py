@@ -24,7 +24,7 @@ from engine import (
     select_arms,
 )
 from engine.config import DEFAULT_POLICY, POLICIES
-from engine.simulation import (
+from research.simulation import (
     REALISTIC_TIERS,
     make_workload,
     oracle_mask,

@@ -11,8 +11,8 @@ from pathlib import Path
 from engine import LearningConfig, Phase
 from engine.phase_projection import learner_projection
 from engine.service import LearningService
-from engine.session_simulation import SimulatedClock
 from learning_bot.simulate import simulate
+from research.session_simulation import SimulatedClock
 from storage import SqlStore
 
 

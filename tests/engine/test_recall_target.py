@@ -201,7 +201,7 @@ def test_the_calibrated_share_keeps_the_targets_share_of_recorded_uses() -> None
 
 
 def test_baseline_sessions_calibrate_the_study_learner() -> None:
-    from engine.context_simulation import Learner, run_study, task_type_workload
+    from research.context_simulation import Learner, run_study, task_type_workload
 
     arms, sessions = task_type_workload(tools=24, types=4, sessions=30, seed=3)
     total = sum(a.token_cost for a in arms)

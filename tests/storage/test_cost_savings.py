@@ -5,7 +5,7 @@ model (engine.prompt_cache), the saving read back from `service.summary()`.
 Two truths. The simulator's group saving: its own prompt cost per run of the selected sessions
 against that of the baseline (full-prompt) sessions, the quantity status estimates from the
 stored usage, so the two agree within 3 points (they differ only where a session's usage is
-split or windowed). The counterfactual saving (`engine.session_simulation.true_saving`): the
+split or windowed). The counterfactual saving (`research.session_simulation.true_saving`): the
 selected sessions against the same sessions sent with every tool; the measured figure
 compares with other sessions (the baseline ones), so it differs by sampling error, and its
 95% interval covers it."""
@@ -17,7 +17,7 @@ import pytest
 
 from engine import LearningConfig, Phase
 from engine.service import LearningService
-from engine.session_simulation import (
+from research.session_simulation import (
     EveryArm,
     ServiceTurns,
     SessionRun,
@@ -27,7 +27,7 @@ from engine.session_simulation import (
     run_sessions,
     true_saving,
 )
-from engine.simulation import make_tool_workload
+from research.simulation import make_tool_workload
 from storage import SqlStore
 
 SHAPE = SessionShape(mean_turns=5.0, history_tokens=500, long_gap_rate=0.0)

@@ -12,7 +12,7 @@ from engine import LearningConfig, Phase
 from engine.forgetting import fold, forget, keep_factor
 from engine.inventory import ArmSet
 from engine.service import LearningService
-from engine.simulation import make_workload, run_policy
+from research.simulation import make_workload, run_policy
 from storage import SqlStore
 from storage.schema import posteriors
 

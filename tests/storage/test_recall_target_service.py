@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from engine import LearningConfig, Phase
 from engine.config import DEFAULT_POLICY
-from engine.context_simulation import Learner, run_study, task_type_workload
 from engine.service import LearningService
+from research.context_simulation import Learner, run_study, task_type_workload
 from storage import SqlStore
 
 

@@ -11,7 +11,7 @@ from sqlalchemy import update
 from engine import LearningConfig, Phase
 from engine.inventory import ArmSet
 from engine.service import LearningService
-from engine.simulation import make_workload
+from research.simulation import make_workload
 from storage import SqlStore
 from storage.schema import posteriors
 

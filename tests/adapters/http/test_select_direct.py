@@ -26,7 +26,7 @@ from engine.inventory import ArmSet
 from engine.records import report_from_json, report_to_json
 from engine.selection import Selection
 from engine.service import LearningService
-from engine.simulation import make_workload
+from research.simulation import make_workload
 from storage import SqlStore
 from storage.command_log import SqlCommandLog
 

@@ -62,7 +62,7 @@ from engine.observation import ReportedArm, RunReport, ToolCall
 from engine.prompt_cache import Block, PromptCache
 from engine.recall_target import RecallCalibration, inclusion_levels, ranked
 from engine.selection import Draw, forced_arms, select_arms, target_means
-from engine.session_simulation import SessionShape
+from research.session_simulation import SessionShape
 
 if TYPE_CHECKING:
     from engine.service import LearningService

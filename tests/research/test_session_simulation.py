@@ -13,7 +13,7 @@ from engine.config import LearningConfig, Phase
 from engine.cost import ANTHROPIC
 from engine.errors import InvalidInput
 from engine.observation import Usage
-from engine.session_simulation import (
+from research.session_simulation import (
     EveryArm,
     OracleArms,
     Session,
@@ -23,7 +23,7 @@ from engine.session_simulation import (
     draw_sessions,
     run_sessions,
 )
-from engine.simulation import Workload, make_tool_workload
+from research.simulation import Workload, make_tool_workload
 
 
 def test_sessions_are_seeded_and_shaped() -> None:

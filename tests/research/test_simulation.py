@@ -16,7 +16,7 @@ from engine import (
     rewards_for_run,
     select_arms,
 )
-from engine.simulation import make_workload
+from research.simulation import make_workload
 
 
 def test_same_seed_same_workload() -> None:

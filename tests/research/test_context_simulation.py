@@ -1,4 +1,4 @@
-"""The context study (engine.context_simulation) learns only what a runtime can report, runs
+"""The context study (research.context_simulation) learns only what a runtime can report, runs
 its learners under the product's defaults, and prices tool search where the runtime pays it."""
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ import pytest
 from engine import Arm, LearningConfig, Phase
 from engine.config import DEFAULT_POLICY
 from engine.context import feature_hash
-from engine.context_simulation import (
+from engine.prompt_cache import Block
+from research.context_simulation import (
     SEARCH_TOOL_TOKENS,
     ContextSession,
     ContextTurn,
     Learner,
     run_study,
 )
-from engine.prompt_cache import Block
-from engine.session_simulation import SessionShape
+from research.session_simulation import SessionShape
 
 SMALL = [
     Arm("tool:t:weather", 100, description="weather forecast rain"),

@@ -8,7 +8,7 @@ policy that changes the tool set between turns pays for the cache misses it caus
 
 Policies (`TurnPolicy`) choose each turn's tools and learn from what the turn used:
 `EveryArm` (the full prompt), `OracleArms` (the knapsack of the true usage probabilities,
-engine.simulation.oracle_mask), `ThompsonArms` (select_arms on posterior arrays, a new draw and
+research.simulation.oracle_mask), `ThompsonArms` (select_arms on posterior arrays, a new draw and
 baseline coin on every request) and `SessionStable` around any of them (the first turn's set
 and order kept for the session, the baseline coin tossed once per session; an arm a turn
 needed but lacked joins the tools at their end for the next turn, is loaded into the
@@ -34,7 +34,7 @@ from engine.inventory import ArmSet, BoolArray, FloatArray, IntArray, PosteriorA
 from engine.observation import ToolCall, Usage
 from engine.prompt_cache import Block, PromptCache
 from engine.selection import select_arms
-from engine.simulation import Workload, observe_arrays, oracle_mask
+from research.simulation import Workload, observe_arrays, oracle_mask
 
 if TYPE_CHECKING:
     from engine.selection import Selection
