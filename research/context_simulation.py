@@ -1,5 +1,5 @@
-"""Context-rich sessions priced through the prompt cache (SPEC section 4a, "Context"): the study
-of request-aware selection and deferred tools.
+"""Context-rich sessions priced through the prompt cache (README, "Request context, deferred
+tools and the exploration bound"): the study of request-aware selection and deferred tools.
 
 A `ContextSession` is a conversation whose turns carry the user's message and the tools the
 turn needs. Policies choose the session's tools:

@@ -1,4 +1,4 @@
-"""Multi-turn sessions priced through a provider's prompt cache (SPEC 4a).
+"""Multi-turn sessions priced through a provider's prompt cache (README, "Sessions and cost").
 
 A session is a conversation of several turns; each turn sends one prompt: the tool definitions
 in the order chosen, the system prompt, the conversation so far and the new message
@@ -253,8 +253,8 @@ the new definition is written); "never" leaves it out for the rest of the sessio
 class SessionStable:
     """A policy asked once per session: its first choice, in its order, for every turn of the
     session (so the baseline coin is tossed once per session); an arm a turn needed but lacked
-    is handled as `missing` says (SPEC 4a: appended). Every turn is observed by the inner
-    policy."""
+    is handled as `missing` says (the service appends it to the tools). Every turn is observed
+    by the inner policy."""
 
     def __init__(self, inner: TurnPolicy, missing: Missing = "append") -> None:
         if missing not in ("append", "load", "never"):
@@ -305,12 +305,13 @@ class SimulatedClock:
 
 class ServiceTurns:
     """A TurnPolicy backed by a LearningService: each turn is `service.select`, naming the
-    session when `per_session` (SPEC 4a), and `service.observe` of the turn's run report with
-    its prompt-cache usage and the session key. The simulated model asks for a used tool the
-    prompt lacked (a tool call of its name), so the service can grow the session's set; with
-    `load`, the runtime also loads such a tool into the conversation after the turn's reply, as
-    a runtime with tool search does. Tools a select lists as `added` are sent the same way, as
-    a mid-conversation addition. `clock` (the service's wall clock) follows the turns."""
+    session when `per_session` (the service keeps a session's set), and `service.observe` of
+    the turn's run report with its prompt-cache usage and the session key. The simulated model
+    asks for a used tool the prompt lacked (a tool call of its name), so the service can grow
+    the session's set; with `load`, the runtime also loads such a tool into the conversation
+    after the turn's reply, as a runtime with tool search does. Tools a select lists as `added`
+    are sent the same way, as a mid-conversation addition. `clock` (the service's wall clock)
+    follows the turns."""
 
     def __init__(
         self,
