@@ -21,9 +21,10 @@ from engine.arms import parse_arm_id
 from engine.errors import NotFound
 from engine.forgetting import Fold, keep_factor
 from engine.posterior import prior_parameters
-from engine.records import TRACE_COLUMNS, RunRecord, record_row
+from engine.records import RunRecord
 from storage.forgetting import forget_sql
 from storage.pooling import prepares
+from storage.trace_rows import TRACE_COLUMNS, record_row
 
 SHARDS = 16
 """Counter rows per learner and epoch; writers pick one at random to avoid a hot row."""

@@ -10,11 +10,12 @@ from sqlalchemy import Connection, Select, func, select, text
 
 from engine.errors import InvalidInput, NotFound
 from engine.ports import RunStats, TimeBucket
-from engine.records import ArmOutcomeRecord, RunRecord, record_from_row
+from engine.records import ArmOutcomeRecord, RunRecord
 from storage import queries
 from storage.database import reading
 from storage.schema import posteriors, trace_arms, traces
 from storage.store_base import StoreBase
+from storage.trace_rows import record_from_row
 
 _CONVERGENCE = """
 SELECT (at / :w) * :w AS t, arm_id, SUM(gained), COUNT(*) FROM (
