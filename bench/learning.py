@@ -58,39 +58,33 @@ SPEC priors, minPulls 5, the recommended baseline rate, 30% conversational turns
 and 2,000 arms; budget 30% (tight) or 120% (loose) of the inventory's tokens; with or without
 drift at half the run; 200, 1,000 and 10,000 traces.
 
-    .venv/bin/python bench/learning.py [--quick] [--seed N] [--jobs N] [--plot PATH]
+    .venv/bin/python -m bench.learning [--quick] [--seed N] [--jobs N] [--plot PATH]
 """
 
 from __future__ import annotations
 
+import argparse
+import math
+import os
+import platform
 import sys
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
-# bench/ holds select.py, named like the stdlib module that concurrent.futures imports: take
-# this folder off the import path and put the project root on it instead.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+import numpy as np
+import numpy.typing as npt
 
-import argparse  # noqa: E402
-import math  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
-from collections.abc import Callable, Iterable, Sequence  # noqa: E402
-from concurrent.futures import ProcessPoolExecutor  # noqa: E402
-from dataclasses import dataclass, field, replace  # noqa: E402
-from typing import Any  # noqa: E402
-
-import numpy as np  # noqa: E402
-import numpy.typing as npt  # noqa: E402
-
-from engine import ArmSet, LearningConfig, Phase  # noqa: E402
-from engine.inventory import PosteriorArrays  # noqa: E402
-from engine.metrics import recommended_baseline_rate, usefulness_estimates  # noqa: E402
-from engine.service import RECALL_WINDOW  # noqa: E402
-from research.simulation import make_workload, oracle_mask, run_policy, stable_from  # noqa: E402
+from bench.table import print_table
+from engine import ArmSet, LearningConfig, Phase
+from engine.inventory import PosteriorArrays
+from engine.metrics import recommended_baseline_rate, usefulness_estimates
+from engine.service import RECALL_WINDOW
+from research.simulation import make_workload, oracle_mask, run_policy, stable_from
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -436,19 +430,6 @@ def aggregate(scenario: Scenario, envs: Sequence[EnvResult]) -> list[Row]:
             )
         )
     return rows
-
-
-def print_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
-    rows = list(rows)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for row in rows:
-        cells = [
-            c.ljust(w) if i == 0 else c.rjust(w)
-            for i, (c, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        print("| " + " | ".join(cells) + " |")
 
 
 def scenario_table(scenario: Scenario, rows: Sequence[Row]) -> None:

@@ -37,33 +37,25 @@ to pick what the list of `Arm` gives.
 Timing: time.perf_counter around each call, garbage collection off while timing; several rounds
 in which the methods take turns, the median of each round, and the median of those medians.
 
-    .venv/bin/python bench/select.py [--quick] [--seed N] [--crossover]
+    .venv/bin/python -m bench.select [--quick] [--seed N] [--crossover]
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import argparse
+import gc
+import json
+import math
+import platform
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
-# This file is named like the stdlib `select` module: take its own folder off the import path
-# before anything imports `select`, and put the project root on it instead.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+import numpy as np
 
-import argparse  # noqa: E402
-import gc  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import platform  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable, Mapping, Sequence  # noqa: E402
-from dataclasses import dataclass, replace  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from engine import (  # noqa: E402
+from bench.table import print_table
+from engine import (
     Arm,
     ArmSet,
     LearningConfig,
@@ -73,11 +65,11 @@ from engine import (  # noqa: E402
     initial_prior,
     select_arms,
 )
-from engine import draws as draws_module  # noqa: E402
-from engine import selection as selection_module  # noqa: E402
-from engine.inventory import align_posteriors  # noqa: E402
-from engine.records import MAX_ARMS_PER_RUN  # noqa: E402
-from research.simulation import make_workload  # noqa: E402
+from engine import draws as draws_module
+from engine import selection as selection_module
+from engine.inventory import align_posteriors
+from engine.records import MAX_ARMS_PER_RUN
+from research.simulation import make_workload
 
 SIZES = (10, 30, 1_000, 100_000)
 BUDGET_SHARE = 0.30
@@ -400,18 +392,6 @@ def crossover(seed: int, quick: bool) -> None:
         f"SMALL_INVENTORY is {selection_module.SMALL_INVENTORY}; the array path first won at "
         f"{first_array_win if first_array_win is not None else 'none of these sizes'}"
     )
-
-
-def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
-    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for row in rows:
-        cells = [
-            cell.ljust(w) if i == 0 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        print("| " + " | ".join(cells) + " |")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

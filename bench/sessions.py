@@ -33,32 +33,24 @@ had), and what the service's status reports afterwards (estimated recall; the me
 of selected sessions against baseline sessions per run). `--study` compares the session
 settings (STUDY_CANDIDATES) over scenarios of history per turn, turns and gaps.
 
-    .venv/bin/python bench/sessions.py [--envs N] [--sessions N] [--seed N] [--study]
+    .venv/bin/python -m bench.sessions [--envs N] [--sessions N] [--seed N] [--study]
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import argparse
+import math
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
-# bench/ holds select.py, named like a stdlib module: take this folder off the import path and
-# put the project root on it instead.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+import numpy as np
 
-import argparse  # noqa: E402
-import math  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Mapping, Sequence  # noqa: E402
-from dataclasses import dataclass, replace  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from engine import LearningConfig, Phase  # noqa: E402
-from engine.service import LearningService  # noqa: E402
-from research.session_simulation import (  # noqa: E402
+from bench.table import table_lines
+from engine import LearningConfig, Phase
+from engine.service import LearningService
+from research.session_simulation import (
     EveryArm,
     OracleArms,
     ServiceTurns,
@@ -69,8 +61,8 @@ from research.session_simulation import (  # noqa: E402
     draw_sessions,
     run_sessions,
 )
-from research.simulation import Workload, make_tool_workload  # noqa: E402
-from storage import SqlStore  # noqa: E402
+from research.simulation import Workload, make_tool_workload
+from storage import SqlStore
 
 TOOLS = 40
 TOOL_TOKENS = 16_000
@@ -251,11 +243,7 @@ def table(
                 _mean(saving) if reported else "-",
             )
         )
-    widths = [max(len(str(row[i])) for row in (header, *rows)) for i in range(len(header))]
-    return [
-        "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True))
-        for row in (header, *rows)
-    ]
+    return table_lines(header, rows)
 
 
 STUDY_CANDIDATES = {
