@@ -1,5 +1,6 @@
 """The Berkeley Function Calling Leaderboard's multi-turn sessions through the cost simulator
-(SPEC 4a): prompt cost under the provider's prefix cache, tokens and recall per category.
+(README, "Sessions and cost"): prompt cost under the provider's prefix cache, tokens and
+recall per category.
 
 The inventory is every function of the 8 multi-turn API classes, 128 tools, offered to every
 session (as an agent that holds all of them would), each costing its definition's compact

@@ -5,7 +5,7 @@ request draws for every arm, conversational turns, drift) and, as far as numpy's
 the same selection seeds. Policies:
 
 - include everything: every arm on every run (the reference for token savings);
-- seed algorithm:     SPEC section 4 with the default options (Thompson on each posterior,
+- seed algorithm:     Thompson selection with the default options (a draw from each posterior,
                       seeds and under-explored arms in, greedy packing by score);
 - per token:          packing="score_per_token";
 - forgetful:          the seed algorithm with half_life=100: each observation of an arm first
@@ -24,8 +24,8 @@ the same selection seeds. Policies:
                       of not telling rare arms apart, a floor no learner gets under quickly.
 
 The learning policies run through `research.simulation.run_policy`: `select_arms` on an `ArmSet`
-and `PosteriorArrays` one request at a time, the arrays updated in place exactly as SPEC
-section 5 does (included and used: alpha += 1; included and unused: beta += 1; conversational
+and `PosteriorArrays` one request at a time, the arrays updated in place exactly as the
+service's rewards do (included and used: alpha += 1; included and unused: beta += 1; conversational
 turns: no update), forgetting as the service does when the policy has a half-life.
 
 Metrics, per policy, means over environments:
@@ -54,9 +54,9 @@ Metrics, per policy, means over environments:
 Scenarios: the research environment the targets come from (two-tier usefulness, every arm
 starting from Beta(1, 1) as after a reset, 2 seed arms, minPulls 3, baselineRate 0.05, no
 conversational turns, 40 environments) and a grid on the realistic workload (every arm type,
-SPEC priors, minPulls 5, the recommended baseline rate, 30% conversational turns): 10, 30, 200
-and 2,000 arms; budget 30% (tight) or 120% (loose) of the inventory's tokens; with or without
-drift at half the run; 200, 1,000 and 10,000 traces.
+the default priors, minPulls 5, the recommended baseline rate, 30% conversational turns): 10,
+30, 200 and 2,000 arms; budget 30% (tight) or 120% (loose) of the inventory's tokens; with or
+without drift at half the run; 200, 1,000 and 10,000 traces.
 
     .venv/bin/python -m bench.learning [--quick] [--seed N] [--jobs N] [--plot PATH]
 """
@@ -148,7 +148,7 @@ class Scenario:
             f"minPulls {self.min_pulls}",
             f"baselineRate {rate:g}",
             f"{self.conversational_rate:.0%} conversational",
-            "every arm from Beta(1,1)" if self.flat_prior else "SPEC priors",
+            "every arm from Beta(1,1)" if self.flat_prior else "default priors",
             f"{self.envs} environments",
         ]
         return ", ".join(parts)

@@ -1,4 +1,5 @@
-"""Long-lived session keys (SPEC 4b): when is a session's set worth drawing again?
+"""Long-lived session keys: when is a session's set worth drawing again? (README, "Sessions
+and cost")
 
 An OpenClaw channel's session key names the channel's whole conversation, and turns keep
 arriving inside the cache lifetime, so a set drawn once is kept for hundreds of turns. Three

@@ -16,7 +16,7 @@ posteriors from simulated pulls) this prints the median latency of:
             the dict of `Posterior` (up to 10,000 arms, the most a select body may carry);
 - new:      an inventory never seen before: a new `ArmSet` of the list, `align_posteriors`
             from a dict of (alpha, beta, pulls), `select_arms`;
-- loop:     a straightforward per-arm Python implementation of SPEC section 4, written here;
+- loop:     a straightforward per-arm Python implementation of the selection, written here;
 - default:  `select_arms` prepared as above under the default policy
             (`engine.config.DEFAULT_POLICY`: pooled prior, per-token packing, exploration
             0.5) on the posteriors of the last selection, whose pooled fit is kept
@@ -113,7 +113,8 @@ def loop_select(
     config: LearningConfig,
     rng: np.random.Generator,
 ) -> tuple[tuple[str, ...], int]:
-    """SPEC section 4, one arm at a time: (selected ids in inventory order, used tokens)."""
+    """The selection (seeds and under-explored arms in, then by drawn score under the
+    budget), one arm at a time: (selected ids in inventory order, used tokens)."""
     seeds = set(config.seed_arm_ids)
     is_baseline = rng.random() < config.baseline_rate
     ranked = []

@@ -1,4 +1,5 @@
-"""What a session's prompts cost when tools are chosen per request or per session (SPEC 4a).
+"""What a session's prompts cost when tools are chosen per request or per session
+(README, "Sessions and cost").
 
 The cached multi-turn workload: 40 tools whose definitions add up to 16,000 tokens, a token
 budget of 35% of them, sessions of 8 turns on average (geometric), each turn adding 2,500
@@ -12,7 +13,7 @@ Policies, on the same sessions:
 - every tool:   the full prompt on every turn (the reference: cost 1.00);
 - per request:  the real LearningService (SqlStore on SQLite in a temporary directory) asked
                 on every turn without a session key: a new draw and baseline coin per request;
-- per session:  the same service asked with the session key on every turn (SPEC 4a): the
+- per session:  the same service asked with the session key on every turn: the
                 session's first select decides, the baseline coin included (a baseline
                 session offers every tool), later selects answer the same tools in the same
                 order; the idle window is counted in the sessions' time. A tool a turn needed

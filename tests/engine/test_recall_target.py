@@ -1,4 +1,4 @@
-"""The recall target (SPEC section 4b): the least-cost set whose estimated recall meets the
+"""The recall target (README, "How it learns"): the least-cost set whose estimated recall meets the
 target, the budget a cap; the seed policy keeps its budget packing; the setting is validated,
 read from the environment and stored with the learner."""
 

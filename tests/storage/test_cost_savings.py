@@ -1,6 +1,6 @@
-"""The measured prompt-cost saving (SPEC 4a, engine.savings) against the simulator's truth:
-simulated sessions through the real LearningService, each run's usage from the prefix-cache
-model (engine.prompt_cache), the saving read back from `service.summary()`.
+"""The measured prompt-cost saving (README, "Sessions and cost"; engine.savings) against the
+simulator's truth: simulated sessions through the real LearningService, each run's usage from the
+prefix-cache model (engine.prompt_cache), the saving read back from `service.summary()`.
 
 Two truths. The simulator's group saving: its own prompt cost per run of the selected sessions
 against that of the baseline (full-prompt) sessions, the quantity status estimates from the
