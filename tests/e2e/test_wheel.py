@@ -35,7 +35,7 @@ from tests.e2e.launch import free_port
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("engine", "storage", "bot", "adapters", "learning_bot")
+PACKAGES = ("engine", "storage", "bot", "adapters", "research", "learning_bot")
 """The top-level Python names the wheel installs (README, "What the package installs")."""
 BUILD_INPUTS = ("pyproject.toml", "README.md", *PACKAGES)
 OWN_PREFIXES = ("LEARNING_BOT_", "SLACK_", "DISCORD_", "PYTHON")
