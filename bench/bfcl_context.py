@@ -29,11 +29,11 @@ import numpy as np
 
 from bench.bfcl import load_sessions, load_tools, package_dir
 from bench.table import print_table
-from engine import Arm, LearningConfig, Phase
-from engine.bm25 import BM25Index
-from engine.config import DEFAULT_POLICY
-from engine.context import words
-from research.context_simulation import (
+from learning_bot.engine import Arm, LearningConfig, Phase
+from learning_bot.engine.bm25 import BM25Index
+from learning_bot.engine.config import DEFAULT_POLICY
+from learning_bot.engine.context import words
+from learning_bot.research.context_simulation import (
     ContextSession,
     ContextTurn,
     StudyRun,

@@ -33,9 +33,9 @@ from bench.bfcl import CATEGORIES, load_sessions, load_tools, package_dir
 from bench.bfcl import Session as BfclSession
 from bench.sessions import VARIANTS, Reported, service_run
 from bench.table import print_table
-from engine import Arm, LearningConfig, Phase
-from engine.config import DEFAULT_POLICY, POLICIES
-from research.session_simulation import (
+from learning_bot.engine import Arm, LearningConfig, Phase
+from learning_bot.engine.config import DEFAULT_POLICY, POLICIES
+from learning_bot.research.session_simulation import (
     EveryArm,
     OracleArms,
     Session,
@@ -43,7 +43,7 @@ from research.session_simulation import (
     SessionShape,
     run_sessions,
 )
-from research.simulation import Workload
+from learning_bot.research.simulation import Workload
 
 BUDGET_SHARE = 0.35
 BFCL_SHAPE = SessionShape(history_tokens=1_000, message_tokens=100)

@@ -28,9 +28,9 @@ from bench.bfcl_cost import (
     usage_shares,
 )
 from bench.sessions import VARIANTS, service_run
-from engine import LearningConfig, Phase
-from engine.config import DEFAULT_POLICY
-from research.simulation import Workload
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.config import DEFAULT_POLICY
+from learning_bot.research.simulation import Workload
 
 VARIANTS_STUDIED = [
     "",

@@ -17,7 +17,7 @@ import json
 import statistics
 import timeit
 
-from engine.bounds import check_json_text
+from learning_bot.engine.bounds import check_json_text
 
 
 def observe_body(arms: int, text: str = "done") -> str:

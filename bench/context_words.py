@@ -20,8 +20,8 @@ import timeit
 from collections.abc import Sequence
 from dataclasses import replace
 
-from engine.arms import Arm
-from research.context_simulation import GENERIC_WORDS, ContextSession, ContextTurn
+from learning_bot.engine.arms import Arm
+from learning_bot.research.context_simulation import GENERIC_WORDS, ContextSession, ContextTurn
 
 WELL_KNOWN = (
     "k8s",
@@ -96,8 +96,8 @@ MESSAGE = (
 
 
 def main() -> int:
-    from engine import context
-    from engine.context import words
+    from learning_bot.engine import context
+    from learning_bot.engine.context import words
 
     n = 20_000
     best = min(timeit.repeat(lambda: words(MESSAGE), number=n, repeat=5)) / n

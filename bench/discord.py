@@ -47,11 +47,12 @@ from typing import Any
 import discord
 import numpy as np
 
-from adapters.discord import DiscordSettings, LearningClient, create_client
-from adapters.discord.interactions import arm_suggestions
 from bench.table import print_table
-from bot.bus import Actor, Invocation
-from bot.commands import (
+from learning_bot.adapters.discord import DiscordSettings, LearningClient, create_client
+from learning_bot.adapters.discord.interactions import arm_suggestions
+from learning_bot.app import App, build_app
+from learning_bot.bot.bus import Actor, Invocation
+from learning_bot.bot.commands import (
     CancelCommand,
     Command,
     HelpCommand,
@@ -60,10 +61,9 @@ from bot.commands import (
     RewardCommand,
     StatusCommand,
 )
-from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall, Usage
-from learning_bot.app import App, build_app
+from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall, Usage
 from learning_bot.settings import Settings
-from storage.database import HEAD_REVISION, SchemaError
+from learning_bot.storage.database import HEAD_REVISION, SchemaError
 from tests.adapters.discord.fake_discord import (
     BOT_TOKEN,
     MANAGE_GUILD,
@@ -126,8 +126,8 @@ def reports(arms: list[Arm], first: int, last: int, rng: np.random.Generator) ->
 
 
 def stored_traces(url: str) -> int | None:
-    from engine.service import LearningService
-    from storage import SqlStore
+    from learning_bot.engine.service import LearningService
+    from learning_bot.storage import SqlStore
 
     try:
         store = SqlStore(url, auto_create=False)
@@ -140,8 +140,8 @@ def stored_traces(url: str) -> int | None:
 
 
 def load(url: str, have: int, traces: int) -> float:
-    from engine.service import LearningService
-    from storage import SqlStore
+    from learning_bot.engine.service import LearningService
+    from learning_bot.storage import SqlStore
 
     arms = inventory()
     rng = np.random.default_rng([13, have])

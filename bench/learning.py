@@ -80,11 +80,11 @@ import numpy as np
 import numpy.typing as npt
 
 from bench.table import print_table
-from engine import ArmSet, LearningConfig, Phase
-from engine.inventory import PosteriorArrays
-from engine.metrics import recommended_baseline_rate, usefulness_estimates
-from engine.service import RECALL_WINDOW
-from research.simulation import make_workload, oracle_mask, run_policy, stable_from
+from learning_bot.engine import ArmSet, LearningConfig, Phase
+from learning_bot.engine.inventory import PosteriorArrays
+from learning_bot.engine.metrics import recommended_baseline_rate, usefulness_estimates
+from learning_bot.engine.service import RECALL_WINDOW
+from learning_bot.research.simulation import make_workload, oracle_mask, run_policy, stable_from
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -796,8 +796,8 @@ def context_study(seed: int) -> None:
     its usage rates packed under the same budget). The alphanumeric workloads write each
     task word as technical words are written (`k8s`, `ec2`, `gpt4o`: bench/context_words.py)."""
     from bench.context_words import alphanumeric
-    from engine.config import DEFAULT_POLICY
-    from research.context_simulation import run_study, task_type_workload
+    from learning_bot.engine.config import DEFAULT_POLICY
+    from learning_bot.research.context_simulation import run_study, task_type_workload
 
     print(
         "### context: task-type workloads (60 tools and 8 types of 2-5 tools unless named, "
@@ -875,12 +875,12 @@ def context_service_run(url: str, sessions_count: int, seed: int, max_cells: int
     same seed, and what the learner stores."""
     from sqlalchemy import func, select
 
-    from engine.config import DEFAULT_POLICY
-    from engine.context_policy import ContextSettings
-    from engine.service import LearningService
-    from research.context_simulation import run_study, task_type_workload
-    from storage import SqlStore
-    from storage.schema import context_evidence, traces
+    from learning_bot.engine.config import DEFAULT_POLICY
+    from learning_bot.engine.context_policy import ContextSettings
+    from learning_bot.engine.service import LearningService
+    from learning_bot.research.context_simulation import run_study, task_type_workload
+    from learning_bot.storage import SqlStore
+    from learning_bot.storage.schema import context_evidence, traces
 
     arms, sessions = task_type_workload(sessions=sessions_count, seed=seed)
     total = sum(a.token_cost for a in arms)

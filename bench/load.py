@@ -51,8 +51,8 @@ import aiohttp
 import numpy as np
 
 from bench.table import print_table
-from engine.records import report_to_json
-from research.simulation import make_workload
+from learning_bot.engine.records import report_to_json
+from learning_bot.research.simulation import make_workload
 
 TOKEN = "load-token-0123456789abcdef"
 BASE = "/__openclaw__/api/learning"
@@ -291,10 +291,18 @@ class TcpProxy:
 def spool_appends(per_batch: int, batches: int = 5) -> int:
     """Per-run cost of spooling, batch by batch, while storage is down: flat when an append
     does not depend on how much the spool already holds."""
-    from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall, Unavailable
-    from engine.observation import observation_guard, rewards_for_run
-    from engine.records import record_from_report
-    from storage.spool import Spool, SpoolingStore
+    from learning_bot.engine import (
+        Arm,
+        LearningConfig,
+        Phase,
+        ReportedArm,
+        RunReport,
+        ToolCall,
+        Unavailable,
+    )
+    from learning_bot.engine.observation import observation_guard, rewards_for_run
+    from learning_bot.engine.records import record_from_report
+    from learning_bot.storage.spool import Spool, SpoolingStore
 
     config = LearningConfig(phase=Phase.ACTIVE)
     arms = tuple(ReportedArm(Arm(f"tool:bench:T{k}", 100), True) for k in range(20))
@@ -351,7 +359,7 @@ def fresh_database(kind: str, tmp: Path) -> tuple[str, Any]:
 
 
 def count_traces(db: str) -> int:
-    from storage import SqlStore
+    from learning_bot.storage import SqlStore
 
     store = SqlStore(db)
     try:

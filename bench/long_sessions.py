@@ -50,8 +50,8 @@ from bench.sessions import (
     service_run,
 )
 from bench.table import print_table
-from engine import LearningConfig, Phase
-from research.session_simulation import (
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.research.session_simulation import (
     EveryArm,
     OracleArms,
     Session,
@@ -59,7 +59,7 @@ from research.session_simulation import (
     SessionShape,
     run_sessions,
 )
-from research.simulation import Workload, make_tool_workload
+from learning_bot.research.simulation import Workload, make_tool_workload
 
 LONG_TURNS = 200
 TURN_GAP_SECONDS = 30.0

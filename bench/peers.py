@@ -42,9 +42,9 @@ from typing import Any
 import numpy as np
 
 from bench.table import print_table
-from engine import ArmSet, LearningConfig, Phase, initial_prior, select_arms
-from engine.inventory import PosteriorArrays
-from research.simulation import make_workload
+from learning_bot.engine import ArmSet, LearningConfig, Phase, initial_prior, select_arms
+from learning_bot.engine.inventory import PosteriorArrays
+from learning_bot.research.simulation import make_workload
 
 SIZES = (10, 30, 1_000, 100_000)
 BUDGET_SHARE = 0.30

@@ -42,11 +42,11 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
-from engine.service import LearningService
-from storage import SqlStore
-from storage.pooling import PoolSettings
-from storage.spool import Spool, SpoolingStore
+from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
+from learning_bot.storage.pooling import PoolSettings
+from learning_bot.storage.spool import Spool, SpoolingStore
 from tests.storage.test_pgbouncer import own_database, running_pgbouncer
 
 BASE = os.environ.get(
@@ -173,8 +173,8 @@ def adoption_delay(interval: float, runs: int = 200) -> float:
         svc = LearningService(store, CONFIG, cache_ttl=0)
         learner = svc.learner_id
         live = SpoolingStore(store, Spool(root), adopt_seconds=interval)
-        from engine.observation import observation_guard, rewards_for_run
-        from engine.records import record_from_report
+        from learning_bot.engine.observation import observation_guard, rewards_for_run
+        from learning_bot.engine.records import record_from_report
 
         dead = Spool(root)
         for i in range(runs):

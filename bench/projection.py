@@ -29,13 +29,13 @@ import tracemalloc
 from collections.abc import Sequence
 
 from bench.table import print_table
-from engine import LearningConfig, Phase
-from engine.phase_projection import learner_projection
-from engine.projection import project
-from engine.service import LearningService
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.phase_projection import learner_projection
+from learning_bot.engine.projection import project
+from learning_bot.engine.service import LearningService
+from learning_bot.research.session_simulation import SimulatedClock
 from learning_bot.simulate import simulate
-from research.session_simulation import SimulatedClock
-from storage import SqlStore
+from learning_bot.storage import SqlStore
 
 WORKLOADS = ((40, 1_000, 0), (100, 2_000, 1), (20, 800, 2))
 """(arms, runs, seed) of the accuracy workloads."""

@@ -29,8 +29,8 @@ import numpy as np
 
 from bench.bfcl_context import bfcl_study_inputs, product_config
 from bench.table import print_table
-from engine import Arm
-from research.context_simulation import (
+from learning_bot.engine import Arm
+from learning_bot.research.context_simulation import (
     ContextSession,
     StudyRun,
     run_study,

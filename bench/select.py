@@ -55,7 +55,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from bench.table import print_table
-from engine import (
+from learning_bot.engine import (
     Arm,
     ArmSet,
     LearningConfig,
@@ -65,11 +65,11 @@ from engine import (
     initial_prior,
     select_arms,
 )
-from engine import draws as draws_module
-from engine import selection as selection_module
-from engine.inventory import align_posteriors
-from engine.records import MAX_ARMS_PER_RUN
-from research.simulation import make_workload
+from learning_bot.engine import draws as draws_module
+from learning_bot.engine import selection as selection_module
+from learning_bot.engine.inventory import align_posteriors
+from learning_bot.engine.records import MAX_ARMS_PER_RUN
+from learning_bot.research.simulation import make_workload
 
 SIZES = (10, 30, 1_000, 100_000)
 BUDGET_SHARE = 0.30

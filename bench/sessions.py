@@ -49,9 +49,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from bench.table import table_lines
-from engine import LearningConfig, Phase
-from engine.service import LearningService
-from research.session_simulation import (
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.service import LearningService
+from learning_bot.research.session_simulation import (
     EveryArm,
     OracleArms,
     ServiceTurns,
@@ -62,8 +62,8 @@ from research.session_simulation import (
     draw_sessions,
     run_sessions,
 )
-from research.simulation import Workload, make_tool_workload
-from storage import SqlStore
+from learning_bot.research.simulation import Workload, make_tool_workload
+from learning_bot.storage import SqlStore
 
 TOOLS = 40
 TOOL_TOKENS = 16_000

@@ -69,7 +69,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from bench.table import print_table
-from engine import (
+from learning_bot.engine import (
     ArmSet,
     LearningConfig,
     Phase,
@@ -78,13 +78,13 @@ from engine import (
     observation_guard,
     rewards_for_run,
 )
-from engine.ports import RewardChange
-from engine.records import record_from_report
-from engine.selection import select_arms
-from engine.service import LearningService
-from research.simulation import Workload, make_workload
-from storage import SqlStore
-from storage.database import HEAD_REVISION, SchemaError, is_retryable
+from learning_bot.engine.ports import RewardChange
+from learning_bot.engine.records import record_from_report
+from learning_bot.engine.selection import select_arms
+from learning_bot.engine.service import LearningService
+from learning_bot.research.simulation import Workload, make_workload
+from learning_bot.storage import SqlStore
+from learning_bot.storage.database import HEAD_REVISION, SchemaError, is_retryable
 
 PG_ENV = "LEARNING_BOT_TEST_DATABASE_URL"
 PG_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -296,7 +296,7 @@ RETRIES: Counter[str] = Counter()
 
 def _count_retries() -> None:
     """Count every transaction attempt the store reruns, by cause, in RETRIES."""
-    import storage.runs as store_module
+    import learning_bot.storage.runs as store_module
 
     original = store_module.with_retries
     if getattr(original, "counting", False):

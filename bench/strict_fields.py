@@ -15,7 +15,7 @@ import json
 import statistics
 import timeit
 
-from adapters.http.body import decode_body
+from learning_bot.adapters.http.body import decode_body
 
 
 def observe_body(arms: int) -> bytes:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from slack_sdk.oauth.installation_store import InstallationStore
     from slack_sdk.oauth.state_store import OAuthStateStore
 
-    from bot.bus import CommandBus
+    from learning_bot.bot.bus import CommandBus
 
 
 @runtime_checkable

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.config import Phase
-from engine.observation import SkipReason, Usage
-from engine.records import ArmOutcomeRecord, RunRecord
+from learning_bot.engine.config import Phase
+from learning_bot.engine.observation import SkipReason, Usage
+from learning_bot.engine.records import ArmOutcomeRecord, RunRecord
 
 TRACE_COLUMNS = (
     "learner_id",

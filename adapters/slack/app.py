@@ -23,7 +23,7 @@ from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.blocks import (
+from learning_bot.adapters.slack.blocks import (
     CANCEL_ACTION_ID,
     CONFIRM_ACTION_ID,
     DASHBOARD_ACTION_ID,
@@ -34,10 +34,10 @@ from adapters.slack.blocks import (
     section,
     working_message,
 )
-from adapters.slack.directory import SlackDirectory, UserLookupFailed
-from adapters.slack.settings import SlackSettings
-from bot.bus import Actor, CommandBus, Invocation
-from bot.commands import (
+from learning_bot.adapters.slack.directory import SlackDirectory, UserLookupFailed
+from learning_bot.adapters.slack.settings import SlackSettings
+from learning_bot.bot.bus import Actor, CommandBus, Invocation
+from learning_bot.bot.commands import (
     CancelCommand,
     Command,
     ConfirmCommand,
@@ -47,9 +47,9 @@ from bot.commands import (
     is_mutating,
     parse_command,
 )
-from bot.replies import Reply, ReplyKind, error_reply
-from bot.surface import WorkspaceInstallations
-from engine.errors import InvalidConfig
+from learning_bot.bot.replies import Reply, ReplyKind, error_reply
+from learning_bot.bot.surface import WorkspaceInstallations
+from learning_bot.engine.errors import InvalidConfig
 
 log = logging.getLogger("learning_bot.slack")
 
@@ -393,7 +393,7 @@ def create_app_and_interactions(
                 "the multi-workspace install keeps installations in the project's database; "
                 "pass its installation stores",
             )
-        from adapters.slack.oauth import oauth_settings
+        from learning_bot.adapters.slack.oauth import oauth_settings
 
         oauth = oauth_settings(settings, installations, client)
     app = AsyncApp(

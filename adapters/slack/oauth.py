@@ -23,8 +23,8 @@ from slack_sdk.oauth.state_store import OAuthStateStore
 from slack_sdk.oauth.state_store.async_state_store import AsyncOAuthStateStore
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.settings import BOT_SCOPES, SlackSettings
-from bot.surface import WorkspaceInstallations
+from learning_bot.adapters.slack.settings import BOT_SCOPES, SlackSettings
+from learning_bot.bot.surface import WorkspaceInstallations
 
 log = logging.getLogger("learning_bot.slack")
 
