@@ -33,6 +33,7 @@ COPY engine /src/engine
 COPY storage /src/storage
 COPY bot /src/bot
 COPY adapters /src/adapters
+COPY research /src/research
 COPY learning_bot /src/learning_bot
 RUN [ -n "$PIP_INDEX_URL" ] || unset PIP_INDEX_URL; \
     [ -z "$EXTRA_CA_CERTS" ] || export PIP_CERT=/etc/ssl/certs/ca-certificates.crt; \

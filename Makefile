@@ -37,7 +37,7 @@ pytest: $(STAMP)
 	$(BIN)/pytest -q $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 
 bench: $(STAMP)
-	$(BIN)/python bench/select.py
+	$(BIN)/python -m bench.select
 
 # The reference pages under docs/reference/, generated from the code (tests/docs checks them).
 docs: $(STAMP)

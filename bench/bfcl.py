@@ -14,7 +14,7 @@ its tools (every function of its API classes but the excluded ones; a missed fun
 the turn it is given). A tool's cost is its definition's JSON, compactly serialised, in
 characters / 4 rounded up: the usual rough rate for English and JSON with BPE tokenizers.
 
-    .venv/bin/python bench/bfcl.py [--package-dir DIR]
+    .venv/bin/python -m bench.bfcl [--package-dir DIR]
 """
 
 from __future__ import annotations

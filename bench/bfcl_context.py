@@ -1,5 +1,5 @@
 """The BFCL multi-turn sessions replayed with their real user messages and gold calls through
-the context study (engine.context_simulation): tool tokens, prompt cost under the prefix cache
+the context study (research.context_simulation): tool tokens, prompt cost under the prefix cache
 (tool searches priced as their extra round trip and appended definitions) and recall of gold
 calls, for every tool, today's default, BM25 over the message alone, the context-aware policy
 with and without deferral, provider tool search at its best (every tool deferred, every search
@@ -15,30 +15,25 @@ table states each row's budget, minPulls and baseline rate. One row says otherwi
 the budget whose tool tokens per turn reach the context-aware set's over its selected sessions.
 
     pip install --no-deps bfcl-eval
-    .venv/bin/python bench/bfcl_context.py [--package-dir DIR] [--seed N] [--budget SHARE]
+    .venv/bin/python -m bench.bfcl_context [--package-dir DIR] [--seed N] [--budget SHARE]
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+import numpy as np
 
-import argparse  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from bench.bfcl import load_sessions, load_tools, package_dir  # noqa: E402
-from learning_bot.engine import Arm, LearningConfig, Phase  # noqa: E402
-from learning_bot.engine.bm25 import BM25Index  # noqa: E402
-from learning_bot.engine.config import DEFAULT_POLICY  # noqa: E402
-from learning_bot.engine.context import words  # noqa: E402
-from learning_bot.engine.context_simulation import (  # noqa: E402
+from bench.bfcl import load_sessions, load_tools, package_dir
+from bench.table import print_table
+from learning_bot.engine import Arm, LearningConfig, Phase
+from learning_bot.engine.bm25 import BM25Index
+from learning_bot.engine.config import DEFAULT_POLICY
+from learning_bot.engine.context import words
+from learning_bot.research.context_simulation import (
     ContextSession,
     ContextTurn,
     StudyRun,
@@ -199,9 +194,7 @@ def table(
                     f"{run.kept[mask].sum() / max(1.0, run.used[mask].sum()):.3f}",
                 )
             )
-    widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]
-    for row in (header, *rows):
-        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+    print_table(header, rows, left=2)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The Berkeley Function Calling Leaderboard's multi-turn sessions through the cost simulator
-(docs/sessions.md): prompt cost under the provider's prefix cache, tokens and recall per category.
+(README, "Sessions and cost"): prompt cost under the provider's prefix cache, tokens and
+recall per category.
 
 The inventory is every function of the 8 multi-turn API classes, 128 tools, offered to every
 session (as an agent that holds all of them would), each costing its definition's compact
@@ -15,33 +16,26 @@ oracle (the knapsack of each tool's share of the
 turns that use it, the same set on every turn). Token budget: BUDGET_SHARE of the inventory.
 
     pip install --no-deps bfcl-eval   # its data only; its dependencies are not needed
-    .venv/bin/python bench/bfcl_cost.py [--package-dir .../site-packages/bfcl_eval] [--seed N]
+    .venv/bin/python -m bench.bfcl_cost [--package-dir .../site-packages/bfcl_eval] [--seed N]
         [--policy seed]
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
-# bench/ holds select.py, named like a stdlib module: take this folder off the import path and
-# put the project root on it instead.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+import numpy as np
 
-import argparse  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from bench.bfcl import CATEGORIES, load_sessions, load_tools, package_dir  # noqa: E402
-from bench.bfcl import Session as BfclSession  # noqa: E402
-from bench.sessions import VARIANTS, Reported, service_run  # noqa: E402
-from learning_bot.engine import Arm, LearningConfig, Phase  # noqa: E402
-from learning_bot.engine.config import DEFAULT_POLICY, POLICIES  # noqa: E402
-from learning_bot.engine.session_simulation import (  # noqa: E402
+from bench.bfcl import CATEGORIES, load_sessions, load_tools, package_dir
+from bench.bfcl import Session as BfclSession
+from bench.sessions import VARIANTS, Reported, service_run
+from bench.table import print_table
+from learning_bot.engine import Arm, LearningConfig, Phase
+from learning_bot.engine.config import DEFAULT_POLICY, POLICIES
+from learning_bot.research.session_simulation import (
     EveryArm,
     OracleArms,
     Session,
@@ -49,7 +43,7 @@ from learning_bot.engine.session_simulation import (  # noqa: E402
     SessionShape,
     run_sessions,
 )
-from learning_bot.engine.simulation import Workload  # noqa: E402
+from learning_bot.research.simulation import Workload
 
 BUDGET_SHARE = 0.35
 BFCL_SHAPE = SessionShape(history_tokens=1_000, message_tokens=100)
@@ -150,9 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{run.kept[mask].sum() / used:.3f}" if used else "-",
                 )
             )
-    widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]
-    for row in (header, *rows):
-        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+    print_table(header, rows, left=2)
     for name in reported:
         run = runs[name]
         early = run.kept[:200].sum() / max(1, run.used[:200].sum())

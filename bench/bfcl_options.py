@@ -4,39 +4,33 @@ in the same order as bench/bfcl_cost.py, once with the default policy and once w
 option changed alone.
 
     pip install --no-deps bfcl-eval
-    .venv/bin/python bench/bfcl_options.py                       # about 5 minutes
-    .venv/bin/python bench/bfcl_options.py halfLife=0 halfLife=200   # only these variants
+    .venv/bin/python -m bench.bfcl_options                       # about 5 minutes
+    .venv/bin/python -m bench.bfcl_options halfLife=0 halfLife=200   # only these variants
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import json
+import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+import numpy as np
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
-from typing import Any  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from bench.bfcl import load_sessions, load_tools, package_dir  # noqa: E402
-from bench.bfcl_cost import (  # noqa: E402
+from bench.bfcl import load_sessions, load_tools, package_dir
+from bench.bfcl_cost import (
     BFCL_SHAPE,
     BUDGET_SHARE,
     as_sessions,
     inventory,
     usage_shares,
 )
-from bench.sessions import VARIANTS, service_run  # noqa: E402
-from learning_bot.engine import LearningConfig, Phase  # noqa: E402
-from learning_bot.engine.config import DEFAULT_POLICY  # noqa: E402
-from learning_bot.engine.simulation import Workload  # noqa: E402
+from bench.sessions import VARIANTS, service_run
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.config import DEFAULT_POLICY
+from learning_bot.research.simulation import Workload
 
 VARIANTS_STUDIED = [
     "",

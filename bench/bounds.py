@@ -7,21 +7,17 @@ reference) and the check of the decoded body against its text (a few C scans; th
 walked only when the text holds something suspect). Prints the median microseconds of each
 and the check's share of the decoding.
 
-    .venv/bin/python bench/bounds.py [--repeat 15] [--number 1000]
+    .venv/bin/python -m bench.bounds [--repeat 15] [--number 1000]
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import json
+import statistics
+import timeit
 
-sys.path[:] = [p for p in sys.path if not p.rstrip("/").endswith("bench")]
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import statistics  # noqa: E402
-import timeit  # noqa: E402
-
-from learning_bot.engine.bounds import check_json_text  # noqa: E402
+from learning_bot.engine.bounds import check_json_text
 
 
 def observe_body(arms: int, text: str = "done") -> str:

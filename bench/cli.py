@@ -1,7 +1,7 @@
 """How long does `learning-bot status` take on a 100k-trace SQLite database, start-up included?
 
 Builds the database once (100,000 traces over 30 arms, in the active phase: each run is
-selected by the service, its usage drawn from `engine.simulation`, and the runs written with
+selected by the service, its usage drawn from `research.simulation`, and the runs written with
 `observe_many` in batches of 1,000), then times whole processes, taking turns:
 
 - `learning-bot status` (the local read of the SQLite file, through the command bus on the
@@ -13,24 +13,23 @@ selected by the service, its usage drawn from `engine.simulation`, and the runs 
 
 Targets: `status` at most 3x `python -c pass`; `status --url` no slower than `status`.
 
-    .venv/bin/python bench/cli.py [--runs 31] [--traces 100000] [--keep DIR]
+    .venv/bin/python -m bench.cli [--runs 31] [--traces 100000] [--keep DIR]
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import socket
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
 
-sys.path[:] = [p for p in sys.path if not p.rstrip("/").endswith("bench")]
-
-import argparse  # noqa: E402
-import os  # noqa: E402
-import socket  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-import urllib.request  # noqa: E402
-from pathlib import Path  # noqa: E402
+from bench.table import print_table
 
 EXE = str(Path(sys.executable).with_name("learning-bot"))
 ARMS = 30
@@ -45,7 +44,7 @@ def build_database(url: str, traces: int, seed: int = 0) -> None:
     from learning_bot.engine.inventory import ArmSet
     from learning_bot.engine.posterior import now_ms
     from learning_bot.engine.service import LearningService
-    from learning_bot.engine.simulation import make_workload
+    from learning_bot.research.simulation import make_workload
     from learning_bot.storage import SqlStore
 
     store = SqlStore(url)
@@ -167,11 +166,11 @@ def main() -> None:
     print()
     print(f"{args.traces:,} traces, {ARMS} arms, {args.runs} runs of each command, taking turns")
     print()
-    print("| command | median wall time | ratio to python -c pass |")
-    print("|---|---|---|")
+    rows = []
     for name, values in times.items():
         med = statistics.median(values)
-        print(f"| `{name}` | {med * 1000:.1f} ms | {med / floor:.2f}x |")
+        rows.append((f"`{name}`", f"{med * 1000:.1f} ms", f"{med / floor:.2f}x"))
+    print_table(("command", "median wall time", "ratio to python -c pass"), rows)
     print()
     print(
         f"target: learning-bot status <= 3x python -c pass: {status / floor:.2f}x, "

@@ -1,7 +1,7 @@
 """A task-type workload whose task words are written as users write technical words: `k8s`,
 `s3`, `ec2`, `gpt4o`, `x86` (bench/learning.py --context).
 
-`alphanumeric(arms, sessions)` rewrites a workload of engine.context_simulation's
+`alphanumeric(arms, sessions)` rewrites a workload of research.context_simulation's
 `task_type_workload`: each task type's own words (every word of the messages and tool
 descriptions that is not one of the common words) becomes an alphanumeric word, the same word
 everywhere it occurs, so the workload is the same but for how its task words are written. The
@@ -11,24 +11,17 @@ words come in the shapes such words have: letters around a digit (`k8s`), a lett
 Run as a script, it times the word splitter (engine.context.words) on a 48-word message, and
 on one whose words were never seen (the split of each identifier is memoised).
 
-    .venv/bin/python bench/context_words.py
+    .venv/bin/python -m bench.context_words
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import timeit
+from collections.abc import Sequence
+from dataclasses import replace
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
-
-import timeit  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
-from dataclasses import replace  # noqa: E402
-
-from learning_bot.engine.arms import Arm  # noqa: E402
-from learning_bot.engine.context_simulation import GENERIC_WORDS, ContextSession, ContextTurn  # noqa: E402
+from learning_bot.engine.arms import Arm
+from learning_bot.research.context_simulation import GENERIC_WORDS, ContextSession, ContextTurn
 
 WELL_KNOWN = (
     "k8s",

@@ -24,41 +24,35 @@ directly in this process (no Discord, parsing, rendering or worker thread); for 
 reading the arm names and ranking them; for the cancel click, dispatching the cancel of a
 fresh prompt.
 
-    .venv/bin/python bench/discord.py [--traces N] [--calls N] [--rebuild] [--database-url URL]
+    .venv/bin/python -m bench.discord [--traces N] [--calls N] [--rebuild] [--database-url URL]
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import json
+import logging
+import platform
+import random
+import statistics
 import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-# This file is named like discord.py's package, and bench/select.py like the standard
-# library's `select`: take this folder off the import path, put the project root on it.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+import discord
+import numpy as np
 
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import json  # noqa: E402
-import logging  # noqa: E402
-import platform  # noqa: E402
-import random  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from typing import Any  # noqa: E402
-
-import discord  # noqa: E402
-import numpy as np  # noqa: E402
-
-from learning_bot.adapters.discord import DiscordSettings, LearningClient, create_client  # noqa: E402
-from learning_bot.adapters.discord.interactions import arm_suggestions  # noqa: E402
-from learning_bot.app import App, build_app  # noqa: E402
-from learning_bot.bot.bus import Actor, Invocation  # noqa: E402
-from learning_bot.bot.commands import (  # noqa: E402
+from bench.table import print_table
+from learning_bot.adapters.discord import DiscordSettings, LearningClient, create_client
+from learning_bot.adapters.discord.interactions import arm_suggestions
+from learning_bot.app import App, build_app
+from learning_bot.bot.bus import Actor, Invocation
+from learning_bot.bot.commands import (
     CancelCommand,
     Command,
     HelpCommand,
@@ -67,10 +61,10 @@ from learning_bot.bot.commands import (  # noqa: E402
     RewardCommand,
     StatusCommand,
 )
-from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall, Usage  # noqa: E402
-from learning_bot.settings import Settings  # noqa: E402
-from learning_bot.storage.database import HEAD_REVISION, SchemaError  # noqa: E402
-from tests.adapters.discord.fake_discord import (  # noqa: E402
+from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall, Usage
+from learning_bot.settings import Settings
+from learning_bot.storage.database import HEAD_REVISION, SchemaError
+from tests.adapters.discord.fake_discord import (
     BOT_TOKEN,
     MANAGE_GUILD,
     PERMISSIONS_MEMBER,
@@ -334,18 +328,6 @@ def p99(values: list[float]) -> float:
 
 def fmt(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.0f} µs"
-
-
-def print_table(header: list[str], rows: list[list[str]]) -> None:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    line = "| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |"
-    print(line)
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for row in rows:
-        cells = [row[0].ljust(widths[0])] + [
-            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
-        ]
-        print("| " + " | ".join(cells) + " |")
 
 
 def main() -> None:

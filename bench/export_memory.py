@@ -15,25 +15,24 @@ default, or `--database-url`), then measures whole processes:
 
 Target: every figure at most 150 MB above its idle process.
 
-    PYTHONPATH=. .venv/bin/python bench/export_memory.py [--traces 240] [--arms 10000]
+    PYTHONPATH=. .venv/bin/python -m bench.export_memory [--traces 240] [--arms 10000]
         [--clients 8] [--database-url URL] [--keep DIR]
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import socket
+import subprocess
 import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
 
-sys.path[:] = [p for p in sys.path if not p.rstrip("/").endswith("bench")]
-
-import argparse  # noqa: E402
-import os  # noqa: E402
-import socket  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-import urllib.request  # noqa: E402
-from pathlib import Path  # noqa: E402
+from bench.table import print_table
 
 EXE = str(Path(sys.executable).with_name("learning-bot"))
 TARGET_MB = 150.0
@@ -261,14 +260,15 @@ def main() -> None:
     print()
     print(f"{args.traces} traces of {args.arms:,} arms; peak resident memory of whole processes")
     print()
-    print("| process | idle (MB) | peak (MB) | above idle (MB) | target <= 150 MB |")
-    print("|---|---|---|---|---|")
+    table = []
     for label, base, peak in rows:
         above = peak - base
         met = "met" if above <= TARGET_MB else "NOT met"
         if label.startswith("reference"):
             met = "(reference)"
-        print(f"| {label} | {base:.0f} | {peak:.0f} | {above:.0f} | {met} |")
+        table.append((label, f"{base:.0f}", f"{peak:.0f}", f"{above:.0f}", met))
+    header = ("process", "idle (MB)", "peak (MB)", "above idle (MB)", "target <= 150 MB")
+    print_table(header, table)
     print()
     print(
         "idle: `learning-bot export --format csv --table posteriors` (start-up, storage and the "

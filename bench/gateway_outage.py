@@ -9,38 +9,30 @@ new ones refused: an outage as far as the server can tell, without stopping a Po
 work shares). Afterwards it waits for the spool to drain and compares the outcomes the clients
 were told succeeded with the pulls stored, and runs `db verify`.
 
-    .venv/bin/python bench/gateway_outage.py --duration 90 --outage 30
+    .venv/bin/python -m bench.gateway_outage --duration 90 --outage 30
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
-sys.path[:] = [p for p in sys.path if not p.rstrip("/").endswith("bench")]
+import httpx
 
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import importlib.util  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import signal  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-from urllib.parse import urlsplit  # noqa: E402
-
-import httpx  # noqa: E402
-
-_spec = importlib.util.spec_from_file_location("load", Path(__file__).with_name("load.py"))
-assert _spec is not None
-assert _spec.loader is not None
-load = importlib.util.module_from_spec(_spec)
-sys.modules["load"] = load  # its dataclasses look their module up
-_spec.loader.exec_module(load)
+from bench import load
+from bench.table import print_table
 
 TOKEN = "bench-token-0123456789abcdef"
 LEARNER = "gw"
@@ -199,9 +191,7 @@ async def main() -> int:
         ("call p50", f"{statistics.median(ms):.1f} ms", "p99", f"{ms[int(len(ms) * 0.99)]:.1f} ms"),
         ("spool drained in", f"{drained:.1f} s", "db verify", f"exit {verify.returncode}"),
     ]
-    print("| | | | |\n|---|---|---|---|")
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
+    print_table(("", "", "", ""), rows)
     ok = stored == stats.acknowledged and stats.runs == summary["traceCount"]
     ok = ok and verify.returncode == 0 and stats.failed == 0
     print("result:", "PASS" if ok else "FAIL")

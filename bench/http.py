@@ -20,7 +20,7 @@ Every figure is the median over the rounds of that round's figure (wrk's latency
 the in-process calls' median and p99). Start-up objects of both processes are frozen out of
 the garbage collector's way (`serve` does it; this script does it before its own timing).
 
-    .venv/bin/python bench/http.py [--quick] [--rounds N] [--seconds S] [--policy NAME]
+    .venv/bin/python -m bench.http [--quick] [--rounds N] [--seconds S] [--policy NAME]
 
 Both sides run the default policy (`engine.config.DEFAULT_POLICY`) unless `--policy` names
 another (`--policy seed`: the seed algorithm, whose selection is a bare Beta draw).
@@ -28,37 +28,34 @@ another (`--policy seed`: the seed algorithm, whose selection is a bare Beta dra
 
 from __future__ import annotations
 
+import argparse
+import gc
+import http.client
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-# bench/select.py would shadow the standard library's `select` module: drop this folder.
-sys.path[:] = [p for p in sys.path if not p.rstrip("/").endswith("bench")]
+import numpy as np
 
-import argparse  # noqa: E402
-import gc  # noqa: E402
-import http.client  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import re  # noqa: E402
-import shutil  # noqa: E402
-import socket  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable, Iterator, Sequence  # noqa: E402
-from contextlib import contextmanager  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from learning_bot.engine import Arm, LearningConfig, Phase  # noqa: E402
-from learning_bot.engine.records import report_to_json  # noqa: E402
-from learning_bot.engine.service import LearningService  # noqa: E402
-from learning_bot.engine.simulation import Workload, make_workload  # noqa: E402
-from learning_bot.storage import SqlStore  # noqa: E402
+from bench.table import print_table
+from learning_bot.engine import Arm, LearningConfig, Phase
+from learning_bot.engine.records import report_to_json
+from learning_bot.engine.service import LearningService
+from learning_bot.research.simulation import Workload, make_workload
+from learning_bot.storage import SqlStore
 
 BASE = "/__openclaw__/api/learning"
 SIZES = (30, 1_000)
@@ -448,12 +445,11 @@ def main() -> None:
     print(f"{rounds} rounds of {seconds:g} s per wrk run; medians over the rounds")
     print()
     places = list(placements)
-    print(
-        "| arms | in process, fresh arm list p50 (p99) | in process, same Arm objects p50 | "
-        + " | ".join(f"select p50, 1 connection, {p} (ratio) | HTTP floor p50, {p}" for p in places)
-        + " | select with 8 connections: req/s, p50, p99 | p99/p50 |"
-    )
-    print("|---|---|---|" + "---|---|" * len(places) + "---|---|")
+    header = ["arms", "in process, fresh arm list p50 (p99)", "in process, same Arm objects p50"]
+    for p in places:
+        header += [f"select p50, 1 connection, {p} (ratio)", f"HTTP floor p50, {p}"]
+    header += ["select with 8 connections: req/s, p50, p99", "p99/p50"]
+    rows = []
     verdicts = []
     for size in SIZES:
         fresh50 = med([x[0] for x in inproc[f"fresh {size}"]])
@@ -465,15 +461,20 @@ def main() -> None:
             one = med([x.p50 for x in http1[size, place]])
             ratios[place] = one / fresh50
             floor50 = med([x.p50 for x in floors[size, place]])
-            cells.append(f"{ms(one)} ({ratios[place]:.2f}x) | {ms(floor50)}")
+            cells += [f"{ms(one)} ({ratios[place]:.2f}x)", ms(floor50)]
         rate8 = med([x.rate for x in http8[size]])
         p50_8 = med([x.p50 for x in http8[size]])
         p99_8 = med([x.p99 for x in http8[size]])
         spread = p99_8 / p50_8
-        print(
-            f"| {size:,} | {ms(fresh50)} ({ms(fresh99)}) | {ms(same50)} | "
-            + " | ".join(cells)
-            + f" | {rate8:,.0f}, {ms(p50_8)}, {ms(p99_8)} | {spread:.1f}x |"
+        rows.append(
+            [
+                f"{size:,}",
+                f"{ms(fresh50)} ({ms(fresh99)})",
+                ms(same50),
+                *cells,
+                f"{rate8:,.0f}, {ms(p50_8)}, {ms(p99_8)}",
+                f"{spread:.1f}x",
+            ]
         )
         within = ", ".join(
             f"{p} {verdict(ratios[p] <= TARGET_P50[size])} ({ratios[p]:.2f}x)" for p in places
@@ -483,13 +484,15 @@ def main() -> None:
             f"p99 within {TARGET_P99_OVER_P50:g}x of p50 with {CONNECTIONS} connections "
             f"{verdict(spread <= TARGET_P99_OVER_P50)} ({spread:.1f}x)"
         )
+    print_table(header, rows)
     rate = med([x.rate for x in observed])
     p50 = med([x.p50 for x in observed])
     p99 = med([x.p99 for x in observed])
     print()
-    print(f"| observe, {CONNECTIONS} connections | requests/s | p50 | p99 |")
-    print("|---|---|---|---|")
-    print(f"| 30 arms, a new trace each | {rate:,.0f} | {ms(p50)} | {ms(p99)} |")
+    print_table(
+        [f"observe, {CONNECTIONS} connections", "requests/s", "p50", "p99"],
+        [["30 arms, a new trace each", f"{rate:,.0f}", ms(p50), ms(p99)]],
+    )
     verdicts.append(
         f"observe p99 <= {TARGET_OBSERVE_P99 * 1e3:g} ms with {CONNECTIONS} connections "
         f"{verdict(p99 <= TARGET_OBSERVE_P99)}"
@@ -498,11 +501,12 @@ def main() -> None:
     within_context = med([x.p50 for x in contextual])
     ratio = within_context / without
     print()
-    print("| select, 1,000 arms, 1 connection | p50 | ratio |")
-    print("|---|---|---|")
-    print(f"| without context | {ms(without)} | 1.00x |")
-    print(
-        f"| with context (message, channel, tools called) | {ms(within_context)} | {ratio:.2f}x |"
+    print_table(
+        ["select, 1,000 arms, 1 connection", "p50", "ratio"],
+        [
+            ["without context", ms(without), "1.00x"],
+            ["with context (message, channel, tools called)", ms(within_context), f"{ratio:.2f}x"],
+        ],
     )
     verdicts.append(
         f"select with context at 1,000 arms within 2x of without: {verdict(ratio <= 2.0)} "

@@ -9,39 +9,34 @@ the ratio says more than either figure: compare code versions by running this fi
 checkout (interleaving the runs), or count instructions with
 `valgrind --tool=callgrind ... --http-only N`, which repeats on a noisy machine.
 
-    .venv/bin/python bench/http_asgi.py [--arms 30] [--rounds 7] [--calls 3000]
-    .venv/bin/python bench/http_asgi.py --vary        # a new context in every body
-    .venv/bin/python bench/http_asgi.py --profile     # cProfile of the ASGI calls
+    .venv/bin/python -m bench.http_asgi [--arms 30] [--rounds 7] [--calls 3000]
+    .venv/bin/python -m bench.http_asgi --vary        # a new context in every body
+    .venv/bin/python -m bench.http_asgi --profile     # cProfile of the ASGI calls
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import asyncio
+import gc
+import json
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
 
-# bench/select.py would shadow the standard library's `select` module: drop this folder.
-sys.path[:] = [p for p in sys.path if not p.rstrip("/").endswith("bench")]
+import numpy as np
 
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import gc  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from typing import Any  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from learning_bot.adapters.http.api import BASE  # noqa: E402
-from learning_bot.adapters.http.app import create_app  # noqa: E402
-from learning_bot.adapters.http.settings import LOOPBACK_NAMES, HttpSettings  # noqa: E402
-from learning_bot.app import build_app  # noqa: E402
-from learning_bot.engine import Arm, LearningConfig, Phase  # noqa: E402
-from learning_bot.engine.records import report_from_json, report_to_json  # noqa: E402
-from learning_bot.engine.simulation import make_workload  # noqa: E402
-from learning_bot.settings import Settings  # noqa: E402
+from learning_bot.adapters.http.api import BASE
+from learning_bot.adapters.http.app import create_app
+from learning_bot.adapters.http.settings import LOOPBACK_NAMES, HttpSettings
+from learning_bot.app import build_app
+from learning_bot.engine import Arm, LearningConfig, Phase
+from learning_bot.engine.records import report_from_json, report_to_json
+from learning_bot.research.simulation import make_workload
+from learning_bot.settings import Settings
 
 
 def main() -> None:

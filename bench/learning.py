@@ -5,7 +5,7 @@ request draws for every arm, conversational turns, drift) and, as far as numpy's
 the same selection seeds. Policies:
 
 - include everything: every arm on every run (the reference for token savings);
-- seed algorithm:     docs/learning.md with the default options (Thompson on each posterior,
+- seed algorithm:     Thompson selection with the default options (a draw from each posterior,
                       seeds and under-explored arms in, greedy packing by score);
 - per token:          packing="score_per_token";
 - forgetful:          the seed algorithm with half_life=100: each observation of an arm first
@@ -18,14 +18,14 @@ the same selection seeds. Policies:
                       `engine.config.POLICIES` (pooled prior + half-life 100, packing by score
                       or by score per token);
 - oracle:             knows every arm's usage probability and packs the exact knapsack
-                      (`engine.simulation.oracle_mask`), seeds in like every policy;
+                      (`research.simulation.oracle_mask`), seeds in like every policy;
 - pooled oracle:      (research scenarios only) knows the usage probability of every useful
                       arm (p >= 0.2) but values each rarely used arm at their average: the cost
                       of not telling rare arms apart, a floor no learner gets under quickly.
 
-The learning policies run through `engine.simulation.run_policy`: `select_arms` on an `ArmSet`
-and `PosteriorArrays` one request at a time, the arrays updated in place exactly as
-docs/learning.md says (included and used: alpha += 1; included and unused: beta += 1; conversational
+The learning policies run through `research.simulation.run_policy`: `select_arms` on an `ArmSet`
+and `PosteriorArrays` one request at a time, the arrays updated in place exactly as the
+service's rewards do (included and used: alpha += 1; included and unused: beta += 1; conversational
 turns: no update), forgetting as the service does when the policy has a half-life.
 
 Metrics, per policy, means over environments:
@@ -54,43 +54,37 @@ Metrics, per policy, means over environments:
 Scenarios: the research environment the targets come from (two-tier usefulness, every arm
 starting from Beta(1, 1) as after a reset, 2 seed arms, minPulls 3, baselineRate 0.05, no
 conversational turns, 40 environments) and a grid on the realistic workload (every arm type,
-the types' priors, minPulls 5, the recommended baseline rate, 30% conversational turns): 10, 30, 200
-and 2,000 arms; budget 30% (tight) or 120% (loose) of the inventory's tokens; with or without
-drift at half the run; 200, 1,000 and 10,000 traces.
+the default priors, minPulls 5, the recommended baseline rate, 30% conversational turns): 10,
+30, 200 and 2,000 arms; budget 30% (tight) or 120% (loose) of the inventory's tokens; with or
+without drift at half the run; 200, 1,000 and 10,000 traces.
 
-    .venv/bin/python bench/learning.py [--quick] [--seed N] [--jobs N] [--plot PATH]
+    .venv/bin/python -m bench.learning [--quick] [--seed N] [--jobs N] [--plot PATH]
 """
 
 from __future__ import annotations
 
+import argparse
+import math
+import os
+import platform
 import sys
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
-# bench/ holds select.py, named like the stdlib module that concurrent.futures imports: take
-# this folder off the import path and put the project root on it instead.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+import numpy as np
+import numpy.typing as npt
 
-import argparse  # noqa: E402
-import math  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
-from collections.abc import Callable, Iterable, Sequence  # noqa: E402
-from concurrent.futures import ProcessPoolExecutor  # noqa: E402
-from dataclasses import dataclass, field, replace  # noqa: E402
-from typing import Any  # noqa: E402
-
-import numpy as np  # noqa: E402
-import numpy.typing as npt  # noqa: E402
-
-from learning_bot.engine import ArmSet, LearningConfig, Phase  # noqa: E402
-from learning_bot.engine.inventory import PosteriorArrays  # noqa: E402
-from learning_bot.engine.metrics import recommended_baseline_rate, usefulness_estimates  # noqa: E402
-from learning_bot.engine.service import RECALL_WINDOW  # noqa: E402
-from learning_bot.engine.simulation import make_workload, oracle_mask, run_policy, stable_from  # noqa: E402
+from bench.table import print_table
+from learning_bot.engine import ArmSet, LearningConfig, Phase
+from learning_bot.engine.inventory import PosteriorArrays
+from learning_bot.engine.metrics import recommended_baseline_rate, usefulness_estimates
+from learning_bot.engine.service import RECALL_WINDOW
+from learning_bot.research.simulation import make_workload, oracle_mask, run_policy, stable_from
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -154,7 +148,7 @@ class Scenario:
             f"minPulls {self.min_pulls}",
             f"baselineRate {rate:g}",
             f"{self.conversational_rate:.0%} conversational",
-            "every arm from Beta(1,1)" if self.flat_prior else "SPEC priors",
+            "every arm from Beta(1,1)" if self.flat_prior else "default priors",
             f"{self.envs} environments",
         ]
         return ", ".join(parts)
@@ -436,19 +430,6 @@ def aggregate(scenario: Scenario, envs: Sequence[EnvResult]) -> list[Row]:
             )
         )
     return rows
-
-
-def print_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
-    rows = list(rows)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for row in rows:
-        cells = [
-            c.ljust(w) if i == 0 else c.rjust(w)
-            for i, (c, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        print("| " + " | ".join(cells) + " |")
 
 
 def scenario_table(scenario: Scenario, rows: Sequence[Row]) -> None:
@@ -809,14 +790,14 @@ def forgetting_table(scenarios: Sequence[Scenario], get: Callable[[Scenario, str
 
 
 def context_study(seed: int) -> None:
-    """Request-aware selection on task-type workloads (engine.context_simulation): today's
+    """Request-aware selection on task-type workloads (research.context_simulation): today's
     context-free default, the context-aware policy with and without the request's context,
     BM25 over the message alone, and the context oracle (the session's task type known,
     its usage rates packed under the same budget). The alphanumeric workloads write each
     task word as technical words are written (`k8s`, `ec2`, `gpt4o`: bench/context_words.py)."""
     from bench.context_words import alphanumeric
     from learning_bot.engine.config import DEFAULT_POLICY
-    from learning_bot.engine.context_simulation import run_study, task_type_workload
+    from learning_bot.research.context_simulation import run_study, task_type_workload
 
     print(
         "### context: task-type workloads (60 tools and 8 types of 2-5 tools unless named, "
@@ -896,8 +877,8 @@ def context_service_run(url: str, sessions_count: int, seed: int, max_cells: int
 
     from learning_bot.engine.config import DEFAULT_POLICY
     from learning_bot.engine.context_policy import ContextSettings
-    from learning_bot.engine.context_simulation import run_study, task_type_workload
     from learning_bot.engine.service import LearningService
+    from learning_bot.research.context_simulation import run_study, task_type_workload
     from learning_bot.storage import SqlStore
     from learning_bot.storage.schema import context_evidence, traces
 

@@ -6,12 +6,12 @@ Starts `learning-bot serve` on a fresh database, drives `POST observe` at a stea
 the server's memory, and afterwards checks `learning-bot db verify` and that the database holds
 every run sent exactly once.
 
-    .venv/bin/python bench/load.py --db sqlite --duration 300 --rate 300
-    .venv/bin/python bench/load.py --db postgresql --duration 300 --rate 300
-    .venv/bin/python bench/load.py --db postgresql --duration 120 --fault pg-stop
-    .venv/bin/python bench/load.py --db sqlite --duration 120 --fault kill-server
-    .venv/bin/python bench/load.py --db postgresql --duration 120 --fault proxy-stop --poison 0.01
-    .venv/bin/python bench/load.py --spool-appends 4000
+    .venv/bin/python -m bench.load --db sqlite --duration 300 --rate 300
+    .venv/bin/python -m bench.load --db postgresql --duration 300 --rate 300
+    .venv/bin/python -m bench.load --db postgresql --duration 120 --fault pg-stop
+    .venv/bin/python -m bench.load --db sqlite --duration 120 --fault kill-server
+    .venv/bin/python -m bench.load --db postgresql --duration 120 --fault proxy-stop --poison 0.01
+    .venv/bin/python -m bench.load --spool-appends 4000
 
 `--spool-appends N` measures the spool alone: 5 batches of N runs (20 arms each) appended
 through the spooling writer while storage is unavailable (its replay thread retrying every
@@ -31,30 +31,28 @@ a spool left by an older version: each must end in the dead-letter file, and rep
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-sys.path[:] = [p for p in sys.path if not p.rstrip("/").endswith("bench")]
+import aiohttp
+import numpy as np
 
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import shutil  # noqa: E402
-import signal  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-import uuid  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-import aiohttp  # noqa: E402
-import numpy as np  # noqa: E402
-
-from learning_bot.engine.records import report_to_json  # noqa: E402
-from learning_bot.engine.simulation import make_workload  # noqa: E402
+from bench.table import print_table
+from learning_bot.engine.records import report_to_json
+from learning_bot.research.simulation import make_workload
 
 TOKEN = "load-token-0123456789abcdef"
 BASE = "/__openclaw__/api/learning"
@@ -501,24 +499,35 @@ async def main() -> int:
         if len(xs) >= 3:
             slope = float(np.polyfit(xs, ys, 1)[0]) * 60 / 1024  # MiB per minute
     print()
-    print(f"| database | {args.db} | fault | {args.fault} |")
-    print("|---|---|---|---|")
-    print(f"| target rate | {args.rate:.0f} runs/s | held | {stats.ok / elapsed:,.0f} runs/s |")
-    print(f"| runs sent | {total:,} | stored once | {stored:,} |")
+    rows = [
+        ("target rate", f"{args.rate:.0f} runs/s", "held", f"{stats.ok / elapsed:,.0f} runs/s"),
+        ("runs sent", f"{total:,}", "stored once", f"{stored:,}"),
+    ]
     if poison_every:
-        print(
-            f"| hostile runs | {n_poison} | refused 400 | {stats.poison_refused} "
-            f"(accepted {stats.poison_accepted}) |"
-        )
-        print(f"| old spool lines planted | {planted} | in dead-letter file | {dead} |")
-    print(f"| observe p50 | {p50:.1f} ms | p99 | {p99:.1f} ms |")
-    print(f"| failed calls | {stats.failed} | retried | {stats.retried} |")
-    print(f"| spooled | {stats.spooled} | reads (errors) | {stats.reads} ({stats.read_errors}) |")
-    print(
-        f"| server RSS start | {rss[0] / 1024 if rss else 0:.0f} MiB | end | "
-        f"{rss[-1] / 1024 if rss else 0:.0f} MiB (trend {slope:+.2f} MiB/min) |"
-    )
-    print(f"| shutdown on SIGTERM | {shutdown:.2f} s | db verify | exit {verify.returncode} |")
+        rows += [
+            (
+                "hostile runs",
+                f"{n_poison}",
+                "refused 400",
+                f"{stats.poison_refused} (accepted {stats.poison_accepted})",
+            ),
+            ("old spool lines planted", f"{planted}", "in dead-letter file", f"{dead}"),
+        ]
+    rss_start = rss[0] / 1024 if rss else 0
+    rss_end = rss[-1] / 1024 if rss else 0
+    rows += [
+        ("observe p50", f"{p50:.1f} ms", "p99", f"{p99:.1f} ms"),
+        ("failed calls", f"{stats.failed}", "retried", f"{stats.retried}"),
+        ("spooled", f"{stats.spooled}", "reads (errors)", f"{stats.reads} ({stats.read_errors})"),
+        (
+            "server RSS start",
+            f"{rss_start:.0f} MiB",
+            "end",
+            f"{rss_end:.0f} MiB (trend {slope:+.2f} MiB/min)",
+        ),
+        ("shutdown on SIGTERM", f"{shutdown:.2f} s", "db verify", f"exit {verify.returncode}"),
+    ]
+    print_table(("database", args.db, "fault", str(args.fault)), rows)
     if stats.rss_kib:
         # Resident memory at each whole minute: a cache filling up levels off, a leak does not.
         minutes = {}

@@ -1,4 +1,5 @@
-"""Long-lived session keys (docs/sessions.md): when is a session's set worth drawing again?
+"""Long-lived session keys: when is a session's set worth drawing again? (README, "Sessions
+and cost")
 
 An OpenClaw channel's session key names the channel's whole conversation, and turns keep
 arriving inside the cache lifetime, so a set drawn once is kept for hundreds of turns. Three
@@ -27,28 +28,20 @@ Workloads:
   times under one key, 30 s apart), the first BFCL_SESSIONS of them in a seeded order through
   one learner.
 
-    .venv/bin/python bench/long_sessions.py [--envs N] [--turns N] [--bfcl-sessions N]
+    .venv/bin/python -m bench.long_sessions [--envs N] [--turns N] [--bfcl-sessions N]
         [--package-dir .../site-packages/bfcl_eval] [--seed N]
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-# bench/ holds select.py, named like a stdlib module: take this folder off the import path and
-# put the project root on it instead.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+import numpy as np
 
-import argparse  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Mapping, Sequence  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from bench.sessions import (  # noqa: E402
+from bench.sessions import (
     BUDGET_SHARE,
     TOOL_TOKENS,
     TOOLS,
@@ -56,8 +49,9 @@ from bench.sessions import (  # noqa: E402
     mean_se,
     service_run,
 )
-from learning_bot.engine import LearningConfig, Phase  # noqa: E402
-from learning_bot.engine.session_simulation import (  # noqa: E402
+from bench.table import print_table
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.research.session_simulation import (
     EveryArm,
     OracleArms,
     Session,
@@ -65,7 +59,7 @@ from learning_bot.engine.session_simulation import (  # noqa: E402
     SessionShape,
     run_sessions,
 )
-from learning_bot.engine.simulation import Workload, make_tool_workload  # noqa: E402
+from learning_bot.research.simulation import Workload, make_tool_workload
 
 LONG_TURNS = 200
 TURN_GAP_SECONDS = 30.0
@@ -127,12 +121,10 @@ def rows(results: Sequence[Mapping[str, SessionRun]]) -> list[tuple[str, ...]]:
     return out
 
 
-def print_table(title: str, table: Sequence[tuple[str, ...]]) -> None:
+def print_results(title: str, table: Sequence[tuple[str, ...]]) -> None:
     header = ("rule", "cost vs every tool", "cost/session", "tool tokens/turn", "recall")
-    widths = [max(len(str(r[i])) for r in (header, *table)) for i in range(len(header))]
     print(title)
-    for row in (header, *table):
-        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+    print_table(header, table)
     print()
 
 
@@ -190,14 +182,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     began = time.perf_counter()
-    print_table(
+    print_results(
         f"Synthetic: one key of {args.turns} turns, {TURN_GAP_SECONDS:.0f} s apart, per "
         f"environment ({args.envs} environments; {TOOLS} tools, {TOOL_TOKENS:,} tokens, budget "
         f"{BUDGET_SHARE:.0%}, minPulls 5, baseline 10%, cold learner)",
         rows(synthetic(args.envs, args.turns, args.seed)),
     )
     if args.bfcl_sessions:
-        print_table(
+        print_results(
             f"BFCL multi-turn, {args.bfcl_sessions} sessions, each {BFCL_REPEAT}x its length "
             f"(128 tools, budget {BUDGET_SHARE:.0%}, minPulls 5, baseline 10%, one learner)",
             rows([bfcl(args.package_dir, args.bfcl_sessions, args.seed)]),

@@ -7,39 +7,33 @@ call is timed as one client round trip from one client (median, p99). The qortex
 the test peer's cached virtualenv (tests/adapters/mcp/qortex_peer.py; built on first use);
 it is left out, with the reason, when it cannot be installed.
 
-    .venv/bin/python bench/mcp.py [--calls 300]
+    .venv/bin/python -m bench.mcp [--calls 300]
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
 
-# bench/select.py would shadow the standard library's `select` module: drop this folder.
-sys.path[:] = [p for p in sys.path if not p.rstrip("/").endswith("bench")]
+import httpx
+import httpx2
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import os  # noqa: E402
-import signal  # noqa: E402
-import socket  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Awaitable, Callable  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-import httpx  # noqa: E402
-import httpx2  # noqa: E402
-from mcp import ClientSession, StdioServerParameters  # noqa: E402
-from mcp.client.stdio import stdio_client  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from tests.adapters.mcp.qortex_peer import PEER_ENV, ensure_qortex  # noqa: E402
+from bench.table import print_table
+from tests.adapters.mcp.qortex_peer import PEER_ENV, ensure_qortex
 
 LEARNER = "openclaw"
 TOKEN = "bench-token-0123456789abcdef"
@@ -201,12 +195,12 @@ async def rest(base: str, calls: int, api_select: bool) -> Any:
         return await timed(call, calls)
 
 
-def row(label: str, result: Any, reference: float | None) -> str:
+def row(label: str, result: Any, reference: float | None) -> tuple[str, str, str, str]:
     if isinstance(result, str):
-        return f"| {label} | {result} | | | |"
+        return (label, result, "", "")
     (s_med, s_p99), (o_med, o_p99) = result["select"], result["observe"]
     ratio = f"{s_med / reference:.1f}x" if reference else "1.0x"
-    return f"| {label} | {s_med:.2f} / {s_p99:.2f} | {o_med:.2f} / {o_p99:.2f} | {ratio} |"
+    return (label, f"{s_med:.2f} / {s_p99:.2f}", f"{o_med:.2f} / {o_p99:.2f}", ratio)
 
 
 async def main() -> None:
@@ -254,10 +248,10 @@ async def main() -> None:
         results.append(("qortex 0.8.1 MCP over stdio", await over_stdio(peer, n, False)))
     reference = local["select"][0]
     print(f"30 arms, {n} calls each, one client; milliseconds")
-    print("| path | select median / p99 | observe median / p99 | select vs in process |")
-    print("|---|---|---|---|")
-    for label, result in results:
-        print(row(label, result, reference))
+    print_table(
+        ("path", "select median / p99", "observe median / p99", "select vs in process"),
+        [row(label, result, reference) for label, result in results],
+    )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """How does our prepared selection compare with other Thompson-sampling libraries?
 
 The same workload as bench/select.py (10, 30, 1,000 and 100,000 arms; lognormal token costs
-from `engine.simulation`; posteriors after 0-199 simulated pulls per arm; `min_pulls` 5; budget
+from `research.simulation`; posteriors after 0-199 simulated pulls per arm; `min_pulls` 5; budget
 30% of the inventory's tokens; no baseline runs), each library given the posteriors once and
 then timed selecting, one call after another:
 
@@ -23,34 +23,28 @@ reason. Install them with the `bench` extra: `pip install -e '.[bench]'`.
 Timing: time.perf_counter around each call, garbage collection off while timing; rounds in
 which the methods take turns, the median of each round, and the median of those medians.
 
-    .venv/bin/python bench/peers.py [--quick] [--seed N]
+    .venv/bin/python -m bench.peers [--quick] [--seed N]
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import gc
+import platform
+import random
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
 
-# bench/select.py would shadow the standard library's `select` module: drop this folder, and
-# put the project root on the path instead.
-sys.path[:] = [p for p in sys.path if not p.rstrip("/").endswith("bench")]
-sys.path.insert(0, __file__.rsplit("/bench/", 1)[0] if "/bench/" in __file__ else ".")
+import numpy as np
 
-import argparse  # noqa: E402
-import gc  # noqa: E402
-import platform  # noqa: E402
-import random  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable, Sequence  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from importlib import metadata  # noqa: E402
-from typing import Any  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from learning_bot.engine import ArmSet, LearningConfig, Phase, initial_prior, select_arms  # noqa: E402
-from learning_bot.engine.inventory import PosteriorArrays  # noqa: E402
-from learning_bot.engine.simulation import make_workload  # noqa: E402
+from bench.table import print_table
+from learning_bot.engine import ArmSet, LearningConfig, Phase, initial_prior, select_arms
+from learning_bot.engine.inventory import PosteriorArrays
+from learning_bot.research.simulation import make_workload
 
 SIZES = (10, 30, 1_000, 100_000)
 BUDGET_SHARE = 0.30
@@ -248,18 +242,6 @@ def version(name: str) -> str:
         return f" {metadata.version(package)}"
     except metadata.PackageNotFoundError:
         return ""
-
-
-def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
-    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for row in rows:
-        cells = [
-            cell.ljust(w) if i == 0 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        print("| " + " | ".join(cells) + " |")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -23,39 +23,31 @@ Each database is a new one on the server of LEARNING_BOT_TEST_DATABASE_URL (defa
 postgresql+psycopg://postgres@127.0.0.1:5432/test), dropped afterwards; pgbouncer is
 Debian's package, started with a generated configuration (tests/storage/test_pgbouncer.py).
 
-    .venv/bin/python bench/pgbouncer.py [--runs 1500] [--threads 4] [--rounds 3]
+    .venv/bin/python -m bench.pgbouncer [--runs 1500] [--threads 4] [--rounds 3]
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import os
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
-# bench/select.py is named like the stdlib `select` module: take this folder off the import
-# path and put the project root on it instead.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
 
-import argparse  # noqa: E402
-import os  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-import uuid  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-
-from sqlalchemy import create_engine, text  # noqa: E402
-from sqlalchemy.engine import make_url  # noqa: E402
-from sqlalchemy.pool import NullPool  # noqa: E402
-
-from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall  # noqa: E402
-from learning_bot.engine.service import LearningService  # noqa: E402
-from learning_bot.storage import SqlStore  # noqa: E402
-from learning_bot.storage.pooling import PoolSettings  # noqa: E402
-from learning_bot.storage.spool import Spool, SpoolingStore  # noqa: E402
-from tests.storage.test_pgbouncer import own_database, running_pgbouncer  # noqa: E402
+from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
+from learning_bot.storage.pooling import PoolSettings
+from learning_bot.storage.spool import Spool, SpoolingStore
+from tests.storage.test_pgbouncer import own_database, running_pgbouncer
 
 BASE = os.environ.get(
     "LEARNING_BOT_TEST_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"

@@ -16,34 +16,26 @@ and CPU time (best of `--repeat`: the machine is shared, so wall time moves with
 and peak memory of the Python heap (tracemalloc); and the whole read path
 (`learner_projection`, storage read included).
 
-    .venv/bin/python bench/projection.py [--quick] [--speed-only] [--repeat N]
+    .venv/bin/python -m bench.projection [--quick] [--speed-only] [--repeat N]
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import argparse
+import platform
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Sequence
 
-# bench/ holds select.py, named like a stdlib module: take this folder off the import path and
-# put the project root on it instead.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
-
-import argparse  # noqa: E402
-import platform  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-import tracemalloc  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
-
-from learning_bot.engine import LearningConfig, Phase  # noqa: E402
-from learning_bot.engine.phase_projection import learner_projection  # noqa: E402
-from learning_bot.engine.projection import project  # noqa: E402
-from learning_bot.engine.service import LearningService  # noqa: E402
-from learning_bot.engine.session_simulation import SimulatedClock  # noqa: E402
-from learning_bot.simulate import simulate  # noqa: E402
-from learning_bot.storage import SqlStore  # noqa: E402
+from bench.table import print_table
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.phase_projection import learner_projection
+from learning_bot.engine.projection import project
+from learning_bot.engine.service import LearningService
+from learning_bot.research.session_simulation import SimulatedClock
+from learning_bot.simulate import simulate
+from learning_bot.storage import SqlStore
 
 WORKLOADS = ((40, 1_000, 0), (100, 2_000, 1), (20, 800, 2))
 """(arms, runs, seed) of the accuracy workloads."""
@@ -125,21 +117,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(f"Python {platform.python_version()} on {platform.machine()}")
     with tempfile.TemporaryDirectory() as folder:
-        print(
-            "| arms | runs (sessions) | recall projected (95%) | achieved | "
-            "cost saved projected (95%) | achieved |"
-        )
-        print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+        header = ("arms", "runs (sessions)", "recall projected (95%)", "achieved",
+                  "cost saved projected (95%)", "achieved")  # fmt: skip
+        rows = []
         workloads = () if args.speed_only else WORKLOADS[:1] if args.quick else WORKLOADS
         for arms, runs, seed in workloads:
             f = accuracy(arms, runs, seed, folder)
-            print(
-                f"| {arms} | {f['runs']:,.0f} ({f['sessions']:,.0f}) | "
-                f"{f['projected recall']:.1f}% ({f['recall low']:.1f}-{f['recall high']:.1f}) | "
-                f"{f['achieved recall']:.1f}% | "
-                f"{f['projected cost']:.1f}% ({f['cost low']:.1f}-{f['cost high']:.1f}) | "
-                f"{f['achieved cost']:.1f}% |"
+            rows.append(
+                (
+                    f"{arms}",
+                    f"{f['runs']:,.0f} ({f['sessions']:,.0f})",
+                    f"{f['projected recall']:.1f}% ({f['recall low']:.1f}-{f['recall high']:.1f})",
+                    f"{f['achieved recall']:.1f}%",
+                    f"{f['projected cost']:.1f}% ({f['cost low']:.1f}-{f['cost high']:.1f})",
+                    f"{f['achieved cost']:.1f}%",
+                )
             )
+        if rows:
+            print_table(header, rows, left=0)
         arms, runs = (200, 2_000) if not args.quick else (200, 500)
         s = speed(arms, runs, args.repeat, folder)
         print(

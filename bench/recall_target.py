@@ -2,7 +2,7 @@
 context-aware policy, session-stable, under the product's defaults (minPulls 5, baseline
 sessions 10%), given `recallTarget` 0.90, 0.95, 0.97 and 0.99 (token budget: the whole
 inventory, so no cap), on BFCL multi-turn (800 sessions, real messages and gold calls) and on
-task-type workloads (engine.context_simulation).
+task-type workloads (research.context_simulation).
 
 The learner runs through the sessions in time order (BFCL: one seeded order) and keeps learning
 throughout, as the product does; figures are measured on the sessions after the first
@@ -14,28 +14,23 @@ the two budgets of the sweep around it) and its cost; the oracle offers each ses
 it will use.
 
     pip install --no-deps bfcl-eval
-    .venv/bin/python bench/recall_target.py [--package-dir DIR] [--seed N] [--train SHARE]
+    .venv/bin/python -m bench.recall_target [--package-dir DIR] [--seed N] [--train SHARE]
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+import numpy as np
 
-import argparse  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
-from dataclasses import dataclass, replace  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from bench.bfcl_context import bfcl_study_inputs, product_config  # noqa: E402
-from learning_bot.engine import Arm  # noqa: E402
-from learning_bot.engine.context_simulation import (  # noqa: E402
+from bench.bfcl_context import bfcl_study_inputs, product_config
+from bench.table import print_table
+from learning_bot.engine import Arm
+from learning_bot.research.context_simulation import (
     ContextSession,
     StudyRun,
     run_study,
@@ -189,9 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "sd/session", "cost vs every tool", "tool tokens/turn",
               "budget reaching that recall: cost", "oracle cost",
               "sessions measured")  # fmt: skip
-    widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]
-    for row in (header, *rows):
-        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+    print_table(header, rows)
     print(f"(seed {args.seed}, measured after the first {args.train:.0%} of the sessions; "
           f"{time.perf_counter() - began:.0f} s)")  # fmt: skip
     return 0

@@ -6,27 +6,20 @@ each request's messages extending its conversation's previous request, 10 tools)
 and reports the wall time, lines per second and the child's peak resident memory
 (getrusage's ru_maxrss): memory that does not grow with the file says reading streams.
 
-    .venv/bin/python bench/replay.py [--lines N ...] [--seed N]
+    .venv/bin/python -m bench.replay [--lines N ...] [--seed N]
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
-# bench/ holds select.py, named like a stdlib module: take this folder off the import path and
-# put the repository on it (for tests.replay.logs)
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
-
-import argparse  # noqa: E402
-import os  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-
-from tests.replay.logs import write_log  # noqa: E402
+from tests.replay.logs import write_log
 
 EXE = str(Path(sys.executable).with_name("learning-bot"))
 

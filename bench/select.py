@@ -1,7 +1,7 @@
 """How fast is `select_arms`, next to the cost of the random draw it cannot avoid?
 
 For 10, 30, 1,000 and 100,000 arms (active phase, baseline_rate 0 so every run is a Thompson
-run, budget 30% of the inventory's total cost, lognormal costs from `engine.simulation`,
+run, budget 30% of the inventory's total cost, lognormal costs from `research.simulation`,
 posteriors from simulated pulls) this prints the median latency of:
 
 - floor:    one `numpy.random.Generator.beta` draw of the same size, the least any Thompson
@@ -16,7 +16,7 @@ posteriors from simulated pulls) this prints the median latency of:
             the dict of `Posterior` (up to 10,000 arms, the most a select body may carry);
 - new:      an inventory never seen before: a new `ArmSet` of the list, `align_posteriors`
             from a dict of (alpha, beta, pulls), `select_arms`;
-- loop:     a straightforward per-arm Python implementation of docs/learning.md, written here;
+- loop:     a straightforward per-arm Python implementation of the selection, written here;
 - default:  `select_arms` prepared as above under the default policy
             (`engine.config.DEFAULT_POLICY`: pooled prior, per-token packing, exploration
             0.5) on the posteriors of the last selection, whose pooled fit is kept
@@ -37,33 +37,25 @@ to pick what the list of `Arm` gives.
 Timing: time.perf_counter around each call, garbage collection off while timing; several rounds
 in which the methods take turns, the median of each round, and the median of those medians.
 
-    .venv/bin/python bench/select.py [--quick] [--seed N] [--crossover]
+    .venv/bin/python -m bench.select [--quick] [--seed N] [--crossover]
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import argparse
+import gc
+import json
+import math
+import platform
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
-# This file is named like the stdlib `select` module: take its own folder off the import path
-# before anything imports `select`, and put the project root on it instead.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+import numpy as np
 
-import argparse  # noqa: E402
-import gc  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import platform  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable, Mapping, Sequence  # noqa: E402
-from dataclasses import dataclass, replace  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from learning_bot.engine import (  # noqa: E402
+from bench.table import print_table
+from learning_bot.engine import (
     Arm,
     ArmSet,
     LearningConfig,
@@ -73,11 +65,11 @@ from learning_bot.engine import (  # noqa: E402
     initial_prior,
     select_arms,
 )
-from learning_bot.engine import draws as draws_module  # noqa: E402
-from learning_bot.engine import selection as selection_module  # noqa: E402
-from learning_bot.engine.inventory import align_posteriors  # noqa: E402
-from learning_bot.engine.records import MAX_ARMS_PER_RUN  # noqa: E402
-from learning_bot.engine.simulation import make_workload  # noqa: E402
+from learning_bot.engine import draws as draws_module
+from learning_bot.engine import selection as selection_module
+from learning_bot.engine.inventory import align_posteriors
+from learning_bot.engine.records import MAX_ARMS_PER_RUN
+from learning_bot.research.simulation import make_workload
 
 SIZES = (10, 30, 1_000, 100_000)
 BUDGET_SHARE = 0.30
@@ -121,7 +113,8 @@ def loop_select(
     config: LearningConfig,
     rng: np.random.Generator,
 ) -> tuple[tuple[str, ...], int]:
-    """docs/learning.md one arm at a time: (selected ids in inventory order, used tokens)."""
+    """The selection (seeds and under-explored arms in, then by drawn score under the
+    budget), one arm at a time: (selected ids in inventory order, used tokens)."""
     seeds = set(config.seed_arm_ids)
     is_baseline = rng.random() < config.baseline_rate
     ranked = []
@@ -400,18 +393,6 @@ def crossover(seed: int, quick: bool) -> None:
         f"SMALL_INVENTORY is {selection_module.SMALL_INVENTORY}; the array path first won at "
         f"{first_array_win if first_array_win is not None else 'none of these sizes'}"
     )
-
-
-def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
-    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for row in rows:
-        cells = [
-            cell.ljust(w) if i == 0 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        print("| " + " | ".join(cells) + " |")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

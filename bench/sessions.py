@@ -1,5 +1,5 @@
 """What a session's prompts cost when tools are chosen per request or per session
-(docs/sessions.md).
+(README, "Sessions and cost").
 
 The cached multi-turn workload: 40 tools whose definitions add up to 16,000 tokens, a token
 budget of 35% of them, sessions of 8 turns on average (geometric), each turn adding 2,500
@@ -13,7 +13,7 @@ Policies, on the same sessions:
 - every tool:   the full prompt on every turn (the reference: cost 1.00);
 - per request:  the real LearningService (SqlStore on SQLite in a temporary directory) asked
                 on every turn without a session key: a new draw and baseline coin per request;
-- per session:  the same service asked with the session key on every turn (docs/sessions.md): the
+- per session:  the same service asked with the session key on every turn: the
                 session's first select decides, the baseline coin included (a baseline
                 session offers every tool), later selects answer the same tools in the same
                 order; the idle window is counted in the sessions' time. A tool a turn needed
@@ -25,7 +25,7 @@ Policies, on the same sessions:
 - oracle:       the knapsack of the true usage probabilities, the same set on every turn.
 
 Both service policies observe every turn through `service.observe`, the report carrying the
-session key and the simulated cache usage (engine.session_simulation.ServiceTurns). Figures
+session key and the simulated cache usage (research.session_simulation.ServiceTurns). Figures
 are means over environments (each its own tool inventory, usage and sessions) with their
 standard errors: prompt cost per session relative to the full-prompt sessions (all sessions,
 and the selected ones against the same sessions with every tool), tool tokens per turn,
@@ -34,32 +34,24 @@ had), and what the service's status reports afterwards (estimated recall; the me
 of selected sessions against baseline sessions per run). `--study` compares the session
 settings (STUDY_CANDIDATES) over scenarios of history per turn, turns and gaps.
 
-    .venv/bin/python bench/sessions.py [--envs N] [--sessions N] [--seed N] [--study]
+    .venv/bin/python -m bench.sessions [--envs N] [--sessions N] [--seed N] [--study]
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import argparse
+import math
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
-# bench/ holds select.py, named like a stdlib module: take this folder off the import path and
-# put the project root on it instead.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+import numpy as np
 
-import argparse  # noqa: E402
-import math  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Mapping, Sequence  # noqa: E402
-from dataclasses import dataclass, replace  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from learning_bot.engine import LearningConfig, Phase  # noqa: E402
-from learning_bot.engine.service import LearningService  # noqa: E402
-from learning_bot.engine.session_simulation import (  # noqa: E402
+from bench.table import table_lines
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.service import LearningService
+from learning_bot.research.session_simulation import (
     EveryArm,
     OracleArms,
     ServiceTurns,
@@ -70,8 +62,8 @@ from learning_bot.engine.session_simulation import (  # noqa: E402
     draw_sessions,
     run_sessions,
 )
-from learning_bot.engine.simulation import Workload, make_tool_workload  # noqa: E402
-from learning_bot.storage import SqlStore  # noqa: E402
+from learning_bot.research.simulation import Workload, make_tool_workload
+from learning_bot.storage import SqlStore
 
 TOOLS = 40
 TOOL_TOKENS = 16_000
@@ -252,11 +244,7 @@ def table(
                 _mean(saving) if reported else "-",
             )
         )
-    widths = [max(len(str(row[i])) for row in (header, *rows)) for i in range(len(header))]
-    return [
-        "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True))
-        for row in (header, *rows)
-    ]
+    return table_lines(header, rows)
 
 
 STUDY_CANDIDATES = {

@@ -21,41 +21,35 @@ next to the reference measured in the same run: `CommandBus.dispatch` of the sam
 this process (no HTTP, signature, Slack rendering or threads). The three kinds of call take
 turns; median and p99 are over every timed call.
 
-    .venv/bin/python bench/slack.py [--quick] [--traces N] [--calls N] [--rebuild]
+    .venv/bin/python -m bench.slack [--quick] [--traces N] [--calls N] [--rebuild]
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import gc
+import multiprocessing as mp
+import platform
+import socket
+import statistics
 import sys
+import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
 
-# bench/select.py and bench/storage.py would shadow the standard library's `select` and the
-# project's `storage`: take this folder off the import path, put the project root on it.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+import httpx
+import numpy as np
+from aiohttp import web
+from slack_sdk.signature import SignatureVerifier
 
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import gc  # noqa: E402
-import multiprocessing as mp  # noqa: E402
-import platform  # noqa: E402
-import socket  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from typing import Any  # noqa: E402
-from urllib.parse import urlencode  # noqa: E402
-
-import httpx  # noqa: E402
-import numpy as np  # noqa: E402
-from aiohttp import web  # noqa: E402
-from slack_sdk.signature import SignatureVerifier  # noqa: E402
-
-from learning_bot.bot.bus import Actor, Invocation  # noqa: E402
-from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall  # noqa: E402
-from learning_bot.storage.database import HEAD_REVISION, SchemaError  # noqa: E402
+from bench.table import print_table
+from learning_bot.bot.bus import Actor, Invocation
+from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
+from learning_bot.storage.database import HEAD_REVISION, SchemaError
 
 SECRET = "bench-signing-secret-0123456789"
 ARMS = 1_000
@@ -357,18 +351,6 @@ def p99(values: list[float]) -> float:
 
 def fmt(seconds: float) -> str:
     return f"{seconds * 1e3:,.1f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:,.0f} µs"
-
-
-def print_table(header: list[str], rows: list[list[str]]) -> None:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for row in rows:
-        cells = [
-            c.ljust(w) if i == 0 else c.rjust(w)
-            for i, (c, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        print("| " + " | ".join(cells) + " |")
 
 
 def main() -> None:

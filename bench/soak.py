@@ -24,8 +24,8 @@ context.session_key, one observe per selected arm sent in parallel, session_end)
 slash commands (status, reward, `reset <arm> confirm`, `reset undo confirm`); the gateway's reset
 of one arm now and then.
 
-    .venv/bin/python bench/soak.py --minutes 30
-    .venv/bin/python bench/soak.py --minutes 3 --topology compose      # CI's version
+    .venv/bin/python -m bench.soak --minutes 30
+    .venv/bin/python -m bench.soak --minutes 3 --topology compose      # CI's version
 
 Exit status 0 when every correctness check passes; timings and memory are reported, never
 judged. Every process and container it starts is ended before it exits.
@@ -33,39 +33,28 @@ judged. Every process and container it starts is ended before it exits.
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import contextlib
+import json
+import random
+import secrets
+import shutil
+import signal
+import subprocess
 import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
 
-sys.path[:] = [p for p in sys.path if not p.rstrip("/").endswith("bench")]
+import aiohttp
+import numpy as np
+from aiohttp import web
 
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import contextlib  # noqa: E402
-import importlib.util  # noqa: E402
-import json  # noqa: E402
-import random  # noqa: E402
-import secrets  # noqa: E402
-import shutil  # noqa: E402
-import signal  # noqa: E402
-import subprocess  # noqa: E402
-import time  # noqa: E402
-from collections import Counter, defaultdict  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-from urllib.parse import urlencode  # noqa: E402
-
-import aiohttp  # noqa: E402
-import numpy as np  # noqa: E402
-from aiohttp import web  # noqa: E402
-
-_spec = importlib.util.spec_from_file_location(
-    "soak_topology", Path(__file__).with_name("soak_topology.py")
-)
-assert _spec is not None
-assert _spec.loader is not None
-topo = importlib.util.module_from_spec(_spec)
-sys.modules["soak_topology"] = topo
-_spec.loader.exec_module(topo)
+from bench import soak_topology as topo
+from bench.table import print_table, table_lines
 
 API = "/__openclaw__/api/learning"
 TOKEN = "soak-" + secrets.token_hex(16)
@@ -694,11 +683,10 @@ def p99(values: list[float]) -> str:
 def report(ledger: Ledger, minutes: float) -> list[str]:
     slots = max(1, int(np.ceil(minutes * 60 / ledger.window)))
     kinds = ("agent select", "agent observe", "v1 select", "v1 observe", "slack")
-    lines = [
-        "| minutes | agent select p99 | agent observe p99 | /v1 select p99 | /v1 observe p99 "
-        "| Slack p99 | calls | failed | RSS max r1 / r2 / r3 |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    header = ("minutes", "agent select p99", "agent observe p99", "/v1 select p99",
+              "/v1 observe p99", "Slack p99", "calls", "failed",
+              "RSS max r1 / r2 / r3")  # fmt: skip
+    rows = []
     w = ledger.window / 60
     for s in range(slots):
         rss = []
@@ -710,12 +698,16 @@ def report(ledger: Ledger, minutes: float) -> list[str]:
             ]
             rss.append(f"{max(kib) / 1024:.0f}" if kib else "-")
         cells = [p99(ledger.latency[(s, kind)]) + " ms" for kind in kinds]
-        lines.append(
-            f"| {s * w:g}-{(s + 1) * w:g} | "
-            + " | ".join(cells)
-            + f" | {ledger.calls[s]:,} | {ledger.failed[s]:,} | {' / '.join(rss)} MiB |"
+        rows.append(
+            (
+                f"{s * w:g}-{(s + 1) * w:g}",
+                *cells,
+                f"{ledger.calls[s]:,}",
+                f"{ledger.failed[s]:,}",
+                f"{' / '.join(rss)} MiB",
+            )
         )
-    return lines
+    return table_lines(header, rows)
 
 
 def memory_trends(ledger: Ledger, settle_seconds: float) -> list[str]:
@@ -828,9 +820,10 @@ async def run(args: argparse.Namespace, topology: Any, settings: dict[str, str])
     for line in report(ledger, args.minutes):
         print(line)
     print()
-    print("| check | expected | found | |\n|---|---|---|---|")
-    for c in checks:
-        print(f"| {c.name} | {c.expected} | {c.found} | {'ok' if c.ok else 'FAILED'} |")
+    print_table(
+        ("check", "expected", "found", ""),
+        [(c.name, c.expected, c.found, "ok" if c.ok else "FAILED") for c in checks],
+    )
     print()
     for line in memory_trends(ledger, min(300.0, duration / 3)):
         print(line)

@@ -4,7 +4,7 @@ deploy/soak.compose.yaml adding the third replica and the fake Slack's address) 
 processes on this machine (the same shape where no container engine runs): a PostgreSQL cluster
 of its own in a temporary directory (or the local cluster, `--postgres local`), three `serve`
 processes on loopback ports, each with its own spool directory (as each container has its own
-/data volume), and `python bench/soak_topology.py proxy ...`, a small proxy with nginx.conf's
+/data volume), and `python -m bench.soak_topology proxy ...`, a small proxy with nginx.conf's
 rules (round-robin; a replica that refuses a connection is skipped for 10 s and the request
 goes to the next; a request already sent is never sent again unless it is a GET).
 
@@ -13,27 +13,24 @@ Every process started here runs in its own process group and is ended by its pid
 from __future__ import annotations
 
 import abc
+import argparse
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
 import sys
-
-sys.path[:] = [p for p in sys.path if not p.rstrip("/").endswith("bench")]
-
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import contextlib  # noqa: E402
-import itertools  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import secrets  # noqa: E402
-import shutil  # noqa: E402
-import signal  # noqa: E402
-import socket  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-import urllib.request  # noqa: E402
-import uuid  # noqa: E402
-from collections.abc import Mapping  # noqa: E402
-from pathlib import Path  # noqa: E402
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 EXE = str(Path(sys.executable).with_name("learning-bot"))

@@ -6,7 +6,7 @@ script creates and drops) it prints:
 
 1. observe throughput, traces/s, with 20 and 200 arms and 1 or 4 writer processes (spawned,
    released together by one Event), through `LearningService.observe(report)` per call and
-   `observe_many` in batches of 100. Reports come from `engine.simulation` (every arm included,
+   `observe_many` in batches of 100. Reports come from `research.simulation` (every arm included,
    working turns, so every arm of every trace gets a reward) and are built before timing. Each
    writer runs for a fixed time; throughput is every writer's traces over the span from the
    first writer's start to the last writer's end. After each run: `verify()` passes, the traces
@@ -36,47 +36,40 @@ script creates and drops) it prints:
 Latencies: each call timed on its own with time.perf_counter, garbage collection off while
 timing; the median is the median of per-round medians, p99 is over every call of every round.
 
-    .venv/bin/python bench/storage.py [--quick] [--skip-postgres] [--million] [--rebuild]
-    .venv/bin/python bench/storage.py --round-trip [--quick]
+    .venv/bin/python -m bench.storage [--quick] [--skip-postgres] [--million] [--rebuild]
+    .venv/bin/python -m bench.storage --round-trip [--quick]
 """
 
 from __future__ import annotations
 
+import argparse
+import gc
+import json
+import multiprocessing as mp
+import os
+import platform
+import shutil
+import statistics
 import sys
+import tempfile
+import time
+import traceback
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-# This file is named like the project's `storage` package: take its own folder off the import
-# path before anything imports `storage`, and put the project root on it instead. Spawned
-# writer processes inherit this path.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+import numpy as np
+import sqlalchemy as sa
+from sqlalchemy import String, event
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-import argparse  # noqa: E402
-import gc  # noqa: E402
-import json  # noqa: E402
-import multiprocessing as mp  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import shutil  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-import traceback  # noqa: E402
-import uuid  # noqa: E402
-from collections import Counter  # noqa: E402
-from collections.abc import Callable, Iterator, Sequence  # noqa: E402
-from contextlib import contextmanager  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from typing import Any  # noqa: E402
-
-import numpy as np  # noqa: E402
-import sqlalchemy as sa  # noqa: E402
-from sqlalchemy import String, event  # noqa: E402
-from sqlalchemy.exc import DBAPIError  # noqa: E402
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column  # noqa: E402
-
-from learning_bot.engine import (  # noqa: E402
+from bench.table import print_table
+from learning_bot.engine import (
     ArmSet,
     LearningConfig,
     Phase,
@@ -85,13 +78,13 @@ from learning_bot.engine import (  # noqa: E402
     observation_guard,
     rewards_for_run,
 )
-from learning_bot.engine.ports import RewardChange  # noqa: E402
-from learning_bot.engine.records import record_from_report  # noqa: E402
-from learning_bot.engine.selection import select_arms  # noqa: E402
-from learning_bot.engine.service import LearningService  # noqa: E402
-from learning_bot.engine.simulation import Workload, make_workload  # noqa: E402
-from learning_bot.storage import SqlStore  # noqa: E402
-from learning_bot.storage.database import HEAD_REVISION, SchemaError, is_retryable  # noqa: E402
+from learning_bot.engine.ports import RewardChange
+from learning_bot.engine.records import record_from_report
+from learning_bot.engine.selection import select_arms
+from learning_bot.engine.service import LearningService
+from learning_bot.research.simulation import Workload, make_workload
+from learning_bot.storage import SqlStore
+from learning_bot.storage.database import HEAD_REVISION, SchemaError, is_retryable
 
 PG_ENV = "LEARNING_BOT_TEST_DATABASE_URL"
 PG_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -1424,19 +1417,6 @@ def fmt_time(seconds: float) -> str:
     return f"{seconds:,.2f} s"
 
 
-def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> None:
-    """A Markdown table; the first `left` columns are text, the rest right-aligned."""
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
-    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for row in rows:
-        cells = [
-            cell.ljust(w) if i < left else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        print("| " + " | ".join(cells) + " |")
-
-
 def met(ok: bool) -> str:
     return "met" if ok else "NOT met"
 
@@ -1549,7 +1529,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{versions}; {os.cpu_count()} CPUs; seed {args.seed}" + (", quick" if args.quick else "")
     )
     print(
-        "active phase; reports from engine.simulation with every arm included and working turns "
+        "active phase; reports from research.simulation with every arm included and working turns "
         "(each trace rewards every arm); writers are spawned processes released by one Event"
     )
     print()

@@ -5,21 +5,17 @@ taking turns: `decode_body(raw)` (the JSON decoding the routes did before: the r
 and `decode_body(raw, route)` (decoding and the unknown-field check). Prints the median
 microseconds of each and the ratio.
 
-    .venv/bin/python bench/strict_fields.py [--repeat 15] [--number 2000]
+    .venv/bin/python -m bench.strict_fields [--repeat 15] [--number 2000]
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import json
+import statistics
+import timeit
 
-sys.path[:] = [p for p in sys.path if not p.rstrip("/").endswith("bench")]
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import statistics  # noqa: E402
-import timeit  # noqa: E402
-
-from learning_bot.adapters.http.body import decode_body  # noqa: E402
+from learning_bot.adapters.http.body import decode_body
 
 
 def observe_body(arms: int) -> bytes:

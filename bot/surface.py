@@ -13,10 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import argparse
+
+    from slack_sdk.oauth.installation_store import InstallationStore
+    from slack_sdk.oauth.state_store import OAuthStateStore
 
     from learning_bot.bot.bus import CommandBus
 
@@ -44,6 +47,21 @@ class Surface(Protocol):
     async def stop(self) -> None: ...
 
 
+class WorkspaceInstallations(Protocol):
+    """Where a surface installed in several workspaces keeps them: the stores of Slack's
+    multi-workspace install (OAuth) for its installations and bots and for the install flow's
+    states, kept in the project's database by the composition root (`storage`), so that a
+    surface is handed the stores and never the database."""
+
+    def installation_store(self, client_id: str) -> InstallationStore:
+        """The installations and bots of the Slack app `client_id`."""
+        ...
+
+    def oauth_state_store(self, expiration_seconds: int) -> OAuthStateStore:
+        """The install flow's OAuth states, each valid for `expiration_seconds`."""
+        ...
+
+
 class SurfaceParts(Protocol):
     """What the composition root builds a surface from (its app): a registry entry's builder
     that needs no more than this can live in the surface's own adapter."""
@@ -52,9 +70,9 @@ class SurfaceParts(Protocol):
     def bus(self) -> CommandBus: ...
 
     @property
-    def engine(self) -> Any:
-        """The SQLAlchemy engine of the project's database, or None: where a surface may keep
-        tables of its own (Slack's installations)."""
+    def installations(self) -> WorkspaceInstallations | None:
+        """Where a surface keeps the workspaces it was installed in, or None when the app has
+        no database to keep them in (the read-only app)."""
         ...
 
 

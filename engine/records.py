@@ -3,12 +3,12 @@
 A `RunReport` is what an agent runtime reports about a run (texts, tool calls...); the
 `RunRecord` is what is kept of it: the trace, each arm's outcome and the reward it applied.
 The same record is written to the database, to the local spool while storage is down, read
-back for status and export, and sent as JSON; this module is the only place that maps it:
+back for status and export, and sent as JSON; this module is the only place that maps it to and
+from JSON (the `traces` row is storage's, `storage.trace_rows`):
 
 - `record_to_json` / `record_from_json`: the JSON object (camelCase keys, as the HTTP API
   shows traces); `record_from_json` validates every field against `engine.bounds`, so a record
   read from a spool file or an import can always be stored;
-- `TRACE_COLUMNS`, `record_row` / `record_from_row`: the `traces` row;
 - `record_from_report`: the record of a report, given what observing it decided;
 - `report_from_json`, `arms_from_json`: a report and an arm list sent as JSON (the observe and
   select bodies), validated by the constructors they build.
@@ -16,7 +16,6 @@ back for status and export, and sent as JSON; this module is the only place that
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
@@ -164,8 +163,8 @@ def under_phase(record: RunRecord, phase: Phase) -> RunRecord:
 
 
 def record_to_json(record: RunRecord, *, public: bool = False) -> dict[str, Any]:
-    """The record as a JSON-ready object. `public` gives the trace of the HTTP API (SPEC
-    section 9); otherwise every field is kept (the spool), and `record_from_json` reads it
+    """The record as a JSON-ready object. `public` gives the trace of the HTTP API (README,
+    "HTTP API"); otherwise every field is kept (the spool), and `record_from_json` reads it
     back to an equal record."""
     out: dict[str, Any] = {
         "traceId": record.trace_id,
@@ -314,106 +313,6 @@ def record_from_json(data: Any) -> RunRecord:
         error=None if error is None else check_text("error", error, MAX_ERROR_CHARS),
         context=check_json("context", dict(context)),
         arms=tuple(_outcome_from_json(i, a) for i, a in enumerate(raw_arms)),
-    )
-
-
-# -- database rows --------------------------------------------------------------------------------
-
-TRACE_COLUMNS = (
-    "learner_id",
-    "trace_id",
-    "run_id",
-    "session_id",
-    "session_key",
-    "channel",
-    "conversation",
-    "timestamp",
-    "provider",
-    "model",
-    "is_baseline",
-    "phase",
-    "guard",
-    "usage_input",
-    "usage_output",
-    "usage_cache_read",
-    "usage_cache_write",
-    "usage_total",
-    "duration_ms",
-    "system_prompt_chars",
-    "aborted",
-    "error",
-    "context",
-    "stats_epoch",
-    "bootstrapped",
-)
-"""The `traces` columns `record_row` fills, in its order."""
-
-
-def record_row(learner_id: int, record: RunRecord, stats_epoch: int) -> tuple[Any, ...]:
-    """The `traces` row of a record, in TRACE_COLUMNS order (a new row: not bootstrapped)."""
-    usage = record.usage
-    context = record.context
-    return (
-        learner_id,
-        record.trace_id,
-        record.run_id,
-        record.session_id,
-        record.session_key,
-        record.channel,
-        record.conversation,
-        record.timestamp,
-        record.provider,
-        record.model,
-        record.is_baseline,
-        record.phase.value,
-        record.guard.value if record.guard is not None else None,
-        usage.input,
-        usage.output,
-        usage.cache_read,
-        usage.cache_write,
-        usage.total,
-        record.duration_ms,
-        record.system_prompt_chars,
-        record.aborted,
-        record.error,
-        json.dumps(dict(context), separators=(",", ":"), allow_nan=False) if context else "{}",
-        stats_epoch,
-        False,
-    )
-
-
-def record_from_row(row: Any, arms: tuple[ArmOutcomeRecord, ...]) -> RunRecord:
-    """A record from a `traces` row (attribute access by column name) and its arms."""
-    try:
-        context = json.loads(row.context) if row.context else {}
-    except ValueError:
-        context = {}
-    return RunRecord(
-        trace_id=row.trace_id,
-        run_id=row.run_id,
-        session_id=row.session_id,
-        session_key=row.session_key,
-        channel=row.channel,
-        conversation=row.conversation,
-        timestamp=int(row.timestamp),
-        provider=row.provider,
-        model=row.model,
-        is_baseline=bool(row.is_baseline),
-        phase=Phase(row.phase),
-        guard=SkipReason(row.guard) if row.guard else None,
-        usage=Usage(
-            int(row.usage_input),
-            int(row.usage_output),
-            int(row.usage_cache_read),
-            int(row.usage_total),
-            int(row.usage_cache_write),
-        ),
-        duration_ms=int(row.duration_ms),
-        system_prompt_chars=int(row.system_prompt_chars),
-        aborted=bool(row.aborted),
-        error=row.error,
-        context=context,
-        arms=arms,
     )
 
 
@@ -607,15 +506,12 @@ def report_to_json(report: RunReport) -> dict[str, Any]:
 
 
 __all__ = [
-    "TRACE_COLUMNS",
     "ArmOutcomeRecord",
     "RunRecord",
     "arm_from_json",
     "arms_from_json",
     "record_from_json",
     "record_from_report",
-    "record_from_row",
-    "record_row",
     "record_to_json",
     "report_from_json",
     "report_to_json",

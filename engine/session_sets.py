@@ -134,7 +134,7 @@ def first_set(
 def full_prompt(selection: Selection, arm_set: ArmSet) -> Selection:
     """A session's first selection as the session keeps it: a baseline session is the control
     group of the measured cost saving (engine.savings), so it offers every arm, in inventory
-    order, for the whole session (docs/sessions.md: baseline sessions are full-prompt sessions)."""
+    order, for the whole session (SPEC 4a: baseline sessions are full-prompt sessions)."""
     from learning_bot.engine.selection import Selection
 
     if not selection.is_baseline:

@@ -18,9 +18,8 @@ from learning_bot.bot.alerting import AlertScheduler, AlertSender, AlertSettings
 from learning_bot.engine.errors import InvalidConfig
 
 if TYPE_CHECKING:
-    from sqlalchemy import Engine
-
     from learning_bot.app import App
+    from learning_bot.bot.surface import WorkspaceInstallations
 
 
 def alert_settings(env: Mapping[str, str]) -> AlertSettings:
@@ -85,21 +84,23 @@ def _slack_oauth(env: Mapping[str, str]) -> bool:
     )
 
 
-def alert_senders(env: Mapping[str, str], engine: Engine | None = None) -> list[AlertSender]:
+def alert_senders(
+    env: Mapping[str, str], installations: WorkspaceInstallations | None = None
+) -> list[AlertSender]:
     """A sender for each chat surface with a bot token; for Slack installed through OAuth
     (several workspaces), one that posts with each workspace's installation token."""
     senders: list[AlertSender] = []
-    if env.get("SLACK_BOT_TOKEN", "").strip() or (_slack_oauth(env) and engine is not None):
+    if env.get("SLACK_BOT_TOKEN", "").strip() or (_slack_oauth(env) and installations is not None):
         from learning_bot.adapters.slack.alerts import SlackAlertSender
         from learning_bot.adapters.slack.settings import slack_settings_from_env
 
         slack = slack_settings_from_env(env)
         tokens = None
-        if slack.oauth and engine is not None:
+        if slack.oauth and installations is not None:
             from learning_bot.adapters.slack.oauth import installed_bot_tokens
 
             assert slack.client_id is not None
-            tokens = installed_bot_tokens(slack.client_id, engine)
+            tokens = installed_bot_tokens(slack.client_id, installations)
         senders.append(SlackAlertSender(slack.bot_token, slack.api_url, bot_token_for=tokens))
     if env.get("DISCORD_TOKEN", "").strip():
         from learning_bot.adapters.discord.alerts import DiscordAlertSender
@@ -154,7 +155,7 @@ def build(app: App, env: Mapping[str, str]) -> AlertSurface:
     scheduler = AlertScheduler(
         app.alerts,
         app.services,
-        alert_senders(env, app.engine),
+        alert_senders(env, app.installations),
         alert_settings(env),
         dashboard_url=app.settings.dashboard_url,
         clock=app.clock,

@@ -19,6 +19,8 @@ from learning_bot.settings import Settings
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from learning_bot.bot.surface import WorkspaceInstallations
+
 T = TypeVar("T")
 
 
@@ -37,12 +39,22 @@ class App:
     services: LearnerServices
     bus: CommandBus
     engine: Engine | None = None
-    """The SQLAlchemy engine, when there is one (Slack's installation store shares it)."""
+    """The SQLAlchemy engine, when there is one (surfaces get `installations` over it)."""
     alerts: SubscriptionStore | None = None
     """Subscriptions and alert states (None in the read-only App)."""
     clock: WallClock = now_ms
     """The one clock (Unix ms) the services, the bus and the alert scheduler read the date
     and time from."""
+
+    @property
+    def installations(self) -> WorkspaceInstallations | None:
+        """Where a surface keeps the workspaces it was installed in (in the project's
+        database), or None without one."""
+        if self.engine is None:
+            return None
+        from learning_bot.storage.workspace_installations import SqlWorkspaceInstallations
+
+        return SqlWorkspaceInstallations(self.engine)
 
     def service(self, learner: str | None = None, *, create: bool = False) -> LearningService:
         """A learner's service; an unknown learner is NotFound unless `create` (a write)."""

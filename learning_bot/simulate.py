@@ -4,7 +4,7 @@ user can watch posteriors form without an agent.
 Each run is selected, drawn and observed before the next is selected, as an agent's runs are,
 and the inventory is larger than the token budget (as real agents' inventories are), so the
 figures match the study's (bench/learning.py). With `sessions`, the runs are the turns of
-multi-turn conversations (engine.session_simulation) selected with their session keys and
+multi-turn conversations (research.session_simulation) selected with their session keys and
 reporting the usage a model of the provider's prompt cache bills, so status measures the
 prompt-cost saving; the simulator's own figure is reported beside it."""
 
@@ -21,7 +21,7 @@ from learning_bot.engine.errors import Conflict, InvalidInput
 from learning_bot.engine.inventory import ArmSet
 from learning_bot.engine.posterior import now_ms
 from learning_bot.engine.service import RECALL_WINDOW, LearningService
-from learning_bot.engine.session_simulation import (
+from learning_bot.research.session_simulation import (
     EveryArm,
     ServiceTurns,
     SessionRun,
@@ -30,7 +30,7 @@ from learning_bot.engine.session_simulation import (
     run_sessions,
     true_saving,
 )
-from learning_bot.engine.simulation import Workload, make_workload
+from learning_bot.research.simulation import Workload, make_workload
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class SimulationResult:
     """The same, counted by the simulator over this run's sessions."""
     counterfactual_cost_savings_percent: float | None = None
     """The simulator's cost of the selected sessions against the same sessions sent with
-    every component (engine.session_simulation.true_saving)."""
+    every component (research.session_simulation.true_saving)."""
 
     def report_lines(self) -> list[str]:
         """The closing figures, with the simulator's truth next to each estimate."""
@@ -223,7 +223,7 @@ def _simulate_sessions(
     progress: Callable[[int], None] | None,
     clock: SimulatedClock,
 ) -> SimulationResult:
-    """`traces` runs as the turns of sessions (engine.session_simulation), through the service
+    """`traces` runs as the turns of sessions (research.session_simulation), through the service
     with their session keys and the prompt-cache usage the model bills."""
     rng = np.random.default_rng(seed)
     drawn = []

@@ -21,9 +21,10 @@ from learning_bot.engine.arms import parse_arm_id
 from learning_bot.engine.errors import NotFound
 from learning_bot.engine.forgetting import Fold, keep_factor
 from learning_bot.engine.posterior import prior_parameters
-from learning_bot.engine.records import TRACE_COLUMNS, RunRecord, record_row
+from learning_bot.engine.records import RunRecord
 from learning_bot.storage.forgetting import forget_sql
 from learning_bot.storage.pooling import prepares
+from learning_bot.storage.trace_rows import TRACE_COLUMNS, record_row
 
 SHARDS = 16
 """Counter rows per learner and epoch; writers pick one at random to avoid a hot row."""

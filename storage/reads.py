@@ -10,11 +10,12 @@ from sqlalchemy import Connection, Select, func, select, text
 
 from learning_bot.engine.errors import InvalidInput, NotFound
 from learning_bot.engine.ports import RunStats, TimeBucket
-from learning_bot.engine.records import ArmOutcomeRecord, RunRecord, record_from_row
+from learning_bot.engine.records import ArmOutcomeRecord, RunRecord
 from learning_bot.storage import queries
 from learning_bot.storage.database import reading
 from learning_bot.storage.schema import posteriors, trace_arms, traces
 from learning_bot.storage.store_base import StoreBase
+from learning_bot.storage.trace_rows import record_from_row
 
 _CONVERGENCE = """
 SELECT (at / :w) * :w AS t, arm_id, SUM(gained), COUNT(*) FROM (

@@ -22,7 +22,6 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy import Engine
 
 from learning_bot.adapters.slack.blocks import (
     CANCEL_ACTION_ID,
@@ -49,6 +48,7 @@ from learning_bot.bot.commands import (
     parse_command,
 )
 from learning_bot.bot.replies import Reply, ReplyKind, error_reply
+from learning_bot.bot.surface import WorkspaceInstallations
 from learning_bot.engine.errors import InvalidConfig
 
 log = logging.getLogger("learning_bot.slack")
@@ -361,22 +361,24 @@ def create_app(
     settings: SlackSettings,
     bus: CommandBus,
     *,
-    engine: Engine | None = None,
+    installations: WorkspaceInstallations | None = None,
     directory: SlackDirectory | None = None,
 ) -> AsyncApp:
     """The slack-bolt AsyncApp serving `settings.command` and the confirm/cancel buttons.
 
     One workspace: the bot token. Several: with SLACK_CLIENT_ID/SLACK_CLIENT_SECRET set, the
-    OAuth install flow keeps installations in `engine`'s database (the project's).
+    OAuth install flow keeps installations in `installations` (the project's database).
     """
-    return create_app_and_interactions(settings, bus, engine=engine, directory=directory)[0]
+    return create_app_and_interactions(
+        settings, bus, installations=installations, directory=directory
+    )[0]
 
 
 def create_app_and_interactions(
     settings: SlackSettings,
     bus: CommandBus,
     *,
-    engine: Engine | None = None,
+    installations: WorkspaceInstallations | None = None,
     directory: SlackDirectory | None = None,
 ) -> tuple[AsyncApp, SlackInteractions]:
     """`create_app`, plus the SlackInteractions registered on it (to wait for its follow-ups)."""
@@ -385,15 +387,15 @@ def create_app_and_interactions(
     )
     oauth = None
     if settings.oauth:
-        if engine is None:
+        if installations is None:
             raise InvalidConfig(
                 "SLACK_CLIENT_ID",
                 "the multi-workspace install keeps installations in the project's database; "
-                "pass its engine",
+                "pass its installation stores",
             )
         from learning_bot.adapters.slack.oauth import oauth_settings
 
-        oauth = oauth_settings(settings, engine, client)
+        oauth = oauth_settings(settings, installations, client)
     app = AsyncApp(
         name="learning-bot",
         client=client,

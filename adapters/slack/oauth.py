@@ -1,10 +1,6 @@
-"""The optional multi-workspace install: slack_sdk's SQLAlchemy installation and OAuth-state
-stores in the project's database, called from worker threads so that the event loop never
-waits on the database.
-
-slack_sdk's stores keep their own tables (`slack_installations`, `slack_bots`,
-`slack_oauth_states`) outside the project's migrations; `prepare_tables` creates them when
-missing.
+"""The optional multi-workspace install: slack_sdk's installation and OAuth-state stores, kept
+in the project's database by the composition root (`bot.surface.WorkspaceInstallations`),
+called from worker threads so that the event loop never waits on the database.
 """
 
 from __future__ import annotations
@@ -19,16 +15,16 @@ from typing import Any, TypeVar
 
 from slack_bolt.authorization.async_authorize import AsyncInstallationStoreAuthorize
 from slack_bolt.oauth.async_oauth_settings import AsyncOAuthSettings
+from slack_sdk.oauth.installation_store import InstallationStore
 from slack_sdk.oauth.installation_store.async_installation_store import AsyncInstallationStore
 from slack_sdk.oauth.installation_store.models.bot import Bot
 from slack_sdk.oauth.installation_store.models.installation import Installation
-from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallationStore
+from slack_sdk.oauth.state_store import OAuthStateStore
 from slack_sdk.oauth.state_store.async_state_store import AsyncOAuthStateStore
-from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
 from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy import Engine
 
 from learning_bot.adapters.slack.settings import BOT_SCOPES, SlackSettings
+from learning_bot.bot.surface import WorkspaceInstallations
 
 log = logging.getLogger("learning_bot.slack")
 
@@ -41,12 +37,13 @@ T = TypeVar("T")
 
 
 class ThreadedInstallationStore(AsyncInstallationStore):
-    """An AsyncInstallationStore over slack_sdk's SQLAlchemy store, each call in a thread, with
+    """An AsyncInstallationStore over a synchronous one (slack_sdk's SQLAlchemy store), each
+    call in a thread, with
     lookups cached for LOOKUP_CACHE_SECONDS (every request looks its workspace up)."""
 
     def __init__(
         self,
-        store: SQLAlchemyInstallationStore,
+        store: InstallationStore,
         *,
         cache_seconds: float = LOOKUP_CACHE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
@@ -142,9 +139,9 @@ class ThreadedInstallationStore(AsyncInstallationStore):
 
 
 class ThreadedOAuthStateStore(AsyncOAuthStateStore):
-    """An AsyncOAuthStateStore over slack_sdk's SQLAlchemy state store, each call in a thread."""
+    """An AsyncOAuthStateStore over a synchronous one, each call in a thread."""
 
-    def __init__(self, store: SQLAlchemyOAuthStateStore) -> None:
+    def __init__(self, store: OAuthStateStore) -> None:
         self.store = store
 
     @property
@@ -158,25 +155,15 @@ class ThreadedOAuthStateStore(AsyncOAuthStateStore):
         return await asyncio.to_thread(self.store.consume, state)
 
 
-def prepare_tables(
-    installations: SQLAlchemyInstallationStore, states: SQLAlchemyOAuthStateStore
-) -> None:
-    """Create slack_sdk's tables where they are missing (CREATE TABLE IF NOT EXISTS)."""
-    installations.metadata.create_all(installations.engine)
-    states.metadata.create_all(states.engine)
-
-
 def oauth_settings(
-    settings: SlackSettings, engine: Engine, client: AsyncWebClient
+    settings: SlackSettings, installations: WorkspaceInstallations, client: AsyncWebClient
 ) -> AsyncOAuthSettings:
     """The install flow (GET /slack/install, GET /slack/oauth_redirect) with installations and
-    OAuth states kept in `engine`'s database."""
+    OAuth states kept in `installations`."""
     assert settings.client_id is not None
     assert settings.client_secret is not None
-    installations = SQLAlchemyInstallationStore(client_id=settings.client_id, engine=engine)
-    states = SQLAlchemyOAuthStateStore(expiration_seconds=STATE_SECONDS, engine=engine)
-    prepare_tables(installations, states)
-    store = ThreadedInstallationStore(installations)
+    states = installations.oauth_state_store(STATE_SECONDS)
+    store = ThreadedInstallationStore(installations.installation_store(settings.client_id))
     oauth = AsyncOAuthSettings(
         client_id=settings.client_id,
         client_secret=settings.client_secret,
@@ -201,10 +188,12 @@ def oauth_settings(
     return oauth
 
 
-def installed_bot_tokens(client_id: str, engine: Engine) -> Callable[[str], Awaitable[str | None]]:
+def installed_bot_tokens(
+    client_id: str, workspaces: WorkspaceInstallations
+) -> Callable[[str], Awaitable[str | None]]:
     """The bot token of each workspace (team id) the app was installed in through OAuth, read
-    from the installation store in `engine`'s database (the alert senders post with it)."""
-    installations = SQLAlchemyInstallationStore(client_id=client_id, engine=engine)
+    from its installation store (the alert senders post with it)."""
+    installations = workspaces.installation_store(client_id)
 
     async def bot_token(team_id: str) -> str | None:
         def load() -> str | None:

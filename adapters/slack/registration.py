@@ -25,7 +25,7 @@ def wanted(env: Mapping[str, str]) -> bool:
 def build(parts: SurfaceParts, env: Mapping[str, str]) -> Surface:
     from learning_bot.adapters.slack.surface import slack_surface
 
-    return slack_surface(parts.bus, env, installation_engine=parts.engine)
+    return slack_surface(parts.bus, env, installations=parts.installations)
 
 
 def describe(surface: Surface) -> str:

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
-from sqlalchemy import Engine
 from starlette.routing import BaseRoute
 
 from learning_bot.adapters.slack.app import SlackInteractions, create_app_and_interactions
@@ -17,6 +16,7 @@ from learning_bot.adapters.slack.http import slack_routes
 from learning_bot.adapters.slack.settings import SlackSettings, slack_settings_from_env
 from learning_bot.adapters.slack.socket_mode import start_socket_mode
 from learning_bot.bot.bus import CommandBus
+from learning_bot.bot.surface import WorkspaceInstallations
 
 STOP_SECONDS = 10.0
 
@@ -72,12 +72,12 @@ def slack_surface(
     bus: CommandBus,
     env: Mapping[str, str] | None = None,
     *,
-    installation_engine: Engine | None = None,
+    installations: WorkspaceInstallations | None = None,
 ) -> SlackSurface:
     """The Slack surface over a command bus, configured from SLACK_* variables. The
-    multi-workspace install keeps its installations in `installation_engine`'s database."""
+    multi-workspace install keeps its installations in `installations`."""
     settings = slack_settings_from_env(env)
-    bolt, interactions = create_app_and_interactions(settings, bus, engine=installation_engine)
+    bolt, interactions = create_app_and_interactions(settings, bus, installations=installations)
     # In Socket Mode nothing is posted to us, and there may be no signing secret to check.
     routes = slack_routes(bolt, events=not settings.socket_mode)
     return SlackSurface(settings, bolt, interactions, routes)

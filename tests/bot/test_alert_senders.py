@@ -106,13 +106,13 @@ async def test_slack_installed_in_several_workspaces_posts_with_each_ones_token(
     its workspace's installation; a workspace the app left pauses (ChannelGone)."""
     import sqlalchemy as sa
     from slack_sdk.oauth.installation_store.models.installation import Installation
-    from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallationStore
 
     from learning_bot.adapters.slack.oauth import installed_bot_tokens
+    from learning_bot.storage.workspace_installations import SqlWorkspaceInstallations
 
     engine = sa.create_engine(f"sqlite:///{tmp_path}/oauth.sqlite")
-    store = SQLAlchemyInstallationStore(client_id="cid", engine=engine)
-    store.metadata.create_all(engine)
+    workspaces = SqlWorkspaceInstallations(engine)
+    store = workspaces.installation_store("cid")
     for team, token in (("T1", "xoxb-one"), ("T2", "xoxb-two")):
         store.save(
             Installation(
@@ -128,7 +128,7 @@ async def test_slack_installed_in_several_workspaces_posts_with_each_ones_token(
     await fake.start()
     try:
         sender = SlackAlertSender(
-            None, fake.api_url, bot_token_for=installed_bot_tokens("cid", engine)
+            None, fake.api_url, bot_token_for=installed_bot_tokens("cid", workspaces)
         )
         finding = _finding()
         one = await sender.for_scope("T1")

@@ -21,7 +21,7 @@ from learning_bot.bot.replies import Reply
 from learning_bot.engine import LearningConfig, Phase
 from learning_bot.engine.alert_records import Subscription
 from learning_bot.engine.service import LearningService
-from learning_bot.engine.session_simulation import SimulatedClock
+from learning_bot.research.session_simulation import SimulatedClock
 from learning_bot.storage import SqlStore
 from learning_bot.storage.alerts import SqlAlertStore
 from tests.storage.helpers import report

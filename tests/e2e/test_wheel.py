@@ -35,7 +35,7 @@ from tests.e2e.launch import free_port
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = ("engine", "storage", "bot", "adapters")
+LAYERS = ("engine", "storage", "bot", "adapters", "research")
 """The repository's top-level folders, installed inside `learning_bot` (docs/installing.md)."""
 PACKAGES = ("learning_bot", *(f"learning_bot.{layer}" for layer in LAYERS))
 BUILD_INPUTS = ("pyproject.toml", "README.md", "learning_bot", *LAYERS)

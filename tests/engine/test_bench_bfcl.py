@@ -3,26 +3,18 @@ on a small package folder laid out as bfcl-eval lays out its data."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-BFCL = Path(__file__).resolve().parents[2] / "bench" / "bfcl.py"
-
 
 @pytest.fixture(scope="module")
 def bfcl() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_bfcl", BFCL)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("bench.bfcl")
 
 
 def write_lines(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -117,11 +109,7 @@ def test_call_names_and_a_missing_package(bfcl: ModuleType, tmp_path: Path) -> N
 
 
 def test_cost_sessions_mark_each_turns_gold_tools(bfcl: ModuleType, package: Path) -> None:
-    spec = importlib.util.spec_from_file_location("bench_bfcl_cost", BFCL.with_name("bfcl_cost.py"))
-    assert spec is not None and spec.loader is not None
-    cost = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = cost
-    spec.loader.exec_module(cost)
+    cost = importlib.import_module("bench.bfcl_cost")
     workload, position = cost.inventory(package)
     assert [arm.id for arm in workload.arms] == [
         "tool:bfcl:GorillaFileSystem.mv",

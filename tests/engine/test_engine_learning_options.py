@@ -24,7 +24,7 @@ from learning_bot.engine import (
     select_arms,
 )
 from learning_bot.engine.config import DEFAULT_POLICY, POLICIES
-from learning_bot.engine.simulation import (
+from learning_bot.research.simulation import (
     REALISTIC_TIERS,
     make_workload,
     oracle_mask,

@@ -11,7 +11,7 @@ from pathlib import Path
 from learning_bot.engine import LearningConfig, Phase
 from learning_bot.engine.phase_projection import learner_projection
 from learning_bot.engine.service import LearningService
-from learning_bot.engine.session_simulation import SimulatedClock
+from learning_bot.research.session_simulation import SimulatedClock
 from learning_bot.simulate import simulate
 from learning_bot.storage import SqlStore
 

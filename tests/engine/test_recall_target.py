@@ -1,4 +1,4 @@
-"""The recall target (docs/learning.md): the least-cost set whose estimated recall meets the
+"""The recall target (README, "How it learns"): the least-cost set whose estimated recall meets the
 target, the budget a cap; the seed policy keeps its budget packing; the setting is validated,
 read from the environment and stored with the learner."""
 
@@ -201,7 +201,7 @@ def test_the_calibrated_share_keeps_the_targets_share_of_recorded_uses() -> None
 
 
 def test_baseline_sessions_calibrate_the_study_learner() -> None:
-    from learning_bot.engine.context_simulation import Learner, run_study, task_type_workload
+    from learning_bot.research.context_simulation import Learner, run_study, task_type_workload
 
     arms, sessions = task_type_workload(tools=24, types=4, sessions=30, seed=3)
     total = sum(a.token_cost for a in arms)

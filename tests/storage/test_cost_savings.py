@@ -1,11 +1,11 @@
-"""The measured prompt-cost saving (docs/sessions.md, engine.savings) against the simulator's truth:
-simulated sessions through the real LearningService, each run's usage from the prefix-cache
-model (engine.prompt_cache), the saving read back from `service.summary()`.
+"""The measured prompt-cost saving (README, "Sessions and cost"; engine.savings) against the
+simulator's truth: simulated sessions through the real LearningService, each run's usage from the
+prefix-cache model (engine.prompt_cache), the saving read back from `service.summary()`.
 
 Two truths. The simulator's group saving: its own prompt cost per run of the selected sessions
 against that of the baseline (full-prompt) sessions, the quantity status estimates from the
 stored usage, so the two agree within 3 points (they differ only where a session's usage is
-split or windowed). The counterfactual saving (`engine.session_simulation.true_saving`): the
+split or windowed). The counterfactual saving (`research.session_simulation.true_saving`): the
 selected sessions against the same sessions sent with every tool; the measured figure
 compares with other sessions (the baseline ones), so it differs by sampling error, and its
 95% interval covers it."""
@@ -17,7 +17,7 @@ import pytest
 
 from learning_bot.engine import LearningConfig, Phase
 from learning_bot.engine.service import LearningService
-from learning_bot.engine.session_simulation import (
+from learning_bot.research.session_simulation import (
     EveryArm,
     ServiceTurns,
     SessionRun,
@@ -27,7 +27,7 @@ from learning_bot.engine.session_simulation import (
     run_sessions,
     true_saving,
 )
-from learning_bot.engine.simulation import make_tool_workload
+from learning_bot.research.simulation import make_tool_workload
 from learning_bot.storage import SqlStore
 
 SHAPE = SessionShape(mean_turns=5.0, history_tokens=500, long_gap_rate=0.0)

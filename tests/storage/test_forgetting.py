@@ -12,7 +12,7 @@ from learning_bot.engine import LearningConfig, Phase
 from learning_bot.engine.forgetting import fold, forget, keep_factor
 from learning_bot.engine.inventory import ArmSet
 from learning_bot.engine.service import LearningService
-from learning_bot.engine.simulation import make_workload, run_policy
+from learning_bot.research.simulation import make_workload, run_policy
 from learning_bot.storage import SqlStore
 from learning_bot.storage.schema import posteriors
 

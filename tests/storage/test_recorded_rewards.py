@@ -11,7 +11,7 @@ from sqlalchemy import update
 from learning_bot.engine import LearningConfig, Phase
 from learning_bot.engine.inventory import ArmSet
 from learning_bot.engine.service import LearningService
-from learning_bot.engine.simulation import make_workload
+from learning_bot.research.simulation import make_workload
 from learning_bot.storage import SqlStore
 from learning_bot.storage.schema import posteriors
 

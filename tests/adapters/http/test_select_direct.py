@@ -26,7 +26,7 @@ from learning_bot.engine.inventory import ArmSet
 from learning_bot.engine.records import report_from_json, report_to_json
 from learning_bot.engine.selection import Selection
 from learning_bot.engine.service import LearningService
-from learning_bot.engine.simulation import make_workload
+from learning_bot.research.simulation import make_workload
 from learning_bot.storage import SqlStore
 from learning_bot.storage.command_log import SqlCommandLog
 

@@ -307,8 +307,7 @@ async def make_driver(core: App, fake_slack: FakeSlack) -> AsyncIterator[DriverF
 
     async def make(**changes: Any) -> SlackDriver:
         settings = slack_settings(fake_slack, **changes)
-        engine = core.engine
-        app = create_app(settings, core.bus, engine=engine)
+        app = create_app(settings, core.bus, installations=core.installations)
         http = await stack.enter_async_context(
             httpx.AsyncClient(
                 transport=httpx.ASGITransport(app=create_asgi_app(app)),

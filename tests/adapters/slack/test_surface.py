@@ -31,7 +31,7 @@ async def test_http_mode_under_uvicorn(core: App, fake_slack: FakeSlack) -> None
     seed(core)
     env = {"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_SIGNING_SECRET": SECRET}
     env["SLACK_API_URL"] = fake_slack.api_url
-    service = slack_surface(core.bus, env, installation_engine=core.engine)
+    service = slack_surface(core.bus, env, installations=core.installations)
     assert [r.path for r in service.routes if isinstance(r, Route)] == ["/slack/events"]
     running = asyncio.create_task(service.run())  # HTTP mode: lasts until stop()
     server = uvicorn.Server(
@@ -66,7 +66,7 @@ async def test_socket_mode_service(core: App, fake_slack: FakeSlack) -> None:
     seed(core)
     env = {"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_APP_TOKEN": "xapp-1-test"}
     env["SLACK_API_URL"] = fake_slack.api_url
-    service = slack_surface(core.bus, env, installation_engine=core.engine)
+    service = slack_surface(core.bus, env, installations=core.installations)
     assert service.routes == []  # nothing is posted to us, and there is no secret to check
     running = asyncio.create_task(service.run())
     try:

@@ -427,7 +427,7 @@ def run_policy(
 ) -> PolicyRun:
     """One learner through a run drawn by `Workload.draw_run`, without storage.
 
-    Each trace: `select_arms` on the arrays, then the SPEC section 5 update in place (included
+    Each trace: `select_arms` on the arrays, then the reward update in place (included
     and used: alpha += 1; included and unused: beta += 1; pulls += 1; conversational turns:
     nothing). With `half_life` (observations of an arm; None or 0: never), each observed arm
     first forgets with the service's arithmetic (engine.forgetting: alpha * keep +
@@ -478,7 +478,7 @@ def observe_arrays(
     target_alpha: FloatArray,
     target_beta: FloatArray,
 ) -> None:
-    """The SPEC section 5 update of one working run, in place: included and used arms
+    """The reward update of one working run, in place: included and used arms
     alpha += 1, included and unused beta += 1, pulls += 1; with keep < 1 each included arm
     first forgets toward its target (`prior * (1 - keep)`, engine.forgetting's arithmetic)."""
     hit = used & mask

@@ -1,4 +1,4 @@
-"""Multi-turn sessions priced through a provider's prompt cache (SPEC 4a).
+"""Multi-turn sessions priced through a provider's prompt cache (README, "Sessions and cost").
 
 A session is a conversation of several turns; each turn sends one prompt: the tool definitions
 in the order chosen, the system prompt, the conversation so far and the new message
@@ -8,7 +8,7 @@ policy that changes the tool set between turns pays for the cache misses it caus
 
 Policies (`TurnPolicy`) choose each turn's tools and learn from what the turn used:
 `EveryArm` (the full prompt), `OracleArms` (the knapsack of the true usage probabilities,
-engine.simulation.oracle_mask), `ThompsonArms` (select_arms on posterior arrays, a new draw and
+research.simulation.oracle_mask), `ThompsonArms` (select_arms on posterior arrays, a new draw and
 baseline coin on every request) and `SessionStable` around any of them (the first turn's set
 and order kept for the session, the baseline coin tossed once per session; an arm a turn
 needed but lacked joins the tools at their end for the next turn, is loaded into the
@@ -34,7 +34,7 @@ from learning_bot.engine.inventory import ArmSet, BoolArray, FloatArray, IntArra
 from learning_bot.engine.observation import ToolCall, Usage
 from learning_bot.engine.prompt_cache import Block, PromptCache
 from learning_bot.engine.selection import select_arms
-from learning_bot.engine.simulation import Workload, observe_arrays, oracle_mask
+from learning_bot.research.simulation import Workload, observe_arrays, oracle_mask
 
 if TYPE_CHECKING:
     from learning_bot.engine.selection import Selection
@@ -253,8 +253,8 @@ the new definition is written); "never" leaves it out for the rest of the sessio
 class SessionStable:
     """A policy asked once per session: its first choice, in its order, for every turn of the
     session (so the baseline coin is tossed once per session); an arm a turn needed but lacked
-    is handled as `missing` says (SPEC 4a: appended). Every turn is observed by the inner
-    policy."""
+    is handled as `missing` says (the service appends it to the tools). Every turn is observed
+    by the inner policy."""
 
     def __init__(self, inner: TurnPolicy, missing: Missing = "append") -> None:
         if missing not in ("append", "load", "never"):
@@ -305,12 +305,13 @@ class SimulatedClock:
 
 class ServiceTurns:
     """A TurnPolicy backed by a LearningService: each turn is `service.select`, naming the
-    session when `per_session` (SPEC 4a), and `service.observe` of the turn's run report with
-    its prompt-cache usage and the session key. The simulated model asks for a used tool the
-    prompt lacked (a tool call of its name), so the service can grow the session's set; with
-    `load`, the runtime also loads such a tool into the conversation after the turn's reply, as
-    a runtime with tool search does. Tools a select lists as `added` are sent the same way, as
-    a mid-conversation addition. `clock` (the service's wall clock) follows the turns."""
+    session when `per_session` (the service keeps a session's set), and `service.observe` of
+    the turn's run report with its prompt-cache usage and the session key. The simulated model
+    asks for a used tool the prompt lacked (a tool call of its name), so the service can grow
+    the session's set; with `load`, the runtime also loads such a tool into the conversation
+    after the turn's reply, as a runtime with tool search does. Tools a select lists as `added`
+    are sent the same way, as a mid-conversation addition. `clock` (the service's wall clock)
+    follows the turns."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""The context study (engine.context_simulation) learns only what a runtime can report, runs
+"""The context study (research.context_simulation) learns only what a runtime can report, runs
 its learners under the product's defaults, and prices tool search where the runtime pays it."""
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ import pytest
 from learning_bot.engine import Arm, LearningConfig, Phase
 from learning_bot.engine.config import DEFAULT_POLICY
 from learning_bot.engine.context import feature_hash
-from learning_bot.engine.context_simulation import (
+from learning_bot.engine.prompt_cache import Block
+from learning_bot.research.context_simulation import (
     SEARCH_TOOL_TOKENS,
     ContextSession,
     ContextTurn,
     Learner,
     run_study,
 )
-from learning_bot.engine.prompt_cache import Block
-from learning_bot.engine.session_simulation import SessionShape
+from learning_bot.research.session_simulation import SessionShape
 
 SMALL = [
     Arm("tool:t:weather", 100, description="weather forecast rain"),

@@ -16,7 +16,7 @@ from learning_bot.engine import (
     rewards_for_run,
     select_arms,
 )
-from learning_bot.engine.simulation import make_workload
+from learning_bot.research.simulation import make_workload
 
 
 def test_same_seed_same_workload() -> None:

@@ -1,5 +1,5 @@
-"""Context-rich sessions priced through the prompt cache (SPEC section 4a, "Context"): the study
-of request-aware selection and deferred tools.
+"""Context-rich sessions priced through the prompt cache (README, "Request context, deferred
+tools and the exploration bound"): the study of request-aware selection and deferred tools.
 
 A `ContextSession` is a conversation whose turns carry the user's message and the tools the
 turn needs. Policies choose the session's tools:
@@ -68,7 +68,7 @@ from learning_bot.engine.observation import ReportedArm, RunReport, ToolCall
 from learning_bot.engine.prompt_cache import Block, PromptCache
 from learning_bot.engine.recall_target import RecallCalibration, inclusion_levels, ranked
 from learning_bot.engine.selection import Draw, forced_arms, select_arms, target_means
-from learning_bot.engine.session_simulation import SessionShape
+from learning_bot.research.session_simulation import SessionShape
 
 if TYPE_CHECKING:
     from learning_bot.engine.service import LearningService

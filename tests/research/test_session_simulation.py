@@ -13,7 +13,7 @@ from learning_bot.engine.config import LearningConfig, Phase
 from learning_bot.engine.cost import ANTHROPIC
 from learning_bot.engine.errors import InvalidInput
 from learning_bot.engine.observation import Usage
-from learning_bot.engine.session_simulation import (
+from learning_bot.research.session_simulation import (
     EveryArm,
     OracleArms,
     Session,
@@ -23,7 +23,7 @@ from learning_bot.engine.session_simulation import (
     draw_sessions,
     run_sessions,
 )
-from learning_bot.engine.simulation import Workload, make_tool_workload
+from learning_bot.research.simulation import Workload, make_tool_workload
 
 
 def test_sessions_are_seeded_and_shaped() -> None:
