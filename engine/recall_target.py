@@ -3,22 +3,24 @@ recall meets the target, instead of the set that fills a token budget.
 
 The estimator. p_i is an arm's posterior mean usefulness for this request (under the
 request's context when the context policy draws, else the learner-wide posterior, the pooled
-one when the policy pools). The arms are ranked by p_i per token of cost (after the forced
-ones: seeds, under-explored arms, arms owed a try); a set that stops at mass share tau,
+one when the policy pools). The p_i rank well but are not calibrated probabilities (the
+context-aware posterior sums evidence over a request's features, which dilutes it over common
+words), so the stopping point is calibrated on what a runtime reports of baseline sessions,
+which offer every arm. An arm's level is the means' total over its mean per token,
+sum(p) x c_i / p_i (`arm_levels`): the arms by mean per token within a request, on one scale
+across requests. A set holds the forced arms (seeds, under-explored arms, arms owed a try) and
+every arm whose level is below a threshold t; for each arm a baseline session used, its level
+at the session's opening is recorded, and the smallest t above the ceil((n + 1) x target)-th
+smallest of the n latest levels keeps the target's share of the arms used (a split-conformal
+bound, for sessions like the recorded ones). Until enough levels are recorded for a target
+(n >= 1 / (1 - target) - 1), the set stops where its share of the means reaches the target
+(`pack_to_target`), the uncalibrated estimate.
 
-    share(S) = sum of p_i over S / sum of p_i over every arm,
-
-is the cheapest way to that share. The p_i rank well but are not calibrated probabilities
-(the context-aware posterior sums evidence over a request's features, which dilutes it over
-common words), so tau = target kept far more on BFCL and a little less on the task-type
-workloads than the target asked (BENCHMARKS.md). The share at which to stop is therefore
-calibrated on what a runtime reports of baseline sessions, which offer every arm: for each
-arm a baseline session used, its level is the share of the set ranked before it at the
-session's opening. A set stopping at tau keeps every used arm whose level is below tau, so
-the smallest tau above the ceil((n + 1) x target)-th smallest of n recorded levels keeps the
-target's share of the arms used (a split-conformal bound, for sessions like the recorded ones).
-Until enough levels are recorded for a target (n >= 1 / (1 - target) - 1), the share is the
-target itself, the uncalibrated estimate.
+Where the provider has tool search, a used arm is recorded at the threshold above which it is
+offered, kept or found by the search replayed on the baseline turn's request
+(`search_levels`): the estimate counts a deferred arm at the search's hit rate. Of the
+thresholds that meet the target, the set takes the one of least estimated cost, kept tokens
+and searches priced (`SearchPricing`, `RecallCalibration.priced_threshold`).
 """
 
 from __future__ import annotations
