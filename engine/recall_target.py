@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.cost import TokenPrices
-from engine.inventory import BoolArray, FloatArray, IntArray
+from learning_bot.engine.cost import TokenPrices
+from learning_bot.engine.inventory import BoolArray, FloatArray, IntArray
 
 SLACK = 1e-12
 """Rounding allowed when the estimate is compared with the target."""

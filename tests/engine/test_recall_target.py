@@ -9,14 +9,14 @@ import math
 import numpy as np
 import pytest
 
-from engine import Arm, LearningConfig, Phase
-from engine.config import DEFAULT_POLICY
-from engine.context import RequestContext
-from engine.context_policy import ContextEvidence, ContextSettings, context_scores
-from engine.draws import draw_scores
-from engine.errors import InvalidConfig
-from engine.inventory import ArmSet, PosteriorArrays
-from engine.recall_target import (
+from learning_bot.engine import Arm, LearningConfig, Phase
+from learning_bot.engine.config import DEFAULT_POLICY
+from learning_bot.engine.context import RequestContext
+from learning_bot.engine.context_policy import ContextEvidence, ContextSettings, context_scores
+from learning_bot.engine.draws import draw_scores
+from learning_bot.engine.errors import InvalidConfig
+from learning_bot.engine.inventory import ArmSet, PosteriorArrays
+from learning_bot.engine.recall_target import (
     EVERY_ARM,
     RecallCalibration,
     SearchPricing,
@@ -26,7 +26,7 @@ from engine.recall_target import (
     ranked,
     search_levels,
 )
-from engine.selection import select_arms
+from learning_bot.engine.selection import select_arms
 
 ARMS = [Arm(f"tool:t:tool{i}", cost) for i, cost in enumerate((100, 200, 300, 400, 500, 600))]
 # learnt usage rates: tool0 and tool3 are used most
@@ -252,7 +252,7 @@ def test_the_priced_threshold_keeps_an_arm_whose_searches_cost_more_than_it() ->
 
 
 def test_baseline_sessions_calibrate_the_study_learner() -> None:
-    from engine.context_simulation import Learner, run_study, task_type_workload
+    from learning_bot.engine.context_simulation import Learner, run_study, task_type_workload
 
     arms, sessions = task_type_workload(tools=24, types=4, sessions=30, seed=3)
     total = sum(a.token_cost for a in arms)
@@ -266,7 +266,7 @@ def test_baseline_sessions_calibrate_the_study_learner() -> None:
 
 
 def test_with_deferral_the_study_learner_counts_what_the_search_would_find() -> None:
-    from engine.context_simulation import Learner, run_study, task_type_workload
+    from learning_bot.engine.context_simulation import Learner, run_study, task_type_workload
 
     arms, sessions = task_type_workload(tools=24, types=4, sessions=40, seed=3)
     total = sum(a.token_cost for a in arms)
