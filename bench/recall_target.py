@@ -1,8 +1,11 @@
-"""Is the recall target calibrated, and what does it cost against a fixed budget? The
-context-aware policy, session-stable, under the product's defaults (minPulls 5, baseline
-sessions 10%), given `recallTarget` 0.90, 0.95, 0.97 and 0.99 (token budget: the whole
-inventory, so no cap), on BFCL multi-turn (800 sessions, real messages and gold calls) and on
-task-type workloads (research.context_simulation).
+"""Is the recall target calibrated, and what does it cost against a fixed budget, the oracle
+and provider tool search at its best? The context-aware policy, session-stable, under the
+product's defaults (minPulls 5, baseline sessions 10%), given `recallTarget` 0.90, 0.95, 0.97
+and 0.99 (token budget: the whole inventory, so no cap), without and with deferral (the tools
+left out deferred behind the provider's tool search, the target counting a used tool the search
+would find, engine.recall_target.search_levels), on BFCL multi-turn (800 sessions, real
+messages and gold calls) and on task-type workloads (research.context_simulation). Every row
+gives searches and round trips per session beside its cost.
 
 The learner runs through the sessions in time order (BFCL: one seeded order) and keeps learning
 throughout, as the product does; figures are measured on the sessions after the first
@@ -51,6 +54,10 @@ class Measured:
     sessions: int
     spread: float
     """Standard deviation of the per-session recall of sessions that used a tool."""
+    searches: float
+    """Tool searches per measured session (each an extra round trip)."""
+    round_trips: float
+    """Requests per measured session: one per turn, one more per search."""
 
 
 def measure(run: StudyRun, full: StudyRun, start: int) -> Measured:
@@ -67,6 +74,8 @@ def measure(run: StudyRun, full: StudyRun, start: int) -> Measured:
         float(run.tool_tokens[mask].sum() / run.turns[mask].sum()),
         int(mask.sum()),
         float(per.std()) if len(per) else 0.0,
+        float(run.searches[mask].mean()),
+        float(run.round_trips[mask].mean()),
     )
 
 
@@ -111,45 +120,47 @@ def study(
         sweep.append(
             (share, measure(run_study(arms, sessions, "context", config, seed=seed), full, start))
         )
+    ideal = measure(run_study(arms, sessions, "search at best", whole, seed=seed), full, start)
     rows = []
-    for target in targets:
-        config = whole.merged({"recall_target": target})
-        got = measure(run_study(arms, sessions, "context", config, seed=seed), full, start)
-        reach = same_recall(sweep, got.recall)
-        rows.append(
-            (
-                name,
-                f"{target:.2f}",
-                "5",
-                "10%",
-                f"{got.recall:.3f}",
-                f"{got.recall - target:+.3f}",
-                f"{got.spread:.2f}",
-                f"{got.cost:.3f}",
-                f"{got.tokens:,.0f}",
-                "-" if reach is None else f"{reach[0]:.0%}: {reach[1]:.3f}",
-                f"{oracle.cost:.3f}",
-                str(got.sessions),
+    for policy, label in (("context", "context"), ("context+deferral", "with deferral")):
+        for target in targets:
+            config = whole.merged({"recall_target": target})
+            got = measure(run_study(arms, sessions, policy, config, seed=seed), full, start)
+            reach = same_recall(sweep, got.recall)
+            rows.append(
+                (
+                    *row(name, f"{label}, target {target:.2f}", got, oracle),
+                    "-" if reach is None else f"{reach[0]:.0%}: {reach[1]:.3f}",
+                )
             )
-        )
     for share, m in sweep:
-        rows.append(
-            (
-                name,
-                f"budget {share:.0%}",
-                "5",
-                "10%",
-                f"{m.recall:.3f}",
-                "",
-                f"{m.spread:.2f}",
-                f"{m.cost:.3f}",
-                f"{m.tokens:,.0f}",
-                "",
-                f"{oracle.cost:.3f}",
-                str(m.sessions),
-            )
-        )
+        rows.append((*row(name, f"context, budget {share:.0%}", m, oracle), ""))
+    rows.append((*row(name, "search at best", ideal, oracle, learning=False), ""))
+    rows.append((*row(name, "oracle", oracle, oracle, learning=False), ""))
     return rows
+
+
+def row(
+    name: str, what: str, m: Measured, oracle: Measured, *, learning: bool = True
+) -> tuple[str, ...]:
+    """A table row: the workload, the policy and its target or budget, minPulls and baseline
+    rate (the product's defaults for a learning row), then the measured figures."""
+    target = what.rsplit("target ", 1)[-1] if "target " in what else ""
+    gap = f"{m.recall - float(target):+.3f}" if target else ""
+    return (
+        name,
+        what,
+        "5" if learning else "-",
+        "10%" if learning else "-",
+        f"{m.recall:.3f}",
+        gap,
+        f"{m.spread:.2f}",
+        f"{m.cost:.3f}",
+        f"{m.cost / oracle.cost:.2f}x",
+        f"{m.tokens:,.0f}",
+        f"{m.searches:.2f}",
+        f"{m.round_trips:.2f}",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -180,10 +191,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ):
         arms, sessions = task_type_workload(seed=args.seed, **options)
         rows += study(name, arms, sessions, args.seed, args.train, args.targets, shares)
-    header = ("workload", "target / budget", "minPulls", "baseline", "recall", "vs target",
-              "sd/session", "cost vs every tool", "tool tokens/turn",
-              "budget reaching that recall: cost", "oracle cost",
-              "sessions measured")  # fmt: skip
+    header = ("workload", "policy, target / budget", "minPulls", "baseline", "recall",
+              "vs target", "sd/session", "cost vs every tool", "vs oracle", "tool tokens/turn",
+              "searches/session", "round trips/session",
+              "budget reaching that recall: cost")  # fmt: skip
     print_table(header, rows)
     print(f"(seed {args.seed}, measured after the first {args.train:.0%} of the sessions; "
           f"{time.perf_counter() - began:.0f} s)")  # fmt: skip

@@ -3,38 +3,43 @@ recall meets the target, instead of the set that fills a token budget.
 
 The estimator. p_i is an arm's posterior mean usefulness for this request (under the
 request's context when the context policy draws, else the learner-wide posterior, the pooled
-one when the policy pools). The arms are ranked by p_i per token of cost (after the forced
-ones: seeds, under-explored arms, arms owed a try); a set that stops at mass share tau,
+one when the policy pools). The p_i rank well but are not calibrated probabilities (the
+context-aware posterior sums evidence over a request's features, which dilutes it over common
+words), so the stopping point is calibrated on what a runtime reports of baseline sessions,
+which offer every arm. An arm's level is the means' total over its mean per token,
+sum(p) x c_i / p_i (`arm_levels`): the arms by mean per token within a request, on one scale
+across requests. A set holds the forced arms (seeds, under-explored arms, arms owed a try) and
+every arm whose level is below a threshold t; for each arm a baseline session used, its level
+at the session's opening is recorded, and the smallest t above the ceil((n + 1) x target)-th
+smallest of the n latest levels keeps the target's share of the arms used (a split-conformal
+bound, for sessions like the recorded ones). Until enough levels are recorded for a target
+(n >= 1 / (1 - target) - 1), the set stops where its share of the means reaches the target
+(`pack_to_target`), the uncalibrated estimate.
 
-    share(S) = sum of p_i over S / sum of p_i over every arm,
-
-is the cheapest way to that share. The p_i rank well but are not calibrated probabilities
-(the context-aware posterior sums evidence over a request's features, which dilutes it over
-common words), so tau = target kept far more on BFCL and a little less on the task-type
-workloads than the target asked (BENCHMARKS.md). The share at which to stop is therefore
-calibrated on what a runtime reports of baseline sessions, which offer every arm: for each
-arm a baseline session used, its level is the share of the set ranked before it at the
-session's opening. A set stopping at tau keeps every used arm whose level is below tau, so
-the smallest tau above the ceil((n + 1) x target)-th smallest of n recorded levels keeps the
-target's share of the arms used (a split-conformal bound, for sessions like the recorded ones).
-Until enough levels are recorded for a target (n >= 1 / (1 - target) - 1), the share is the
-target itself, the uncalibrated estimate.
+Where the provider has tool search, a used arm is recorded at the threshold above which it is
+offered, kept or found by the search replayed on the baseline turn's request
+(`search_levels`): the estimate counts a deferred arm at the search's hit rate. Of the
+thresholds that meet the target, the set takes the one of least estimated cost, kept tokens
+and searches priced (`SearchPricing`, `RecallCalibration.priced_threshold`).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from learning_bot.engine.cost import TokenPrices
 from learning_bot.engine.inventory import BoolArray, FloatArray, IntArray
 
 SLACK = 1e-12
 """Rounding allowed when the estimate is compared with the target."""
-EVERY_ARM = 2.0
-"""A share no set reaches: stop never (every arm of positive mean the budget allows)."""
+EVERY_ARM = math.inf
+"""A threshold no level reaches: stop never (every arm of positive mean the budget allows)."""
 CALIBRATION_LEVELS = 200
 """Levels of used arms a calibration keeps: the latest, since the ranking they measure improves
 as the learner learns (older levels make the sets too large). 200 is about the uses of 35
@@ -91,55 +96,199 @@ def pack_to_target(
     return mask, used, kept / total
 
 
+def arm_levels(means: FloatArray, rank: FloatArray, forced: BoolArray) -> FloatArray:
+    """Each arm's level: the means' total over the arm's mean per token (`rank`), the inverse of
+    its share of the means per token of cost; 0 for a forced arm, math.inf for an arm of mean
+    0. A set below threshold t holds the forced arms and every arm of level below t: the same
+    order as `ranked` within a request, one scale across requests (a request whose means are
+    spread over many arms keeps fewer of them than one whose means are concentrated)."""
+    total = float(means.sum())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where((rank > 0.0) & (means > 0.0), total / rank, math.inf)
+    out[forced] = 0.0
+    return out
+
+
 def inclusion_levels(
     means: FloatArray, rank: FloatArray, forced: BoolArray, used: Sequence[int]
 ) -> list[float]:
-    """For each arm in `used`: the share of `means` held by the arms `pack_to_target` takes
-    before it (0 for a forced arm; never, math.inf, for an arm of mean 0). A set that stops at
-    share tau (no budget cap) holds exactly the used arms whose level is below tau."""
-    total = float(means.sum())
-    if total <= 0.0:
+    """For each arm in `used`: its level (`arm_levels`). A set that stops below threshold t
+    (no budget cap, `pack_below`) holds exactly the used arms whose level is below t."""
+    if float(means.sum()) <= 0.0:
         return [0.0 if forced[i] else math.inf for i in used]
-    rest = np.flatnonzero(~forced & (means > 0.0))
+    levels = arm_levels(means, rank, forced)
+    return [float(levels[i]) for i in used]
+
+
+def search_levels(
+    levels: FloatArray, scores: FloatArray, used: Sequence[int], top: int
+) -> list[float]:
+    """For each arm in `used`, with tool search over the deferred arms: the threshold above
+    which it is offered, in the prompt or found. `levels` are every arm's (`arm_levels`),
+    `scores` the search's score of every arm for the turn's request (BM25 over the message,
+    as the providers document it), `top` the tools a search returns. Below threshold t the
+    arms of level >= t are deferred; the search returns the `top` best-scoring deferred arms
+    with a score above 0 (ties in inventory order), so a deferred used arm is found when
+    fewer than `top` deferred arms rank before it: for t above the `top`-th highest level of
+    the arms that outrank it. The arm is offered for t above the lower of that and its own
+    level (kept), a threshold that only grows with the deferred set: the estimate counts a
+    deferred arm the search would find at the search's hit rate on the recorded requests."""
+    n = len(levels)
+    position = np.arange(n)
+    out = []
+    for i in used:
+        own = float(levels[i])
+        if scores[i] <= 0.0:
+            out.append(own)
+            continue
+        ahead = (scores > scores[i]) | ((scores == scores[i]) & (position < i))
+        rivals = np.sort(levels[ahead])[::-1]
+        found_above = float(rivals[top - 1]) if len(rivals) >= top else 0.0
+        out.append(min(own, found_above))
+    return out
+
+
+def pack_below(
+    means: FloatArray,
+    rank: FloatArray,
+    costs: IntArray,
+    forced: BoolArray,
+    threshold: float,
+    budget: int,
+) -> tuple[BoolArray, int]:
+    """(the chosen arms, their tokens): the forced arms, then the others by `rank` (highest
+    first, ties in inventory order) while their level (`arm_levels`) is below `threshold`,
+    each that fits under `budget` with the arms chosen before it."""
+    mask = forced.copy()
+    used = int(costs[mask].sum())
+    levels = arm_levels(means, rank, forced)
+    rest = np.flatnonzero(~forced & (levels < threshold))
     order = rest[np.argsort(-rank[rest], kind="stable")]
-    before = np.full(len(means), math.inf)
-    start = float(means[forced].sum())
-    cumulative = start + np.concatenate(([0.0], np.cumsum(means[order])[:-1]))
-    before[order] = cumulative / total
-    before[forced] = 0.0
-    return [float(before[i]) for i in used]
+    for i, cost in zip(order.tolist(), costs[order].tolist(), strict=True):
+        if used + cost > budget:
+            continue
+        mask[i] = True
+        used += cost
+    return mask, used
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPricing:
+    """What deferring costs, in uncached input tokens, where the provider has tool search: a
+    token of tool definition kept in the prompt costs `keep` over a session (written to the
+    cache once, read on each later turn), a search `search` (its round trip re-reading the
+    prompt from the cache, the call at the output price, the result and the definitions it
+    loads appended to the conversation)."""
+
+    keep: float
+    search: float
+
+    @classmethod
+    def of(
+        cls,
+        prices: TokenPrices,
+        turns: float,
+        prompt_tokens: float,
+        appended_tokens: float,
+        call_tokens: float,
+    ) -> SearchPricing:
+        """The prices for sessions of `turns` turns whose prompt reads `prompt_tokens`, a search
+        appending `appended_tokens` and writing a call of `call_tokens` output tokens."""
+        keep = prices.cache_write + prices.cache_read * max(0.0, turns - 1.0)
+        search = (
+            prices.cache_read * prompt_tokens
+            + prices.cache_write * appended_tokens
+            + prices.cache_read * appended_tokens * max(0.0, turns - 1.0) / 2.0
+            + prices.output * call_tokens
+        )
+        return cls(keep, search)
 
 
 class RecallCalibration:
-    """The levels (`inclusion_levels`) of the arms baseline sessions used, the latest
-    `keep`, and the share to stop at for a recall target."""
+    """The levels (`inclusion_levels`, or `search_levels` where the provider has tool search)
+    of the arms baseline sessions used, the latest `keep`, and the threshold for a recall
+    target."""
 
-    def __init__(self, keep: int = CALIBRATION_LEVELS) -> None:
+    def __init__(
+        self, keep: int = CALIBRATION_LEVELS, pricing: SearchPricing | None = None
+    ) -> None:
         self._levels: deque[float] = deque(maxlen=keep)
+        self._own: deque[float] = deque(maxlen=keep)
+        self._sessions: deque[str] = deque(maxlen=keep)
         self._sorted: list[float] | None = []
+        self._own_sorted: list[float] | None = []
+        self.pricing = pricing
+        """Where the provider has tool search: what deferring costs (`priced_threshold`)."""
 
     def __len__(self) -> int:
         return len(self._levels)
 
-    def record(self, levels: Iterable[float]) -> None:
-        self._levels.extend(levels)
-        self._sorted = None
+    def levels(self) -> list[float]:
+        """The recorded levels, oldest first (what a learner stores to keep its calibration)."""
+        return list(self._levels)
 
-    def share(self, target: float) -> float:
-        """The share at which a set keeps `target` of the arms used, by the recorded levels
-        (split conformal: above the ceil((n + 1) x target)-th smallest level; EVERY_ARM when
-        that level is one no set reaches); `target` itself while too few levels are recorded
-        for it."""
+    def own_levels(self) -> list[float]:
+        """The recorded uses' own levels (`inclusion_levels`), oldest first: `levels` without
+        the search's finds."""
+        return list(self._own)
+
+    def record(
+        self, levels: Iterable[float], own: Iterable[float] | None = None, session: str = ""
+    ) -> None:
+        """The levels of the arms one baseline session (or one of its turns) used, and with tool
+        search their own levels (`inclusion_levels`) beside the levels at which they are
+        offered kept or found (`search_levels`); `session` names the session (searches are
+        priced per session recorded)."""
+        mine = list(levels)
+        self._levels.extend(mine)
+        self._own.extend(mine if own is None else own)
+        self._sessions.extend([session] * len(mine))
+        self._sorted = None
+        self._own_sorted = None
+
+    def priced_threshold(self, target: float, levels: FloatArray, costs: IntArray) -> float | None:
+        """With tool search (`pricing` set): of the thresholds whose calibrated recall meets
+        `target` (`threshold`), the one of least estimated cost for this request's arms
+        (`levels`, `costs`): the tokens kept at `pricing.keep`, plus the searches at
+        `pricing.search`, one per recorded use of an arm left out (own level at or above the
+        threshold) per recorded session. Without pricing, `threshold`."""
+        least = self.threshold(target)
+        if least is None or self.pricing is None or not self._own:
+            return least
+        if self._own_sorted is None:
+            self._own_sorted = sorted(self._own)
+        own = self._own_sorted
+        uses = len(own) / max(1, len(set(self._sessions)))
+        finite = np.isfinite(levels) & (levels >= least)
+        order = np.flatnonzero(finite)
+        order = order[np.argsort(levels[order], kind="stable")]
+        best, best_cost = least, math.inf
+        kept = float(costs[levels < least].sum())
+        candidates = [least, *(float(levels[i]) * (1.0 + 1e-9) + 1e-12 for i in order)]
+        extra = [0.0, *(float(c) for c in costs[order])]
+        for t, add in zip(candidates, extra, strict=True):
+            kept += add
+            deferred = (len(own) - bisect.bisect_left(own, t)) / len(own)
+            cost = self.pricing.keep * kept + self.pricing.search * uses * deferred
+            if cost < best_cost - 1e-9:
+                best, best_cost = t, cost
+        return best
+
+    def threshold(self, target: float) -> float | None:
+        """The threshold below which a set keeps `target` of the arms used, by the recorded
+        levels (split conformal: above the ceil((n + 1) x target)-th smallest level;
+        EVERY_ARM when that level is one no set reaches); None while too few levels are
+        recorded for it (the caller falls back to the uncalibrated estimate)."""
         n = len(self._levels)
         k = math.ceil((n + 1) * target - 1e-9)
         if n == 0 or k > n:
-            return target
+            return None
         if self._sorted is None:
             self._sorted = sorted(self._levels)
         level = self._sorted[k - 1]
         if not math.isfinite(level):
             return EVERY_ARM
-        return min(EVERY_ARM, level + 1e-9)
+        return level * (1.0 + 1e-9) + 1e-12
 
 
 class SessionLevels:

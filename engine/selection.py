@@ -364,7 +364,7 @@ def _select_to_target(
     baseline run; otherwise the forced arms, then the arms by posterior mean per token until
     the share of the means kept reaches the share `calibration` gives for the target (the
     target itself without one), under the budget as a cap."""
-    from learning_bot.engine.recall_target import pack_to_target, ranked
+    from learning_bot.engine.recall_target import arm_levels, pack_below, pack_to_target, ranked
 
     assert config.recall_target is not None
     costs = arm_set.costs
@@ -379,8 +379,18 @@ def _select_to_target(
         return _masked(arm_set, forced, taken, True, budget, forced_cost + packed)
     means = target_means(post, config, scorer, gen)
     forced = forced_arms(arm_set, post, config, force)
-    share = config.recall_target if calibration is None else calibration.share(config.recall_target)
-    mask, used, _ = pack_to_target(means, ranked(means, costs), costs, forced, share, budget)
+    rank = ranked(means, costs)
+    threshold = (
+        None
+        if calibration is None
+        else calibration.priced_threshold(
+            config.recall_target, arm_levels(means, rank, forced), costs
+        )
+    )
+    if threshold is None:  # uncalibrated: the target's share of the means
+        mask, used, _ = pack_to_target(means, rank, costs, forced, config.recall_target, budget)
+    else:
+        mask, used = pack_below(means, rank, costs, forced, threshold, budget)
     return Selection._chosen(arm_set, mask, None, False, budget, used, None)
 
 

@@ -66,7 +66,14 @@ from learning_bot.engine.inventory import (
 )
 from learning_bot.engine.observation import ReportedArm, RunReport, ToolCall
 from learning_bot.engine.prompt_cache import Block, PromptCache
-from learning_bot.engine.recall_target import RecallCalibration, inclusion_levels, ranked
+from learning_bot.engine.recall_target import (
+    RecallCalibration,
+    SearchPricing,
+    arm_levels,
+    inclusion_levels,
+    ranked,
+    search_levels,
+)
 from learning_bot.engine.selection import Draw, forced_arms, select_arms, target_means
 from learning_bot.research.session_simulation import SessionShape
 
@@ -146,8 +153,25 @@ class Learner:
     each observation of an arm forgets toward its type's prior by the policy's keep factor,
     and the exploration bound counts the selections."""
 
-    def __init__(self, arm_set: ArmSet, config: LearningConfig, settings: ContextSettings) -> None:
+    def __init__(
+        self,
+        arm_set: ArmSet,
+        config: LearningConfig,
+        settings: ContextSettings,
+        search: BM25Index | None = None,
+        prices: TokenPrices = ANTHROPIC,
+        history_tokens: float = 0.0,
+    ) -> None:
         self.arm_set = arm_set
+        self.search = search
+        """The provider's tool search when left-out tools are deferred: the target's
+        calibration then counts a used tool the search would have found (search_levels)."""
+        self.prices = prices
+        self.history_tokens = history_tokens
+        self._turns: dict[str, int] = {}
+        """Turns per session of the latest sessions (what a runtime reports): the search's
+        pricing."""
+        self._offered_tokens = 0.0
         post = align_posteriors(arm_set, None)
         self.prior_alpha = post.alpha.copy()
         self.prior_beta = post.beta.copy()
@@ -172,6 +196,10 @@ class Learner:
     ) -> None:
         ids = self.arm_set.ids
         rewards: dict[str, float] = {}
+        if self.search is not None:
+            self._turns[key] = self._turns.get(key, 0) + 1
+            while len(self._turns) > 200:
+                del self._turns[next(iter(self._turns))]
         if used:
             keep = self.keep
             for i in offered:
@@ -184,7 +212,18 @@ class Learner:
         self.evidence.record(features.tolist(), rewards)
         if self._levels is not None and used:
             # a baseline session offered every tool: what it called calibrates the target
-            self.calibration.record(inclusion_levels(*self._levels, sorted(used)))
+            means, rank, forced = self._levels
+            if self.search is None or request is None:
+                self.calibration.record(inclusion_levels(means, rank, forced, sorted(used)))
+            else:
+                scores = self.search.scores(words(request.message))
+                levels = arm_levels(means, rank, forced)
+                mine = sorted(used)
+                self.calibration.record(
+                    search_levels(levels, scores, mine, SEARCH_TOP),
+                    [levels[i] for i in mine],
+                    key,
+                )
 
     def select(
         self, request: RequestContext | None, gen: np.random.Generator, key: str
@@ -198,6 +237,8 @@ class Learner:
             def draw(p: PosteriorArrays, c: LearningConfig, g: np.random.Generator) -> FloatArray:
                 return context_scores(arm_set, p, request, evidence, settings, c, g)
 
+        if self.search is not None:
+            self.calibration.pricing = self.pricing()
         chosen = select_arms(
             self.arm_set,
             post,
@@ -212,11 +253,28 @@ class Learner:
             means = target_means(post, self.config, draw, gen)
             forced = forced_arms(self.arm_set, post, self.config, force)
             self._levels = (means, ranked(means, self.arm_set.costs), forced)
+        if not chosen.is_baseline:  # a running mean of the prompts' tool tokens
+            tokens = float(self.arm_set.costs[chosen.mask].sum())
+            self._offered_tokens += 0.05 * (tokens - self._offered_tokens)
         self.owed.included(self.arm_set, chosen.mask)
         self.was_baseline = chosen.is_baseline
         if chosen.is_baseline:  # a baseline session offers every arm (engine.session_sets)
             return list(range(len(self.arm_set)))
         return np.flatnonzero(chosen.mask).tolist()
+
+    def pricing(self) -> SearchPricing:
+        """What deferring costs, from the sessions seen: their mean turns, a prompt of the
+        history and the mean set offered, a search appending SEARCH_TOP definitions of the
+        inventory's mean cost."""
+        turns = float(np.mean(list(self._turns.values()))) if self._turns else 1.0
+        mean_cost = float(self.arm_set.costs.mean()) if len(self.arm_set) else 0.0
+        return SearchPricing.of(
+            self.prices,
+            turns,
+            self.history_tokens + self._offered_tokens,
+            SEARCH_RESULT_TOKENS + SEARCH_TOP * mean_cost,
+            SEARCH_CALL_TOKENS,
+        )
 
 
 class ServiceLearner:
@@ -310,7 +368,16 @@ def run_study(
     search = BM25Index.of_texts(texts)
     blocks = [Block(a.id, a.token_cost) for a in arm_set.arms]
     learner: Learner | ServiceLearner = (
-        Learner(arm_set, config, settings) if service is None else ServiceLearner(service, arm_set)
+        Learner(
+            arm_set,
+            config,
+            settings,
+            search if policy == "context+deferral" else None,
+            prices,
+            shape.history_tokens + shape.message_tokens,
+        )
+        if service is None
+        else ServiceLearner(service, arm_set)
     )
     gen = np.random.default_rng(seed)
     cache = PromptCache(ttl_seconds=300.0)

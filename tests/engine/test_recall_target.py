@@ -19,9 +19,12 @@ from learning_bot.engine.inventory import ArmSet, PosteriorArrays
 from learning_bot.engine.recall_target import (
     EVERY_ARM,
     RecallCalibration,
+    SearchPricing,
     inclusion_levels,
+    pack_below,
     pack_to_target,
     ranked,
+    search_levels,
 )
 from learning_bot.engine.selection import select_arms
 
@@ -168,36 +171,84 @@ def test_the_environment_gives_it() -> None:
             load_settings({"LEARNING_BOT_RECALL_TARGET": bad})
 
 
-def test_a_used_arms_level_is_the_share_ranked_before_it() -> None:
+def test_a_used_arms_level_is_the_means_total_over_its_mean_per_token() -> None:
     means = np.array([0.1, 0.4, 0.2, 0.0, 0.3])
     costs = np.array([100, 100, 100, 100, 300])
     rank = ranked(means, costs)  # by mean per token: 1, 2, 0, 4; arm 3 never
     forced = np.array([False, False, False, False, False])
     levels = inclusion_levels(means, rank, forced, [1, 2, 0, 4, 3])
-    assert levels[:4] == pytest.approx([0.0, 0.4, 0.6, 0.7]) and levels[4] == math.inf
-    # a set that stops at share tau holds exactly the used arms whose level is below tau
-    for tau in (0.3, 0.5, 0.65, 0.9):
-        mask, _, _ = pack_to_target(means, rank, costs, forced, tau, 10_000)
-        held = [i for i, lv in zip([1, 2, 0, 4, 3], levels, strict=True) if lv < tau]
+    assert levels[:4] == pytest.approx([250.0, 500.0, 1000.0, 1000.0]) and levels[4] == math.inf
+    # a set below threshold t holds exactly the used arms whose level is below t, by rank
+    for t in (300.0, 600.0, 1000.5, 5000.0):
+        mask, used = pack_below(means, rank, costs, forced, t, 10_000)
+        held = [i for i, lv in zip([1, 2, 0, 4, 3], levels, strict=True) if lv < t]
         assert sorted(held) == np.flatnonzero(mask).tolist()
-    forced[4] = True  # a forced arm is always held, and counts first
-    assert inclusion_levels(means, rank, forced, [4, 1]) == pytest.approx([0.0, 0.3])
+        assert used == int(costs[mask].sum())
+    # the budget caps it: the arms that fit, by rank
+    mask, used = pack_below(means, rank, costs, forced, 5000.0, 250)
+    assert np.flatnonzero(mask).tolist() == [1, 2] and used == 200
+    forced[4] = True  # a forced arm is always held
+    assert inclusion_levels(means, rank, forced, [4, 1]) == pytest.approx([0.0, 250.0])
+    # one scale across requests: the same arm, its mean concentrated, ranks lower
+    spread = np.array([0.1, 0.4, 0.2, 0.0, 0.9])
+    assert inclusion_levels(spread, ranked(spread, costs), forced * False, [1])[0] > levels[0]
 
 
-def test_the_calibrated_share_keeps_the_targets_share_of_recorded_uses() -> None:
+def test_a_deferred_arm_the_search_finds_is_offered_above_the_rivals_it_outranks() -> None:
+    levels = np.array([0.0, 10.0, 20.0, 30.0, 40.0, 50.0])
+    # the search ranks 5 first, then 4, 3, 2, 1, 0; arm 0 is forced (kept)
+    scores = np.array([0.5, 1.0, 2.0, 3.0, 4.0, 5.0])
+    # top 2: arm 2 is found when fewer than 2 deferred arms outrank it (of 3, 4, 5): when
+    # arm 4 (level 40) is kept too, i.e. above 40; kept itself above 20: offered above 20
+    assert search_levels(levels, scores, [2], top=2) == [20.0]
+    # arm 5 outranks everything: found whatever is deferred
+    assert search_levels(levels, scores, [5], top=2) == [0.0]
+    # arm 4: one rival (5) ahead of it, fewer than 2: found at any threshold
+    assert search_levels(levels, scores, [4], top=2) == [0.0]
+    # top 1: arm 3 is found when 4 and 5 are kept, above 50; its own level 30 is lower
+    assert search_levels(levels, scores, [3], top=1) == [30.0]
+    # a search that scores the arm 0 never finds it: its own level
+    assert search_levels(levels, np.array([0, 0, 0, 0, 0, 0.0]), [3], top=5) == [30.0]
+
+
+def test_the_calibrated_threshold_keeps_the_targets_share_of_recorded_uses() -> None:
     calibration = RecallCalibration(keep=100)
-    assert calibration.share(0.9) == 0.9  # nothing recorded: the target itself
+    assert calibration.threshold(0.9) is None  # nothing recorded: uncalibrated
     gen = np.random.default_rng(2)
-    levels = gen.uniform(0.0, 0.5, size=400).tolist()  # only the latest 100 are kept
+    levels = gen.uniform(0.0, 500.0, size=400).tolist()  # only the latest 100 are kept
     calibration.record(levels)
-    assert len(calibration) == 100
+    assert len(calibration) == 100 and calibration.levels() == levels[-100:]
     for target in (0.5, 0.9, 0.97):
-        share = calibration.share(target)
-        held = np.mean(np.array(levels[-100:]) < share)
+        threshold = calibration.threshold(target)
+        assert threshold is not None
+        held = np.mean(np.array(levels[-100:]) < threshold)
         assert target <= held <= target + 0.02
-    assert calibration.share(0.995) == 0.995  # 100 levels cannot vouch for 0.995
+    assert calibration.threshold(0.995) is None  # 100 levels cannot vouch for 0.995
     calibration.record([math.inf] * 100)  # uses no set holds
-    assert calibration.share(0.5) == EVERY_ARM
+    assert calibration.threshold(0.5) == EVERY_ARM
+
+
+def test_the_priced_threshold_keeps_an_arm_whose_searches_cost_more_than_it() -> None:
+    # ten sessions, each using one arm: nine at level 1 (kept), one at level 100 found by
+    # search at level 1: the target 0.9 is met at a threshold just above 1
+    levels = np.array([1.0, 50.0, 100.0])
+    costs = np.array([100, 100, 100])
+    cheap = RecallCalibration(keep=100, pricing=SearchPricing(keep=1.0, search=10.0))
+    dear = RecallCalibration(keep=100, pricing=SearchPricing(keep=1.0, search=10_000.0))
+    for calibration in (cheap, dear):
+        for s in range(9):
+            calibration.record([1.0], [1.0], f"s{s}")
+        calibration.record([1.0], [100.0], "s9")
+    least = cheap.threshold(0.9)
+    assert least is not None and 1.0 < least < 50.0
+    # a search costs 10 a session x 0.1 of sessions: cheaper than keeping 200 tokens
+    assert cheap.priced_threshold(0.9, levels, costs) == least
+    # at 10,000 a search, keeping arms 1 and 2 (200 tokens) is cheaper than 0.1 search
+    assert dear.priced_threshold(0.9, levels, costs) > 100.0
+    # no pricing: the least threshold
+    plain = RecallCalibration(keep=100)
+    plain.record([1.0] * 10)
+    assert plain.priced_threshold(0.9, levels, costs) == plain.threshold(0.9)
 
 
 def test_baseline_sessions_calibrate_the_study_learner() -> None:
@@ -212,3 +263,22 @@ def test_baseline_sessions_calibrate_the_study_learner() -> None:
     baseline = np.array(run.baseline)
     # one level per tool a baseline session's turn used, none from the selected sessions
     assert len(learner.calibration) == int(run.used[baseline].sum()) > 0
+
+
+def test_with_deferral_the_study_learner_counts_what_the_search_would_find() -> None:
+    from learning_bot.research.context_simulation import Learner, run_study, task_type_workload
+
+    arms, sessions = task_type_workload(tools=24, types=4, sessions=40, seed=3)
+    total = sum(a.token_cost for a in arms)
+    cfg = config(recall_target=0.9, baseline_rate=0.2, token_budget=total, min_pulls=0)
+    run = run_study(arms, sessions, "context+deferral", cfg, seed=1)
+    learner = run.learner
+    assert isinstance(learner, Learner) and learner.search is not None
+    assert learner.calibration.pricing is not None and learner.calibration.pricing.search > 0
+    baseline = np.array(run.baseline)
+    assert len(learner.calibration) == int(run.used[baseline].sum()) > 0
+    # a used tool is offered (kept or found) at a level no higher than its own, and lower
+    # for some: the search finds it below the level at which the set would keep it
+    offered = np.array(learner.calibration.levels())
+    own = np.array(learner.calibration.own_levels())
+    assert (offered <= own).all() and (offered < own).any()
