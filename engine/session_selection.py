@@ -1,7 +1,9 @@
-"""Session-stable selection in the service (SPEC section 4a): a session's set read from the
-store (or this process's short-lived copy), decided and claimed on its first select, grown by
-the tools the model needed, and kept when storage cannot be reached only at the cost of a
-per-request draw."""
+"""Session-stable selection in the service: a session's first select decides its set, and its
+later selects answer the same arms in the same order while it stays within
+`session_idle_seconds`, so a provider's prompt cache keeps holding its prefix (README,
+"Sessions and cost"). The set is read from the store (or this process's short-lived copy),
+decided and claimed on the first select, grown by the tools the model needed, and kept when
+storage cannot be reached only at the cost of a per-request draw."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from engine.bounds import check_text
 from engine.config import LearningConfig
 from engine.errors import InvalidInput, Unavailable
 from engine.observation import RunReport
-from engine.ports import SessionSets, Store
+from engine.ports import SessionSets
 from engine.providers import Mechanics, mechanics_for
 from engine.session_review import (
     BASELINE_DONE,
@@ -160,7 +162,7 @@ class SessionSelector:
 
     def __init__(
         self,
-        store: Store,
+        store: SessionSets,
         learner_id: Callable[[], int],
         cache_ttl: float,
         clock: Callable[[], float],
@@ -199,7 +201,7 @@ class SessionSelector:
         is lost."""
         store = self.store
         idle = config.session_idle_seconds
-        if idle <= 0 or not isinstance(store, SessionSets):
+        if idle <= 0:
             return draw(arm_set, config)
         asked = request or SessionRequest()
         view = self._view
@@ -393,10 +395,9 @@ class SessionSelector:
         """The word features of the message session `key`'s set was decided on (this
         process's copy while it is fresh, else the store's); () when unknown or unreachable."""
         session = self._sessions.get(key, self._clock())
-        store = self.store
-        if session is None and isinstance(store, SessionSets):
+        if session is None:
             with contextlib.suppress(Unavailable):
-                session = store.session_set(self._learner_id(), key)
+                session = self.store.session_set(self._learner_id(), key)
         return session.opening if session is not None else ()
 
     def _prompt_size(self, key: str) -> int:
@@ -409,8 +410,6 @@ class SessionSelector:
         the cache although their set was read before: two such runs in a row mark the
         session's cache as not holding, and its next select draws again."""
         store = self.store
-        if not isinstance(store, SessionSets):
-            return
         for report in reports:
             key = report.session_key
             usage = report.usage
@@ -453,7 +452,7 @@ class SessionSelector:
         prefix); elsewhere it is kept by the session's next redraw. One miss per tool, not one
         per turn."""
         store = self.store
-        if config.session_idle_seconds <= 0 or not isinstance(store, SessionSets):
+        if config.session_idle_seconds <= 0:
             return
         append = config.session_growth == "append"
         for report in reports:

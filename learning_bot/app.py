@@ -11,7 +11,7 @@ from bot.bus import DEFAULT_LEARNER, BusSettings, CommandBus, LearnerServices
 from bot.ports import CommandBatch, SubscriptionStore
 from engine.config import Phase
 from engine.errors import Unavailable
-from engine.ports import RunWriter, SpoolHealth, Store
+from engine.ports import ObservationWriter, RunWriter, SpoolHealth, Store
 from engine.posterior import WallClock, now_ms
 from engine.service import LearningService, SpoolByName
 from learning_bot.settings import Settings
@@ -92,6 +92,7 @@ def build_app(
         wait_for_storage=not one_shot,
     )
     writer: RunWriter = sql
+    spooling_writer: ObservationWriter | None = None
     by_name: SpoolByName | None = None
     spooled: SpoolHealth | None = None
     if spool:
@@ -112,6 +113,7 @@ def build_app(
             opener=opener,
         )
         writer, by_name, spooled = spooling, spooling.record_runs_by_name, spooling
+        spooling_writer = spooling
 
     def make(learner: str) -> LearningService:
         return LearningService(
@@ -119,7 +121,7 @@ def build_app(
             settings.config,
             learner=learner,
             cache_ttl=settings.cache_ttl,
-            writer=writer,
+            writer=spooling_writer,
             schedule=run_in_background,
             spool_by_name=by_name,
             spool=spooled,
@@ -145,6 +147,7 @@ def build_read_app(settings: Settings) -> App | None:
     for one-shot reads such as `learning-bot status`; None when it cannot serve them (another
     database, a file that does not exist yet, an older schema, an unknown learner)."""
     from engine.config import Phase
+    from engine.read_only import ReadOnlyStore
     from storage.lite import LiteReader, NotReadable, sqlite_path
     from storage.location import default_database_url
 
@@ -161,14 +164,16 @@ def build_read_app(settings: Settings) -> App | None:
         reader.close()
         return None
 
+    store = ReadOnlyStore(reader)
+
     def make(learner: str) -> LearningService:
         return LearningService(
-            reader, settings.config, learner=learner, cache_ttl=60.0, prices=settings.prices
+            store, settings.config, learner=learner, cache_ttl=60.0, prices=settings.prices
         )
 
     services = LearnerServices(make, settings.config)
     bus = CommandBus(services, _NoCommandLog(), bus_settings(settings, rate_limit=0))
-    return App(settings, reader, reader, services, bus)
+    return App(settings, store, store, services, bus)
 
 
 class _NoCommandLog:
