@@ -70,16 +70,8 @@ from engine.views import (
     Summary,
 )
 
-__all__ = [
-    "MIN_TRACES_FOR_ACTIVE",
-    "RECALL_WINDOW",
-    "RECORD_ATTEMPTS",
-    "TIMESERIES_METRICS",
-    "WINDOWS",
-    "LearningService",
-    "Schedule",
-    "SpoolByName",
-]
+__all__ = ["MIN_TRACES_FOR_ACTIVE", "RECALL_WINDOW", "RECORD_ATTEMPTS", "TIMESERIES_METRICS"]
+__all__ += ["WINDOWS", "LearningService", "Schedule", "SpoolByName"]
 
 
 class LearningService:
@@ -103,12 +95,9 @@ class LearningService:
         context_settings: ContextSettings | None = None,
         exploration_bound: ExplorationBound | None = None,
     ) -> None:
-        """`clock`: monotonic seconds the cache's age is counted in; `wall_clock`: milliseconds
-        since the epoch that writes are stamped and session idle windows counted in (a
-        simulation passes its own time); `writer`: where observed runs, per-arm outcomes and
-        evidence go (a spooling writer keeps them while storage is down; default: the store);
-        `spool`: the spool whose state healthz reports; `spool_by_name`: keeps runs of a
-        learner not opened yet (storage down since start, then the service starts anyway)."""
+        """`clock`: seconds, for the cache's age; `wall_clock`: ms since the epoch (a simulation
+        passes its own); `writer`: where runs, outcomes and evidence go (default: the store);
+        `spool_by_name`: keeps runs while storage has been down since start."""
         self.store = store
         self.spool = spool
         self.writer: ObservationWriter = writer if writer is not None else StoreWriter(store)
@@ -117,6 +106,8 @@ class LearningService:
         self.cache_ttl = cache_ttl
         self.prices = prices if prices is not None else PriceTable()
         """Token prices the measured cost saving is priced with (engine.cost)."""
+        self.context_settings = context_settings
+        """How the context-aware draw weighs its evidence (engine.context_policy)."""
         state = self._learner = CachedLearner(store, self.base_config, learner, cache_ttl, clock)
 
         def learner_id() -> int:
@@ -149,8 +140,6 @@ class LearningService:
             # Storage is down: select falls back to every arm and observe spools under the
             # learner's name until the learner can be opened (or created).
 
-    # -- the learner and its cache ------------------------------------------------------------
-
     @property
     def learner_id(self) -> int:
         """The learner's id in storage (opened on first use after an outage at start)."""
@@ -166,12 +155,6 @@ class LearningService:
         """Set when the learner's stored settings differ from this process's configuration:
         which, and how to change them."""
         return self._learner.settings_differ
-
-    @property
-    def context_settings(self) -> ContextSettings | None:
-        """How the context-aware draw weighs lexical relevance and per-feature evidence
-        (engine.context_policy); None: the defaults."""
-        return self._context.settings
 
     @property
     def _cache(self) -> PosteriorCache:
@@ -195,8 +178,6 @@ class LearningService:
         """Make this service's random draws (Thompson samples, baseline coins) repeatable from
         `seed` from now on: a simulation with a seed selects the same way each time."""
         self._selector.seed(seed)
-
-    # -- select and observe -------------------------------------------------------------------
 
     def select(
         self,
@@ -224,9 +205,7 @@ class LearningService:
         return self._context.evidence()
 
     def context_explanation(self, arm_id: str) -> tuple[list[Any], int, int]:
-        """What an arm's usefulness depends on (the features its rate of use differs most
-        under), and how often it was deferred in a run that reported tool search, and loaded
-        then (the learner's counts, since the arm's last reset)."""
+        """The features an arm's usefulness depends on, and its deferred and loaded counts."""
         view = self._learner.view(arm_id)
         rewards = view.rewards if view.rewards is not None else 0.0
         return self._context.explanation(arm_id, rewards, float(view.posterior.pulls))
@@ -238,15 +217,10 @@ class LearningService:
 
     def observe_many(self, reports: Sequence[RunReport]) -> list[ObserveResult]:
         """Observe several runs in one write (replays, imports, simulations). A trace id
-        already stored, or given twice, is recorded once: the store decides which.
-
-        The rewards follow the phase and settings this process holds (read again at most
-        `cache_ttl` ago); the write checks them against the learner's in its own statement,
-        and when another replica changed them meanwhile nothing is written: the learner's
-        state is read again and the runs are built and written again under it."""
+        already stored, or given twice, is recorded once: the store decides which. A write
+        made under a phase or settings another replica changed meanwhile writes nothing, and
+        is built and written again under the learner's state read again."""
         return self._observer.observe_many(reports)
-
-    # -- runs completed arm by arm (agent gateways that report one outcome per arm) ------------
 
     def select_run(
         self,
@@ -270,9 +244,7 @@ class LearningService:
         ones for this call; `k` > 0 keeps at most k arms on top of the budget (seed and
         under-explored arms first, then the highest posterior means; seeds are never
         dropped). The learner's phase governs: passive includes every arm. Returns the
-        selection and the run's trace id. The run's usage is the token cost of the selected
-        arms (what the caller is known to send); it reads as conversational until its first
-        outcome arrives."""
+        selection and the run's trace id (engine.gateway_runs)."""
         options = {
             "token_budget": token_budget,
             "min_pulls": min_pulls,
@@ -303,17 +275,13 @@ class LearningService:
         """The runs `select_run` recorded for `session_key` from `since` (ms) on."""
         return self._gateway.session_runs(session_key, since)
 
-    # -- arms, rewards, resets, phase and settings ----------------------------------------------
-
     def arms(self) -> dict[str, ArmRecord]:
         """Every arm this learner knows, read fresh from storage."""
         self._learner.refresh(force=True)
         return {aid: entry.record(aid) for aid, entry in self._cache.arms.items()}
 
     def resolve_arm(self, query: str) -> str:
-        """An arm id from a full id or a label: exact id, then exact last segment or label,
-        then a unique case-insensitive substring. Ambiguous -> Ambiguous listing candidates.
-        Reads storage again only when nothing matches (an arm another replica just saw)."""
+        """An arm id from a full id or a label (engine.cached_learner.resolve_arm)."""
         return self._learner.resolve_arm(query)
 
     def view(self, arm_id: str) -> ArmView:
@@ -361,8 +329,6 @@ class LearningService:
         refresh. Returns the learner's settings after the change."""
         return self._changes.set_settings(changes, actor)
 
-    # -- reading ------------------------------------------------------------------------------
-
     def posteriors(self) -> list[ArmView]:
         """Every known arm's posterior, highest mean first."""
         return self._reports.posteriors()
@@ -392,8 +358,7 @@ class LearningService:
     def trace_pieces(
         self, limit: int = 100, offset: int = 0
     ) -> tuple[Iterator[list[RunRecord]], int]:
-        """The page `traces` answers, read lazily in pieces bounded by their size in memory
-        (a streamed answer), and the total number stored."""
+        """The page `traces` answers, read lazily in pieces (a streamed answer), and the total."""
         return self._history.trace_pieces(limit, offset)
 
     def iter_traces(self, *, with_arms: bool = True) -> Iterator[RunRecord]:
@@ -416,17 +381,13 @@ class LearningService:
         `buckets` windows up to `at` (Unix ms, else the service's wall clock) and any later."""
         return self._history.timeseries(metric, window, buckets, at)
 
-    # -- health -------------------------------------------------------------------------------
-
     def check_ready(self) -> None:
-        """Read the learner's state row (one small query, no posteriors): raises Unavailable
-        when storage does not answer or its schema is not at the revision this code needs
-        (storage runs a schema check it had to defer before its first read)."""
+        """Read the learner's state row (one small query): Unavailable when storage does not
+        answer or its schema is not at the revision this code needs."""
         self.store.learner_state(self.learner_id)
 
     def cache_age(self) -> float | None:
-        """Seconds since the cached posteriors were last read or checked against storage
-        (None before the first read)."""
+        """Seconds since the cached posteriors were last read or checked (None: never)."""
         return self._learner.cache_age()
 
     def spool_health(self) -> dict[str, Any] | None:
@@ -434,6 +395,5 @@ class LearningService:
         return None if self.spool is None else self.spool.health()
 
     def verify(self) -> VerifyReport:
-        """Check that every posterior equals its prior plus its observations since its last
-        reset, that traces are whole, and that the counters match the traces."""
+        """Posteriors equal to their priors plus observations since reset, traces whole."""
         return self.store.verify(self.learner_id)
