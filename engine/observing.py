@@ -11,6 +11,7 @@ import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from engine.cached_learner import RECORD_ATTEMPTS
 from engine.config import LearningConfig
 from engine.errors import Conflict, InvalidInput, Unavailable
 from engine.forgetting import Fold
@@ -55,8 +56,6 @@ class Observer:
 
     def observe_many(self, reports: Sequence[RunReport]) -> list[ObserveResult]:
         """See LearningService.observe_many."""
-        from engine.cached_learner import RECORD_ATTEMPTS
-
         if not reports:
             return []
         for report in reports:
@@ -167,8 +166,6 @@ class Observer:
         """Record a run at selection time under the learner's phase: when another replica
         changed it since this process last read it, the learner's state is read again and the
         run, which holds no reward yet, is recorded under its phase."""
-        from engine.cached_learner import RECORD_ATTEMPTS
-
         for _ in range(RECORD_ATTEMPTS):
             try:
                 self.record_runs([record])

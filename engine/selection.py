@@ -1,5 +1,5 @@
-"""Thompson Sampling selection of arms under a token budget (SPEC section 4): the `Selection`
-result and `select_arms`, which draws the scores (engine.draws) and packs the arms
+"""Thompson Sampling selection of arms under a token budget (README, "How it learns"): the
+`Selection` result and `select_arms`, which draws the scores (engine.draws) and packs the arms
 (engine.packing) of an inventory (engine.inventory)."""
 
 from __future__ import annotations
@@ -80,9 +80,9 @@ class Selection:
         self.fallback = fallback
         """Why every arm was included without selecting (passive, disabled, storage down...)."""
         self.added: tuple[str, ...] = ()
-        """Arms a session took on outside its cached prefix (SPEC section 4b): the runtime
-        sends them as a mid-conversation addition, or leaves them to tool search; never in
-        `selected` (the cached prefix) nor in `excluded`."""
+        """Arms a session took on outside its cached prefix (README, "Sessions and cost"): the
+        runtime sends them as a mid-conversation addition, or leaves them to tool search; never
+        in `selected` (the cached prefix) nor in `excluded`."""
         self.session: str | None = None
         """What a select naming a session did with its set: "new", "kept", "grown" or
         "redrawn" (None: no session)."""
@@ -143,7 +143,8 @@ class Selection:
     def deferred(self) -> tuple[str, ...]:
         """The left-out tools, in inventory order: those a runtime with tool search can still
         offer as deferred (Anthropic `defer_loading`, OpenAI tool search), so they stay
-        reachable without their definitions in the prompt (SPEC section 4a)."""
+        reachable without their definitions in the prompt (README, "Request context, deferred
+        tools and the exploration bound")."""
         arm_set = self._arm_set
         if arm_set is None:
             return tuple(a for a in self.excluded if _is_tool(a))
@@ -254,7 +255,7 @@ def select_arms(
     force: BoolArray | None = None,
     calibration: RecallCalibration | None = None,
 ) -> Selection:
-    """Choose the arms of the next prompt (SPEC section 4).
+    """Choose the arms of the next prompt.
 
     Passive phase or disabled learning: everything is included. Otherwise a `baseline_rate`
     coin flip makes a baseline run (seeds, then every other arm in a random order from `rng`,
@@ -268,10 +269,10 @@ def select_arms(
     to all arms' evidence (`engine.draws`) instead of the arm's own posterior alone,
     `packing="score_per_token"` ranks the rest by score / token cost instead of score, and
     `min_score` leaves out every arm of the rest whose score falls below it, however much
-    budget is left. Their defaults are the SPEC behaviour.
+    budget is left. Their defaults leave the Thompson run as described above.
 
     `draw` replaces the Thompson draw (the context-aware policy passes its own); `force` marks
-    arms included like seeds in a Thompson run (the exploration bound of engine.starvation
+    arms included like seeds in a Thompson run (the exploration bound of engine.exploration
     passes those it owes a try). Neither changes a baseline run.
 
     With `config.recall_target` set, a Thompson run takes the least-cost set whose estimated
