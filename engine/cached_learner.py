@@ -14,13 +14,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
-from engine.cache import CachedArm, PosteriorCache
-from engine.config import LearningConfig
-from engine.errors import InvalidInput, NotFound, Unavailable
-from engine.forgetting import keep_factor
-from engine.ports import LearnerState, StoreReads
-from engine.resolve import MAX_QUERY_CHARS, resolve_arm_query
-from engine.views import ArmView
+from learning_bot.engine.cache import CachedArm, PosteriorCache
+from learning_bot.engine.config import LearningConfig
+from learning_bot.engine.errors import InvalidInput, NotFound, Unavailable
+from learning_bot.engine.forgetting import keep_factor
+from learning_bot.engine.ports import LearnerState, StoreReads
+from learning_bot.engine.resolve import MAX_QUERY_CHARS, resolve_arm_query
+from learning_bot.engine.views import ArmView
 
 log = logging.getLogger("learning_bot.engine")
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from engine.bounds import MAX_REASON_CHARS, MAX_RESET_ARMS
-from engine.config import LearningConfig, Phase
-from engine.errors import InvalidConfig, InvalidInput, NotFound
-from engine.inputs import clean_text, recorded_actor, reward_value
-from engine.ports import RewardChange, Store
-from engine.views import PhaseChange, ResetResult, RewardResult
+from learning_bot.engine.bounds import MAX_REASON_CHARS, MAX_RESET_ARMS
+from learning_bot.engine.config import LearningConfig, Phase
+from learning_bot.engine.errors import InvalidConfig, InvalidInput, NotFound
+from learning_bot.engine.inputs import clean_text, recorded_actor, reward_value
+from learning_bot.engine.ports import RewardChange, Store
+from learning_bot.engine.views import PhaseChange, ResetResult, RewardResult
 
 if TYPE_CHECKING:
-    from engine.cached_learner import CachedLearner
+    from learning_bot.engine.cached_learner import CachedLearner
 
 MIN_TRACES_FOR_ACTIVE = 50
 """Switching to the active phase with fewer traces than this warns."""

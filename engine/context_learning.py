@@ -13,14 +13,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from engine.config import Phase
-from engine.errors import Unavailable
-from engine.feature_words import DisplayWords
-from engine.ports import ContextStore, ContextWords, EvidenceSpooler
+from learning_bot.engine.config import Phase
+from learning_bot.engine.errors import Unavailable
+from learning_bot.engine.feature_words import DisplayWords
+from learning_bot.engine.ports import ContextStore, ContextWords, EvidenceSpooler
 
 if TYPE_CHECKING:
-    from engine.context_policy import ContextEvidence, ContextSettings
-    from engine.observation import RunReport
+    from learning_bot.engine.context_policy import ContextEvidence, ContextSettings
+    from learning_bot.engine.observation import RunReport
 
 
 class ContextStorage(ContextStore, ContextWords, Protocol):
@@ -30,8 +30,8 @@ class ContextStorage(ContextStore, ContextWords, Protocol):
 def count_deferrals(reports: Sequence[RunReport]) -> dict[str, tuple[int, int]]:
     """Per tool, runs that deferred it (left out, in a run whose runtime reports what it
     loaded: in its context, or by marking the arms `loaded`) and runs that loaded it."""
-    from engine.arms import ArmType
-    from engine.context import LOADED_KEYS, loaded_arms
+    from learning_bot.engine.arms import ArmType
+    from learning_bot.engine.context import LOADED_KEYS, loaded_arms
 
     counts: dict[str, tuple[int, int]] = {}
     for report in reports:
@@ -91,12 +91,12 @@ class ContextLearning:
         """The forms message words were written in, for explanations (engine.feature_words)."""
 
     def effective_settings(self) -> ContextSettings:
-        from engine.context_policy import ContextSettings
+        from learning_bot.engine.context_policy import ContextSettings
 
         return self.settings or ContextSettings()
 
     def _new_evidence(self) -> ContextEvidence:
-        from engine.context_policy import ContextEvidence
+        from learning_bot.engine.context_policy import ContextEvidence
 
         return ContextEvidence(self._keep(), self.effective_settings().max_cells)
 
@@ -149,8 +149,8 @@ class ContextLearning:
         """What an arm's usefulness depends on (engine.context_policy.explain: the features
         its rate of use differs most under), and how often it was deferred in a run that
         reported tool search, and loaded then (since the arm's last reset)."""
-        from engine.context_policy import explain
-        from engine.feature_words import namer
+        from learning_bot.engine.context_policy import explain
+        from learning_bot.engine.feature_words import namer
 
         learner_id = self._learner_id()
         written = namer(self.written, self.store, learner_id)
@@ -164,8 +164,8 @@ class ContextLearning:
         what every replica wrote (storage.context_evidence). When that write finds the stored
         count ahead of this process's, another replica wrote meanwhile: the features changed
         since are read again at the evidence's next use."""
-        from engine.context import RequestContext, written_features
-        from engine.feature_words import share
+        from learning_bot.engine.context import RequestContext, written_features
+        from learning_bot.engine.feature_words import share
 
         evidence = self.evidence()
         openings = {
@@ -214,7 +214,7 @@ class ContextLearning:
         """Evidence storage could not take (an outage) waits in the writer's spool behind the
         runs it came from, and is added when they are written; without a spool it is lost,
         and the next check reads storage's again."""
-        from engine.ports import PendingEvidence
+        from learning_bot.engine.ports import PendingEvidence
 
         self._checked_at = float("-inf")
         pending = PendingEvidence(

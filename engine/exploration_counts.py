@@ -8,11 +8,11 @@ import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from engine.errors import Unavailable
+from learning_bot.engine.errors import Unavailable
 
 if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
-    from engine.exploration import ExplorationBound, OwedTries
-    from engine.ports import RunStats
+    from learning_bot.engine.exploration import ExplorationBound, OwedTries
+    from learning_bot.engine.ports import RunStats
 
 Schedule = Callable[[Callable[[], None]], None]
 """Runs a callable soon, somewhere that does not make the caller wait."""
@@ -52,11 +52,11 @@ class ExplorationCounts:
     def owed(self) -> OwedTries:
         """The counts: read from the stored runs on first use, read again at most every
         SYNC_SECONDS (in the background when a scheduler was given)."""
-        from engine.exploration import SYNC_SECONDS
+        from learning_bot.engine.exploration import SYNC_SECONDS
 
         owed = self._owed
         if owed is None:
-            from engine.exploration import ExplorationBound, OwedTries
+            from learning_bot.engine.exploration import ExplorationBound, OwedTries
 
             owed = self._owed = OwedTries(self._bound or ExplorationBound())
             self._synced_at = self._clock()

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engine.ports import ContextWords
+    from learning_bot.engine.ports import ContextWords
 
 MAX_DISPLAY_FEATURES = 100_000
 """Word features whose written forms are kept at most, in memory and in storage per learner."""
@@ -114,7 +114,7 @@ def share(
 ) -> None:
     """Add this process's counts not yet shared to the stored ones (the ContextWords port),
     once every `every` notes; storage unavailable: the next time."""
-    from engine.errors import Unavailable
+    from learning_bot.engine.errors import Unavailable
 
     counts = written.pending(every)
     if not counts:
@@ -131,7 +131,7 @@ def namer(
     """The written forms of given features, for an explanation: the stored ones (every
     replica's counts, this process's added first); a feature without a stored form, or
     storage unavailable, falls back to this process's."""
-    from engine.errors import Unavailable
+    from learning_bot.engine.errors import Unavailable
 
     def forms(features: Sequence[int]) -> Mapping[int, str]:
         local = written.forms(features)

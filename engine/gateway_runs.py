@@ -10,30 +10,30 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from engine.arms import Arm, parse_arm_id
-from engine.bounds import check_json, check_text
-from engine.cached_learner import RECORD_ATTEMPTS
-from engine.config import LearningConfig
-from engine.errors import Conflict, InvalidConfig, InvalidInput, Unavailable
-from engine.inputs import request_of, stored
-from engine.observation import MAX_ID_CHARS, SkipReason, Usage
-from engine.ports import (
+from learning_bot.engine.arms import Arm, parse_arm_id
+from learning_bot.engine.bounds import check_json, check_text
+from learning_bot.engine.cached_learner import RECORD_ATTEMPTS
+from learning_bot.engine.config import LearningConfig
+from learning_bot.engine.errors import Conflict, InvalidConfig, InvalidInput, Unavailable
+from learning_bot.engine.inputs import request_of, stored
+from learning_bot.engine.observation import MAX_ID_CHARS, SkipReason, Usage
+from learning_bot.engine.ports import (
     ArmOutcome,
     ArmOutcomeWriter,
     LearnerChanged,
     PendingArmOutcome,
     RunSessions,
 )
-from engine.posterior import check_reward, initial_prior
-from engine.records import ArmOutcomeRecord, RunRecord
-from engine.session_selection import keyed, session_request
+from learning_bot.engine.posterior import check_reward, initial_prior
+from learning_bot.engine.records import ArmOutcomeRecord, RunRecord
+from learning_bot.engine.session_selection import keyed, session_request
 
 if TYPE_CHECKING:
-    from engine.cached_learner import CachedLearner
-    from engine.inventory import ArmSet
-    from engine.observing import Observer
-    from engine.selecting import ArmSelector
-    from engine.selection import Selection
+    from learning_bot.engine.cached_learner import CachedLearner
+    from learning_bot.engine.inventory import ArmSet
+    from learning_bot.engine.observing import Observer
+    from learning_bot.engine.selecting import ArmSelector
+    from learning_bot.engine.selection import Selection
 
 
 class GatewayRuns:
@@ -67,7 +67,7 @@ class GatewayRuns:
         model: str,
     ) -> tuple[Selection, str]:
         """See LearningService.select_run; `options` holds the per-call settings given."""
-        from engine.inventory import ArmSet
+        from learning_bot.engine.inventory import ArmSet
 
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise InvalidInput(f"k must be a whole number >= 0, got {k!r}")
@@ -103,7 +103,7 @@ class GatewayRuns:
             return chosen
 
         if unavailable is not None:
-            from engine.selection import include_everything
+            from learning_bot.engine.selection import include_everything
 
             selection = include_everything(arm_set, config, unavailable)
         elif session_key and config.is_active:
@@ -111,7 +111,7 @@ class GatewayRuns:
             # session's set is kept per set of options (a gateway sends the same every turn).
             key = session_key if not changes and not k else keyed(session_key, changes, k)
             # a cap of k arms holds in a baseline session too
-            from engine.context import opening_features
+            from learning_bot.engine.context import opening_features
 
             selection = selector.sessions.select(
                 key,

@@ -7,14 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 
-from engine.cache import CachedArm
-from engine.cached_learner import CachedLearner
-from engine.cost import PriceTable
-from engine.errors import InvalidInput
-from engine.inputs import check_page
-from engine.ports import Store, TimeBucket
-from engine.records import RunRecord
-from engine.savings import cost_series
+from learning_bot.engine.cache import CachedArm
+from learning_bot.engine.cached_learner import CachedLearner
+from learning_bot.engine.cost import PriceTable
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.inputs import check_page
+from learning_bot.engine.ports import Store, TimeBucket
+from learning_bot.engine.records import RunRecord
+from learning_bot.engine.savings import cost_series
 
 WINDOWS = {"1h": 3_600_000, "1d": 86_400_000}
 TIMESERIES_METRICS = ("tokens", "totalTokens", "convergence", "sessionCost")

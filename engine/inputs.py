@@ -8,14 +8,14 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from engine.bounds import MAX_ACTOR_CHARS, MAX_PAGE
-from engine.errors import InvalidInput
-from engine.posterior import check_reward
-from engine.text import strip_controls
+from learning_bot.engine.bounds import MAX_ACTOR_CHARS, MAX_PAGE
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.posterior import check_reward
+from learning_bot.engine.text import strip_controls
 
 if TYPE_CHECKING:
-    from engine.context import RequestContext
-    from engine.observation import RunReport
+    from learning_bot.engine.context import RequestContext
+    from learning_bot.engine.observation import RunReport
 
 REWARD_WORDS = {"good": 1.0, "bad": 0.0, "accepted": 1.0, "rejected": 0.0}
 
@@ -68,7 +68,7 @@ def request_of(context: Mapping[str, Any] | None) -> RequestContext | None:
     """The request context a select carries (checked), or None without one."""
     if not context:
         return None
-    from engine.context import RequestContext
+    from learning_bot.engine.context import RequestContext
 
     return RequestContext.of(context)
 
@@ -77,7 +77,7 @@ def stored(context: Mapping[str, Any]) -> dict[str, Any]:
     """A context as a run keeps it: never the message text (engine.context)."""
     if "message" not in context:
         return dict(context)
-    from engine.context import stored_context
+    from learning_bot.engine.context import stored_context
 
     return stored_context(context)
 
@@ -89,7 +89,7 @@ def with_loaded(report: RunReport) -> RunReport:
     context = report.context
     if not context:
         return report
-    from engine.context import loaded_arms
+    from learning_bot.engine.context import loaded_arms
 
     loaded = set(loaded_arms(context))
     arms = report.arms

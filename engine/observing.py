@@ -11,21 +11,26 @@ import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from engine.cached_learner import RECORD_ATTEMPTS
-from engine.config import LearningConfig
-from engine.errors import Conflict, InvalidInput, Unavailable
-from engine.forgetting import Fold
-from engine.inputs import request_of, with_loaded
-from engine.observation import RunOutcome, RunReport, observation_guard, rewards_for_run
-from engine.ports import LearnerChanged, RecordResult, RunSessions, RunWriter
-from engine.records import RunRecord, record_from_report, under_phase
-from engine.views import ObserveResult
+from learning_bot.engine.cached_learner import RECORD_ATTEMPTS
+from learning_bot.engine.config import LearningConfig
+from learning_bot.engine.errors import Conflict, InvalidInput, Unavailable
+from learning_bot.engine.forgetting import Fold
+from learning_bot.engine.inputs import request_of, with_loaded
+from learning_bot.engine.observation import (
+    RunOutcome,
+    RunReport,
+    observation_guard,
+    rewards_for_run,
+)
+from learning_bot.engine.ports import LearnerChanged, RecordResult, RunSessions, RunWriter
+from learning_bot.engine.records import RunRecord, record_from_report, under_phase
+from learning_bot.engine.views import ObserveResult
 
 if TYPE_CHECKING:
-    from engine.cached_learner import CachedLearner
-    from engine.context_learning import ContextLearning
-    from engine.exploration_counts import ExplorationCounts
-    from engine.selecting import ArmSelector
+    from learning_bot.engine.cached_learner import CachedLearner
+    from learning_bot.engine.context_learning import ContextLearning
+    from learning_bot.engine.exploration_counts import ExplorationCounts
+    from learning_bot.engine.selecting import ArmSelector
 
 SpoolByName = Callable[[str, Sequence[RunRecord]], RecordResult]
 """Keeps runs for a learner not opened yet (storage down since start), by its name."""

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.config import Phase
-from engine.errors import Unavailable
-from engine.ports import (
+from learning_bot.engine.config import Phase
+from learning_bot.engine.errors import Unavailable
+from learning_bot.engine.ports import (
     ArmOutcome,
     ArmRecord,
     LearnerState,
@@ -28,12 +28,12 @@ from engine.ports import (
     TimeBucket,
     VerifyReport,
 )
-from engine.records import RunRecord
-from engine.savings import SessionUsage
-from engine.session_sets import SessionDecisions, SessionSet
+from learning_bot.engine.records import RunRecord
+from learning_bot.engine.savings import SessionUsage
+from learning_bot.engine.session_sets import SessionDecisions, SessionSet
 
 if TYPE_CHECKING:
-    from engine.context_policy import EvidenceCell
+    from learning_bot.engine.context_policy import EvidenceCell
 
 REFUSED = "this read-only view of the database serves status only"
 

@@ -9,18 +9,18 @@ import heapq
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from engine.cache import CachedArm
-from engine.cached_learner import CachedLearner, arm_view
-from engine.config import Phase
-from engine.cost import PriceTable
-from engine.errors import InvalidInput
-from engine.metrics import estimated_recall, usefulness_estimates
-from engine.ports import StoreReads
-from engine.records import RunRecord
-from engine.savings import CostSavings, cost_savings, price_sessions
-from engine.starvation import STARVATION_WINDOW, StarvedArm, starved_arms
-from engine.starvation import ArmRecord as StarvationArm
-from engine.views import ArmView, Status, Summary, summarise
+from learning_bot.engine.cache import CachedArm
+from learning_bot.engine.cached_learner import CachedLearner, arm_view
+from learning_bot.engine.config import Phase
+from learning_bot.engine.cost import PriceTable
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.metrics import estimated_recall, usefulness_estimates
+from learning_bot.engine.ports import StoreReads
+from learning_bot.engine.records import RunRecord
+from learning_bot.engine.savings import CostSavings, cost_savings, price_sessions
+from learning_bot.engine.starvation import STARVATION_WINDOW, StarvedArm, starved_arms
+from learning_bot.engine.starvation import ArmRecord as StarvationArm
+from learning_bot.engine.views import ArmView, Status, Summary, summarise
 
 RECALL_WINDOW = 300
 """The estimated recall reads the inclusion rates of this many latest selected runs: recent

@@ -8,25 +8,25 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from engine.config import LearningConfig
-from engine.errors import Unavailable
-from engine.inputs import request_of
-from engine.ports import SessionSets, SessionUsages
-from engine.session_selection import SessionSelector, session_key_of, session_request
+from learning_bot.engine.config import LearningConfig
+from learning_bot.engine.errors import Unavailable
+from learning_bot.engine.inputs import request_of
+from learning_bot.engine.ports import SessionSets, SessionUsages
+from learning_bot.engine.session_selection import SessionSelector, session_key_of, session_request
 
 if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
     import numpy as np
 
-    from engine.arms import Arm
-    from engine.cache import PosteriorCache
-    from engine.cached_learner import CachedLearner
-    from engine.context import RequestContext
-    from engine.context_learning import ContextLearning
-    from engine.cost import PriceTable
-    from engine.exploration_counts import ExplorationCounts
-    from engine.inventory import ArmSet
-    from engine.recall_target import SessionLevels
-    from engine.selection import Selection
+    from learning_bot.engine.arms import Arm
+    from learning_bot.engine.cache import PosteriorCache
+    from learning_bot.engine.cached_learner import CachedLearner
+    from learning_bot.engine.context import RequestContext
+    from learning_bot.engine.context_learning import ContextLearning
+    from learning_bot.engine.cost import PriceTable
+    from learning_bot.engine.exploration_counts import ExplorationCounts
+    from learning_bot.engine.inventory import ArmSet
+    from learning_bot.engine.recall_target import SessionLevels
+    from learning_bot.engine.selection import Selection
 
 
 class SessionStorage(SessionSets, SessionUsages, Protocol):
@@ -40,7 +40,7 @@ def session_selector(
     prices: PriceTable,
 ) -> SessionSelector:
     """The learner's session sets, reviewed against its cached posteriors."""
-    from engine.learner_view import CachedLearnerView
+    from learning_bot.engine.learner_view import CachedLearnerView
 
     def learner_id() -> int:
         return learner.learner_id
@@ -84,7 +84,7 @@ class ArmSelector:
         """The recall target's calibration: baseline sessions' uses (engine.recall_target),
         made on first use."""
         if self._target_made is None:
-            from engine.recall_target import SessionLevels
+            from learning_bot.engine.recall_target import SessionLevels
 
             self._target_made = SessionLevels()
         return self._target_made
@@ -92,7 +92,7 @@ class ArmSelector:
     @property
     def rng(self) -> np.random.Generator:
         if self._rng_made is None:
-            from engine.draws import as_generator
+            from learning_bot.engine.draws import as_generator
 
             self._rng_made = as_generator(self._rng_seed)
         return self._rng_made
@@ -104,8 +104,8 @@ class ArmSelector:
         session_key: str | None = None,
     ) -> Selection:
         """See LearningService.select."""
-        from engine.inventory import ArmSet
-        from engine.selection import include_everything
+        from learning_bot.engine.inventory import ArmSet
+        from learning_bot.engine.selection import include_everything
 
         learner = self.learner
         cache = learner.cache
@@ -130,7 +130,7 @@ class ArmSelector:
             return self.draw(offered, settings, request, key)
 
         if key and config.is_active:
-            from engine.context import opening_features
+            from learning_bot.engine.context import opening_features
 
             opening = opening_features(request.message) if request is not None else ()
             return self.sessions.select(
@@ -154,7 +154,7 @@ class ArmSelector:
         when active; passive or disabled, every arm without reading a posterior. With a
         request context the draw is the context-aware one (engine.context_policy); arms owed
         a try by the exploration bound (engine.exploration) are included."""
-        from engine.selection import select_arms
+        from learning_bot.engine.selection import select_arms
 
         if not config.is_active:
             return select_arms(arm_set, None, config)
@@ -171,7 +171,7 @@ class ArmSelector:
                     arm_set, post, config, self.rng, force=force, calibration=calibration
                 )
         else:
-            from engine.context_policy import context_scores, lexical_index
+            from learning_bot.engine.context_policy import context_scores, lexical_index
 
             settings = self.context.effective_settings()
             evidence = self.context.evidence()
@@ -189,7 +189,7 @@ class ArmSelector:
                     calibration=calibration,
                 )  # fmt: skip
         if target is not None and chosen.is_baseline and session_key:
-            from engine.selection import opening_ranks
+            from learning_bot.engine.selection import opening_ranks
 
             with cache.lock:
                 ranks = opening_ranks(arm_set, post, config, scores, force, self.rng)
@@ -202,7 +202,7 @@ class ArmSelector:
     ) -> Selection:
         """At most k of the selected arms: forced ones (seeds, under-explored) first, then by
         posterior mean; seeds stay even past k."""
-        from engine.selection import Selection
+        from learning_bot.engine.selection import Selection
 
         seeds = set(config.seed_arm_ids)
         known = self.learner.cache.arms

@@ -25,26 +25,26 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
     import numpy as np
 
-    from engine.cache import PosteriorCache
-    from engine.context_policy import ContextEvidence, ContextSettings
-    from engine.exploration import ExplorationBound
-    from engine.inventory import ArmSet
-    from engine.selection import Selection
-    from engine.session_selection import SessionSelector
+    from learning_bot.engine.cache import PosteriorCache
+    from learning_bot.engine.context_policy import ContextEvidence, ContextSettings
+    from learning_bot.engine.exploration import ExplorationBound
+    from learning_bot.engine.inventory import ArmSet
+    from learning_bot.engine.selection import Selection
+    from learning_bot.engine.session_selection import SessionSelector
 
-from engine.arms import Arm
-from engine.cached_learner import RECORD_ATTEMPTS, CachedLearner
-from engine.changes import MIN_TRACES_FOR_ACTIVE, LearnerChanges
-from engine.config import LearningConfig, Phase
-from engine.context_learning import ContextLearning
-from engine.cost import PriceTable
-from engine.errors import Unavailable
-from engine.exploration_counts import ExplorationCounts, Schedule
-from engine.gateway_runs import GatewayRuns
-from engine.history import TIMESERIES_METRICS, WINDOWS, History
-from engine.observation import RunReport
-from engine.observing import Observer, SpoolByName
-from engine.ports import (
+from learning_bot.engine.arms import Arm
+from learning_bot.engine.cached_learner import RECORD_ATTEMPTS, CachedLearner
+from learning_bot.engine.changes import MIN_TRACES_FOR_ACTIVE, LearnerChanges
+from learning_bot.engine.config import LearningConfig, Phase
+from learning_bot.engine.context_learning import ContextLearning
+from learning_bot.engine.cost import PriceTable
+from learning_bot.engine.errors import Unavailable
+from learning_bot.engine.exploration_counts import ExplorationCounts, Schedule
+from learning_bot.engine.gateway_runs import GatewayRuns
+from learning_bot.engine.history import TIMESERIES_METRICS, WINDOWS, History
+from learning_bot.engine.observation import RunReport
+from learning_bot.engine.observing import Observer, SpoolByName
+from learning_bot.engine.ports import (
     ArmOutcome,
     ArmRecord,
     ObservationWriter,
@@ -54,13 +54,13 @@ from engine.ports import (
     TimeBucket,
     VerifyReport,
 )
-from engine.posterior import WallClock, now_ms
-from engine.records import RunRecord
-from engine.reports import RECALL_WINDOW, Reports
-from engine.selecting import ArmSelector, session_selector
-from engine.starvation import StarvedArm
-from engine.store_writer import StoreWriter
-from engine.views import (
+from learning_bot.engine.posterior import WallClock, now_ms
+from learning_bot.engine.records import RunRecord
+from learning_bot.engine.reports import RECALL_WINDOW, Reports
+from learning_bot.engine.selecting import ArmSelector, session_selector
+from learning_bot.engine.starvation import StarvedArm
+from learning_bot.engine.store_writer import StoreWriter
+from learning_bot.engine.views import (
     ArmView,
     ObserveResult,
     PhaseChange,

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from engine.errors import Unavailable
-from engine.ports import (
+from learning_bot.engine.errors import Unavailable
+from learning_bot.engine.ports import (
     ArmOutcome,
     PendingArmOutcome,
     PendingEvidence,
@@ -16,7 +16,7 @@ from engine.ports import (
     RunSessions,
     RunWriter,
 )
-from engine.records import RunRecord
+from learning_bot.engine.records import RunRecord
 
 
 class DirectStorage(RunWriter, RunSessions, Protocol):

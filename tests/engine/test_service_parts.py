@@ -9,18 +9,38 @@ from typing import Any
 
 import pytest
 
-from engine import Arm, InvalidInput, LearningConfig, Phase, ReportedArm, RunReport, Unavailable
-from engine.cache import CachedArm
-from engine.cached_learner import CachedLearner
-from engine.context_learning import count_deferrals
-from engine.exploration import ExplorationBound
-from engine.exploration_counts import ExplorationCounts
-from engine.history import convergence
-from engine.inputs import check_page, clean_text, recorded_actor, reward_value, with_loaded
-from engine.ports import ArmRecord, LearnerState, PendingArmOutcome, RunStats, TimeBucket
-from engine.posterior import Posterior
-from engine.read_only import ReadOnlyStore
-from engine.store_writer import StoreWriter
+from learning_bot.engine import (
+    Arm,
+    InvalidInput,
+    LearningConfig,
+    Phase,
+    ReportedArm,
+    RunReport,
+    Unavailable,
+)
+from learning_bot.engine.cache import CachedArm
+from learning_bot.engine.cached_learner import CachedLearner
+from learning_bot.engine.context_learning import count_deferrals
+from learning_bot.engine.exploration import ExplorationBound
+from learning_bot.engine.exploration_counts import ExplorationCounts
+from learning_bot.engine.history import convergence
+from learning_bot.engine.inputs import (
+    check_page,
+    clean_text,
+    recorded_actor,
+    reward_value,
+    with_loaded,
+)
+from learning_bot.engine.ports import (
+    ArmRecord,
+    LearnerState,
+    PendingArmOutcome,
+    RunStats,
+    TimeBucket,
+)
+from learning_bot.engine.posterior import Posterior
+from learning_bot.engine.read_only import ReadOnlyStore
+from learning_bot.engine.store_writer import StoreWriter
 
 READ = Arm("tool:test:Read", 100)
 BASH = Arm("tool:test:Bash", 200)
