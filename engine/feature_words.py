@@ -6,8 +6,8 @@ keeps, per word feature, the forms it was written in (lower-cased, one word each
 message) with how often, and names the feature by the most common one. It is bounded: at most
 `max_features` features, the least recently seen forgotten first, and MAX_FORMS forms each.
 
-A learner's written forms are shared by its replicas where the store keeps them (the
-ContextWords port): each process counts what its observes saw and adds those counts to the
+A learner's written forms are shared by its replicas through the store (the ContextWords
+port): each process counts what its observes saw and adds those counts to the
 stored ones now and then (`pending`), and an explanation reads the stored forms of the features
 it names. Counts not yet added when a process stops are lost; they only ever name a word.
 """
@@ -16,6 +16,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from learning_bot.engine.ports import ContextWords
 
 MAX_DISPLAY_FEATURES = 100_000
 """Word features whose written forms are kept at most, in memory and in storage per learner."""
@@ -105,14 +109,13 @@ def most_common(counts: Mapping[str, float]) -> str:
     return min(counts, key=lambda f: (-counts[f], f))
 
 
-def share(written: DisplayWords, store: object, learner_id: int, every: int = SHARE_EVERY) -> None:
-    """Add this process's counts not yet shared to the stored ones, once every `every` notes,
-    when the store keeps them (the ContextWords port); storage unavailable: the next time."""
+def share(
+    written: DisplayWords, store: ContextWords, learner_id: int, every: int = SHARE_EVERY
+) -> None:
+    """Add this process's counts not yet shared to the stored ones (the ContextWords port),
+    once every `every` notes; storage unavailable: the next time."""
     from learning_bot.engine.errors import Unavailable
-    from learning_bot.engine.ports import ContextWords
 
-    if not isinstance(store, ContextWords):
-        return
     counts = written.pending(every)
     if not counts:
         return
@@ -123,19 +126,15 @@ def share(written: DisplayWords, store: object, learner_id: int, every: int = SH
 
 
 def namer(
-    written: DisplayWords, store: object, learner_id: int
+    written: DisplayWords, store: ContextWords, learner_id: int
 ) -> Callable[[Sequence[int]], Mapping[int, str]]:
     """The written forms of given features, for an explanation: the stored ones (every
-    replica's counts, this process's added first) where the store keeps them, else this
-    process's; a feature without a stored form, or storage unavailable, falls back to this
-    process's."""
+    replica's counts, this process's added first); a feature without a stored form, or
+    storage unavailable, falls back to this process's."""
     from learning_bot.engine.errors import Unavailable
-    from learning_bot.engine.ports import ContextWords
 
     def forms(features: Sequence[int]) -> Mapping[int, str]:
         local = written.forms(features)
-        if not isinstance(store, ContextWords):
-            return local
         try:
             share(written, store, learner_id, every=0)
             stored = store.context_words(learner_id, features)

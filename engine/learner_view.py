@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from learning_bot.engine.cache import PosteriorCache
 from learning_bot.engine.errors import Unavailable
-from learning_bot.engine.ports import SessionUsages, Store
+from learning_bot.engine.ports import SessionUsages
 
 SESSION_TURNS_SECONDS = 60.0
 """How long the learner's mean session length is trusted before it is read again."""
@@ -22,7 +22,7 @@ class CachedLearnerView:
     def __init__(
         self,
         cache: Callable[[], PosteriorCache],
-        store: Store,
+        store: SessionUsages,
         learner_id: Callable[[], int],
         clock: Callable[[], float],
     ) -> None:
@@ -51,16 +51,14 @@ class CachedLearnerView:
             if now - self._turns_read_at < SESSION_TURNS_SECONDS:
                 return self._turns
             self._turns_read_at = now
-        store = self._store
         turns: float | None = None
-        if isinstance(store, SessionUsages):
-            with contextlib.suppress(Unavailable):
-                usages = store.session_usage(self._learner_id())
-                runs: dict[str, int] = {}
-                for usage in usages:
-                    runs[usage.key] = runs.get(usage.key, 0) + usage.runs
-                if runs:
-                    turns = sum(runs.values()) / len(runs)
+        with contextlib.suppress(Unavailable):
+            usages = self._store.session_usage(self._learner_id())
+            runs: dict[str, int] = {}
+            for usage in usages:
+                runs[usage.key] = runs.get(usage.key, 0) + usage.runs
+            if runs:
+                turns = sum(runs.values()) / len(runs)
         with self._lock:
             self._turns = turns
         return turns

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from learning_bot.engine.errors import Unavailable
-from learning_bot.engine.ports import ProjectionStore
 from learning_bot.engine.posterior import now_ms
 from learning_bot.engine.projection import DEFAULT_RUNS, Projection, SettingProjection, project
 
@@ -98,13 +97,13 @@ def learner_projection(
 
 
 def keep_projection(service: LearningService, projection: Projection) -> bool:
-    """Keep `projection` with the learner (at its switch to active); False when the store
-    keeps none or cannot be reached (the switch stands either way)."""
-    store = service.store
-    if not projection.settings or not isinstance(store, ProjectionStore):
+    """Keep `projection` with the learner (at its switch to active); False when it holds no
+    setting or storage cannot be reached (the switch stands either way)."""
+    if not projection.settings:
         return False
     try:
-        store.save_projection(service.learner_id, json.dumps(projection.to_json()), at=now_ms())
+        kept = json.dumps(projection.to_json())
+        service.store.save_projection(service.learner_id, kept, at=now_ms())
     except Unavailable:
         return False
     return True
@@ -113,11 +112,8 @@ def keep_projection(service: LearningService, projection: Projection) -> bool:
 def kept_projection(service: LearningService) -> tuple[SettingProjection, int, int] | None:
     """The current setting of the projection kept at the switch to active, the runs it was
     made from, and when it was kept (ms); None when there is none."""
-    store = service.store
-    if not isinstance(store, ProjectionStore):
-        return None
     try:
-        found = store.saved_projection(service.learner_id)
+        found = service.store.saved_projection(service.learner_id)
     except Unavailable:
         return None
     if found is None:

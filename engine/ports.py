@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from learning_bot.engine.config import Phase
 from learning_bot.engine.errors import Conflict
@@ -209,99 +209,6 @@ class RunWriter(Protocol):
     ) -> RecordResult: ...
 
 
-class Store(Protocol):
-    """Persistence the LearningService needs; every write method is one atomic transaction."""
-
-    def open_learner(
-        self,
-        name: str,
-        initial_phase: Phase,
-        settings: Mapping[str, Any] | None = None,
-        half_life: float = 0.0,
-    ) -> LearnerState:
-        """The learner named `name`, created with `settings` and `half_life` when it does not
-        exist; an existing learner's stored settings are never changed here."""
-        ...
-
-    def learner_state(self, learner_id: int) -> LearnerState: ...
-
-    def load_arms(self, learner_id: int) -> dict[str, ArmRecord]: ...
-
-    def record_runs(
-        self, learner_id: int, runs: Sequence[RunRecord], settings: str | None = None
-    ) -> RecordResult:
-        """See RunWriter.record_runs."""
-        ...
-
-    def record_rewards(
-        self,
-        learner_id: int,
-        changes: Sequence[RewardChange],
-        *,
-        actor: str,
-        reason: str | None,
-        trace_id: str | None,
-        at: int,
-    ) -> int: ...
-
-    def latest_run(self, learner_id: int, conversation: str) -> RunRecord | None: ...
-
-    def reset(
-        self, learner_id: int, arm_ids: Sequence[str] | None, *, actor: str, at: int
-    ) -> ResetRecord: ...
-
-    def undo_reset(self, learner_id: int, *, actor: str, at: int) -> ResetRecord: ...
-
-    def last_reset(self, learner_id: int) -> ResetRecord | None: ...
-
-    def set_phase(
-        self, learner_id: int, phase: Phase, *, actor: str, bootstrap: bool, at: int
-    ) -> PhaseChangeRecord: ...
-
-    def run_stats(self, learner_id: int) -> RunStats: ...
-
-    def set_half_life(self, learner_id: int, half_life: float, *, at: int) -> None:
-        """Make `half_life` the forgetting applied to every later change of the learner's
-        posteriors (a change rebases every posterior, so `verify` replays each from its
-        value at the change)."""
-        ...
-
-    def set_settings(
-        self, learner_id: int, settings: Mapping[str, Any], half_life: float, *, at: int
-    ) -> None:
-        """Store the learner's learning options and its half-life in one transaction (a new
-        half-life rebases its posteriors as `set_half_life` does)."""
-        ...
-
-    def inclusion_counts(self, learner_id: int, last: int) -> dict[str, tuple[int, int, int]]:
-        """arm id -> (runs that included it, runs that offered it, runs that included it
-        and used it) over the working runs (no guard) among the last `last` active selected
-        runs counted by status."""
-        ...
-
-    def trace_page(
-        self, learner_id: int, limit: int, offset: int
-    ) -> tuple[list[RunRecord], int]: ...
-
-    def trace_pieces(self, learner_id: int, limit: int, offset: int) -> Iterator[list[RunRecord]]:
-        """The page `trace_page` reads, in pieces bounded by their size in memory (not by
-        their number of traces): what a streamed answer holds at once."""
-        ...
-
-    def iter_traces(self, learner_id: int, *, with_arms: bool = True) -> Iterator[RunRecord]:
-        """Every trace, oldest first, read in pieces bounded by their size in memory;
-        `with_arms` off leaves the arm outcomes unread."""
-        ...
-
-    def timeseries(
-        self, learner_id: int, metric: str, window_ms: int, since: int | None
-    ) -> list[TimeBucket]: ...
-
-    def verify(self, learner_id: int) -> VerifyReport: ...
-
-    def close(self) -> None: ...
-
-
 @dataclass(frozen=True, slots=True)
 class ArmOutcome:
     """What `record_arm_outcome` did to one arm: its posterior afterwards, and the run the
@@ -350,10 +257,9 @@ class PendingEvidence:
     phase: Phase
 
 
-@runtime_checkable
 class EvidenceSpooler(Protocol):
-    """A writer that keeps per-feature evidence in its spool while storage is down, to add it
-    to storage after the runs it came from (`learner_id` None: by the learner's name)."""
+    """Keeps per-feature evidence in a spool while storage is down, to add it to storage after
+    the runs it came from (`learner_id` None: by the learner's name)."""
 
     def spool_context_evidence(
         self, learner_id: int | None, learner: str, pending: PendingEvidence
@@ -364,10 +270,9 @@ class EvidenceSpooler(Protocol):
         ...
 
 
-@runtime_checkable
 class ArmOutcomeWriter(Protocol):
-    """A writer that records a per-arm outcome, or spools it while storage is down (for a
-    learner storage has not opened yet, `learner_id` None, by the learner's name)."""
+    """Records a per-arm outcome, or spools it while storage is down (for a learner storage
+    has not opened yet, `learner_id` None, by the learner's name)."""
 
     def record_or_spool_arm_outcome(
         self, learner_id: int | None, learner: str, pending: PendingArmOutcome
@@ -376,11 +281,9 @@ class ArmOutcomeWriter(Protocol):
         ...
 
 
-@runtime_checkable
 class RunSessions(Protocol):
     """Runs recorded at selection time and completed arm by arm afterwards, as agent gateways
-    that report one outcome per arm do (OpenClaw's learning backend calls). SqlStore
-    implements it; read-only stores do not."""
+    that report one outcome per arm do (OpenClaw's learning backend calls)."""
 
     def record_arm_outcome(
         self,
@@ -403,11 +306,10 @@ class RunSessions(Protocol):
     ) -> list[RunRecord]: ...
 
 
-@runtime_checkable
 class SessionSets(Protocol):
-    """Session-stable selection's shared state (SPEC section 4a): the set each session's first
-    select decided. SqlStore implements it, so every replica answers a session alike; a store
-    without it selects per request."""
+    """Session-stable selection's shared state: the set each session's first select decided
+    (engine.session_selection), kept in storage so that every replica answers a session
+    alike."""
 
     def session_set(self, learner_id: int, key: str) -> SessionSet | None: ...
 
@@ -418,20 +320,16 @@ class SessionSets(Protocol):
     def save_session_set(self, learner_id: int, changed: SessionSet) -> bool: ...
 
 
-@runtime_checkable
 class SessionDecisionCounts(Protocol):
-    """What a learner's sessions of the last day did with their sets, for status. SqlStore and
-    the read-only SQLite reader implement it."""
+    """What a learner's sessions of the last day did with their sets, for status."""
 
     def session_decisions(self, learner_id: int) -> SessionDecisions: ...
 
 
-@runtime_checkable
 class ContextStore(Protocol):
     """The context-aware policy's per-feature evidence (engine.context_policy) and deferral
     counts, kept per learner under a bound on its cells and shared by every replica: writes add
-    to what is stored. SqlStore implements it; a store without it keeps them in this process
-    only."""
+    to what is stored."""
 
     def context_evidence(self, learner_id: int) -> tuple[list[EvidenceCell], int]: ...
 
@@ -453,12 +351,10 @@ class ContextStore(Protocol):
     def context_deferrals(self, learner_id: int, arm_id: str) -> tuple[int, int]: ...
 
 
-@runtime_checkable
 class ContextWords(Protocol):
     """The forms a learner's message word features were written in, with how often each was
     seen (engine.feature_words), shared by every replica: writes add to the stored counts;
-    at most `max_features` features are kept. SqlStore implements it; a store without it
-    keeps them in this process only."""
+    at most `max_features` features are kept."""
 
     def add_context_words(
         self, learner_id: int, counts: Mapping[tuple[int, str], int], max_features: int
@@ -467,38 +363,155 @@ class ContextWords(Protocol):
     def context_words(self, learner_id: int, features: Sequence[int]) -> dict[int, str]: ...
 
 
-@runtime_checkable
 class LeftOutRuns(Protocol):
     """Per arm, the learner's latest runs since its last inclusion: the exploration bound's
-    count across replicas and restarts (engine.exploration). SqlStore implements it."""
+    count across replicas and restarts (engine.exploration)."""
 
     def left_out_runs(self, learner_id: int, window: int) -> dict[str, int]: ...
 
 
-@runtime_checkable
 class SessionUsages(Protocol):
     """The usage of a learner's latest active runs summed per session, for the measured
-    prompt-cost saving (engine.savings). SqlStore implements it."""
+    prompt-cost saving (engine.savings)."""
 
     def session_usage(self, learner_id: int, window: int = ...) -> list[SessionUsage]: ...
 
 
-@runtime_checkable
 class SessionUsageSince(Protocol):
     """The usage of a learner's active runs since a time, summed per session with its start:
-    the cost-per-session chart. SqlStore implements it."""
+    the cost-per-session chart."""
 
     def session_usage_since(self, learner_id: int, since: int) -> list[SessionUsage]: ...
 
 
-@runtime_checkable
 class ProjectionStore(Protocol):
     """The projection made when a learner was switched to active (engine.projection's JSON),
-    kept with the learner so status can show what was projected beside what is achieved.
-    SqlStore implements it."""
+    kept with the learner so status can show what was projected beside what is achieved."""
 
     def save_projection(self, learner_id: int, projection: str, *, at: int) -> None: ...
 
     def saved_projection(self, learner_id: int) -> tuple[str, int] | None:
         """The JSON and when it was saved (ms), or None."""
         ...
+
+
+class StoreReads(SessionDecisionCounts, SessionUsages, Protocol):
+    """What status reads of a learner: its state, posteriors, run counters, last reset,
+    inclusion counts, session decisions, session usage and kept projection. The read-only
+    port: storage.lite.LiteReader serves it on a SQLite file without SQLAlchemy, and every
+    Store serves it too."""
+
+    def open_learner(
+        self,
+        name: str,
+        initial_phase: Phase,
+        settings: Mapping[str, Any] | None = None,
+        half_life: float = 0.0,
+    ) -> LearnerState:
+        """The learner named `name`, created with `settings` and `half_life` when it does not
+        exist; an existing learner's stored settings are never changed here."""
+        ...
+
+    def learner_state(self, learner_id: int) -> LearnerState: ...
+
+    def load_arms(self, learner_id: int) -> dict[str, ArmRecord]: ...
+
+    def run_stats(self, learner_id: int) -> RunStats: ...
+
+    def last_reset(self, learner_id: int) -> ResetRecord | None: ...
+
+    def inclusion_counts(self, learner_id: int, last: int) -> dict[str, tuple[int, int, int]]:
+        """arm id -> (runs that included it, runs that offered it, runs that included it
+        and used it) over the working runs (no guard) among the last `last` active selected
+        runs counted by status."""
+        ...
+
+    def saved_projection(self, learner_id: int) -> tuple[str, int] | None:
+        """The JSON and when it was saved (ms), or None (ProjectionStore)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Store(
+    StoreReads,
+    RunSessions,
+    SessionSets,
+    ContextStore,
+    ContextWords,
+    LeftOutRuns,
+    SessionUsageSince,
+    ProjectionStore,
+    Protocol,
+):
+    """Persistence the LearningService needs: every read of StoreReads, the parts above, and
+    the writes below; every write method is one atomic transaction. storage.SqlStore
+    implements all of it."""
+
+    def record_runs(
+        self, learner_id: int, runs: Sequence[RunRecord], settings: str | None = None
+    ) -> RecordResult:
+        """See RunWriter.record_runs."""
+        ...
+
+    def record_rewards(
+        self,
+        learner_id: int,
+        changes: Sequence[RewardChange],
+        *,
+        actor: str,
+        reason: str | None,
+        trace_id: str | None,
+        at: int,
+    ) -> int: ...
+
+    def latest_run(self, learner_id: int, conversation: str) -> RunRecord | None: ...
+
+    def reset(
+        self, learner_id: int, arm_ids: Sequence[str] | None, *, actor: str, at: int
+    ) -> ResetRecord: ...
+
+    def undo_reset(self, learner_id: int, *, actor: str, at: int) -> ResetRecord: ...
+
+    def set_phase(
+        self, learner_id: int, phase: Phase, *, actor: str, bootstrap: bool, at: int
+    ) -> PhaseChangeRecord: ...
+
+    def set_half_life(self, learner_id: int, half_life: float, *, at: int) -> None:
+        """Make `half_life` the forgetting applied to every later change of the learner's
+        posteriors (a change rebases every posterior, so `verify` replays each from its
+        value at the change)."""
+        ...
+
+    def set_settings(
+        self, learner_id: int, settings: Mapping[str, Any], half_life: float, *, at: int
+    ) -> None:
+        """Store the learner's learning options and its half-life in one transaction (a new
+        half-life rebases its posteriors as `set_half_life` does)."""
+        ...
+
+    def trace_page(
+        self, learner_id: int, limit: int, offset: int
+    ) -> tuple[list[RunRecord], int]: ...
+
+    def trace_pieces(self, learner_id: int, limit: int, offset: int) -> Iterator[list[RunRecord]]:
+        """The page `trace_page` reads, in pieces bounded by their size in memory (not by
+        their number of traces): what a streamed answer holds at once."""
+        ...
+
+    def iter_traces(self, learner_id: int, *, with_arms: bool = True) -> Iterator[RunRecord]:
+        """Every trace, oldest first, read in pieces bounded by their size in memory;
+        `with_arms` off leaves the arm outcomes unread."""
+        ...
+
+    def timeseries(
+        self, learner_id: int, metric: str, window_ms: int, since: int | None
+    ) -> list[TimeBucket]: ...
+
+    def verify(self, learner_id: int) -> VerifyReport: ...
+
+
+class ObservationWriter(RunWriter, EvidenceSpooler, ArmOutcomeWriter, Protocol):
+    """Where the service writes what it observes: runs, per-arm outcomes and per-feature
+    evidence. storage.spool.SpoolingStore keeps them in a local spool while storage is down;
+    engine.store_writer.StoreWriter writes them straight to the store."""

@@ -271,7 +271,7 @@ def select_arms(
     budget is left. Their defaults are the seed algorithm's behaviour.
 
     `draw` replaces the Thompson draw (the context-aware policy passes its own); `force` marks
-    arms included like seeds in a Thompson run (the exploration bound of engine.starvation
+    arms included like seeds in a Thompson run (the exploration bound of engine.exploration
     passes those it owes a try). Neither changes a baseline run.
 
     With `config.recall_target` set, a Thompson run takes the least-cost set whose estimated

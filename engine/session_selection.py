@@ -19,7 +19,7 @@ from learning_bot.engine.bounds import check_text
 from learning_bot.engine.config import LearningConfig
 from learning_bot.engine.errors import InvalidInput, Unavailable
 from learning_bot.engine.observation import RunReport
-from learning_bot.engine.ports import SessionSets, Store
+from learning_bot.engine.ports import SessionSets
 from learning_bot.engine.providers import Mechanics, mechanics_for
 from learning_bot.engine.session_review import (
     BASELINE_DONE,
@@ -160,7 +160,7 @@ class SessionSelector:
 
     def __init__(
         self,
-        store: Store,
+        store: SessionSets,
         learner_id: Callable[[], int],
         cache_ttl: float,
         clock: Callable[[], float],
@@ -199,7 +199,7 @@ class SessionSelector:
         is lost."""
         store = self.store
         idle = config.session_idle_seconds
-        if idle <= 0 or not isinstance(store, SessionSets):
+        if idle <= 0:
             return draw(arm_set, config)
         asked = request or SessionRequest()
         view = self._view
@@ -393,10 +393,9 @@ class SessionSelector:
         """The word features of the message session `key`'s set was decided on (this
         process's copy while it is fresh, else the store's); () when unknown or unreachable."""
         session = self._sessions.get(key, self._clock())
-        store = self.store
-        if session is None and isinstance(store, SessionSets):
+        if session is None:
             with contextlib.suppress(Unavailable):
-                session = store.session_set(self._learner_id(), key)
+                session = self.store.session_set(self._learner_id(), key)
         return session.opening if session is not None else ()
 
     def _prompt_size(self, key: str) -> int:
@@ -409,8 +408,6 @@ class SessionSelector:
         the cache although their set was read before: two such runs in a row mark the
         session's cache as not holding, and its next select draws again."""
         store = self.store
-        if not isinstance(store, SessionSets):
-            return
         for report in reports:
             key = report.session_key
             usage = report.usage
@@ -453,7 +450,7 @@ class SessionSelector:
         prefix); elsewhere it is kept by the session's next redraw. One miss per tool, not one
         per turn."""
         store = self.store
-        if config.session_idle_seconds <= 0 or not isinstance(store, SessionSets):
+        if config.session_idle_seconds <= 0:
             return
         append = config.session_growth == "append"
         for report in reports:

@@ -11,7 +11,7 @@ from learning_bot.bot.bus import DEFAULT_LEARNER, BusSettings, CommandBus, Learn
 from learning_bot.bot.ports import CommandBatch, SubscriptionStore
 from learning_bot.engine.config import Phase
 from learning_bot.engine.errors import Unavailable
-from learning_bot.engine.ports import RunWriter, SpoolHealth, Store
+from learning_bot.engine.ports import ObservationWriter, RunWriter, SpoolHealth, Store
 from learning_bot.engine.posterior import WallClock, now_ms
 from learning_bot.engine.service import LearningService, SpoolByName
 from learning_bot.settings import Settings
@@ -104,6 +104,7 @@ def build_app(
         wait_for_storage=not one_shot,
     )
     writer: RunWriter = sql
+    spooling_writer: ObservationWriter | None = None
     by_name: SpoolByName | None = None
     spooled: SpoolHealth | None = None
     if spool:
@@ -124,6 +125,7 @@ def build_app(
             opener=opener,
         )
         writer, by_name, spooled = spooling, spooling.record_runs_by_name, spooling
+        spooling_writer = spooling
 
     def make(learner: str) -> LearningService:
         return LearningService(
@@ -131,7 +133,7 @@ def build_app(
             settings.config,
             learner=learner,
             cache_ttl=settings.cache_ttl,
-            writer=writer,
+            writer=spooling_writer,
             schedule=run_in_background,
             spool_by_name=by_name,
             spool=spooled,
@@ -157,6 +159,7 @@ def build_read_app(settings: Settings) -> App | None:
     for one-shot reads such as `learning-bot status`; None when it cannot serve them (another
     database, a file that does not exist yet, an older schema, an unknown learner)."""
     from learning_bot.engine.config import Phase
+    from learning_bot.engine.read_only import ReadOnlyStore
     from learning_bot.storage.lite import LiteReader, NotReadable, sqlite_path
     from learning_bot.storage.location import default_database_url
 
@@ -173,14 +176,16 @@ def build_read_app(settings: Settings) -> App | None:
         reader.close()
         return None
 
+    store = ReadOnlyStore(reader)
+
     def make(learner: str) -> LearningService:
         return LearningService(
-            reader, settings.config, learner=learner, cache_ttl=60.0, prices=settings.prices
+            store, settings.config, learner=learner, cache_ttl=60.0, prices=settings.prices
         )
 
     services = LearnerServices(make, settings.config)
     bus = CommandBus(services, _NoCommandLog(), bus_settings(settings, rate_limit=0))
-    return App(settings, reader, reader, services, bus)
+    return App(settings, store, store, services, bus)
 
 
 class _NoCommandLog:

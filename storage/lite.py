@@ -1,15 +1,16 @@
-"""LiteReader: the read side of the Store port on a SQLite file through the standard library,
-for one-shot commands (`learning-bot status`) that should not pay SQLAlchemy's import.
+"""LiteReader: the read-only port (engine.ports.StoreReads) on a SQLite file through the
+standard library, for one-shot commands (`learning-bot status`) that should not pay
+SQLAlchemy's import.
 
 It runs the same SQL as SqlStore (storage.queries) and never writes; anything else goes through
 SqlStore. Importing it imports nothing but the standard library: the rows (`*_row` methods)
-serve the command line's status as they are, and the Store port's methods turn them into the
-engine's records."""
+serve the command line's status as they are, and the port's methods turn them into the
+engine's records. A service over it is made through engine.read_only.ReadOnlyStore."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -18,19 +19,12 @@ from learning_bot.storage.revision import HEAD_REVISION
 
 if TYPE_CHECKING:
     from learning_bot.engine.config import Phase
-    from learning_bot.engine.errors import Unavailable
     from learning_bot.engine.ports import (
         ArmRecord,
         LearnerState,
-        PhaseChangeRecord,
-        RecordResult,
         ResetRecord,
-        RewardChange,
         RunStats,
-        TimeBucket,
-        VerifyReport,
     )
-    from learning_bot.engine.records import RunRecord
     from learning_bot.engine.savings import SessionUsage
     from learning_bot.engine.session_sets import SessionDecisions
 
@@ -60,8 +54,7 @@ def sqlite_path(url: str) -> Path | None:
 
 
 class LiteReader:
-    """The Store port, read-only: status reads are served, anything else raises
-    Unavailable (the command line then opens the database through SqlStore)."""
+    """The StoreReads port: the reads status needs, and nothing else."""
 
     def __init__(self, path: Path) -> None:
         if not path.is_file():
@@ -181,9 +174,6 @@ class LiteReader:
             return None
         return str(row[0]), int(row[1] or 0)
 
-    def save_projection(self, learner_id: int, projection: str, *, at: int) -> None:
-        raise self._refuse()
-
     def inclusion_counts(self, learner_id: int, last: int) -> dict[str, tuple[int, int, int]]:
         return queries.inclusion_counts(self._read(self.inclusion_rows, learner_id, last))
 
@@ -197,68 +187,3 @@ class LiteReader:
 
     def close(self) -> None:
         self.conn.close()
-
-    # -- everything else needs SqlStore -------------------------------------------------------
-
-    def _refuse(self) -> Unavailable:
-        from learning_bot.engine.errors import Unavailable
-
-        return Unavailable("this read-only view of the database serves status only")
-
-    def record_runs(
-        self, learner_id: int, runs: Sequence[RunRecord], settings: str | None = None
-    ) -> RecordResult:
-        raise self._refuse()
-
-    def set_half_life(self, learner_id: int, half_life: float, *, at: int) -> None:
-        raise self._refuse()
-
-    def set_settings(
-        self, learner_id: int, settings: Mapping[str, Any], half_life: float, *, at: int
-    ) -> None:
-        raise self._refuse()
-
-    def record_rewards(
-        self,
-        learner_id: int,
-        changes: Sequence[RewardChange],
-        *,
-        actor: str,
-        reason: str | None,
-        trace_id: str | None,
-        at: int,
-    ) -> int:
-        raise self._refuse()
-
-    def latest_run(self, learner_id: int, conversation: str) -> RunRecord | None:
-        raise self._refuse()
-
-    def reset(
-        self, learner_id: int, arm_ids: Sequence[str] | None, *, actor: str, at: int
-    ) -> ResetRecord:
-        raise self._refuse()
-
-    def undo_reset(self, learner_id: int, *, actor: str, at: int) -> ResetRecord:
-        raise self._refuse()
-
-    def set_phase(
-        self, learner_id: int, phase: Phase, *, actor: str, bootstrap: bool, at: int
-    ) -> PhaseChangeRecord:
-        raise self._refuse()
-
-    def trace_page(self, learner_id: int, limit: int, offset: int) -> tuple[list[RunRecord], int]:
-        raise self._refuse()
-
-    def trace_pieces(self, learner_id: int, limit: int, offset: int) -> Iterator[list[RunRecord]]:
-        raise self._refuse()
-
-    def iter_traces(self, learner_id: int, *, with_arms: bool = True) -> Iterator[RunRecord]:
-        raise self._refuse()
-
-    def timeseries(
-        self, learner_id: int, metric: str, window_ms: int, since: int | None
-    ) -> list[TimeBucket]:
-        raise self._refuse()
-
-    def verify(self, learner_id: int) -> VerifyReport:
-        raise self._refuse()

@@ -348,10 +348,20 @@ def test_storage_outage_gets_a_clear_reply(store: SqlStore) -> None:
 
             return fail
 
-    bus = make_bus(store, BusSettings())
+    class Switch:
+        """The store, until it goes down."""
+
+        def __init__(self) -> None:
+            self.current: object = store
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.current, name)
+
+    switch = Switch()
+    bus = make_bus(switch, BusSettings())  # type: ignore[arg-type]
     observe(bus, "a", ["T1"])
     bus.commands = Down()  # type: ignore[assignment]
-    bus.services.get("default").store = Down()  # type: ignore[assignment]
+    switch.current = Down()
     for text in ("status", "reward T1 good", "reset all confirm", "phase"):
         reply = say(bus, text, key=None)
         assert reply.kind is ReplyKind.ERROR, text

@@ -1,0 +1,93 @@
+"""The exploration bound's counts as one service keeps them (engine.exploration): read from
+the stored runs on first use, and again at most every SYNC_SECONDS when other replicas stored
+runs, so that the bound counts every replica's runs and survives a restart."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+from learning_bot.engine.errors import Unavailable
+
+if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
+    from learning_bot.engine.exploration import ExplorationBound, OwedTries
+    from learning_bot.engine.ports import RunStats
+
+Schedule = Callable[[Callable[[], None]], None]
+"""Runs a callable soon, somewhere that does not make the caller wait."""
+
+
+class ExplorationReads(Protocol):
+    """What the counts read of storage: the learner's stored runs and, per arm, its runs since
+    its last inclusion (the LeftOutRuns port)."""
+
+    def run_stats(self, learner_id: int) -> RunStats: ...
+
+    def left_out_runs(self, learner_id: int, window: int) -> dict[str, int]: ...
+
+
+class ExplorationCounts:
+    """The arms owed a try, counted from the stored runs plus this process's selections."""
+
+    def __init__(
+        self,
+        store: ExplorationReads,
+        learner_id: Callable[[], int],
+        clock: Callable[[], float],
+        schedule: Schedule | None = None,
+        bound: ExplorationBound | None = None,
+    ) -> None:
+        self.store = store
+        self._learner_id = learner_id
+        self._clock = clock
+        self._schedule = schedule
+        self._bound = bound
+        self._owed: OwedTries | None = None
+        self._synced_at = float("-inf")
+        self._runs: int | None = None
+        """The learner's stored runs as of the last read, plus the runs this process stored
+        since: when storage holds no others, its count is the learner's."""
+
+    def owed(self) -> OwedTries:
+        """The counts: read from the stored runs on first use, read again at most every
+        SYNC_SECONDS (in the background when a scheduler was given)."""
+        from learning_bot.engine.exploration import SYNC_SECONDS
+
+        owed = self._owed
+        if owed is None:
+            from learning_bot.engine.exploration import ExplorationBound, OwedTries
+
+            owed = self._owed = OwedTries(self._bound or ExplorationBound())
+            self._synced_at = self._clock()
+            self.sync(first=True)
+        elif self._clock() - self._synced_at >= SYNC_SECONDS:
+            self._synced_at = self._clock()
+            if self._schedule is not None:
+                self._schedule(self.sync)
+            else:
+                self.sync()
+        return owed
+
+    def sync(self, first: bool = False) -> None:
+        """Read the counts from the stored runs: on first use, and later when storage holds
+        runs this process did not store (another replica's), so that a process alone keeps
+        counting its own selections."""
+        owed = self._owed
+        if owed is None:
+            return
+        window = owed.bound.after_selections
+        if window <= 0:
+            return
+        learner_id = self._learner_id
+        with contextlib.suppress(Unavailable):  # keep this process's counts meanwhile
+            runs = self.store.run_stats(learner_id()).all_time_traces
+            if not first and runs == self._runs:
+                return
+            owed.sync(self.store.left_out_runs(learner_id(), window))
+            self._runs = runs
+
+    def stored(self, runs: int) -> None:
+        """This process stored `runs` more runs of the learner."""
+        if self._runs is not None:
+            self._runs += runs
