@@ -296,7 +296,8 @@ def spool_appends(per_batch: int, batches: int = 5) -> int:
     from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall, Unavailable
     from engine.observation import observation_guard, rewards_for_run
     from engine.records import record_from_report
-    from storage.spool import Spool, SpoolingStore
+    from storage.spool import Spool
+    from storage.spooling_store import SpoolingStore
 
     config = LearningConfig(phase=Phase.ACTIVE)
     arms = tuple(ReportedArm(Arm(f"tool:bench:T{k}", 100), True) for k in range(20))

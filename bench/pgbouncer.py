@@ -54,7 +54,8 @@ from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall 
 from engine.service import LearningService  # noqa: E402
 from storage import SqlStore  # noqa: E402
 from storage.pooling import PoolSettings  # noqa: E402
-from storage.spool import Spool, SpoolingStore  # noqa: E402
+from storage.spool import Spool  # noqa: E402
+from storage.spooling_store import SpoolingStore  # noqa: E402
 from tests.storage.test_pgbouncer import own_database, running_pgbouncer  # noqa: E402
 
 BASE = os.environ.get(

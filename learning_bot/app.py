@@ -95,7 +95,8 @@ def build_app(
     by_name: SpoolByName | None = None
     spooled: SpoolHealth | None = None
     if spool:
-        from storage.spool import Spool, SpoolingStore, default_spool_root
+        from storage.spool import Spool, default_spool_root
+        from storage.spooling_store import SpoolingStore
 
         limit = round(settings.spool_max_mb * 1024 * 1024)
         config = settings.config

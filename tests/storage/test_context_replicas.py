@@ -352,7 +352,8 @@ def test_evidence_of_runs_observed_in_an_outage_is_added_when_they_are_written(
     from typing import Any
 
     from engine.errors import Unavailable
-    from storage.spool import Spool, SpoolingStore
+    from storage.spool import Spool
+    from storage.spooling_store import SpoolingStore
 
     from .test_spool import Outage
 

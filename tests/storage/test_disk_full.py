@@ -16,7 +16,8 @@ import pytest
 from engine import LearningConfig, Phase, Unavailable
 from engine.service import LearningService
 from storage import SqlStore
-from storage.spool import Spool, SpoolingStore
+from storage.spool import Spool
+from storage.spooling_store import SpoolingStore
 
 from .helpers import workload_arms, workload_report
 

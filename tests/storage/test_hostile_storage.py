@@ -18,8 +18,10 @@ from engine.records import RunRecord
 from engine.service import LearningService
 from learning_bot.cli import main
 from storage import SqlStore
+from storage.dead_letters import DEAD_LETTER, dead_letters
 from storage.hotpath import COUNTER_CAP, SHARDS
-from storage.spool import DEAD_LETTER, Spool, SpoolFull, SpoolingStore, dead_letters
+from storage.spool import Spool, SpoolFull
+from storage.spooling_store import SpoolingStore
 
 from .helpers import report
 from .test_spool import Outage, record_of, wait_until

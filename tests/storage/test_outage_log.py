@@ -12,7 +12,8 @@ from engine import LearningConfig, Phase, Unavailable
 from engine.service import LearningService
 from storage import SqlStore
 from storage.outage_log import StateLog, duration
-from storage.spool import Spool, SpoolingStore
+from storage.spool import Spool
+from storage.spooling_store import SpoolingStore
 
 from .helpers import report
 from .test_spool import Outage

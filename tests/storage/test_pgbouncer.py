@@ -259,7 +259,8 @@ def test_a_lost_prepared_statement_is_spooled_and_its_connection_replaced(
     from engine import LearningConfig, Phase
     from engine.service import LearningService
     from storage import SqlStore
-    from storage.spool import Spool, SpoolingStore
+    from storage.spool import Spool
+    from storage.spooling_store import SpoolingStore
 
     from .helpers import report
     from .test_spool import wait_until

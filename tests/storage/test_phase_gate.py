@@ -16,7 +16,9 @@ from engine.ports import LearnerChanged
 from engine.records import RunRecord
 from engine.service import RECORD_ATTEMPTS, LearningService
 from storage import SqlStore
-from storage.spool import Spool, replay_dead_letters, spool_line
+from storage.dead_letters import replay_dead_letters
+from storage.spool import Spool
+from storage.spool_lines import spool_line
 
 from .helpers import ARMS, report
 from .test_spool import record_of
@@ -260,7 +262,9 @@ def test_a_dead_lettered_outcome_is_replayed_under_the_phase_current_at_replay(
     database_url: str, tmp_path: Path
 ) -> None:
     from engine.ports import PendingArmOutcome
-    from storage.spool import DEAD_LETTER, outcome_line, outcome_under_stored_phase
+    from storage.dead_letters import DEAD_LETTER
+    from storage.spool_lines import outcome_line
+    from storage.spool_writes import outcome_under_stored_phase
 
     store_a, a, store_b, b = replicas(database_url, Phase.ACTIVE)
     warm(b)

@@ -14,7 +14,9 @@ from engine.observation import observation_guard, rewards_for_run
 from engine.records import RunRecord, record_from_report
 from engine.service import LearningService
 from storage import SqlStore
-from storage.spool import Spool, SpoolFull, SpoolingStore, read_spool_line, spool_line
+from storage.spool import Spool, SpoolFull
+from storage.spool_lines import read_spool_line, spool_line
+from storage.spooling_store import SpoolingStore
 
 from .helpers import ARMS, report
 

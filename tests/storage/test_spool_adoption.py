@@ -9,7 +9,9 @@ from pathlib import Path
 from engine import LearningConfig, Phase
 from engine.service import LearningService
 from storage import SqlStore
-from storage.spool import Spool, SpoolingStore, dead_letters
+from storage.dead_letters import dead_letters
+from storage.spool import Spool
+from storage.spooling_store import SpoolingStore
 
 from .helpers import report
 from .test_spool import record_of, wait_until

@@ -17,7 +17,7 @@ from engine.ports import PendingArmOutcome
 from learning_bot.app import App, build_app
 from learning_bot.settings import Settings
 from learning_bot.surfaces import mcp_tools
-from storage.spool import outcome_line, read_outcome_line
+from storage.spool_lines import outcome_line, read_outcome_line
 
 from . import openclaw_calls as oc
 
