@@ -9,7 +9,7 @@ from typing import Any
 
 from engine.errors import Unavailable
 from engine.phase_projection import kept_projection, learner_projection
-from engine.projection import Projection, SettingProjection
+from engine.projection_report import Projection, SettingProjection
 from engine.service import LearningService
 from engine.views import Summary
 

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 from engine.errors import Unavailable
 from engine.ports import ProjectionStore
 from engine.posterior import now_ms
-from engine.projection import DEFAULT_RUNS, Projection, SettingProjection, project
+from engine.projection import DEFAULT_RUNS, project
+from engine.projection_report import Projection, SettingProjection
 
 if TYPE_CHECKING:
     from engine.records import RunRecord

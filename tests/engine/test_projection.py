@@ -12,14 +12,8 @@ from engine import LearningConfig, Phase
 from engine.errors import InvalidInput
 from engine.observation import SkipReason, Usage
 from engine.ports import ResetRecord
-from engine.projection import (
-    MIN_RUNS,
-    MIN_SESSIONS,
-    Projection,
-    SettingProjection,
-    alternative_budgets,
-    project,
-)
+from engine.projection import MIN_RUNS, MIN_SESSIONS, alternative_budgets, project
+from engine.projection_report import Projection, SettingProjection
 from engine.records import ArmOutcomeRecord, RunRecord
 
 TOOLS = [f"tool:t:T{i}" for i in range(10)]
