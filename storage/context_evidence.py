@@ -318,14 +318,9 @@ class ContextEvidenceStore(StoreBase):
     def context_evidence_rows(self, learner_id: int) -> int:
         """The learner's stored evidence cells (its count's and deferral rows not counted)."""
         c = context_evidence.c
-        with reading(self.engine) as conn:
-            return int(
-                conn.execute(
-                    select(func.count())
-                    .select_from(context_evidence)
-                    .where(c.learner_id == learner_id, c.feature > TICK_FEATURE, c.arm_id != "")
-                ).scalar_one()
-            )
+        return self._count(
+            context_evidence, c.learner_id == learner_id, c.feature > TICK_FEATURE, c.arm_id != ""
+        )
 
 
 def clear_evidence(

@@ -6,11 +6,17 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import ColumnElement, Connection, Engine, Table, func, select
 
 from engine.errors import NotFound
 from storage import queries
-from storage.database import dialect_insert, ensure_schema, ensure_schema_later, make_engine
+from storage.database import (
+    dialect_insert,
+    ensure_schema,
+    ensure_schema_later,
+    make_engine,
+    reading,
+)
 from storage.hotpath import HotPath, stats_params
 from storage.location import default_database_url
 from storage.pooling import PoolSettings, pool_settings
@@ -73,6 +79,12 @@ class StoreBase:
         if row is None:
             raise NotFound(f"no learner with id {learner_id}")
         return row
+
+    def _count(self, table: Table, *where: ColumnElement[bool]) -> int:
+        """The rows of `table` that match `where`."""
+        with reading(self.engine) as conn:
+            query = select(func.count()).select_from(table).where(*where)
+            return int(conn.execute(query).scalar_one())
 
     def _lock_order(self, column: Any) -> Any:
         """`column` to ORDER BY when locking rows: by code point everywhere (PostgreSQL's
