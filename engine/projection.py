@@ -43,15 +43,15 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
-from engine.arms import Arm
-from engine.config import LearningConfig, Phase
-from engine.cost import PriceTable
-from engine.errors import InvalidInput
-from engine.ports import ResetRecord
-from engine.projection_replay import replay_policy
-from engine.projection_report import Projection, figures
-from engine.projection_runs import LEFT_OUT_WHY, RunInventory, prepare
-from engine.records import RunRecord
+from learning_bot.engine.arms import Arm
+from learning_bot.engine.config import LearningConfig, Phase
+from learning_bot.engine.cost import PriceTable
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.ports import ResetRecord
+from learning_bot.engine.projection_replay import replay_policy
+from learning_bot.engine.projection_report import Projection, figures
+from learning_bot.engine.projection_runs import LEFT_OUT_WHY, RunInventory, prepare
+from learning_bot.engine.records import RunRecord
 
 DEFAULT_RUNS = 2_000
 """Runs a projection reads at most: the latest this many, sessions kept together."""

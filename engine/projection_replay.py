@@ -12,17 +12,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
-from engine.arms import ArmType
-from engine.config import LearningConfig
-from engine.cost import PriceTable, TokenPrices
-from engine.projection_report import SessionTotals
-from engine.projection_runs import RunInventory, UsableRun
+from learning_bot.engine.arms import ArmType
+from learning_bot.engine.config import LearningConfig
+from learning_bot.engine.cost import PriceTable, TokenPrices
+from learning_bot.engine.projection_report import SessionTotals
+from learning_bot.engine.projection_runs import RunInventory, UsableRun
 
 if TYPE_CHECKING:  # numpy is imported on first use, not at start-up
-    from engine.inventory import ArmSet, IntArray
-    from engine.ports import Store
-    from engine.selection import Selection
-    from engine.session_sets import SessionDecisions, SessionSet
+    from learning_bot.engine.inventory import ArmSet, IntArray
+    from learning_bot.engine.ports import Store
+    from learning_bot.engine.selection import Selection
+    from learning_bot.engine.session_sets import SessionDecisions, SessionSet
 
 
 class _PromptCache:
@@ -90,7 +90,7 @@ class _MemorySessions:
         return True
 
     def session_decisions(self, learner_id: int) -> SessionDecisions:
-        from engine.session_sets import SessionDecisions
+        from learning_bot.engine.session_sets import SessionDecisions
 
         return SessionDecisions()  # status's count; a replay reports its own figures
 
@@ -142,13 +142,13 @@ def replay_policy(
     the service observes it (posteriors, the session's cache reads, the tools it needed)."""
     import numpy as np
 
-    from engine.exploration import ExplorationBound, OwedTries
-    from engine.forgetting import keep_factor
-    from engine.inventory import ArmSet, PosteriorArrays
-    from engine.observation import ReportedArm, RunReport, ToolCall, Usage
-    from engine.selection import select_arms
-    from engine.session_review import CACHE_MISS_SHARE
-    from engine.session_selection import SessionRequest, SessionSelector
+    from learning_bot.engine.exploration import ExplorationBound, OwedTries
+    from learning_bot.engine.forgetting import keep_factor
+    from learning_bot.engine.inventory import ArmSet, PosteriorArrays
+    from learning_bot.engine.observation import ReportedArm, RunReport, ToolCall, Usage
+    from learning_bot.engine.selection import select_arms
+    from learning_bot.engine.session_review import CACHE_MISS_SHARE
+    from learning_bot.engine.session_selection import SessionRequest, SessionSelector
 
     everything = ArmSet(inventory.arms)
     prior_alpha = np.array(everything.prior_alpha, dtype=np.float64)

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import InvalidInput
+from learning_bot.engine.errors import InvalidInput
 
 Z95 = 1.959963984540054
 

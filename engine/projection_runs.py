@@ -11,15 +11,15 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from engine.arms import Arm
-from engine.config import LearningConfig, Phase
-from engine.cost import PriceTable, TokenPrices
-from engine.errors import InvalidInput
-from engine.ports import ResetRecord
-from engine.records import RunRecord
+from learning_bot.engine.arms import Arm
+from learning_bot.engine.config import LearningConfig, Phase
+from learning_bot.engine.cost import PriceTable, TokenPrices
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.ports import ResetRecord
+from learning_bot.engine.records import RunRecord
 
 if TYPE_CHECKING:  # numpy is imported on first use, not at start-up
-    from engine.inventory import ArmSet, BoolArray, IntArray
+    from learning_bot.engine.inventory import ArmSet, BoolArray, IntArray
 
 
 @dataclass(slots=True)
@@ -111,7 +111,7 @@ class RunInventory:
         record's arms they are (None: all of them)."""
         import numpy as np
 
-        from engine.inventory import ArmSet
+        from learning_bot.engine.inventory import ArmSet
 
         arms = record.arms
         ids = tuple(map(_ARM_ID, arms))

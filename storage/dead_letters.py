@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InvalidInput, NotFound, Unavailable
-from engine.ports import PendingArmOutcome, PendingEvidence
-from engine.posterior import now_ms
-from storage.spool_lines import Spooled, line_key, read_line
-from storage.spool_writes import (
+from learning_bot.engine.errors import InvalidInput, NotFound, Unavailable
+from learning_bot.engine.ports import PendingArmOutcome, PendingEvidence
+from learning_bot.engine.posterior import now_ms
+from learning_bot.storage.spool_lines import Spooled, line_key, read_line
+from learning_bot.storage.spool_writes import (
     Resolve,
     Write,
     WriteEvidence,

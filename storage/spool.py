@@ -16,14 +16,20 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO, NoReturn
 
-from engine.errors import Unavailable
-from engine.ports import PendingArmOutcome, PendingEvidence
-from engine.records import RunRecord
-from storage.dead_letters import DeadLetterFile
-from storage.outage_log import StateLog
-from storage.spool_dirs import ProcessDir
-from storage.spool_lines import Spooled, evidence_line, outcome_line, read_line, spool_line
-from storage.spool_writes import (
+from learning_bot.engine.errors import Unavailable
+from learning_bot.engine.ports import PendingArmOutcome, PendingEvidence
+from learning_bot.engine.records import RunRecord
+from learning_bot.storage.dead_letters import DeadLetterFile
+from learning_bot.storage.outage_log import StateLog
+from learning_bot.storage.spool_dirs import ProcessDir
+from learning_bot.storage.spool_lines import (
+    Spooled,
+    evidence_line,
+    outcome_line,
+    read_line,
+    spool_line,
+)
+from learning_bot.storage.spool_writes import (
     ReplayWriter,
     Resolve,
     Row,
@@ -282,7 +288,7 @@ def default_spool_root(database_url: str) -> Path:
     configured = os.environ.get("LEARNING_BOT_SPOOL_DIR", "").strip()
     if configured:
         return Path(configured)
-    from storage.database import sqlite_file
+    from learning_bot.storage.database import sqlite_file
 
     path = sqlite_file(database_url)
     if path is not None:

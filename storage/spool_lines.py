@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.config import Phase
-from engine.ports import PendingArmOutcome, PendingEvidence
-from engine.records import RunRecord, record_from_json, record_to_json
+from learning_bot.engine.config import Phase
+from learning_bot.engine.ports import PendingArmOutcome, PendingEvidence
+from learning_bot.engine.records import RunRecord, record_from_json, record_to_json
 
 
 def spool_line(learner_id: int, record: RunRecord, name: str | None = None) -> str:

@@ -9,11 +9,22 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
-from engine.config import Phase
-from engine.errors import Conflict, Unavailable
-from engine.ports import LearnerChanged, PendingArmOutcome, PendingEvidence, RecordResult
-from engine.records import RunRecord, under_phase
-from storage.spool_lines import Spooled, evidence_line, line_of, outcome_line, spool_line
+from learning_bot.engine.config import Phase
+from learning_bot.engine.errors import Conflict, Unavailable
+from learning_bot.engine.ports import (
+    LearnerChanged,
+    PendingArmOutcome,
+    PendingEvidence,
+    RecordResult,
+)
+from learning_bot.engine.records import RunRecord, under_phase
+from learning_bot.storage.spool_lines import (
+    Spooled,
+    evidence_line,
+    line_of,
+    outcome_line,
+    spool_line,
+)
 
 REPLAY_BATCH = 500
 """Runs of one learner written together at most."""

@@ -11,9 +11,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from engine.config import Phase
-from engine.errors import Conflict, NotFound, Unavailable
-from engine.ports import (
+from learning_bot.engine.config import Phase
+from learning_bot.engine.errors import Conflict, NotFound, Unavailable
+from learning_bot.engine.ports import (
     ArmOutcome,
     LearnerChanged,
     PendingArmOutcome,
@@ -22,11 +22,11 @@ from engine.ports import (
     RunStatus,
     RunWriter,
 )
-from engine.records import RunRecord
-from storage.outage_log import StateLog
-from storage.spool import Spool, SpoolFull
-from storage.spool_lines import Spooled
-from storage.spool_writes import (
+from learning_bot.engine.records import RunRecord
+from learning_bot.storage.outage_log import StateLog
+from learning_bot.storage.spool import Spool, SpoolFull
+from learning_bot.storage.spool_lines import Spooled
+from learning_bot.storage.spool_writes import (
     evidence_writer,
     outcome_under_stored_phase,
     record_outcome,
@@ -37,7 +37,7 @@ log = logging.getLogger("learning_bot.spool")
 
 
 def _is_database_error(exc: BaseException) -> bool:
-    from storage.database import is_database_error as check
+    from learning_bot.storage.database import is_database_error as check
 
     return check(exc)
 
@@ -240,7 +240,7 @@ class SpoolingStore:
         until then, so replay waits instead of dead-lettering runs into missing tables."""
         engine = getattr(self.inner, "engine", None)
         if engine is not None:
-            from storage.database import schema_ready
+            from learning_bot.storage.database import schema_ready
 
             schema_ready(engine)
 

@@ -8,18 +8,18 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Engine, Table, func, select
 
-from engine.errors import NotFound
-from storage import queries
-from storage.database import (
+from learning_bot.engine.errors import NotFound
+from learning_bot.storage import queries
+from learning_bot.storage.database import (
     dialect_insert,
     ensure_schema,
     ensure_schema_later,
     make_engine,
     reading,
 )
-from storage.hotpath import HotPath, stats_params
-from storage.location import default_database_url
-from storage.pooling import PoolSettings, pool_settings
+from learning_bot.storage.hotpath import HotPath, stats_params
+from learning_bot.storage.location import default_database_url
+from learning_bot.storage.pooling import PoolSettings, pool_settings
 
 
 class StoreBase:
