@@ -302,7 +302,8 @@ def spool_appends(per_batch: int, batches: int = 5) -> int:
     )
     from learning_bot.engine.observation import observation_guard, rewards_for_run
     from learning_bot.engine.records import record_from_report
-    from learning_bot.storage.spool import Spool, SpoolingStore
+    from learning_bot.storage.spool import Spool
+    from learning_bot.storage.spooling_store import SpoolingStore
 
     config = LearningConfig(phase=Phase.ACTIVE)
     arms = tuple(ReportedArm(Arm(f"tool:bench:T{k}", 100), True) for k in range(20))

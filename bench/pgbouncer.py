@@ -46,7 +46,8 @@ from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunRepo
 from learning_bot.engine.service import LearningService
 from learning_bot.storage import SqlStore
 from learning_bot.storage.pooling import PoolSettings
-from learning_bot.storage.spool import Spool, SpoolingStore
+from learning_bot.storage.spool import Spool
+from learning_bot.storage.spooling_store import SpoolingStore
 from tests.storage.test_pgbouncer import own_database, running_pgbouncer
 
 BASE = os.environ.get(

@@ -9,7 +9,7 @@ from typing import Any
 
 from learning_bot.engine.errors import Unavailable
 from learning_bot.engine.phase_projection import kept_projection, learner_projection
-from learning_bot.engine.projection import Projection, SettingProjection
+from learning_bot.engine.projection_report import Projection, SettingProjection
 from learning_bot.engine.service import LearningService
 from learning_bot.engine.views import Summary
 

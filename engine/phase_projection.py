@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from learning_bot.engine.errors import Unavailable
 from learning_bot.engine.posterior import now_ms
-from learning_bot.engine.projection import DEFAULT_RUNS, Projection, SettingProjection, project
+from learning_bot.engine.projection import DEFAULT_RUNS, project
+from learning_bot.engine.projection_report import Projection, SettingProjection
 
 if TYPE_CHECKING:
     from learning_bot.engine.records import RunRecord

@@ -108,7 +108,8 @@ def build_app(
     by_name: SpoolByName | None = None
     spooled: SpoolHealth | None = None
     if spool:
-        from learning_bot.storage.spool import Spool, SpoolingStore, default_spool_root
+        from learning_bot.storage.spool import Spool, default_spool_root
+        from learning_bot.storage.spooling_store import SpoolingStore
 
         limit = round(settings.spool_max_mb * 1024 * 1024)
         config = settings.config

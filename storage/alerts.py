@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Engine, and_, delete, func, or_, select, update
 
 from learning_bot.engine.alert_records import AlertState, SentMessage, Subscription
-from learning_bot.storage.database import reading, with_retries, write_transaction
+from learning_bot.storage.database import dialect_insert, reading, with_retries, write_transaction
 from learning_bot.storage.schema import (
     alert_leases,
     alert_messages,
@@ -41,15 +41,7 @@ class SqlAlertStore:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._insert: Any
-        if engine.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-            self._insert = pg_insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-            self._insert = sqlite_insert
+        self._insert: Any = dialect_insert(engine.dialect.name)
 
     # -- subscriptions ---------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from sqlalchemy import (
 )
 
 from learning_bot.engine.ports import AuditEntry
-from learning_bot.storage.database import reading, with_retries, write_transaction
+from learning_bot.storage.database import dialect_insert, reading, with_retries, write_transaction
 from learning_bot.storage.schema import (
     audit_log,
     command_results,
@@ -47,6 +47,18 @@ _CONFIRMATION_FIELDS = (
 )
 
 
+def claim_key(conn: Connection, insert_for: Any, key: str, at: int) -> bool:
+    """Record `key` in the idempotency keys' table unless it is there already; whether this
+    recorded it. `insert_for`: the dialect's INSERT (storage.database.dialect_insert)."""
+    stmt = (
+        insert_for(command_results)
+        .values(key=key, reply=None, created_at=at)
+        .on_conflict_do_nothing(index_elements=["key"])
+        .returning(command_results.c.key)
+    )
+    return conn.execute(stmt).first() is not None
+
+
 class _Batch:
     """The command-log operations of one transaction (see bot.ports.CommandBatch)."""
 
@@ -56,13 +68,7 @@ class _Batch:
 
     def claim(self, key: str, at: int, lease_ms: int | None = None) -> tuple[bool, str | None]:
         c = command_results.c
-        stmt = (
-            self._insert(command_results)
-            .values(key=key, reply=None, created_at=at)
-            .on_conflict_do_nothing(index_elements=["key"])
-            .returning(c.key)
-        )
-        if self.conn.execute(stmt).first() is not None:
+        if claim_key(self.conn, self._insert, key, at):
             return True, None
         if lease_ms is not None:
             # A claim without a reply past its lease: its process died mid-command (its
@@ -121,15 +127,7 @@ class SqlCommandLog:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._insert: Any
-        if engine.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-            self._insert = pg_insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-            self._insert = sqlite_insert
+        self._insert: Any = dialect_insert(engine.dialect.name)
 
     def in_transaction(self, work: Callable[[_Batch], T]) -> T:
         def run() -> T:

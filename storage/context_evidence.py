@@ -265,18 +265,7 @@ class ContextEvidenceStore(StoreBase):
             }
             for cell in sorted(cells, key=lambda c: (c.feature, c.arm_id))
         ]
-        if not rows:
-            return
-        stmt = self._insert(context_evidence)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["learner_id", "feature", "arm_id"],
-            set_={
-                "rewards": stmt.excluded.rewards,
-                "runs": stmt.excluded.runs,
-                "tick": stmt.excluded.tick,
-            },
-        )
-        conn.execute(stmt, rows)
+        _upsert(conn, self._insert, rows)
 
     def _evict(self, conn: Connection, learner_id: int, max_cells: int) -> None:
         """Past the bound, delete whole features, those seen in the fewest runs first and
@@ -329,14 +318,9 @@ class ContextEvidenceStore(StoreBase):
     def context_evidence_rows(self, learner_id: int) -> int:
         """The learner's stored evidence cells (its count's and deferral rows not counted)."""
         c = context_evidence.c
-        with reading(self.engine) as conn:
-            return int(
-                conn.execute(
-                    select(func.count())
-                    .select_from(context_evidence)
-                    .where(c.learner_id == learner_id, c.feature > TICK_FEATURE, c.arm_id != "")
-                ).scalar_one()
-            )
+        return self._count(
+            context_evidence, c.learner_id == learner_id, c.feature > TICK_FEATURE, c.arm_id != ""
+        )
 
 
 def clear_evidence(
@@ -439,17 +423,7 @@ def restore_evidence(conn: Connection, insert_: Any, learner_id: int, reset_id: 
             }
         )
     rows.sort(key=lambda r: (r["feature"], r["arm_id"]))
-    if rows:
-        stmt = insert_(context_evidence)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["learner_id", "feature", "arm_id"],
-            set_={
-                "rewards": stmt.excluded.rewards,
-                "runs": stmt.excluded.runs,
-                "tick": stmt.excluded.tick,
-            },
-        )
-        conn.execute(stmt, rows)
+    _upsert(conn, insert_, rows)
     conn.execute(delete(context_evidence).where(c.learner_id == learner_id, c.feature < 0))
     return True
 
@@ -463,3 +437,19 @@ def _keep_of(conn: Connection, learner_id: int) -> float:
         select(learners.c.half_life).where(learners.c.id == learner_id)
     ).scalar()
     return keep_factor(float(half_life or 0.0))
+
+
+def _upsert(conn: Connection, insert_: Any, rows: list[dict[str, Any]]) -> None:
+    """Write evidence rows, each replacing the cell it names (nothing when there are none)."""
+    if not rows:
+        return
+    stmt = insert_(context_evidence)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["learner_id", "feature", "arm_id"],
+        set_={
+            "rewards": stmt.excluded.rewards,
+            "runs": stmt.excluded.runs,
+            "tick": stmt.excluded.tick,
+        },
+    )
+    conn.execute(stmt, rows)

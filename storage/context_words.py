@@ -80,12 +80,4 @@ class ContextWordsStore(StoreBase):
 
     def context_words_rows(self, learner_id: int) -> int:
         """The learner's stored written forms."""
-        c = context_words.c
-        with reading(self.engine) as conn:
-            return int(
-                conn.execute(
-                    select(func.count())
-                    .select_from(context_words)
-                    .where(c.learner_id == learner_id)
-                ).scalar_one()
-            )
+        return self._count(context_words, context_words.c.learner_id == learner_id)

@@ -248,6 +248,18 @@ def reading(engine: Engine, snapshot: bool = False) -> Iterator[Connection]:
         raise
 
 
+def dialect_insert(dialect: str) -> Any:
+    """The INSERT construct of `dialect` (PostgreSQL's, else SQLite's): the one with ON
+    CONFLICT clauses."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert
+
+
 def _first_line(exc: BaseException) -> str:
     orig = _driver_error(exc) or exc
     text = str(orig).strip()

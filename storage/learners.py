@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, select, update
 
 from learning_bot.engine.config import Phase
-from learning_bot.engine.errors import InvalidInput, NotFound
+from learning_bot.engine.errors import InvalidInput
 from learning_bot.engine.ports import LearnerState
 from learning_bot.engine.posterior import now_ms
 from learning_bot.storage import queries
@@ -91,10 +91,7 @@ class Learners(StoreBase):
             return self._state(conn, learner_id)
 
     def _state(self, conn: Connection, learner_id: int) -> LearnerState:
-        row = conn.exec_driver_sql(self._sql(queries.LEARNER_STATE), (learner_id,)).first()
-        if row is None:
-            raise NotFound(f"no learner with id {learner_id}")
-        state = queries.learner_state(row)
+        state = queries.learner_state(self._learner_row(conn, queries.LEARNER_STATE, learner_id))
         self._names[learner_id] = state.name
         # what PostgreSQL's observe statement folds with first (it checks it, and a stale
         # value costs one more attempt, not a wrong write)

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Select, func, select, text
 
-from learning_bot.engine.errors import InvalidInput, NotFound
+from learning_bot.engine.errors import InvalidInput
 from learning_bot.engine.ports import RunStats, TimeBucket
 from learning_bot.engine.records import ArmOutcomeRecord, RunRecord
 from learning_bot.storage import queries
@@ -111,10 +111,7 @@ class Reads(StoreBase):
             return self._run_stats(conn, learner_id)
 
     def _run_stats(self, conn: Connection, learner_id: int) -> RunStats:
-        row = conn.exec_driver_sql(self._sql(queries.RUN_STATS), (learner_id,)).first()
-        if row is None:
-            raise NotFound(f"no learner with id {learner_id}")
-        return queries.run_stats(row)
+        return queries.run_stats(self._learner_row(conn, queries.RUN_STATS, learner_id))
 
     def trace_page(self, learner_id: int, limit: int, offset: int) -> tuple[list[RunRecord], int]:
         page = [r for piece in self.trace_pieces(learner_id, limit, offset) for r in piece]

@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, Insert, insert, select, update
 
 from learning_bot.engine.errors import InvalidInput, NotFound
 from learning_bot.engine.forgetting import keep_factor
@@ -16,6 +16,37 @@ from learning_bot.storage.database import with_retries, write_transaction
 from learning_bot.storage.forgetting import add_reward, locked_half_life, locked_keep
 from learning_bot.storage.schema import learners, observations, posteriors, traces
 from learning_bot.storage.store_base import StoreBase
+
+
+def observation(
+    learner_id: int,
+    arm_id: str,
+    *,
+    epoch: int | None,
+    seq: int | None,
+    reward: float,
+    at: int,
+    source: str,
+    lagged: bool = False,
+    actor: str | None = None,
+    reason: str | None = None,
+    trace_pk: int | None = None,
+) -> Insert:
+    """The INSERT of one row of an arm's reward history (`observations`): `source` "auto"
+    (observed) or "manual" (a lagged reward, with its actor, reason and run)."""
+    return insert(observations).values(
+        learner_id=learner_id,
+        arm_id=arm_id,
+        epoch=epoch,
+        reward=reward,
+        source=source,
+        lagged=lagged,
+        actor=actor,
+        reason=reason,
+        trace_pk=trace_pk,
+        created_at=at,
+        seq=seq,
+    )
 
 
 class Rewards(StoreBase):
@@ -54,18 +85,18 @@ class Rewards(StoreBase):
                         raise NotFound(f"unknown arm {change.arm_id!r}")
                     epoch, seq = found.epoch, found.pulls
                     conn.execute(
-                        insert(observations).values(
-                            learner_id=learner_id,
-                            arm_id=change.arm_id,
+                        observation(
+                            learner_id,
+                            change.arm_id,
                             epoch=epoch,
+                            seq=seq,
                             reward=change.reward,
+                            at=at,
                             source="manual",
                             lagged=True,
                             actor=actor,
                             reason=reason,
                             trace_pk=trace_pk,
-                            created_at=at,
-                            seq=seq,
                         )
                     )
                 self._bump(conn, learner_id, len(ordered))

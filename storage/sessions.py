@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, true, update
+from sqlalchemy import Connection, select, true, update
 
 from learning_bot.engine.arms import parse_arm_id
 from learning_bot.engine.config import Phase
@@ -15,13 +15,13 @@ from learning_bot.engine.ports import ArmOutcome, LearnerChanged
 from learning_bot.engine.posterior import Posterior
 from learning_bot.engine.records import RunRecord
 from learning_bot.storage.arm_keys import ArmKeys
+from learning_bot.storage.command_log import claim_key
 from learning_bot.storage.database import reading, with_retries, write_transaction
 from learning_bot.storage.forgetting import add_reward, locked_keep
 from learning_bot.storage.reads import traces_with_arms
+from learning_bot.storage.rewards import observation
 from learning_bot.storage.schema import (
-    command_results,
     learners,
-    observations,
     posteriors,
     trace_arms,
     traces,
@@ -87,7 +87,7 @@ class Sessions(ArmKeys):
                     .with_for_update()
                 )
                 row = conn.execute(locked).first()
-                if once is not None and not self._claim_once(conn, once, at):
+                if once is not None and not claim_key(conn, self._insert, once, at):
                     return self._recorded_before(conn, learner_id, arm_id), {}, {}
                 if row is None:
                     remembered, keys = self._ensure_arms(
@@ -147,18 +147,14 @@ class Sessions(ArmKeys):
                     conn.execute(update(traces).where(t.id == trace_pk).values(guard=None))
                 elif apply_reward:
                     conn.execute(
-                        insert(observations).values(
-                            learner_id=learner_id,
-                            arm_id=arm_id,
+                        observation(
+                            learner_id,
+                            arm_id,
                             epoch=epoch,
-                            reward=reward,
-                            source="auto",
-                            lagged=False,
-                            actor=None,
-                            reason=None,
-                            trace_pk=None,
-                            created_at=at,
                             seq=seq,
+                            reward=reward,
+                            at=at,
+                            source="auto",
                         )
                     )
                 posterior = Posterior.trusted(
@@ -170,17 +166,6 @@ class Sessions(ArmKeys):
         outcome, remembered, keys = with_retries(run)
         self._remember(learner_id, remembered, keys)
         return outcome
-
-    def _claim_once(self, conn: Connection, key: str, at: int) -> bool:
-        """Record `key` (in the idempotency keys' table) unless it is there already."""
-        c = command_results.c
-        stmt = (
-            self._insert(command_results)
-            .values(key=key, reply=None, created_at=at)
-            .on_conflict_do_nothing(index_elements=["key"])
-            .returning(c.key)
-        )
-        return conn.execute(stmt).first() is not None
 
     @staticmethod
     def _recorded_before(conn: Connection, learner_id: int, arm_id: str) -> ArmOutcome:

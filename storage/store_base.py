@@ -6,10 +6,17 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import ColumnElement, Connection, Engine, Table, func, select
 
+from learning_bot.engine.errors import NotFound
 from learning_bot.storage import queries
-from learning_bot.storage.database import ensure_schema, ensure_schema_later, make_engine
+from learning_bot.storage.database import (
+    dialect_insert,
+    ensure_schema,
+    ensure_schema_later,
+    make_engine,
+    reading,
+)
 from learning_bot.storage.hotpath import HotPath, stats_params
 from learning_bot.storage.location import default_database_url
 from learning_bot.storage.pooling import PoolSettings, pool_settings
@@ -47,15 +54,7 @@ class StoreBase:
             except BaseException:
                 self.engine.dispose()
                 raise
-        self._insert: Any
-        if self.dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-            self._insert = pg_insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-            self._insert = sqlite_insert
+        self._insert: Any = dialect_insert(self.dialect)
         self._known: dict[int, dict[str, tuple[str, int]]] = {}
         """Per learner, arm id -> (label, token cost) as this process last wrote or read them."""
         self._keys: dict[int, dict[str, int]] = {}
@@ -72,6 +71,20 @@ class StoreBase:
     def _sql(self, text: str) -> str:
         """A storage.queries text for this dialect."""
         return queries.for_postgres(text) if self.dialect == "postgresql" else text
+
+    def _learner_row(self, conn: Connection, text: str, learner_id: int) -> Any:
+        """The row a storage.queries text gives for one learner; NotFound when it gives none
+        (no such learner)."""
+        row = conn.exec_driver_sql(self._sql(text), (learner_id,)).first()
+        if row is None:
+            raise NotFound(f"no learner with id {learner_id}")
+        return row
+
+    def _count(self, table: Table, *where: ColumnElement[bool]) -> int:
+        """The rows of `table` that match `where`."""
+        with reading(self.engine) as conn:
+            query = select(func.count()).select_from(table).where(*where)
+            return int(conn.execute(query).scalar_one())
 
     def _lock_order(self, column: Any) -> Any:
         """`column` to ORDER BY when locking rows: by code point everywhere (PostgreSQL's

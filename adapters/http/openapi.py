@@ -44,7 +44,7 @@ _PROJECTED: dict[str, Any] = {
     "tokensHigh": NUM,
     "current": BOOL,
 }
-"""One setting of a projection (engine.projection.SettingProjection.to_json)."""
+"""One setting of a projection (engine.projection_report.SettingProjection.to_json)."""
 
 SCHEMAS: dict[str, Any] = {
     "Error": _obj({"error": STR}, ["error"]),

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
     from learning_bot.settings import Settings
-    from learning_bot.storage.spool import Spooled
+    from learning_bot.storage.spool_lines import Spooled
 
 
 def register(sub: Commands) -> None:
@@ -60,13 +60,9 @@ def _replay_dead_letters(settings: Settings, spool_dir: str | None, *, dry_run: 
     from pathlib import Path
 
     from learning_bot.storage import SqlStore, default_database_url
-    from learning_bot.storage.spool import (
-        DEAD_LETTER,
-        default_spool_root,
-        evidence_writer,
-        outcome_under_stored_phase,
-        replay_dead_letters,
-    )
+    from learning_bot.storage.dead_letters import DEAD_LETTER, replay_dead_letters
+    from learning_bot.storage.spool import default_spool_root
+    from learning_bot.storage.spool_writes import evidence_writer, outcome_under_stored_phase
 
     target = settings.database_url or default_database_url()
     root = Path(spool_dir) if spool_dir else default_spool_root(target)
@@ -181,7 +177,8 @@ def _db(action: str, url: str | None, *, as_json: bool = False) -> int:
             failed |= not report.ok
     finally:
         store.close()
-    from learning_bot.storage.spool import dead_letters, default_spool_root
+    from learning_bot.storage.dead_letters import dead_letters
+    from learning_bot.storage.spool import default_spool_root
 
     root = default_spool_root(target)
     dead = dead_letters(root)

@@ -16,7 +16,7 @@ from learning_bot.adapters.terminal.commands import EXIT_OK, EXIT_USAGE, CliErro
 from learning_bot.cli.parser import Commands
 
 if TYPE_CHECKING:
-    from learning_bot.engine.projection import Projection, SettingProjection
+    from learning_bot.engine.projection_report import Projection, SettingProjection
     from learning_bot.replay.reader import ReadSummary
     from learning_bot.replay.window import Window
     from learning_bot.settings import Settings

@@ -196,7 +196,8 @@ async def test_a_daily_digest_is_sent_once_with_its_chart_and_quiet_channels_sta
 
 
 async def test_a_dead_lettered_run_alerts_once(sqlite_url: str, tmp_path: Path) -> None:
-    from learning_bot.storage.spool import Spool, SpoolingStore
+    from learning_bot.storage.spool import Spool
+    from learning_bot.storage.spooling_store import SpoolingStore
 
     store = SqlStore(sqlite_url)
     spooling = SpoolingStore(store, Spool(tmp_path / "spool"), retry_seconds=60)

@@ -352,7 +352,8 @@ def test_evidence_of_runs_observed_in_an_outage_is_added_when_they_are_written(
     from typing import Any
 
     from learning_bot.engine.errors import Unavailable
-    from learning_bot.storage.spool import Spool, SpoolingStore
+    from learning_bot.storage.spool import Spool
+    from learning_bot.storage.spooling_store import SpoolingStore
 
     from .test_spool import Outage
 

@@ -16,7 +16,8 @@ import pytest
 from learning_bot.engine import LearningConfig, Phase, Unavailable
 from learning_bot.engine.service import LearningService
 from learning_bot.storage import SqlStore
-from learning_bot.storage.spool import Spool, SpoolingStore
+from learning_bot.storage.spool import Spool
+from learning_bot.storage.spooling_store import SpoolingStore
 
 from .helpers import workload_arms, workload_report
 

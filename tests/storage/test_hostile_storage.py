@@ -18,8 +18,10 @@ from learning_bot.engine.observation import Usage
 from learning_bot.engine.records import RunRecord
 from learning_bot.engine.service import LearningService
 from learning_bot.storage import SqlStore
+from learning_bot.storage.dead_letters import DEAD_LETTER, dead_letters
 from learning_bot.storage.hotpath import COUNTER_CAP, SHARDS
-from learning_bot.storage.spool import DEAD_LETTER, Spool, SpoolFull, SpoolingStore, dead_letters
+from learning_bot.storage.spool import Spool, SpoolFull
+from learning_bot.storage.spooling_store import SpoolingStore
 
 from .helpers import report
 from .test_spool import Outage, record_of, wait_until

@@ -12,7 +12,8 @@ from learning_bot.engine import LearningConfig, Phase, Unavailable
 from learning_bot.engine.service import LearningService
 from learning_bot.storage import SqlStore
 from learning_bot.storage.outage_log import StateLog, duration
-from learning_bot.storage.spool import Spool, SpoolingStore
+from learning_bot.storage.spool import Spool
+from learning_bot.storage.spooling_store import SpoolingStore
 
 from .helpers import report
 from .test_spool import Outage

@@ -259,7 +259,8 @@ def test_a_lost_prepared_statement_is_spooled_and_its_connection_replaced(
     from learning_bot.engine import LearningConfig, Phase
     from learning_bot.engine.service import LearningService
     from learning_bot.storage import SqlStore
-    from learning_bot.storage.spool import Spool, SpoolingStore
+    from learning_bot.storage.spool import Spool
+    from learning_bot.storage.spooling_store import SpoolingStore
 
     from .helpers import report
     from .test_spool import wait_until

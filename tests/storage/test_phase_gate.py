@@ -16,7 +16,9 @@ from learning_bot.engine.ports import LearnerChanged
 from learning_bot.engine.records import RunRecord
 from learning_bot.engine.service import RECORD_ATTEMPTS, LearningService
 from learning_bot.storage import SqlStore
-from learning_bot.storage.spool import Spool, replay_dead_letters, spool_line
+from learning_bot.storage.dead_letters import replay_dead_letters
+from learning_bot.storage.spool import Spool
+from learning_bot.storage.spool_lines import spool_line
 
 from .helpers import ARMS, report
 from .test_spool import record_of
@@ -260,7 +262,9 @@ def test_a_dead_lettered_outcome_is_replayed_under_the_phase_current_at_replay(
     database_url: str, tmp_path: Path
 ) -> None:
     from learning_bot.engine.ports import PendingArmOutcome
-    from learning_bot.storage.spool import DEAD_LETTER, outcome_line, outcome_under_stored_phase
+    from learning_bot.storage.dead_letters import DEAD_LETTER
+    from learning_bot.storage.spool_lines import outcome_line
+    from learning_bot.storage.spool_writes import outcome_under_stored_phase
 
     store_a, a, store_b, b = replicas(database_url, Phase.ACTIVE)
     warm(b)

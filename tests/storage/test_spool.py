@@ -14,7 +14,9 @@ from learning_bot.engine.observation import observation_guard, rewards_for_run
 from learning_bot.engine.records import RunRecord, record_from_report
 from learning_bot.engine.service import LearningService
 from learning_bot.storage import SqlStore
-from learning_bot.storage.spool import Spool, SpoolFull, SpoolingStore, read_spool_line, spool_line
+from learning_bot.storage.spool import Spool, SpoolFull
+from learning_bot.storage.spool_lines import read_spool_line, spool_line
+from learning_bot.storage.spooling_store import SpoolingStore
 
 from .helpers import ARMS, report
 

@@ -9,7 +9,9 @@ from pathlib import Path
 from learning_bot.engine import LearningConfig, Phase
 from learning_bot.engine.service import LearningService
 from learning_bot.storage import SqlStore
-from learning_bot.storage.spool import Spool, SpoolingStore, dead_letters
+from learning_bot.storage.dead_letters import dead_letters
+from learning_bot.storage.spool import Spool
+from learning_bot.storage.spooling_store import SpoolingStore
 
 from .helpers import report
 from .test_spool import record_of, wait_until

@@ -17,13 +17,10 @@ from learning_bot.cli import main
 from learning_bot.engine import LearningConfig, Phase
 from learning_bot.engine.service import LearningService
 from learning_bot.storage import SqlStore
-from learning_bot.storage.spool import (
-    DEAD_LETTER,
-    Spool,
-    SpoolingStore,
-    dead_letters,
-    read_named_line,
-)
+from learning_bot.storage.dead_letters import DEAD_LETTER, dead_letters
+from learning_bot.storage.spool import Spool
+from learning_bot.storage.spool_lines import read_named_line
+from learning_bot.storage.spooling_store import SpoolingStore
 from tests.conftest import postgres_base_url
 
 from .helpers import report
@@ -190,7 +187,7 @@ def test_dead_lettered_arm_outcomes_replay_once_by_their_key(
     file like a run; `db replay-dead-letters` records it, by learner name, and its key makes a
     second copy of the same entry change nothing."""
     from learning_bot.engine.ports import PendingArmOutcome
-    from learning_bot.storage.spool import outcome_line
+    from learning_bot.storage.spool_lines import outcome_line
 
     root = tmp_path / "spool"
     root.mkdir()
@@ -226,7 +223,7 @@ def test_dead_lettered_evidence_is_added_by_replay_dead_letters(
     file too; `db replay-dead-letters` adds it to the learner's evidence, by name."""
     from learning_bot.engine.context import feature_hash
     from learning_bot.engine.ports import PendingEvidence
-    from learning_bot.storage.spool import evidence_line
+    from learning_bot.storage.spool_lines import evidence_line
 
     root = tmp_path / "spool"
     root.mkdir()
@@ -258,7 +255,7 @@ def test_a_spooled_reward_outside_zero_to_one_is_refused_on_reading(reward: floa
     """A spool line edited or damaged on disk cannot put an impossible reward into a posterior
     or the evidence: reading it fails, so replay dead-letters it with the reason."""
     from learning_bot.engine.ports import PendingArmOutcome, PendingEvidence
-    from learning_bot.storage.spool import (
+    from learning_bot.storage.spool_lines import (
         evidence_line,
         outcome_line,
         read_evidence_line,
