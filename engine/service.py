@@ -86,6 +86,7 @@ from engine.ports import (
 from engine.posterior import WallClock, check_reward, initial_prior, now_ms
 from engine.records import ArmOutcomeRecord, RunRecord, record_from_report, under_phase
 from engine.resolve import MAX_QUERY_CHARS, resolve_arm_query
+from engine.reward_words import reward_of_word
 from engine.savings import CostSavings, cost_savings, cost_series, price_sessions
 from engine.session_selection import SessionSelector, keyed, session_key_of, session_request
 from engine.starvation import STARVATION_WINDOW, StarvedArm, starved_arms
@@ -108,8 +109,6 @@ MIN_TRACES_FOR_ACTIVE = 50
 """Switching to the active phase with fewer traces than this warns."""
 WINDOWS = {"1h": 3_600_000, "1d": 86_400_000}
 TIMESERIES_METRICS = ("tokens", "totalTokens", "convergence", "sessionCost")
-
-_REWARD_WORDS = {"good": 1.0, "bad": 0.0, "accepted": 1.0, "rejected": 0.0}
 
 RECORD_ATTEMPTS = 4
 """Writes of one observe before it gives up while the learner's phase or settings keep
@@ -166,8 +165,9 @@ def reward_value(value: str | float | int) -> float:
     """1 / 0 / good / bad / accepted / rejected, or a number in [0, 1]."""
     if isinstance(value, str):
         word = value.strip().lower()
-        if word in _REWARD_WORDS:
-            return _REWARD_WORDS[word]
+        known = reward_of_word(word)
+        if known is not None:
+            return known
         try:
             number = float(word)
         except ValueError:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from bot.handlers import usage_grammar
+from bot.commands.usage import usage_grammar
 from bot.render_text import render_table, render_text, two_to_a_line
 from bot.replies import (
     Action,

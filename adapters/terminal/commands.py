@@ -25,7 +25,7 @@ from bot.commands import (
     parse_command,
 )
 from bot.errors import kind_of_code
-from bot.handlers import usage_grammar, usage_reply
+from bot.commands.usage import usage_grammar, usage_reply
 from bot.invocation import Actor, Invocation
 from bot.replies import Reply, ReplyKind
 from bot.shapes import reply_data_json, reply_from_json

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.commands import Command
-from bot.invocation import Invocation
+from bot.invocation import Command, Invocation
 from bot.ports import CommandBatch
 from bot.replies import Reply
 

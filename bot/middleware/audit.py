@@ -3,7 +3,7 @@ what came of it, in the learner's audit log."""
 
 from __future__ import annotations
 
-from bot.commands import command_to_json, is_mutating
+from bot.commands.registry import command_to_json, is_mutating
 from bot.middleware import Call, Middleware
 from bot.ports import CommandBatch
 from bot.replies import Reply

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from bot.commands import is_mutating
+from bot.commands.registry import is_mutating
 from bot.middleware import Call, Middleware
 from bot.ports import CommandBatch
 from bot.replies import Reply, ReplyKind, Text

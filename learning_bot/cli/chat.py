@@ -134,7 +134,7 @@ def _help_reply(command: object, commands: list[dict[str, str]]) -> Reply:
     from dataclasses import replace
 
     from bot.commands import HelpCommand, parse_command
-    from bot.handlers import help_reply
+    from bot.commands.usage import help_reply
 
     parsed = parse_command(command) if isinstance(command, str) else command
     topic = parsed.topic if isinstance(parsed, HelpCommand) else None

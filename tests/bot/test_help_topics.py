@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.commands import HelpCommand
-from bot.handlers import help_text
+from bot.commands.usage import help_text
 from bot.invocation import Actor, Invocation
 from bot.replies import ReplyKind
 from engine.errors import InvalidInput

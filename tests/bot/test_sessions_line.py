@@ -3,7 +3,7 @@ tools outside their cached prefix."""
 
 from __future__ import annotations
 
-from bot.handlers import sessions_line
+from bot.status_view import sessions_line
 from bot.shapes import session_decisions_json
 from engine.session_sets import SessionDecisions
 
