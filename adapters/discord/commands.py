@@ -65,7 +65,9 @@ def option_value(option: Option, value: object) -> Any:
     return option_text(option.name, value, limit, required=option.required)
 
 
-def subcommand(spec: CommandSpec[Any], interactions: DiscordInteractions) -> app_commands.Command:
+def subcommand(
+    spec: CommandSpec[Any], interactions: DiscordInteractions
+) -> app_commands.Command[Any, ..., None]:
     """One /learning subcommand for a command with a form."""
     form = spec.form
     assert form is not None

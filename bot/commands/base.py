@@ -179,7 +179,10 @@ class Form:
     public: Callable[[Any], bool] = lambda command: False
     """Whether the answer goes to the channel (else only the caller sees it)."""
     tool: str = ""
-    """The MCP tool's name, when the MCP surface offers the command as a tool of its own."""
+    """The MCP tool's name, when the MCP surface offers the command as a tool of its own
+    built from these options (the learner beside them)."""
+    changes: bool = False
+    """The tool changes the learner's state (what MCP clients are told)."""
 
 
 @dataclass(frozen=True, slots=True)
