@@ -3,8 +3,8 @@ tools outside their cached prefix."""
 
 from __future__ import annotations
 
-from bot.status_view import sessions_line
 from bot.shapes import session_decisions_json
+from bot.status_view import sessions_line
 from engine.session_sets import SessionDecisions
 
 
