@@ -578,6 +578,8 @@ QORTEX_TOOLS = (
     "qortex_learning_session_end",
     "qortex_learning_reset",
 )
+DECLARED_TOOLS = tuple(s.form.tool for s in specs() if s.form is not None and s.form.tool)
+"""The tools the registry's commands declare in their forms (adapters.mcp.server)."""
 OWN_TOOLS = (
     "learning_status",
     "learning_reward",
@@ -585,6 +587,6 @@ OWN_TOOLS = (
     "learning_phase",
     "learning_config",
     "learning_help",
-    *(s.form.tool for s in specs() if s.form is not None and s.form.tool),
+    *DECLARED_TOOLS,
 )
 """Our own /learning tools: the six above, then those the registry's commands declare."""
