@@ -288,7 +288,7 @@ class CommandBus:
         return Context(
             invocation=invocation,
             learner=call.learner,
-            services=lambda learner, create: self.services.get(learner, create=create),
+            services=self._service,
             ask=lambda prompt: self._ask_confirmation(call, prompt),
             confirm=lambda token: self._confirm(invocation, token),
             cancel=lambda token: self._cancel(invocation, token),
@@ -297,6 +297,9 @@ class CommandBus:
             dashboard_url=self.settings.dashboard_url,
             create=create,
         )
+
+    def _service(self, learner: str, create: bool) -> LearningService:
+        return self.services.get(learner, create=create)
 
     def _subscription_handlers(self) -> SubscriptionHandlers:
         if self.subscriptions is None:
