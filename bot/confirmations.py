@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from bot.invocation import Actor
-from bot.ports import PendingConfirmation
-from bot.replies import Action, Actions, Reply, ReplyKind, Text
-from bot.shapes import reply_from_json
+from learning_bot.bot.invocation import Actor
+from learning_bot.bot.ports import PendingConfirmation
+from learning_bot.bot.replies import Action, Actions, Reply, ReplyKind, Text
+from learning_bot.bot.shapes import reply_from_json
 
 
 def with_actions(prompt: Reply, token: str) -> Reply:

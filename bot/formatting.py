@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bot.replies import Column, Table
-from engine.views import ArmView
+from learning_bot.bot.replies import Column, Table
+from learning_bot.engine.views import ArmView
 
 TERMINAL_SURFACES = frozenset({"terminal", "console"})
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.bounds import check_text
+from learning_bot.engine.bounds import check_text
 
 
 class Command:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.formatting import command_prefix, fmt_int
-from bot.replies import CompactList, CompactStatus
-from engine.config import LearningConfig
-from engine.session_sets import SessionDecisions
-from engine.starvation import StarvedArm
-from engine.views import ArmView, Status, Summary
+from learning_bot.bot.formatting import command_prefix, fmt_int
+from learning_bot.bot.replies import CompactList, CompactStatus
+from learning_bot.engine.config import LearningConfig
+from learning_bot.engine.session_sets import SessionDecisions
+from learning_bot.engine.starvation import StarvedArm
+from learning_bot.engine.views import ArmView, Status, Summary
 
 DEFAULT_TOP = 5
 """Arms per list in a status that asks for no number."""

@@ -12,7 +12,7 @@ from typing import Any, Literal, Optional
 import discord
 from discord import app_commands
 
-from adapters.discord.interactions import (
+from learning_bot.adapters.discord.interactions import (
     DiscordInteractions,
     InvalidOption,
     option_bool,
@@ -20,10 +20,10 @@ from adapters.discord.interactions import (
     option_int,
     option_text,
 )
-from adapters.discord.render import Interaction
-from bot.commands.base import CommandSpec, Option
-from bot.commands.registry import specs
-from engine.errors import InvalidInput
+from learning_bot.adapters.discord.render import Interaction
+from learning_bot.bot.commands.base import CommandSpec, Option
+from learning_bot.bot.commands.registry import specs
+from learning_bot.engine.errors import InvalidInput
 
 GROUP_NAME = "learning"
 DEFAULT_PERMISSIONS = discord.Permissions(send_messages=True)

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.commands.arm_names import ArmNamesQuery
-from bot.commands.base import MAX_INPUT_CHARS, UsageError, clean_input, setting_value
-from bot.commands.cancel import CancelCommand
-from bot.commands.config import ConfigCommand
-from bot.commands.confirm import ConfirmCommand
-from bot.commands.help import HelpCommand
-from bot.commands.phase import PhaseCommand
-from bot.commands.registry import (
+from learning_bot.bot.commands.arm_names import ArmNamesQuery
+from learning_bot.bot.commands.base import MAX_INPUT_CHARS, UsageError, clean_input, setting_value
+from learning_bot.bot.commands.cancel import CancelCommand
+from learning_bot.bot.commands.config import ConfigCommand
+from learning_bot.bot.commands.confirm import ConfirmCommand
+from learning_bot.bot.commands.help import HelpCommand
+from learning_bot.bot.commands.phase import PhaseCommand
+from learning_bot.bot.commands.registry import (
     asks_confirmation,
     command_from_json,
     command_names,
@@ -22,13 +22,13 @@ from bot.commands.registry import (
     is_mutating,
     parse_command,
 )
-from bot.commands.reset import ResetCommand
-from bot.commands.reward import RewardCommand
-from bot.commands.status import MAX_TOP, StatusCommand
-from bot.commands.subscribe import SubscribeCommand
-from bot.commands.subscriptions import SubscriptionsCommand
-from bot.commands.unsubscribe import UnsubscribeCommand
-from bot.invocation import Command
+from learning_bot.bot.commands.reset import ResetCommand
+from learning_bot.bot.commands.reward import RewardCommand
+from learning_bot.bot.commands.status import MAX_TOP, StatusCommand
+from learning_bot.bot.commands.subscribe import SubscribeCommand
+from learning_bot.bot.commands.subscriptions import SubscriptionsCommand
+from learning_bot.bot.commands.unsubscribe import UnsubscribeCommand
+from learning_bot.bot.invocation import Command
 
 
 def __getattr__(name: str) -> Any:

@@ -15,14 +15,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from bot.invocation import Actor, Command, Invocation
-from bot.replies import Reply
-from engine.errors import Forbidden, InvalidInput
-from engine.text import strip_controls
+from learning_bot.bot.invocation import Actor, Command, Invocation
+from learning_bot.bot.replies import Reply
+from learning_bot.engine.errors import Forbidden, InvalidInput
+from learning_bot.engine.text import strip_controls
 
 if TYPE_CHECKING:
-    from bot.subscriptions import SubscriptionHandlers
-    from engine.service import LearningService
+    from learning_bot.bot.subscriptions import SubscriptionHandlers
+    from learning_bot.engine.service import LearningService
 
 MAX_INPUT_CHARS = 1000
 C = TypeVar("C", bound=Command)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.commands.base import (
+from learning_bot.bot.commands.base import (
     ADMIN_LIST_HINT,
     CHAT_SURFACES,
     CommandSpec,
@@ -22,11 +22,11 @@ from bot.commands.base import (
     setting_value,
     shown,
 )
-from bot.formatting import command_prefix
-from bot.invocation import Command, Invocation
-from bot.replies import Fields, Reply, ReplyKind, Text
-from engine.errors import Forbidden, InvalidConfig, InvalidInput
-from engine.service import LearningService
+from learning_bot.bot.formatting import command_prefix
+from learning_bot.bot.invocation import Command, Invocation
+from learning_bot.bot.replies import Fields, Reply, ReplyKind, Text
+from learning_bot.engine.errors import Forbidden, InvalidConfig, InvalidInput
+from learning_bot.engine.service import LearningService
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.commands.base import CommandSpec, Context, anyone
-from bot.invocation import Command
-from bot.replies import Reply
+from learning_bot.bot.commands.base import CommandSpec, Context, anyone
+from learning_bot.bot.invocation import Command
+from learning_bot.bot.replies import Reply
 
 
 @dataclass(frozen=True, slots=True)

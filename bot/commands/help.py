@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.commands import registry
-from bot.commands.base import (
+from learning_bot.bot.commands import registry
+from learning_bot.bot.commands.base import (
     CommandSpec,
     Context,
     Form,
@@ -17,9 +17,9 @@ from bot.commands.base import (
     anyone,
     shown,
 )
-from bot.commands.usage import help_reply
-from bot.invocation import Command
-from bot.replies import Reply
+from learning_bot.bot.commands.usage import help_reply
+from learning_bot.bot.invocation import Command
+from learning_bot.bot.replies import Reply
 
 
 @dataclass(frozen=True, slots=True)

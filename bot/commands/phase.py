@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.commands.base import (
+from learning_bot.bot.commands.base import (
     CommandSpec,
     Context,
     Form,
@@ -18,13 +18,18 @@ from bot.commands.base import (
     shown,
     with_confirm,
 )
-from bot.formatting import command_prefix
-from bot.invocation import Actor, Command
-from bot.phase_view import achieved_data, projection_data, projection_lines, read_projection
-from bot.replies import Reply, ReplyKind, Text
-from engine.config import Phase
-from engine.phase_projection import keep_projection
-from engine.service import MIN_TRACES_FOR_ACTIVE, LearningService
+from learning_bot.bot.formatting import command_prefix
+from learning_bot.bot.invocation import Actor, Command
+from learning_bot.bot.phase_view import (
+    achieved_data,
+    projection_data,
+    projection_lines,
+    read_projection,
+)
+from learning_bot.bot.replies import Reply, ReplyKind, Text
+from learning_bot.engine.config import Phase
+from learning_bot.engine.phase_projection import keep_projection
+from learning_bot.engine.service import MIN_TRACES_FOR_ACTIVE, LearningService
 
 PHASES = ("passive", "active")
 

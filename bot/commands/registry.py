@@ -10,9 +10,16 @@ import pkgutil
 from functools import cache
 from typing import Any
 
-from bot.commands.base import MAX_INPUT_CHARS, CommandSpec, UsageError, clean_input, shown, tokens
-from bot.invocation import Command
-from engine.config import Phase
+from learning_bot.bot.commands.base import (
+    MAX_INPUT_CHARS,
+    CommandSpec,
+    UsageError,
+    clean_input,
+    shown,
+    tokens,
+)
+from learning_bot.bot.invocation import Command
+from learning_bot.engine.config import Phase
 
 PREFIX = "/learning"
 _NOT_COMMANDS = frozenset({"base", "registry", "usage"})
@@ -22,15 +29,17 @@ _NOT_COMMANDS = frozenset({"base", "registry", "usage"})
 @cache
 def specs() -> tuple[CommandSpec[Any], ...]:
     """Every command's declaration, in help order."""
-    import bot.commands as package
+    import learning_bot.bot.commands as package
 
     found: list[CommandSpec[Any]] = []
     for module in pkgutil.iter_modules(package.__path__):
         if module.name in _NOT_COMMANDS or module.name.startswith("_"):
             continue
-        spec = getattr(importlib.import_module(f"bot.commands.{module.name}"), "SPEC", None)
+        spec = getattr(
+            importlib.import_module(f"learning_bot.bot.commands.{module.name}"), "SPEC", None
+        )
         if not isinstance(spec, CommandSpec):
-            raise TypeError(f"bot.commands.{module.name} declares no SPEC")
+            raise TypeError(f"learning_bot.bot.commands.{module.name} declares no SPEC")
         found.append(spec)
     found.sort(key=lambda s: (s.order, s.name))
     names = [s.name for s in found]

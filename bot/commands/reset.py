@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.commands.base import (
+from learning_bot.bot.commands.base import (
     CommandSpec,
     Context,
     Form,
@@ -20,12 +20,12 @@ from bot.commands.base import (
     shown,
     with_confirm,
 )
-from bot.formatting import command_prefix, fmt_time
-from bot.invocation import Command
-from bot.replies import Reply, ReplyKind, Text
-from engine.bounds import MAX_CHAT_RESET_ARMS
-from engine.errors import InvalidInput
-from engine.service import LearningService
+from learning_bot.bot.formatting import command_prefix, fmt_time
+from learning_bot.bot.invocation import Command
+from learning_bot.bot.replies import Reply, ReplyKind, Text
+from learning_bot.engine.bounds import MAX_CHAT_RESET_ARMS
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.service import LearningService
 
 MAX_ARM_CHARS = 512
 MAX_ARMS_TEXT = 4000

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.commands.base import (
+from learning_bot.bot.commands.base import (
     CommandSpec,
     Context,
     Form,
@@ -19,13 +19,13 @@ from bot.commands.base import (
     members,
     shown,
 )
-from bot.formatting import POSTERIOR_COLUMNS, posterior_row
-from bot.invocation import Command, Invocation
-from bot.replies import Reply, ReplyKind, Table, Text, Visibility
-from bot.shapes import arm_json
-from engine.bounds import MAX_REASON_CHARS
-from engine.errors import Forbidden
-from engine.reward_words import REWARD_WORDS, reward_of_word
+from learning_bot.bot.formatting import POSTERIOR_COLUMNS, posterior_row
+from learning_bot.bot.invocation import Command, Invocation
+from learning_bot.bot.replies import Reply, ReplyKind, Table, Text, Visibility
+from learning_bot.bot.shapes import arm_json
+from learning_bot.engine.bounds import MAX_REASON_CHARS
+from learning_bot.engine.errors import Forbidden
+from learning_bot.engine.reward_words import REWARD_WORDS, reward_of_word
 
 MAX_ARM_CHARS = 512
 CHOICES = ("good", "bad")

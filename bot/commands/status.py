@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.commands.base import (
+from learning_bot.bot.commands.base import (
     CommandSpec,
     Context,
     Form,
@@ -17,19 +17,27 @@ from bot.commands.base import (
     anyone,
     shown,
 )
-from bot.formatting import fmt_int, fmt_pct, fmt_time, posterior_table
-from bot.invocation import Command
-from bot.phase_view import achieved_data, achieved_line
-from bot.replies import Fields, Heading, Reply, ReplyKind, Text, Visibility, explanation_fields
-from bot.shapes import arm_json, explanation_json, summary_json
-from bot.status_view import (
+from learning_bot.bot.formatting import fmt_int, fmt_pct, fmt_time, posterior_table
+from learning_bot.bot.invocation import Command
+from learning_bot.bot.phase_view import achieved_data, achieved_line
+from learning_bot.bot.replies import (
+    Fields,
+    Heading,
+    Reply,
+    ReplyKind,
+    Text,
+    Visibility,
+    explanation_fields,
+)
+from learning_bot.bot.shapes import arm_json, explanation_json, summary_json
+from learning_bot.bot.status_view import (
     DEFAULT_TOP,
     compact_status,
     recall_target_field,
     starved_line,
     value_headline,
 )
-from engine.service import LearningService
+from learning_bot.engine.service import LearningService
 
 MAX_TOP = 25
 MAX_ARM_CHARS = 512

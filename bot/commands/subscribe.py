@@ -8,12 +8,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.commands.base import CommandSpec, Context, Form, Option, UsageError, admins, shown
-from bot.invocation import Command
-from bot.replies import Reply
-from engine.alert_records import SUBSCRIPTION_KINDS
-from engine.bounds import MAX_LEARNER_NAME, check_learner_name
-from engine.errors import InvalidInput
+from learning_bot.bot.commands.base import (
+    CommandSpec,
+    Context,
+    Form,
+    Option,
+    UsageError,
+    admins,
+    shown,
+)
+from learning_bot.bot.invocation import Command
+from learning_bot.bot.replies import Reply
+from learning_bot.engine.alert_records import SUBSCRIPTION_KINDS
+from learning_bot.engine.bounds import MAX_LEARNER_NAME, check_learner_name
+from learning_bot.engine.errors import InvalidInput
 
 KINDS = tuple(SUBSCRIPTION_KINDS)
 ACCESS = admins("change this channel's subscriptions")

@@ -5,10 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.commands.base import CommandSpec, Context, Form, Option
-from bot.commands.subscribe import ACCESS, KINDS, LEARNER, kind_and_learner, learner_option
-from bot.invocation import Command
-from bot.replies import Reply
+from learning_bot.bot.commands.base import CommandSpec, Context, Form, Option
+from learning_bot.bot.commands.subscribe import (
+    ACCESS,
+    KINDS,
+    LEARNER,
+    kind_and_learner,
+    learner_option,
+)
+from learning_bot.bot.invocation import Command
+from learning_bot.bot.replies import Reply
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.commands import registry
-from bot.commands.base import UsageError
-from bot.formatting import command_prefix
-from bot.replies import Heading, Reply, ReplyKind, Text
+from learning_bot.bot.commands import registry
+from learning_bot.bot.commands.base import UsageError
+from learning_bot.bot.formatting import command_prefix
+from learning_bot.bot.replies import Heading, Reply, ReplyKind, Text
 
 
 def help_text(topic: str, surface: str = "") -> str:

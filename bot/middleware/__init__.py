@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.invocation import Command, Invocation
-from bot.ports import CommandBatch
-from bot.replies import Reply
+from learning_bot.bot.invocation import Command, Invocation
+from learning_bot.bot.ports import CommandBatch
+from learning_bot.bot.replies import Reply
 
 
 @dataclass(frozen=True, slots=True)

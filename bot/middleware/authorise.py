@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Set
 
-from bot.commands.registry import spec_of
-from bot.errors import FORBIDDEN
-from bot.invocation import Command, Invocation
-from bot.middleware import Call, Middleware
-from bot.ports import CommandBatch
-from bot.replies import Reply, error_reply
-from engine.errors import Forbidden
+from learning_bot.bot.commands.registry import spec_of
+from learning_bot.bot.errors import FORBIDDEN
+from learning_bot.bot.invocation import Command, Invocation
+from learning_bot.bot.middleware import Call, Middleware
+from learning_bot.bot.ports import CommandBatch
+from learning_bot.bot.replies import Reply, error_reply
+from learning_bot.engine.errors import Forbidden
 
 
 class Authorise(Middleware):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.commands import (
+from learning_bot.bot.commands import (
     COMMAND_NAMES,
     GRAMMAR,
     PhaseCommand,
@@ -17,11 +17,11 @@ from bot.commands import (
     command_to_json,
     parse_command,
 )
-from bot.commands.registry import grammar_lines, named, spec_of, specs, typed
-from bot.commands.usage import help_reply, help_text
-from engine.config import Phase
-from engine.reward_words import REWARD_WORDS
-from engine.service import reward_value
+from learning_bot.bot.commands.registry import grammar_lines, named, spec_of, specs, typed
+from learning_bot.bot.commands.usage import help_reply, help_text
+from learning_bot.engine.config import Phase
+from learning_bot.engine.reward_words import REWARD_WORDS
+from learning_bot.engine.service import reward_value
 
 
 def test_every_typed_command_has_one_grammar_help_and_parser() -> None:
