@@ -11,26 +11,18 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from learning_bot.bot.commands import (
-    CancelCommand,
-    Command,
-    ConfigCommand,
-    ConfirmCommand,
-    PhaseCommand,
-    ResetCommand,
-    StatusCommand,
-    SubscribeCommand,
-    SubscriptionsCommand,
-    UnsubscribeCommand,
-    UsageError,
+from learning_bot.bot import confirmations
+from learning_bot.bot.commands.base import Context, UsageError
+from learning_bot.bot.commands.registry import (
+    asks_confirmation,
     command_from_json,
     command_to_json,
-    is_mutating,
     parse_command,
+    spec_of,
 )
+from learning_bot.bot.commands.usage import usage_reply
 from learning_bot.bot.errors import FORBIDDEN, NOT_FOUND, UNAVAILABLE, error_kind, user_message
-from learning_bot.bot.handlers import Handlers, usage_reply
-from learning_bot.bot.invocation import Actor, Invocation, check_invocation
+from learning_bot.bot.invocation import Actor, Command, Invocation, check_invocation
 from learning_bot.bot.middleware import Call, Middleware
 from learning_bot.bot.middleware.audit import Audit
 from learning_bot.bot.middleware.authorise import Authorise
@@ -147,12 +139,7 @@ class LearnerServices:
 
 def _only_asks(call: Call) -> bool:
     """A destructive command without its confirmation, from a caller that is not asked."""
-    if call.invocation.interactive:
-        return False
-    command = call.command
-    if isinstance(command, ResetCommand):
-        return not command.confirm
-    return isinstance(command, PhaseCommand) and command.phase is not None and not command.confirm
+    return not call.invocation.interactive and asks_confirmation(call.command)
 
 
 class CommandBus:
@@ -173,7 +160,6 @@ class CommandBus:
         """The date and time commands, confirmations and audit entries are stamped with."""
         self.commands = commands
         self.settings = settings or BusSettings()
-        self.handlers = Handlers(self.settings)
         self.subscriptions = (
             None if subscriptions is None else SubscriptionHandlers(subscriptions, services, clock)
         )
@@ -219,14 +205,16 @@ class CommandBus:
             )
         except UsageError as exc:
             return usage_reply(str(exc), exc.command, invocation.speaks_as)
-        learner = self.learner_for(invocation)
-        if (
-            isinstance(command, SubscribeCommand | UnsubscribeCommand | ConfigCommand)
-            and command.learner
-        ):
-            learner = command.learner
-        call = Call(invocation, command, learner)
+        call = Call(invocation, command, self._learner(invocation, command))
         return self._answer(lambda: self._through_chain(call), call)
+
+    def _learner(self, invocation: Invocation, command: Command) -> str:
+        """The learner a command names itself, else the invocation's."""
+        try:
+            named = spec_of(command).learner(command)
+        except ValueError:  # not a command: its run says so
+            named = None
+        return named or self.learner_for(invocation)
 
     # -- pipeline ------------------------------------------------------------------------------
 
@@ -296,31 +284,39 @@ class CommandBus:
     # -- execution -----------------------------------------------------------------------------
 
     def _execute(self, call: Call) -> Reply:
-        command, invocation = call.command, call.invocation
-        if isinstance(command, ConfirmCommand):
-            return self._confirm(invocation, command.token)
-        if isinstance(command, CancelCommand):
-            return self._cancel(invocation, command.token)
-        if isinstance(command, SubscribeCommand | UnsubscribeCommand | SubscriptionsCommand):
-            if self.subscriptions is None:
-                raise Unavailable("subscriptions need the database: this view keeps none")
-            return self.subscriptions.run(command, invocation, call.learner)
-        service = self.services.get(call.learner, create=is_mutating(command))
-        if isinstance(command, ResetCommand) and not command.confirm:
-            return self._ask_confirmation(call, service)
-        if isinstance(command, PhaseCommand) and command.phase is not None and not command.confirm:
-            if command.phase is service.phase():
-                return self.handlers.phase(service, command, invocation.actor, invocation.speaks_as)
-            return self._ask_confirmation(call, service)
-        reply = self.handlers.run(
-            service, command, invocation.actor, invocation.conversation, invocation.speaks_as
-        )
-        if isinstance(command, StatusCommand) and self.subscriptions is not None:
-            reply = self.subscriptions.with_paused_notice(reply, invocation)
-        return reply
+        """The command's own handler, handed this call's context."""
+        spec = spec_of(call.command)
+        return spec.run(self._context(call, spec.mutating(call.command)), call.command)
 
-    def _ask_confirmation(self, call: Call, service: LearningService) -> Reply:
-        prompt = self.handlers.confirmation(service, call.command, call.invocation.speaks_as)
+    def _context(self, call: Call, create: bool) -> Context:
+        invocation = call.invocation
+        return Context(
+            invocation=invocation,
+            learner=call.learner,
+            services=self._service,
+            ask=lambda prompt: self._ask_confirmation(call, prompt),
+            confirm=lambda token: self._confirm(invocation, token),
+            cancel=lambda token: self._cancel(invocation, token),
+            subscription_handlers=self._subscription_handlers,
+            paused_notice=lambda reply: self._paused_notice(reply, invocation),
+            dashboard_url=self.settings.dashboard_url,
+            create=create,
+        )
+
+    def _service(self, learner: str, create: bool) -> LearningService:
+        return self.services.get(learner, create=create)
+
+    def _subscription_handlers(self) -> SubscriptionHandlers:
+        if self.subscriptions is None:
+            raise Unavailable("subscriptions need the database: this view keeps none")
+        return self.subscriptions
+
+    def _paused_notice(self, reply: Reply, invocation: Invocation) -> Reply:
+        if self.subscriptions is None:
+            return reply
+        return self.subscriptions.with_paused_notice(reply, invocation)
+
+    def _ask_confirmation(self, call: Call, prompt: Reply) -> Reply:
         if not call.invocation.interactive:
             return prompt  # the caller confirms on its own side: nothing to store
         token = secrets.token_urlsafe(18)
@@ -337,7 +333,7 @@ class CommandBus:
                 expires_at=at + CONFIRMATION_TTL_MS,
             ).to_mapping()
         )
-        return self.handlers.with_actions(prompt, token)
+        return confirmations.with_actions(prompt, token)
 
     def _pending(self, invocation: Invocation, token: str) -> PendingConfirmation | Reply:
         row = self.commands.get_confirmation(token)
@@ -359,19 +355,18 @@ class CommandBus:
             return pending
         lease = self.settings.lease_ms
         if pending.used_at is not None and not _lapsed(pending, lease, self.clock()):
-            return self.handlers.already_done(pending)
+            return confirmations.already_done(pending)
         if self.clock() > pending.expires_at:
             return error_reply("This confirmation has expired; run the command again.")
         command = command_from_json(pending.command)
         self.authorise.check(invocation, command)
         if not self.commands.use_confirmation(token, invocation.actor.id, self.clock(), lease):
             return self._already_done(token, pending)
-        service = self.services.get(pending.learner)
-        confirmed = _confirmed(command)
-        reply = self.handlers.run(
-            service, confirmed, invocation.actor, invocation.conversation, invocation.speaks_as
-        )
-        reply = self.handlers.outcome(reply, invocation.actor)
+        spec = spec_of(command)
+        confirmed = spec.confirmed(command) if spec.confirmed is not None else command
+        call = Call(invocation, confirmed, pending.learner)
+        reply = spec.run(self._context(call, create=True), confirmed)
+        reply = confirmations.outcome(reply, invocation.actor)
         self.commands.finish_confirmation(token, json.dumps(reply_json(reply)))
         return reply
 
@@ -381,16 +376,16 @@ class CommandBus:
             return pending
         lease = self.settings.lease_ms
         if pending.used_at is not None and not _lapsed(pending, lease, self.clock()):
-            return self.handlers.already_done(pending)
+            return confirmations.already_done(pending)
         if not self.commands.use_confirmation(token, invocation.actor.id, self.clock(), lease):
             return self._already_done(token, pending)
-        reply = self.handlers.cancelled(pending, invocation.actor)
+        reply = confirmations.cancelled(pending, invocation.actor)
         self.commands.finish_confirmation(token, json.dumps(reply_json(reply)))
         return reply
 
     def _already_done(self, token: str, pending: PendingConfirmation) -> Reply:
         row = self.commands.get_confirmation(token)
-        return self.handlers.already_done(
+        return confirmations.already_done(
             PendingConfirmation.from_mapping(row) if row is not None else pending
         )
 
@@ -400,14 +395,6 @@ def _lapsed(pending: PendingConfirmation, lease_ms: int, now: int) -> bool:
     return (
         pending.used_at is not None and pending.outcome is None and pending.used_at < now - lease_ms
     )
-
-
-def _confirmed(command: Command) -> Command:
-    if isinstance(command, ResetCommand):
-        return ResetCommand(arms=command.arms, undo=command.undo, confirm=True)
-    if isinstance(command, PhaseCommand):
-        return PhaseCommand(command.phase, confirm=True)
-    return command
 
 
 UNAVAILABLE_TEXT = UNAVAILABLE.public_message

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from learning_bot.bot.commands import Command
 from learning_bot.engine.bounds import check_text
+
+
+class Command:
+    """A typed `/learning` command: each command's dataclass derives from this (its module
+    in bot.commands declares the rest)."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)

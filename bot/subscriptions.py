@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Protocol
 
-from learning_bot.bot.commands import SubscribeCommand, SubscriptionsCommand, UnsubscribeCommand
-from learning_bot.bot.handlers import fmt_time
+from learning_bot.bot.formatting import fmt_time
 from learning_bot.bot.invocation import Invocation
 from learning_bot.bot.ports import SubscriptionStore
 from learning_bot.bot.replies import Column, Reply, ReplyKind, Table, Text
@@ -51,23 +50,18 @@ class SubscriptionHandlers:
         self.services = services
         self.clock = clock
 
-    def run(
-        self,
-        command: SubscribeCommand | UnsubscribeCommand | SubscriptionsCommand,
-        invocation: Invocation,
-        learner: str,
-    ) -> Reply:
+    @staticmethod
+    def check_channel(invocation: Invocation) -> None:
+        """InvalidInput unless the invocation comes from a channel the bot can post to."""
         if invocation.surface not in CHANNEL_SURFACES or not invocation.conversation:
             raise InvalidInput(
                 "subscriptions belong to a Slack or Discord channel: run this in the channel "
                 "that should receive the messages"
             )
-        if isinstance(command, SubscriptionsCommand):
-            return self.list(invocation)
-        self.services.get(learner, create=False)  # an unknown learner is NotFound
-        if isinstance(command, SubscribeCommand):
-            return self.subscribe(command, invocation, learner)
-        return self.unsubscribe(command, invocation, learner)
+
+    def check_learner(self, learner: str) -> None:
+        """NotFound for a learner that does not exist."""
+        self.services.get(learner, create=False)
 
     def with_paused_notice(self, reply: Reply, invocation: Invocation) -> Reply:
         """A status asked in a channel with paused subscriptions says so."""
@@ -87,9 +81,9 @@ class SubscriptionHandlers:
         data = {**reply.data, "pausedSubscriptions": [s.kind for s in paused]}
         return replace(reply, blocks=(*reply.blocks, note), data=data, compact=None)
 
-    def subscribe(self, command: SubscribeCommand, invocation: Invocation, learner: str) -> Reply:
-        if command.kind not in SUBSCRIPTION_KINDS:
-            raise InvalidInput(f"cannot subscribe to {command.kind!r}")
+    def subscribe(self, kind: str, invocation: Invocation, learner: str) -> Reply:
+        if kind not in SUBSCRIPTION_KINDS:
+            raise InvalidInput(f"cannot subscribe to {kind!r}")
         sub, created = self.store.subscribe(
             Subscription(
                 id=0,
@@ -97,7 +91,7 @@ class SubscriptionHandlers:
                 channel=invocation.conversation,
                 scope=invocation.scope,
                 learner=learner,
-                kind=command.kind,
+                kind=kind,
                 created_by=invocation.actor.id,
                 created_at=self.clock(),
             )
@@ -115,13 +109,10 @@ class SubscriptionHandlers:
             data={"subscription": sub.id, "kind": sub.kind, "learner": learner, "new": created},
         )
 
-    def unsubscribe(
-        self, command: UnsubscribeCommand, invocation: Invocation, learner: str
-    ) -> Reply:
-        removed = self.store.unsubscribe(
-            invocation.surface, invocation.conversation, learner, command.kind
-        )
-        what = "any subscription" if command.kind is None else WHAT[command.kind]
+    def unsubscribe(self, kind: str | None, invocation: Invocation, learner: str) -> Reply:
+        """`kind` None: every kind."""
+        removed = self.store.unsubscribe(invocation.surface, invocation.conversation, learner, kind)
+        what = "any subscription" if kind is None else WHAT[kind]
         text = (
             f"This channel no longer gets {what} for learner {learner}."
             if removed

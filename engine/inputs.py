@@ -11,21 +11,21 @@ from typing import TYPE_CHECKING, Any
 from learning_bot.engine.bounds import MAX_ACTOR_CHARS, MAX_PAGE
 from learning_bot.engine.errors import InvalidInput
 from learning_bot.engine.posterior import check_reward
+from learning_bot.engine.reward_words import reward_of_word
 from learning_bot.engine.text import strip_controls
 
 if TYPE_CHECKING:
     from learning_bot.engine.context import RequestContext
     from learning_bot.engine.observation import RunReport
 
-REWARD_WORDS = {"good": 1.0, "bad": 0.0, "accepted": 1.0, "rejected": 0.0}
-
 
 def reward_value(value: str | float | int) -> float:
     """1 / 0 / good / bad / accepted / rejected, or a number in [0, 1]."""
     if isinstance(value, str):
         word = value.strip().lower()
-        if word in REWARD_WORDS:
-            return REWARD_WORDS[word]
+        known = reward_of_word(word)
+        if known is not None:
+            return known
         try:
             number = float(word)
         except ValueError:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import shlex
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -33,12 +32,10 @@ from learning_bot.bot.commands import (
     CancelCommand,
     Command,
     ConfirmCommand,
-    ResetCommand,
     clean_input,
 )
 from learning_bot.bot.errors import FORBIDDEN
 from learning_bot.bot.replies import Reply, ReplyKind
-from learning_bot.engine.bounds import MAX_CHAT_RESET_ARMS
 from learning_bot.engine.errors import LearningError
 from learning_bot.engine.text import strip_controls
 
@@ -52,7 +49,6 @@ AUTOCOMPLETE_LIMIT = 25
 CHOICE_LIMIT = 100
 AUTOCOMPLETE_BUDGET = 2.0
 """Seconds an autocomplete may take before it answers with no suggestions (it cannot defer)."""
-MAX_ARM_CHARS = 512
 ADMIN_HINT = (
     "On Discord, admins are members with the Manage Server permission, a role listed in "
     "DISCORD_ADMIN_ROLE_IDS, or a user listed in DISCORD_ADMIN_USER_IDS."
@@ -116,37 +112,6 @@ def option_bool(name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise InvalidOption(f"{name} must be true or false")
     return value
-
-
-def reset_command(value: object) -> ResetCommand:
-    """`all`, `undo`, or arm ids/labels separated by spaces or commas (quote an id that holds
-    a space). Never `confirm`: resetting always asks through the buttons."""
-    text = option_text("arms", value, 4000, required=True)
-    assert text is not None
-    lexer = shlex.shlex(text, posix=True)
-    lexer.whitespace_split = True
-    lexer.whitespace += ","
-    lexer.commenters = ""
-    lexer.escape = ""
-    try:
-        words = [w for w in lexer if w]
-    except ValueError:
-        raise InvalidOption("arms has an unbalanced quote") from None
-    lowered = [w.lower() for w in words]
-    if lowered == ["all"]:
-        return ResetCommand(arms=None)
-    if lowered == ["undo"]:
-        return ResetCommand(undo=True)
-    if not words or any(w in ("all", "undo", "confirm") for w in lowered):
-        raise InvalidOption("arms takes all, undo, or arm ids or labels separated by spaces")
-    if len(words) > MAX_CHAT_RESET_ARMS:
-        raise InvalidOption(
-            f"arms names {len(words)} arms; at most {MAX_CHAT_RESET_ARMS} per reset"
-        )
-    for word in words:
-        if len(word) > MAX_ARM_CHARS:
-            raise InvalidOption(f"an arm id in arms is longer than {MAX_ARM_CHARS} characters")
-    return ResetCommand(arms=tuple(dict.fromkeys(words)))
 
 
 # -- autocomplete ------------------------------------------------------------------------------

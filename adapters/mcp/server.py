@@ -8,6 +8,7 @@ logged and answers a tool error too; the server keeps running either way.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar, cast
@@ -19,6 +20,8 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from learning_bot.adapters.mcp.tools import LearningTools, strict_json
+from learning_bot.bot.commands.base import CommandSpec, Option
+from learning_bot.bot.commands.registry import command_names, specs
 from learning_bot.bot.errors import error_kind, user_message
 from learning_bot.engine.bounds import check_json
 from learning_bot.engine.errors import InvalidInput, LearningError
@@ -334,21 +337,59 @@ def build_server(tools: LearningTools, *, version: str | None = None) -> MCPServ
     )
     async def learning_help(
         topic: Annotated[
-            Literal[
-                "status",
-                "reward",
-                "reset",
-                "phase",
-                "config",
-                "subscribe",
-                "unsubscribe",
-                "subscriptions",
-                "help",
-            ]
-            | None,
+            Literal[command_names()] | None,  # type: ignore[valid-type]
             Field(description="One command to explain; null: all of them."),
         ] = None,
     ) -> str:
         return await _call(tools.learning_help, topic)
 
+    for spec in specs():
+        if spec.form is not None and spec.form.tool:
+            _add_command_tool(server, tools, spec)
     return server
+
+
+def _option_type(option: Option) -> Any:
+    """An option's type in a tool's JSON schema."""
+    choices = option.values()
+    kind: Any = Literal[choices] if choices else option.kind
+    if not option.required:
+        kind = kind | None
+    return Annotated[kind, Field(description=option.description)]
+
+
+def _add_command_tool(server: MCPServer, tools: LearningTools, spec: CommandSpec[Any]) -> None:
+    """A tool for a command that declares one in its form (bot.commands.base.Form.tool):
+    its options, and the learner; answered with the command's reply as text."""
+    form = spec.form
+    assert form is not None
+
+    async def tool(learner: str | None = None, **values: Any) -> str:
+        def run() -> str:
+            arguments = {o.name: values.get(o.name, o.default) for o in form.options}
+            command = form.build(arguments) if form.build is not None else spec.type()
+            return tools.run_command(command, learner)
+
+        return await _call(run)
+
+    parameters = [
+        inspect.Parameter(
+            o.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=inspect.Parameter.empty if o.required else o.default,
+            annotation=_option_type(o),
+        )
+        for o in form.options
+    ]
+    parameters.append(
+        inspect.Parameter(
+            "learner", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=OptionalLearner
+        )
+    )
+    tool.__signature__ = inspect.Signature(parameters, return_annotation=str)  # type: ignore[attr-defined]
+    server.tool(
+        name=form.tool,
+        annotations=RECORDS if form.changes else READS,
+        description=form.description,
+        structured_output=False,
+    )(tool)

@@ -26,7 +26,6 @@ from typing import Any
 
 from learning_bot.bot.bus import CommandBus
 from learning_bot.bot.commands import (
-    COMMAND_NAMES,
     Command,
     ConfigCommand,
     HelpCommand,
@@ -35,6 +34,7 @@ from learning_bot.bot.commands import (
     RewardCommand,
     StatusCommand,
 )
+from learning_bot.bot.commands.registry import command_names, specs
 from learning_bot.bot.errors import kind_of_code
 from learning_bot.bot.invocation import Actor, Invocation
 from learning_bot.bot.render_text import render_text
@@ -466,6 +466,11 @@ class LearningTools:
         data["text"] = render_text(reply)
         return data
 
+    def run_command(self, command: Command, learner: Any = None) -> str:
+        """Any registered command, answered with its reply's text (the tools a command's
+        form declares)."""
+        return self._reply_text(command, learner)
+
     def _reply_text(self, command: Command, learner: Any) -> str:
         name = None if learner is None else _learner(learner)
         return str(self._dispatch(command, learner=name)["text"])
@@ -531,10 +536,9 @@ class LearningTools:
 
     def learning_help(self, topic: Any = None) -> str:
         subject = None if topic is None else _text("topic", topic, limit=64).lower()
-        if subject is not None and subject not in COMMAND_NAMES:
-            raise InvalidInput(
-                f"topic: no help for {subject[:40]!r}; topics: {', '.join(COMMAND_NAMES)}"
-            )
+        names = command_names()
+        if subject is not None and subject not in names:
+            raise InvalidInput(f"topic: no help for {subject[:40]!r}; topics: {', '.join(names)}")
         return self._reply_text(HelpCommand(subject), None)
 
 
@@ -574,6 +578,8 @@ QORTEX_TOOLS = (
     "qortex_learning_session_end",
     "qortex_learning_reset",
 )
+DECLARED_TOOLS = tuple(s.form.tool for s in specs() if s.form is not None and s.form.tool)
+"""The tools the registry's commands declare in their forms (adapters.mcp.server)."""
 OWN_TOOLS = (
     "learning_status",
     "learning_reward",
@@ -581,4 +587,6 @@ OWN_TOOLS = (
     "learning_phase",
     "learning_config",
     "learning_help",
+    *DECLARED_TOOLS,
 )
+"""Our own /learning tools: the six above, then those the registry's commands declare."""

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from learning_bot.bot.handlers import usage_grammar
+from learning_bot.bot.commands.usage import usage_grammar
 from learning_bot.bot.render_text import render_table, render_text, two_to_a_line
 from learning_bot.bot.replies import (
     Action,

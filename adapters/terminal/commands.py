@@ -19,13 +19,12 @@ from learning_bot.bot.commands import (
     CancelCommand,
     Command,
     ConfirmCommand,
-    PhaseCommand,
-    ResetCommand,
     UsageError,
+    asks_confirmation,
     parse_command,
 )
+from learning_bot.bot.commands.usage import usage_grammar, usage_reply
 from learning_bot.bot.errors import kind_of_code
-from learning_bot.bot.handlers import usage_grammar, usage_reply
 from learning_bot.bot.invocation import Actor, Invocation
 from learning_bot.bot.replies import Reply, ReplyKind
 from learning_bot.bot.shapes import reply_data_json, reply_from_json
@@ -133,10 +132,7 @@ def run_chat_command(
     except UsageError as exc:
         raise CliError(str(exc), EXIT_USAGE, hint=usage_hint(exc)) from None
     tty = sys.stdin.isatty() if interactive is None else interactive
-    asks = isinstance(command, ResetCommand) or (
-        isinstance(command, PhaseCommand) and command.phase is not None
-    )
-    if asks and not (confirm or getattr(command, "confirm", False) or tty) and preview:
+    if asks_confirmation(command) and not (confirm or tty) and preview:
         # Checked, then refused: a refused command writes nothing (no pending confirmation,
         # no audit or rate-limit row).
         reply = preview(text)

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from learning_bot.bot.commands import Command
-from learning_bot.bot.invocation import Invocation
+from learning_bot.bot.invocation import Command, Invocation
 from learning_bot.bot.ports import CommandBatch
 from learning_bot.bot.replies import Reply
 

@@ -3,7 +3,7 @@ what came of it, in the learner's audit log."""
 
 from __future__ import annotations
 
-from learning_bot.bot.commands import command_to_json, is_mutating
+from learning_bot.bot.commands.registry import command_to_json, is_mutating
 from learning_bot.bot.middleware import Call, Middleware
 from learning_bot.bot.ports import CommandBatch
 from learning_bot.bot.replies import Reply

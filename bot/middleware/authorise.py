@@ -5,28 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Set
 
-from learning_bot.bot.commands import (
-    CancelCommand,
-    Command,
-    ConfigCommand,
-    ConfirmCommand,
-    PhaseCommand,
-    ResetCommand,
-    RewardCommand,
-    SubscribeCommand,
-    UnsubscribeCommand,
-    is_mutating,
-)
+from learning_bot.bot.commands.registry import spec_of
 from learning_bot.bot.errors import FORBIDDEN
-from learning_bot.bot.invocation import Invocation
+from learning_bot.bot.invocation import Command, Invocation
 from learning_bot.bot.middleware import Call, Middleware
 from learning_bot.bot.ports import CommandBatch
 from learning_bot.bot.replies import Reply, error_reply
 from learning_bot.engine.errors import Forbidden
-
-CHAT_SURFACES = frozenset({"slack", "discord"})
-"""Surfaces whose admins are a workspace's or a guild's, not the deployment's."""
-ADMIN_LIST_HINT = "have your id added to the admin allow-list (LEARNING_BOT_ADMINS)"
 
 
 class Authorise(Middleware):
@@ -43,50 +28,14 @@ class Authorise(Middleware):
         )
 
     def check(self, invocation: Invocation, command: Command) -> None:
-        """Raise Forbidden when the actor may not run `command` here."""
-        if isinstance(command, ConfigCommand):
-            self._check_config(invocation, command)
+        """Raise Forbidden when the actor may not run `command` here (the command's own
+        access rule, for what it changes; some guard their reads too)."""
+        try:
+            spec = spec_of(command)
+        except ValueError:  # not a command: the bus answers that
             return
-        if not is_mutating(command) or isinstance(command, ConfirmCommand | CancelCommand):
-            return
-        if invocation.actor.is_guest:
-            raise Forbidden("Guests can look at status, but cannot change the learning layer.")
-        if isinstance(command, RewardCommand):
-            if self.reward_admins_only and not self.is_admin(invocation):
-                raise Forbidden("Only admins can give rewards in this workspace.")
-            return
-        if isinstance(command, ResetCommand | PhaseCommand) and not self.is_admin(invocation):
-            what = "reset posteriors" if isinstance(command, ResetCommand) else "change the phase"
-            raise Forbidden(f"Only admins can {what}. Ask a workspace admin, or {ADMIN_LIST_HINT}.")
-        if isinstance(command, SubscribeCommand | UnsubscribeCommand) and not self.is_admin(
-            invocation
-        ):
-            raise Forbidden(
-                f"Only admins can change this channel's subscriptions. Ask a workspace admin, "
-                f"or {ADMIN_LIST_HINT}."
-            )
-
-    def _check_config(self, invocation: Invocation, command: ConfigCommand) -> None:
-        """Settings are for admins to change; naming a learner other than the conversation's
-        in a chat workspace (where admins are the workspace's) needs the allow-list, so one
-        workspace's admins cannot change another's learner."""
-        if command.changes:
-            if invocation.actor.is_guest:
-                raise Forbidden("Guests can look at settings, but cannot change them.")
-            if not self.is_admin(invocation):
-                raise Forbidden(
-                    f"Only admins can change a learner's settings. Ask a workspace admin, or "
-                    f"{ADMIN_LIST_HINT}."
-                )
-        if (
-            command.learner is not None
-            and invocation.surface in CHAT_SURFACES
-            and not self.on_allow_list(invocation)
-        ):
-            raise Forbidden(
-                f"Naming a learner in config is for operators: {ADMIN_LIST_HINT}, or leave "
-                "the learner out to use this conversation's."
-            )
+        if spec.guards_reads or spec.mutating(command):
+            spec.access(self, invocation, command)
 
     def on_allow_list(self, invocation: Invocation) -> bool:
         actor_id = invocation.actor.id

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from learning_bot.bot.commands import is_mutating
+from learning_bot.bot.commands.registry import is_mutating
 from learning_bot.bot.middleware import Call, Middleware
 from learning_bot.bot.ports import CommandBatch
 from learning_bot.bot.replies import Reply, ReplyKind, Text

@@ -3,7 +3,7 @@ every replica shares the count."""
 
 from __future__ import annotations
 
-from learning_bot.bot.commands import CancelCommand, ConfirmCommand, is_mutating
+from learning_bot.bot.commands.registry import is_mutating, spec_of
 from learning_bot.bot.errors import RATE_LIMITED
 from learning_bot.bot.middleware import Call, Middleware
 from learning_bot.bot.ports import CommandBatch
@@ -20,11 +20,7 @@ class RateLimit(Middleware):
 
     def touches_store(self, call: Call) -> bool:
         command = call.command
-        return (
-            self.per_minute > 0
-            and is_mutating(command)
-            and not isinstance(command, ConfirmCommand | CancelCommand)
-        )
+        return self.per_minute > 0 and is_mutating(command) and spec_of(command).rate_limited
 
     def before(self, call: Call, batch: CommandBatch | None) -> Reply | None:
         if batch is None or not self.touches_store(call):

@@ -1,14 +1,16 @@
-"""The chat commands on the command line (status, reward, reset, phase, config, help): the terminal
-surface's words, sent to the local bus or to a running server's (--url)."""
+"""The chat commands on the command line (those the command registry gives a terminal form):
+the terminal surface's words, sent to the local bus or to a running server's (--url)."""
 
 from __future__ import annotations
 
 import argparse
 import shlex
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from learning_bot.adapters.terminal.commands import EXIT_USAGE, CliError
+from learning_bot.bot.commands.base import CommandSpec
+from learning_bot.bot.commands.registry import named, specs
 from learning_bot.cli.parser import Commands, close_match
 
 if TYPE_CHECKING:
@@ -17,44 +19,19 @@ if TYPE_CHECKING:
     from learning_bot.settings import Settings
 
 
-WORDS_HELP = {
-    "status": (
-        "status — phase, settings, traces, token savings, the best arms and the candidates "
-        "for exclusion",
-        "[top N] [public] | arm <id-or-label>: 'top N' lists N arms (1-25) in each table; "
-        "'arm Read' shows one arm by id or label; 'public' matters only in chat",
-    ),
-    "reward": (
-        "reward — manual (lagged) feedback for an arm, or for the arms of a conversation's "
-        "latest run",
-        "[<arm>] [1|0|good|bad] [reason...]: the arm by id (tool:fs:Read) or label (Read); "
-        "without an arm, --conversation names the run; then the value (default good) and an "
-        "optional reason",
-    ),
-    "reset": (
-        "reset — put arms back to Beta(1,1) with 0 pulls (nothing is deleted; `reset undo` "
-        "restores them)",
-        "[all | <arm ids or labels...>] | undo: which arms (default all), or undo the last reset",
-    ),
-    "phase": (
-        "phase — show the phase, or set it: passive records only, active selects arms",
-        "[passive|active]: the phase to switch to; without it, the current phase is shown",
-    ),
-    "config": (
-        "config — show the learner's stored settings, or change one (admins; audited; every "
-        "replica takes it at its next select)",
-        "[<key> <value> [learner]]: e.g. config halfLife 50, config policy seed; values are "
-        "read as JSON, else as text (the same as `learner set`)",
-    ),
-    "help": (
-        "help — the commands, or one command explained",
-        "[status|reward|reset|phase|config|help]: the command to explain",
-    ),
-}
+def terminal_commands() -> list[CommandSpec[Any]]:
+    """The registered commands the command line offers (those with a terminal form)."""
+    return [spec for spec in specs() if spec.terminal is not None]
 
 
 def register(sub: Commands) -> None:
-    for name, (summary, words) in WORDS_HELP.items():
+    commands = terminal_commands()
+    names = "|".join(spec.name for spec in commands)
+    for spec in commands:
+        terminal = spec.terminal
+        assert terminal is not None
+        name, summary = spec.name, terminal.summary
+        words = terminal.words.replace("{commands}", names)
         p = sub.add_parser(name, help=summary.split(" — ", 1)[1], description=summary)
         p.add_argument("words", nargs="*", metavar="WORD", help=words)
         p.add_argument(
@@ -62,9 +39,9 @@ def register(sub: Commands) -> None:
             action="store_true",
             help=f"print the {name} data as JSON, for scripts (schema: docs/cli-json.md)",
         )
-        if name in ("reset", "phase"):
+        if terminal.confirm:
             p.add_argument("--confirm", action="store_true", help="do it without asking")
-        if name == "reward":
+        if terminal.conversation:
             p.add_argument(
                 "--conversation",
                 default="",
@@ -77,7 +54,8 @@ def register(sub: Commands) -> None:
 def _read_only(args: argparse.Namespace) -> bool:
     """Commands that only read: they can skip SQLAlchemy (see learning_bot.app.build_read_app).
     Not `phase`: it projects going active from the learner's runs, which that view cannot read."""
-    return args.command in ("status", "help")
+    spec = named(args.command)
+    return spec is not None and spec.terminal is not None and spec.terminal.reads_only
 
 
 def _text(words: Sequence[str]) -> str:
@@ -138,7 +116,7 @@ def _help_reply(command: object, commands: list[dict[str, str]]) -> Reply:
     from dataclasses import replace
 
     from learning_bot.bot.commands import HelpCommand, parse_command
-    from learning_bot.bot.handlers import help_reply
+    from learning_bot.bot.commands.usage import help_reply
 
     parsed = parse_command(command) if isinstance(command, str) else command
     topic = parsed.topic if isinstance(parsed, HelpCommand) else None

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from learning_bot.adapters.terminal.commands import EXIT_OK, EXIT_USAGE, CliError
+from learning_bot.cli.chat import terminal_commands
 from learning_bot.cli.parser import Commands
 
 if TYPE_CHECKING:
@@ -18,17 +19,19 @@ if TYPE_CHECKING:
 
 SHELLS = ("bash", "zsh", "fish")
 
-CHAT_WORDS = {
-    "status": ("top", "arm", "public"),
-    "reward": ("good", "bad", "1", "0"),
-    "reset": ("all", "undo"),
-    "phase": ("passive", "active"),
-    "help": ("status", "reward", "reset", "phase", "help"),
-}
-"""The words each chat command takes after its name (learning_bot.cli.chat, bot.commands)."""
 
-ARMS_WHERE = {"status": "after-arm", "reward": "first", "reset": "any"}
-"""Where an arm id or label goes: after the word `arm`, as the first word, or anywhere."""
+def chat_words() -> dict[str, tuple[str, ...]]:
+    """The words each chat command takes after its name, as its registry entry declares them
+    (help: the terminal's commands)."""
+    commands = terminal_commands()
+    words = {spec.name: spec.words for spec in commands if spec.words}
+    words["help"] = tuple(spec.name for spec in commands)
+    return words
+
+
+def arms_where() -> dict[str, str]:
+    """Where an arm id or label goes: after the word `arm`, as the first word, or anywhere."""
+    return {spec.name: spec.arms for spec in terminal_commands() if spec.arms}
 
 
 def register(sub: Commands) -> None:
@@ -98,7 +101,7 @@ class Command:
     words: list[str] = field(default_factory=list)
     """Words it takes after its name: its positional choices, its subcommands, chat words."""
     arms: str = ""
-    """Where arm ids complete (ARMS_WHERE), if anywhere."""
+    """Where arm ids complete (arms_where), if anywhere."""
 
 
 @dataclass
@@ -118,6 +121,7 @@ class CommandLine:
         subparsers = _subparsers(parser)
         options = _options(parser, valued)
         if subparsers is not None:
+            words, arms = chat_words(), arms_where()
             summaries = {a.dest: a.help or "" for a in subparsers._choices_actions}
             for name, child in subparsers.choices.items():
                 command = Command(name, summaries.get(name, ""), _options(child, valued))
@@ -128,8 +132,8 @@ class CommandLine:
                             _options(grandchild, valued, command.options)
                     elif not action.option_strings and action.choices:
                         command.words.extend(str(c) for c in action.choices)
-                command.words.extend(CHAT_WORDS.get(name, ()))
-                command.arms = ARMS_WHERE.get(name, "")
+                command.words.extend(words.get(name, ()))
+                command.arms = arms.get(name, "")
                 commands.append(command)
         files = [o for o in valued if o == "--config"]
         return cls(options, valued, files, commands)

@@ -11,7 +11,7 @@ import pytest
 
 from learning_bot.app import App, build_app
 from learning_bot.bot.commands import HelpCommand
-from learning_bot.bot.handlers import help_text
+from learning_bot.bot.commands.usage import help_text
 from learning_bot.bot.invocation import Actor, Invocation
 from learning_bot.bot.replies import ReplyKind
 from learning_bot.engine.errors import InvalidInput

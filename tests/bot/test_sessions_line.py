@@ -3,8 +3,8 @@ tools outside their cached prefix."""
 
 from __future__ import annotations
 
-from learning_bot.bot.handlers import sessions_line
 from learning_bot.bot.shapes import session_decisions_json
+from learning_bot.bot.status_view import sessions_line
 from learning_bot.engine.session_sets import SessionDecisions
 
 

@@ -16,6 +16,7 @@ import pytest
 from learning_bot.adapters.discord import DiscordSettings, command_schema, load_discord_settings
 from learning_bot.adapters.discord.cli import add_arguments, sync_from_cli, sync_targets
 from learning_bot.app import App
+from learning_bot.bot.commands import command_names
 from learning_bot.engine.errors import InvalidConfig
 
 from .conftest import GUILD, OTHER_GUILD, SETTINGS, Harness
@@ -23,6 +24,8 @@ from .fake_discord import BOT_TOKEN, FakeDiscord
 
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "discord.md"
 TYPES = {3: "string", 4: "integer", 5: "boolean"}
+EVERY_COMMAND = "every command's name"
+"""What the table says of the help's choices: the registry's command names."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,8 @@ def documented() -> dict[tuple[str, str], Option]:
         assert sub and name, line
         numbers = re.fullmatch(r"(\d+)–(\d+)( characters)?", limits)
         span = (int(numbers.group(1)), int(numbers.group(2))) if numbers else None
+        if limits == EVERY_COMMAND:
+            limits = ", ".join(command_names())
         rows[(sub.group(1), name.group(1))] = Option(
             type=kind.split(",")[0],
             autocomplete="autocomplete" in kind,
@@ -103,6 +108,7 @@ def test_the_readme_table_is_parsed() -> None:
     assert rows[("status", "top")] == Option("integer", False, False, range=(1, 25))
     assert rows[("reward", "value")].choices == ("good", "bad")
     assert rows[("reset", "arms")] == Option("string", True, True, length=(1, 4000))
+    assert rows[("help", "command")].choices[:2] == ("status", "reward")
 
 
 async def test_the_command_tree_matches_the_readme(h: Harness) -> None:

@@ -15,9 +15,10 @@ from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
 from learning_bot.adapters.mcp.server import build_server
-from learning_bot.adapters.mcp.tools import OWN_TOOLS, QORTEX_TOOLS, Session
+from learning_bot.adapters.mcp.tools import DECLARED_TOOLS, OWN_TOOLS, QORTEX_TOOLS, Session
 from learning_bot.app import App, build_app
 from learning_bot.bot.commands import COMMAND_NAMES
+from learning_bot.bot.commands.registry import specs
 from learning_bot.engine import LearningConfig
 from learning_bot.settings import Settings
 from learning_bot.surfaces import mcp_tools
@@ -57,6 +58,8 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("learning_phase", {"phase": "active", "confirm": "please"}, "confirm"),
     ("learning_config", {"settings": {"halfLife": -1}}, "halfLife"),
     ("learning_help", {"topic": "fly"}, "topic"),
+    # A tool a command declares takes the learner beside its options.
+    *((tool, {"learner": "two words"}, "learner") for tool in DECLARED_TOOLS),
 ]
 
 WITH_LEARNER = (*(t for t in QORTEX_TOOLS if t != "qortex_learning_session_end"), *OWN_TOOLS[:4])
@@ -173,6 +176,7 @@ async def test_annotations_say_what_each_tool_does(app: App) -> None:
             "qortex_learning_session_end",
             "learning_status",
             "learning_help",
+            *(s.form.tool for s in specs() if s.form and s.form.tool and not s.form.changes),
         }
         resets = {"qortex_learning_reset", "learning_reset"}
         for name, hints in tools.items():
