@@ -1,6 +1,6 @@
 """The JSON shapes of the learning layer's answers, with the original camelCase field names
-(SPEC sections 9 and 10). Every surface that speaks JSON (HTTP, MCP, exports, reply data)
-uses these; the engine's results stay plain data."""
+(the wire types of engine.wire; README, "HTTP API"). Every surface that speaks JSON (HTTP,
+MCP, exports, reply data) uses these; the engine's results stay plain data."""
 
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ from engine.records import RunRecord, record_to_json
 from engine.savings import CostSavings
 from engine.session_sets import SessionDecisions
 from engine.views import ArmView, ObserveResult, Summary
+from engine.wire import runs as wire
+from engine.wire.declare import answer_encoder
 
 if TYPE_CHECKING:
     from engine.selection import Selection
@@ -157,9 +159,9 @@ def summary_json(summary: Summary) -> dict[str, Any]:
 
 
 def config_json(config: LearningConfig) -> dict[str, Any]:
-    """`GET config`: the SPEC section 7 settings, `policy` and `halfLife` always (so the
-    answer says which selection policy runs and how it forgets), the options a policy sets
-    only when they differ from what it sets."""
+    """`GET config`: the learner's settings (README, "Configuration"), `policy` and
+    `halfLife` always (so the answer says which selection policy runs and how it forgets),
+    the options a policy sets only when they differ from what it sets."""
     data = config.to_dict()
     data.pop("metaTools", None)
     data.setdefault("policy", config.policy)
@@ -167,37 +169,11 @@ def config_json(config: LearningConfig) -> dict[str, Any]:
     return data
 
 
-def selection_json(selection: Selection) -> dict[str, Any]:
-    """`POST select`'s answer."""
-    return {
-        "selected": list(selection.selected),
-        "excluded": list(selection.excluded),
-        "deferred": list(selection.deferred),
-        "isBaseline": selection.is_baseline,
-        "tokenBudget": selection.token_budget,
-        "usedTokens": selection.used_tokens,
-        "overBudget": selection.over_budget,
-        "fallback": selection.fallback,
-        "guidance": selection.guidance,
-        "added": list(selection.added),
-        "session": selection.session,
-        "sessionReason": selection.session_reason or None,
-    }
+selection_json: Callable[[Selection], dict[str, Any]] = answer_encoder(wire.Selection)
+"""`POST select`'s answer (the wire type `Selection`)."""
 
-
-def observe_json(result: ObserveResult) -> dict[str, Any]:
-    """`POST observe`'s answer for one run."""
-    return {
-        "traceId": result.trace_id,
-        "recorded": result.recorded,
-        "duplicate": result.duplicate,
-        "skipped": result.skipped.value if result.skipped else None,
-        "rewards": dict(result.rewards),
-        "referenced": dict(result.referenced),
-        "spooled": result.spooled,
-        "ambiguous": {name: list(ids) for name, ids in result.ambiguous.items()},
-        "message": result.message,
-    }
+observe_json: Callable[[ObserveResult], dict[str, Any]] = answer_encoder(wire.ObserveResult)
+"""`POST observe`'s answer for one run (the wire type `ObserveResult`)."""
 
 
 def trace_json(record: RunRecord) -> dict[str, Any]:

@@ -43,6 +43,8 @@ from engine.observation import (
     ToolCall,
     Usage,
 )
+from engine.wire.declare import answer_encoder
+from engine.wire.reports import StoredTrace, Trace
 
 
 class ArmOutcomeRecord(NamedTuple):
@@ -164,43 +166,14 @@ def under_phase(record: RunRecord, phase: Phase) -> RunRecord:
 
 
 def record_to_json(record: RunRecord, *, public: bool = False) -> dict[str, Any]:
-    """The record as a JSON-ready object. `public` gives the trace of the HTTP API (SPEC
-    section 9); otherwise every field is kept (the spool), and `record_from_json` reads it
-    back to an equal record."""
-    out: dict[str, Any] = {
-        "traceId": record.trace_id,
-        "runId": record.run_id,
-        "sessionId": record.session_id,
-        "sessionKey": record.session_key,
-        "timestamp": record.timestamp,
-        "provider": record.provider,
-        "model": record.model,
-        "channel": record.channel,
-        "isBaseline": record.is_baseline,
-        "context": dict(record.context),
-        "arms": [
-            {
-                "armId": a.arm_id,
-                "included": a.included,
-                "referenced": a.referenced,
-                "tokenCost": a.token_cost,
-            }
-            for a in record.arms
-        ],
-        "usage": record.usage.to_dict(),
-        "durationMs": record.duration_ms,
-        "systemPromptChars": record.system_prompt_chars,
-        "aborted": record.aborted,
-        "error": record.error,
-    }
-    if not public:
-        out["conversation"] = record.conversation
-        out["phase"] = record.phase.value
-        out["guard"] = record.guard.value if record.guard is not None else None
-        for item, arm in zip(out["arms"], record.arms, strict=True):
-            item["label"] = arm.label
-            item["reward"] = arm.reward
-    return out
+    """The record as a JSON-ready object. `public` gives the trace of the HTTP API (the wire
+    type `Trace`); otherwise every field is kept (`StoredTrace`: the spool), and
+    `record_from_json` reads it back to an equal record."""
+    return _TRACE(record) if public else _STORED(record)
+
+
+_TRACE = answer_encoder(Trace)
+_STORED = answer_encoder(StoredTrace)
 
 
 def _pick(data: Mapping[str, Any], camel: str, snake: str, default: Any = None) -> Any:

@@ -1,4 +1,4 @@
-"""The learning API's handlers (SPEC section 9): the original paths and camelCase fields,
+"""The learning API's handlers (README, "HTTP API"): the original paths and camelCase fields,
 plus select/observe for agent runtimes and phase changes."""
 
 from __future__ import annotations

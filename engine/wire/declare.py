@@ -42,6 +42,7 @@ class Spec:
     send: Send
     client: bool
     shape: type[Any] | None
+    empty_is_null: bool
     keywords: Mapping[str, Any]
 
 
@@ -69,15 +70,27 @@ def wire(
     send: Send = "changed",
     client: bool = False,
     shape: type[Any] | None = None,
+    empty_is_null: bool = False,
     **keywords: Any,
 ) -> Any:
     """A field of a wire type. `name`: its JSON name; `aliases`: other names a request body
     may give it; `doc`: its description; `required`: whether the schema requires it (default:
     when it has no default); `nullable`: whether the schema allows null (default: when its
     type allows None); `client`: a field only the client keeps (not on the wire); `shape`: the
-    wire type of a value kept as a plain mapping; `keywords`: OpenAPI keywords (bounds,
-    enum...)."""
-    spec = Spec(name, tuple(aliases), doc, required, nullable, send, client, shape, dict(keywords))
+    wire type of a value kept as a plain mapping; `empty_is_null`: the server sends an empty
+    value as null; `keywords`: OpenAPI keywords (bounds, enum...)."""
+    spec = Spec(
+        name,
+        tuple(aliases),
+        doc,
+        required,
+        nullable,
+        send,
+        client,
+        shape,
+        empty_is_null,
+        dict(keywords),
+    )
     metadata = {"wire": spec}
     if default_factory is not MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
@@ -135,7 +148,7 @@ def is_wire_type(value: Any) -> bool:
     return isinstance(value, type) and value in _NAMES
 
 
-_PLAIN = Spec(None, (), None, None, None, "changed", False, None, {})
+_PLAIN = Spec(None, (), None, None, None, "changed", False, None, False, {})
 
 
 _FIELDS: dict[type[Any], tuple[WireField, ...]] = {}
@@ -387,7 +400,67 @@ def _decoded(tp: Any, value: Any) -> Any:
     return value
 
 
+def arguments(cls: type[Any], data: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments (Python names) a JSON object gives the fields of `cls`: each one
+    it leaves out takes its default, or None when it has none (the receiver says it is
+    missing)."""
+    return {
+        f.py: data.get(f.json, None if f.default is MISSING else f.default)
+        for f in sent_fields(cls)
+    }
+
+
+# -- answers ---------------------------------------------------------------------------------
+
+Encoder = Callable[[Any], dict[str, Any]]
+_ENCODERS: dict[type[Any], Encoder] = {}
+
+
+def answer_encoder(cls: type[Any]) -> Encoder:
+    """The function writing the JSON object of `cls` from any object with attributes of the
+    same Python names (an engine result): what the server answers. Every field is written, in
+    the declared order; a field of a wire type (or a list of them) is written by that type's
+    encoder, an enumeration as its value."""
+    found = _ENCODERS.get(cls)
+    if found is None:
+        found = _ENCODERS[cls] = _encoder(cls)
+    return found
+
+
 def answer_of(cls: type[Any], source: Any) -> dict[str, Any]:
-    """The JSON object of `cls` read from `source`'s attributes of the same Python names
-    (an engine result): what the server answers. Every field is written."""
-    return {f.json: plain(getattr(source, f.py)) for f in sent_fields(cls)}
+    """`answer_encoder(cls)(source)`."""
+    return answer_encoder(cls)(source)
+
+
+def _scalar(value: Any) -> Any:
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+def _converter(f: WireField) -> Callable[[Any], Any]:
+    tp, _ = _optional(f.type)
+    item = _item_type(tp)
+    value = _value_type(tp)
+    if is_wire_type(tp):
+        nested = answer_encoder(tp)
+        return lambda v: None if v is None else nested(v)
+    if item is not None and is_wire_type(item):
+        inner = answer_encoder(item)
+        return lambda v: [inner(i) for i in v]
+    if item is not None:
+        return list
+    if value is not None and _item_type(value) is not None:
+        return lambda v: {k: list(i) for k, i in v.items()}
+    if value is not None:
+        return lambda v: None if v is None else dict(v)
+    if f.spec.empty_is_null:
+        return lambda v: _scalar(v) or None
+    return _scalar
+
+
+def _encoder(cls: type[Any]) -> Encoder:
+    plan = [(f.json, f.py, _converter(f)) for f in sent_fields(cls)]
+
+    def encode_answer(source: Any) -> dict[str, Any]:
+        return {name: convert(getattr(source, py)) for name, py, convert in plan}
+
+    return encode_answer

@@ -235,6 +235,28 @@ class Trace:
     error: str | None = wire()
 
 
+@wire_type(documented=False)
+@dataclass(frozen=True)
+class StoredTraceArm(TraceArm):
+    """An arm of a stored run: as the API shows it, with its label and the reward the run
+    applied to it."""
+
+    label: str = wire()
+    reward: float | None = wire()
+
+
+@wire_type(documented=False)
+@dataclass(frozen=True)
+class StoredTrace(Trace):
+    """A run as the spool keeps it while storage is down (engine.records): as the API shows
+    it, with what observing it decided."""
+
+    arms: tuple[StoredTraceArm, ...] = wire()
+    conversation: str = wire()
+    phase: str = wire(enum=PHASES)
+    guard: str | None = wire()
+
+
 @wire_type(required="all")
 @dataclass(frozen=True)
 class TracePage:

@@ -146,7 +146,10 @@ class Selection:
     )
     """What the select did with its session's set: new, kept, grown or redrawn."""
     session_reason: str | None = wire(
-        "sessionReason", default=None, doc="Why, in a few words (README, Agent runtimes)"
+        "sessionReason",
+        default=None,
+        empty_is_null=True,
+        doc="Why, in a few words (README, Agent runtimes)",
     )
     arms: tuple[ArmSpec, ...] = wire(default=(), client=True)
     """The inventory the select sent (what `observe` reports back)."""
