@@ -420,7 +420,7 @@ def answer_encoder(cls: type[Any]) -> Encoder:
     """The function writing the JSON object of `cls` from any object with attributes of the
     same Python names (an engine result): what the server answers. Every field is written, in
     the declared order; a field of a wire type (or a list of them) is written by that type's
-    encoder, an enumeration as its value."""
+    encoder, an enumeration (in a field declared with an `enum`) as its value."""
     found = _ENCODERS.get(cls)
     if found is None:
         found = _ENCODERS[cls] = _encoder(cls)
@@ -432,35 +432,41 @@ def answer_of(cls: type[Any], source: Any) -> dict[str, Any]:
     return answer_encoder(cls)(source)
 
 
-def _scalar(value: Any) -> Any:
-    return value.value if isinstance(value, enum.Enum) else value
-
-
-def _converter(f: WireField) -> Callable[[Any], Any]:
+def _expression(f: WireField, env: dict[str, Any], source: str = "s") -> str:
+    """The Python expression writing field `f` of `source` (names it needs go into `env`)."""
+    read = f"{source}.{f.py}"
     tp, _ = _optional(f.type)
     item = _item_type(tp)
     value = _value_type(tp)
     if is_wire_type(tp):
-        nested = answer_encoder(tp)
-        return lambda v: None if v is None else nested(v)
-    if item is not None and is_wire_type(item):
-        inner = answer_encoder(item)
-        return lambda v: [inner(i) for i in v]
+        env[f"_{_NAMES[tp]}"] = answer_encoder(tp)
+        return f"(None if (_v := {read}) is None else _{_NAMES[tp]}(_v))"
+    if item is not None and is_wire_type(item):  # written in place: runs carry many arms
+        inner = source + "_"
+        return f"[{_display(item, env, inner)} for {inner} in {read}]"
     if item is not None:
-        return list
+        return f"list({read})"
     if value is not None and _item_type(value) is not None:
-        return lambda v: {k: list(i) for k, i in v.items()}
+        return f"{{k: list(i) for k, i in {read}.items()}}"
     if value is not None:
-        return lambda v: None if v is None else dict(v)
-    if f.spec.empty_is_null:
-        return lambda v: _scalar(v) or None
-    return _scalar
+        return f"(None if (_v := {read}) is None else dict(_v))"
+    if "enum" in f.spec.keywords:  # the source may hold an enumeration: its value
+        read = f"(_v.value if isinstance(_v := {read}, _Enum) else _v)"
+    return f"({read} or None)" if f.spec.empty_is_null else read
+
+
+def _display(cls: type[Any], env: dict[str, Any], source: str) -> str:
+    """The dict display writing the fields of `cls` from `source`."""
+    items = ", ".join(f"{f.json!r}: {_expression(f, env, source)}" for f in sent_fields(cls))
+    return f"{{{items}}}"
 
 
 def _encoder(cls: type[Any]) -> Encoder:
-    plan = [(f.json, f.py, _converter(f)) for f in sent_fields(cls)]
-
-    def encode_answer(source: Any) -> dict[str, Any]:
-        return {name: convert(getattr(source, py)) for name, py, convert in plan}
-
+    """A function written for `cls`: one dict display reading each attribute (as fast as one
+    written by hand, on the paths that answer every select, observe and trace)."""
+    env: dict[str, Any] = {"_Enum": enum.Enum}
+    source = f"def encode_answer(s):\n    return {_display(cls, env, 's')}\n"
+    exec(compile(source, f"<wire answer {_NAMES[cls]}>", "exec"), env)
+    encode_answer: Encoder = env["encode_answer"]
+    encode_answer.__doc__ = source
     return encode_answer

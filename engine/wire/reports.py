@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.config import PACKINGS, POLICIES
+from engine.observation import SkipReason
 from engine.wire.declare import decode, wire, wire_type
 from engine.wire.operator import PHASES
 from engine.wire.runs import Usage
@@ -254,7 +255,7 @@ class StoredTrace(Trace):
     arms: tuple[StoredTraceArm, ...] = wire()
     conversation: str = wire()
     phase: str = wire(enum=PHASES)
-    guard: str | None = wire()
+    guard: str | None = wire(enum=[r.value for r in SkipReason])
 
 
 @wire_type(required="all")

@@ -10,7 +10,7 @@ from typing import Any
 from engine.arms import estimate_tokens
 from engine.bounds import MAX_BATCH
 from engine.context import MAX_DESCRIPTION_CHARS
-from engine.observation import MAX_ID_CHARS
+from engine.observation import MAX_ID_CHARS, SkipReason
 from engine.wire.declare import decode, encode, wire, wire_type
 
 ARM_ID_CHARS = 2 * MAX_ID_CHARS
@@ -323,7 +323,7 @@ class ObserveResult:
     trace_id: str = wire("traceId")
     recorded: bool = wire(default=False)
     duplicate: bool = wire(default=False)
-    skipped: str | None = wire(default=None)
+    skipped: str | None = wire(default=None, enum=[r.value for r in SkipReason])
     rewards: Mapping[str, float] = wire(default_factory=dict)
     referenced: Mapping[str, bool] = wire(default_factory=dict)
     spooled: bool = wire(default=False)
