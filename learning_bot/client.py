@@ -36,10 +36,10 @@ from typing import Any, Literal, Self, TypeVar
 
 import httpx
 
-from engine.wire.declare import json_names
-from engine.wire.operator import PhaseResult, Reply, RewardRequest, RewardResult
-from engine.wire.reports import Summary
-from engine.wire.runs import (
+from learning_bot.engine.wire.declare import json_names
+from learning_bot.engine.wire.operator import PhaseResult, Reply, RewardRequest, RewardResult
+from learning_bot.engine.wire.reports import Summary
+from learning_bot.engine.wire.runs import (
     ArmSpec,
     ObserveResult,
     RunReport,

@@ -1,7 +1,7 @@
 """Request bodies: read within the size limit and the deadline, decoded as strict JSON (no
 NaN, no Infinity, no number too large for a finite float, nothing a backend cannot store:
 engine.bounds), and held to their route's fields, those of the route's wire type (BODY_FIELDS,
-from engine.wire: an unknown field is a 400 naming it, but for the few the original clients
+from learning_bot.engine.wire: an unknown field is a 400 naming it, but for the few the original clients
 send, TOLERATED). Every route with a body, the learning API's and the `/v1` routes, reads it
 here."""
 
@@ -15,11 +15,11 @@ from typing import Any, NoReturn
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive
 
-from adapters.http.responses import ApiError
-from engine.bounds import check_json_text
-from engine.errors import InvalidInput
-from engine.wire import gateway, operator, runs
-from engine.wire.declare import body_names, nested_types, tolerated
+from learning_bot.adapters.http.responses import ApiError
+from learning_bot.engine.bounds import check_json_text
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.wire import gateway, operator, runs
+from learning_bot.engine.wire.declare import body_names, nested_types, tolerated
 
 
 class BodyDeadlines:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.http.api import BASE
-from adapters.http.body import STRICT_FIELDS_VERSION, TOLERATED
-from engine.service import TIMESERIES_METRICS
-from engine.wire import DOCUMENTED, schema_of
+from learning_bot.adapters.http.api import BASE
+from learning_bot.adapters.http.body import STRICT_FIELDS_VERSION, TOLERATED
+from learning_bot.engine.service import TIMESERIES_METRICS
+from learning_bot.engine.wire import DOCUMENTED, schema_of
 
 
 def _ref(name: str) -> dict[str, str]:

@@ -2,7 +2,7 @@
 client exchange (`engine.wire.declare` says how a type is declared and what is derived from
 it)."""
 
-from engine.wire import gateway, operator, reports, runs
-from engine.wire.declare import DOCUMENTED, REGISTRY, schema_of
+from learning_bot.engine.wire import gateway, operator, reports, runs
+from learning_bot.engine.wire.declare import DOCUMENTED, REGISTRY, schema_of
 
 __all__ = ["DOCUMENTED", "REGISTRY", "gateway", "operator", "reports", "runs", "schema_of"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from engine.wire.declare import wire, wire_type
+from learning_bot.engine.wire.declare import wire, wire_type
 
 LEARNER = "Learner name (one learner per agent deployment, e.g. 'openclaw')."
 CONTEXT = (

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from engine.bounds import MAX_RESET_ARMS
-from engine.wire.declare import decode, encode, wire, wire_type
+from learning_bot.engine.bounds import MAX_RESET_ARMS
+from learning_bot.engine.wire.declare import decode, encode, wire, wire_type
 
 PHASES = ["passive", "active"]
 

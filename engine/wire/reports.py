@@ -7,11 +7,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.config import PACKINGS, POLICIES
-from engine.observation import SkipReason
-from engine.wire.declare import decode, wire, wire_type
-from engine.wire.operator import PHASES
-from engine.wire.runs import Usage
+from learning_bot.engine.config import PACKINGS, POLICIES
+from learning_bot.engine.observation import SkipReason
+from learning_bot.engine.wire.declare import decode, wire, wire_type
+from learning_bot.engine.wire.operator import PHASES
+from learning_bot.engine.wire.runs import Usage
 
 
 @wire_type()

@@ -7,11 +7,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.arms import estimate_tokens
-from engine.bounds import MAX_BATCH
-from engine.context import MAX_DESCRIPTION_CHARS
-from engine.observation import MAX_ID_CHARS, SkipReason
-from engine.wire.declare import decode, encode, wire, wire_type
+from learning_bot.engine.arms import estimate_tokens
+from learning_bot.engine.bounds import MAX_BATCH
+from learning_bot.engine.context import MAX_DESCRIPTION_CHARS
+from learning_bot.engine.observation import MAX_ID_CHARS, SkipReason
+from learning_bot.engine.wire.declare import decode, encode, wire, wire_type
 
 ARM_ID_CHARS = 2 * MAX_ID_CHARS
 """The longest arm id (`type:category:name`)."""

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from engine.wire.declare import (
+from learning_bot.engine.wire.declare import (
     answer_encoder,
     arguments,
     body_names,
@@ -21,7 +21,7 @@ from engine.wire.declare import (
     wire,
     wire_type,
 )
-from engine.wire.runs import ArmSpec, RunReport, Selection, ToolCall, Usage
+from learning_bot.engine.wire.runs import ArmSpec, RunReport, Selection, ToolCall, Usage
 
 
 @wire_type("TestInner", documented=False)

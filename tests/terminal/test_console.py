@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from adapters.terminal.console import Completer
-from bot.commands import ArmNamesQuery, Command
-from bot.replies import Reply, ReplyKind
+from learning_bot.adapters.terminal.console import Completer
+from learning_bot.bot.commands import ArmNamesQuery, Command
+from learning_bot.bot.replies import Reply, ReplyKind
 
 EXE = str(Path(sys.executable).with_name("learning-bot"))
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]|\r")

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.export import (
+from learning_bot.app import build_app
+from learning_bot.bot.export import (
     ARM_CSV_HEADER,
     FORMULA_STARTS,
     POSTERIOR_CSV_HEADER,
@@ -23,9 +24,8 @@ from bot.export import (
     csv_text,
     export_csv,
 )
-from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall, Usage
-from engine.errors import InvalidInput
-from learning_bot.app import build_app
+from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall, Usage
+from learning_bot.engine.errors import InvalidInput
 from learning_bot.settings import Settings
 
 EXE = str(Path(sys.executable).with_name("learning-bot"))
