@@ -1,6 +1,6 @@
 """The JSON shapes of the learning layer's answers, with the original camelCase field names
-(SPEC sections 9 and 10). Every surface that speaks JSON (HTTP, MCP, exports, reply data)
-uses these; the engine's results stay plain data."""
+(the wire types of engine.wire; README, "HTTP API"). Every surface that speaks JSON (HTTP,
+MCP, exports, reply data) uses these; the engine's results stay plain data."""
 
 from __future__ import annotations
 
@@ -32,6 +32,9 @@ from learning_bot.engine.records import RunRecord, record_to_json
 from learning_bot.engine.savings import CostSavings
 from learning_bot.engine.session_sets import SessionDecisions
 from learning_bot.engine.views import ArmView, ObserveResult, Summary
+from learning_bot.engine.wire import reports
+from learning_bot.engine.wire import runs as wire
+from learning_bot.engine.wire.declare import answer_encoder
 
 if TYPE_CHECKING:
     from learning_bot.engine.selection import Selection
@@ -47,119 +50,116 @@ _ORIGINAL_CONFIDENCE = {
 high from 20): its clients know only these."""
 
 
-def arm_json(view: ArmView) -> dict[str, Any]:
-    """A posterior as `GET posteriors` lists it."""
+def _posterior(view: ArmView) -> dict[str, Any]:
+    """The fields of the wire type `Posterior` for an arm (by their Python names)."""
     low, high = view.interval
     p = view.posterior
     return {
-        "armId": view.arm_id,
+        "arm_id": view.arm_id,
         "alpha": p.alpha,
         "beta": p.beta,
         "mean": p.mean,
         "pulls": p.pulls,
-        "lastUpdated": p.last_updated,
-        "isSeed": view.is_seed,
-        "isUnderexplored": view.is_underexplored,
-        "credibleInterval": {"lower": low, "upper": high},
+        "last_updated": p.last_updated,
+        "is_seed": view.is_seed,
+        "is_underexplored": view.is_underexplored,
+        "credible_interval": reports.CredibleInterval(low, high),
         "confidence": _ORIGINAL_CONFIDENCE[p.confidence],
-        "confidenceBand": p.confidence.value,
+        "confidence_band": p.confidence.value,
     }
+
+
+_POSTERIOR = answer_encoder(reports.Posterior)
+_ARM_DETAIL = answer_encoder(reports.ArmDetail)
+_EXPLANATION = answer_encoder(reports.Explanation)
+
+
+def arm_json(view: ArmView) -> dict[str, Any]:
+    """A posterior as `GET posteriors` lists it (the wire type `Posterior`)."""
+    return _POSTERIOR(reports.Posterior(**_posterior(view)))
+
+
+def _explanation(explanation: Explanation, pulls: float) -> reports.Explanation:
+    lifts, deferred, loaded = explanation
+    return reports.Explanation(
+        depends_on=tuple(
+            reports.Dependence(
+                feature=lift.feature,
+                rate_with=lift.rate_with,
+                runs_with=lift.runs_with,
+                rate_without=lift.rate_without,
+                runs_without=(
+                    max(pulls - lift.runs_with, 0.0) if lift.rate_without is not None else None
+                ),
+                text=depends_on_text(lift),
+            )
+            for lift in lifts
+        ),
+        deferred=deferred,
+        loaded=loaded,
+        deferred_text=deferred_text(deferred, loaded),
+    )
 
 
 def explanation_json(explanation: Explanation, pulls: float) -> dict[str, Any]:
     """What an arm's usefulness depends on and how often it was deferred, then loaded
     (`LearningService.context_explanation`; `pulls`: the arm's runs), each with the words
-    `status arm` shows for it."""
-    lifts, deferred, loaded = explanation
-    return {
-        "dependsOn": [
-            {
-                "feature": lift.feature,
-                "rateWith": lift.rate_with,
-                "runsWith": lift.runs_with,
-                "rateWithout": lift.rate_without,
-                "runsWithout": (
-                    max(pulls - lift.runs_with, 0.0) if lift.rate_without is not None else None
-                ),
-                "text": depends_on_text(lift),
-            }
-            for lift in lifts
-        ],
-        "deferred": deferred,
-        "loaded": loaded,
-        "deferredText": deferred_text(deferred, loaded),
-    }
+    `status arm` shows for it (the wire type `Explanation`)."""
+    return _EXPLANATION(_explanation(explanation, pulls))
 
 
 def arm_detail_json(view: ArmView, explanation: Explanation) -> dict[str, Any]:
     """One arm as `GET arms/{armId}` answers it: its posterior as `GET posteriors` lists it,
-    with its explanation."""
-    return {**arm_json(view), "explanation": explanation_json(explanation, view.posterior.pulls)}
+    with its explanation (the wire type `ArmDetail`)."""
+    detail = _explanation(explanation, view.posterior.pulls)
+    return _ARM_DETAIL(reports.ArmDetail(**_posterior(view), explanation=detail))
 
 
-def cost_savings_json(cost: CostSavings) -> dict[str, Any]:
-    """The measured prompt-cost saving: percent with its 95% interval and the sessions behind
-    it, or the reason it cannot be measured (percent null)."""
-    return {
-        "percent": cost.percent,
-        "low": cost.low,
-        "high": cost.high,
-        "sessions": cost.sessions,
-        "selectedSessions": cost.selected_sessions,
-        "baselineSessions": cost.baseline_sessions,
-        "selectedCostPerRun": cost.selected_cost_per_run,
-        "baselineCostPerRun": cost.baseline_cost_per_run,
-        "reason": cost.reason,
-    }
+cost_savings_json: Callable[[CostSavings], dict[str, Any]] = answer_encoder(reports.CostSavings)
+"""The measured prompt-cost saving: percent with its 95% interval and the sessions behind
+it, or the reason it cannot be measured (percent null)."""
+
+_DECISIONS = answer_encoder(reports.SessionDecisions)
+_BASELINE = answer_encoder(reports.BaselineSplit)
+_SUMMARY = answer_encoder(reports.Summary)
 
 
 def session_decisions_json(d: SessionDecisions) -> dict[str, Any]:
     """What the learner's sessions of the last day did with their sets."""
-    return {
-        "sessions": d.sessions,
-        "redrawn": d.redrawn,
-        "redraws": d.redraws,
-        "byReason": [{"reason": reason, "sessions": n} for reason, n in d.by_reason],
-        "grown": d.grown,
-    }
+    reasons = tuple(reports.RedrawReason(reason, n) for reason, n in d.by_reason)
+    return _DECISIONS(reports.SessionDecisions(d.sessions, d.redrawn, d.redraws, reasons, d.grown))
 
 
 def summary_json(summary: Summary) -> dict[str, Any]:
-    """`GET summary`."""
+    """`GET summary` (the wire type `Summary`)."""
     cost = summary.prompt_cost_savings
     decisions = summary.session_decisions
-    return {
-        "traceCount": summary.trace_count,
-        "armCount": summary.arm_count,
-        "minTimestamp": summary.min_timestamp,
-        "maxTimestamp": summary.max_timestamp,
-        "totalTokens": summary.total_tokens,
-        "promptCostSavingsPercent": cost.percent if cost is not None else None,
-        "promptCostSavings": None if cost is None else cost_savings_json(cost),
-        "promptSavingsPercent": summary.prompt_savings_percent,
-        "offeredAvgTokens": summary.offered_avg_tokens,
-        "selectedPromptAvgTokens": summary.selected_prompt_avg_tokens,
-        "estimatedRecall": summary.estimated_recall,
-        "sessions": None if decisions is None else session_decisions_json(decisions),
-        "accuracy": summary.accuracy,
-        "exploreRatio": summary.explore_ratio,
-        "totalReward": summary.total_reward,
-        "baseline": {
-            "baselineRuns": summary.baseline_runs,
-            "selectedRuns": summary.selected_runs,
-            "baselineAvgTokens": summary.baseline_avg_tokens,
-            "selectedAvgTokens": summary.selected_avg_tokens,
-            "tokenSavingsPercent": summary.token_savings_percent,
-            "baselineAvgDuration": summary.baseline_avg_duration,
-            "selectedAvgDuration": summary.selected_avg_duration,
-        },
-    }
+    return _SUMMARY(
+        reports.Summary(
+            trace_count=summary.trace_count,
+            arm_count=summary.arm_count,
+            min_timestamp=summary.min_timestamp,
+            max_timestamp=summary.max_timestamp,
+            total_tokens=summary.total_tokens,
+            prompt_cost_savings_percent=cost.percent if cost is not None else None,
+            prompt_cost_savings=None if cost is None else cost_savings_json(cost),
+            prompt_savings_percent=summary.prompt_savings_percent,
+            offered_avg_tokens=summary.offered_avg_tokens,
+            selected_prompt_avg_tokens=summary.selected_prompt_avg_tokens,
+            estimated_recall=summary.estimated_recall,
+            sessions=None if decisions is None else session_decisions_json(decisions),
+            accuracy=summary.accuracy,
+            explore_ratio=summary.explore_ratio,
+            total_reward=summary.total_reward,
+            baseline=_BASELINE(summary),
+        )
+    )
 
 
 def config_json(config: LearningConfig) -> dict[str, Any]:
-    """`GET config`: the SPEC section 7 settings, `policy` and `halfLife` always (so the
-    answer says which selection policy runs and how it forgets), the options a policy sets
-    only when they differ from what it sets."""
+    """`GET config`: the learner's settings (README, "Configuration"), `policy` and
+    `halfLife` always (so the answer says which selection policy runs and how it forgets),
+    the options a policy sets only when they differ from what it sets."""
     data = config.to_dict()
     data.pop("metaTools", None)
     data.setdefault("policy", config.policy)
@@ -167,37 +167,11 @@ def config_json(config: LearningConfig) -> dict[str, Any]:
     return data
 
 
-def selection_json(selection: Selection) -> dict[str, Any]:
-    """`POST select`'s answer."""
-    return {
-        "selected": list(selection.selected),
-        "excluded": list(selection.excluded),
-        "deferred": list(selection.deferred),
-        "isBaseline": selection.is_baseline,
-        "tokenBudget": selection.token_budget,
-        "usedTokens": selection.used_tokens,
-        "overBudget": selection.over_budget,
-        "fallback": selection.fallback,
-        "guidance": selection.guidance,
-        "added": list(selection.added),
-        "session": selection.session,
-        "sessionReason": selection.session_reason or None,
-    }
+selection_json: Callable[[Selection], dict[str, Any]] = answer_encoder(wire.Selection)
+"""`POST select`'s answer (the wire type `Selection`)."""
 
-
-def observe_json(result: ObserveResult) -> dict[str, Any]:
-    """`POST observe`'s answer for one run."""
-    return {
-        "traceId": result.trace_id,
-        "recorded": result.recorded,
-        "duplicate": result.duplicate,
-        "skipped": result.skipped.value if result.skipped else None,
-        "rewards": dict(result.rewards),
-        "referenced": dict(result.referenced),
-        "spooled": result.spooled,
-        "ambiguous": {name: list(ids) for name, ids in result.ambiguous.items()},
-        "message": result.message,
-    }
+observe_json: Callable[[ObserveResult], dict[str, Any]] = answer_encoder(wire.ObserveResult)
+"""`POST observe`'s answer for one run (the wire type `ObserveResult`)."""
 
 
 def trace_json(record: RunRecord) -> dict[str, Any]:

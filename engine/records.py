@@ -6,12 +6,11 @@ The same record is written to the database, to the local spool while storage is 
 back for status and export, and sent as JSON; this module is the only place that maps it to and
 from JSON (the `traces` row is storage's, `storage.trace_rows`):
 
-- `record_to_json` / `record_from_json`: the JSON object (camelCase keys, as the HTTP API
-  shows traces); `record_from_json` validates every field against `engine.bounds`, so a record
-  read from a spool file or an import can always be stored;
+- `record_to_json` / `record_from_json`: the JSON object (the wire types `Trace` and
+  `StoredTrace`); `record_from_json` checks every field against `engine.bounds`;
 - `record_from_report`: the record of a report, given what observing it decided;
-- `report_from_json`, `arms_from_json`: a report and an arm list sent as JSON (the observe and
-  select bodies), validated by the constructors they build.
+- `report_from_json`, `arms_from_json`: the observe and select bodies (the wire types
+  `RunReport` and `ArmSpec`), checked by the constructors they build.
 """
 
 from __future__ import annotations
@@ -42,6 +41,9 @@ from learning_bot.engine.observation import (
     ToolCall,
     Usage,
 )
+from learning_bot.engine.wire import runs as wire
+from learning_bot.engine.wire.declare import answer_encoder, json_names, sent_fields
+from learning_bot.engine.wire.reports import StoredTrace, Trace
 
 
 class ArmOutcomeRecord(NamedTuple):
@@ -163,43 +165,14 @@ def under_phase(record: RunRecord, phase: Phase) -> RunRecord:
 
 
 def record_to_json(record: RunRecord, *, public: bool = False) -> dict[str, Any]:
-    """The record as a JSON-ready object. `public` gives the trace of the HTTP API (README,
-    "HTTP API"); otherwise every field is kept (the spool), and `record_from_json` reads it
-    back to an equal record."""
-    out: dict[str, Any] = {
-        "traceId": record.trace_id,
-        "runId": record.run_id,
-        "sessionId": record.session_id,
-        "sessionKey": record.session_key,
-        "timestamp": record.timestamp,
-        "provider": record.provider,
-        "model": record.model,
-        "channel": record.channel,
-        "isBaseline": record.is_baseline,
-        "context": dict(record.context),
-        "arms": [
-            {
-                "armId": a.arm_id,
-                "included": a.included,
-                "referenced": a.referenced,
-                "tokenCost": a.token_cost,
-            }
-            for a in record.arms
-        ],
-        "usage": record.usage.to_dict(),
-        "durationMs": record.duration_ms,
-        "systemPromptChars": record.system_prompt_chars,
-        "aborted": record.aborted,
-        "error": record.error,
-    }
-    if not public:
-        out["conversation"] = record.conversation
-        out["phase"] = record.phase.value
-        out["guard"] = record.guard.value if record.guard is not None else None
-        for item, arm in zip(out["arms"], record.arms, strict=True):
-            item["label"] = arm.label
-            item["reward"] = arm.reward
-    return out
+    """The record as a JSON-ready object. `public` gives the trace of the HTTP API (the wire
+    type `Trace`); otherwise every field is kept (`StoredTrace`: the spool), and
+    `record_from_json` reads it back to an equal record."""
+    return _TRACE(record) if public else _STORED(record)
+
+
+_TRACE = answer_encoder(Trace)
+_STORED = answer_encoder(StoredTrace)
 
 
 def _pick(data: Mapping[str, Any], camel: str, snake: str, default: Any = None) -> Any:
@@ -318,6 +291,18 @@ def record_from_json(data: Any) -> RunRecord:
 
 # -- reports and arm lists sent as JSON -----------------------------------------------------------
 
+# The JSON names of the bodies read below, from their wire types (engine.wire): a body may
+# also give each field its Python (snake_case) name.
+_R = json_names(wire.RunReport)
+_U = json_names(wire.Usage)
+_A = json_names(wire.ArmSpec)
+_ARM_ID, _TOKEN_COST, _LABEL, _CONTENT = _A["arm_id"], _A["token_cost"], _A["label"], _A["content"]
+_INCLUDED, _DESCRIPTION, _LOADED = _A["included"], _A["description"], _A["loaded"]
+_REPORT_TEXTS = tuple(
+    (f.py, f.json) for f in sent_fields(wire.RunReport) if f.type is str and f.default == ""
+)
+"""The report's text fields a body may leave out (run id, session, channel...)."""
+
 _ARM_CACHE: dict[tuple[str, int, str, str | None, str | None], Arm] = {}
 _ARM_CACHE_SIZE = 8192
 
@@ -330,17 +315,17 @@ def arm_from_json(data: Any, where: str = "arms[]") -> ReportedArm:
     cache of Arm objects (they are immutable)."""
     if not isinstance(data, Mapping):
         raise InvalidInput(f"{where} must be an object")
-    arm_id = _pick(data, "armId", "arm_id")
-    cost = _pick(data, "tokenCost", "token_cost", 0)
-    label = data.get("label", "")
-    content = data.get("content")
-    description = data.get("description")
-    included = data.get("included", True)
+    arm_id = _pick(data, _ARM_ID, "arm_id")
+    cost = _pick(data, _TOKEN_COST, "token_cost", 0)
+    label = data.get(_LABEL, "")
+    content = data.get(_CONTENT)
+    description = data.get(_DESCRIPTION)
+    included = data.get(_INCLUDED, True)
     if not isinstance(included, bool):
-        raise InvalidInput(f"{where}.included must be true or false")
-    loaded = data.get("loaded", False)
+        raise InvalidInput(f"{where}.{_INCLUDED} must be true or false")
+    loaded = data.get(_LOADED, False)
     if not isinstance(loaded, bool):
-        raise InvalidInput(f"{where}.loaded must be true or false")
+        raise InvalidInput(f"{where}.{_LOADED} must be true or false")
     plain = type(arm_id) is str and type(cost) is int and type(label) is str
     described = description is None or type(description) is str
     if plain and described and (content is None or type(content) is str):
@@ -353,13 +338,13 @@ def arm_from_json(data: Any, where: str = "arms[]") -> ReportedArm:
             _ARM_CACHE[key] = arm
         return ReportedArm(arm, included, loaded)
     if not isinstance(arm_id, str):
-        raise InvalidInput(f"{where}.armId (string) is required")
+        raise InvalidInput(f"{where}.{_ARM_ID} (string) is required")
     if not isinstance(label, str):
-        raise InvalidInput(f"{where}.label must be a string")
+        raise InvalidInput(f"{where}.{_LABEL} must be a string")
     if content is not None and not isinstance(content, str):
-        raise InvalidInput(f"{where}.content must be a string")
+        raise InvalidInput(f"{where}.{_CONTENT} must be a string")
     if description is not None and not isinstance(description, str):
-        raise InvalidInput(f"{where}.description must be a string")
+        raise InvalidInput(f"{where}.{_DESCRIPTION} must be a string")
     arm = _new_arm(where, arm_id, cost, label, content, description)
     return ReportedArm(arm, included, loaded)
 
@@ -368,7 +353,7 @@ def _new_arm(
     where: str, arm_id: str, cost: Any, label: str, content: str | None, description: str | None
 ) -> Arm:
     try:
-        cost = check_count(f"{where}.tokenCost", cost, MAX_TOKEN_COST)
+        cost = check_count(f"{where}.{_TOKEN_COST}", cost, MAX_TOKEN_COST)
         return Arm(arm_id, cost, label, content, description)
     except InvalidInput as exc:
         message = str(exc)
@@ -400,63 +385,54 @@ def _tool_call(i: int, call: Any) -> ToolCall:
 
 
 def report_from_json(data: Any) -> RunReport:
-    """A run report sent as JSON (camelCase or snake_case keys) -> RunReport. Types are
-    converted here; `RunReport` and the values it is built from check the bounds."""
+    """A run report sent as JSON (the wire type `RunReport`, by its JSON names or its
+    snake_case ones) -> RunReport. Types are converted here; `RunReport` and the values it is
+    built from check the bounds."""
     if not isinstance(data, Mapping):
         raise InvalidInput("the body must be a JSON object")
-    trace_id = _pick(data, "traceId", "trace_id")
+    trace_id = _pick(data, _R["trace_id"], "trace_id")
     if not isinstance(trace_id, str) or not trace_id:
-        raise InvalidInput("traceId (string) is required")
-    raw_arms = data.get("arms")
+        raise InvalidInput(f"{_R['trace_id']} (string) is required")
+    raw_arms = data.get(_R["arms"])
     if not isinstance(raw_arms, list) or not raw_arms:
-        raise InvalidInput("arms (non-empty array) is required")
+        raise InvalidInput(f"{_R['arms']} (non-empty array) is required")
     if len(raw_arms) > MAX_ARMS_PER_RUN:
-        raise InvalidInput(f"arms: at most {MAX_ARMS_PER_RUN} per run")
-    texts = _pick(data, "assistantTexts", "assistant_texts", [])
+        raise InvalidInput(f"{_R['arms']}: at most {MAX_ARMS_PER_RUN} per run")
+    texts = _pick(data, _R["assistant_texts"], "assistant_texts", [])
     if not isinstance(texts, list) or any(not isinstance(t, str) for t in texts):
-        raise InvalidInput("assistantTexts must be an array of strings")
-    raw_calls = _pick(data, "toolCalls", "tool_calls", [])
+        raise InvalidInput(f"{_R['assistant_texts']} must be an array of strings")
+    raw_calls = _pick(data, _R["tool_calls"], "tool_calls", [])
     if not isinstance(raw_calls, list):
-        raise InvalidInput("toolCalls must be an array")
-    raw_usage = data.get("usage") or {}
+        raise InvalidInput(f"{_R['tool_calls']} must be an array")
+    raw_usage = data.get(_R["usage"]) or {}
     if not isinstance(raw_usage, Mapping):
-        raise InvalidInput("usage must be an object")
+        raise InvalidInput(f"{_R['usage']} must be an object")
+    total = raw_usage.get(_U["total"])
     usage = Usage(
-        raw_usage.get("input", 0),
-        raw_usage.get("output", 0),
-        _pick(raw_usage, "cacheRead", "cache_read", 0),
-        -1 if raw_usage.get("total") is None else raw_usage["total"],
-        _pick(raw_usage, "cacheWrite", "cache_write", 0),
+        raw_usage.get(_U["input"], 0),
+        raw_usage.get(_U["output"], 0),
+        _pick(raw_usage, _U["cache_read"], "cache_read", 0),
+        -1 if total is None else total,
+        _pick(raw_usage, _U["cache_write"], "cache_write", 0),
     )
-    context = data.get("context") or {}
+    context = data.get(_R["context"]) or {}
     if not isinstance(context, Mapping):
-        raise InvalidInput("context must be an object")
+        raise InvalidInput(f"{_R['context']} must be an object")
     kwargs: dict[str, Any] = {}
-    if data.get("timestamp") is not None:
-        kwargs["timestamp"] = data["timestamp"]
-    strings = {
-        name: _pick(data, camel, name, "")
-        for name, camel in (
-            ("run_id", "runId"),
-            ("session_id", "sessionId"),
-            ("session_key", "sessionKey"),
-            ("channel", "channel"),
-            ("provider", "provider"),
-            ("model", "model"),
-            ("conversation", "conversation"),
-        )
-    }
+    if data.get(_R["timestamp"]) is not None:
+        kwargs["timestamp"] = data[_R["timestamp"]]
+    strings = {py: _pick(data, name, py, "") for py, name in _REPORT_TEXTS}
     return RunReport(
         trace_id=trace_id,
-        arms=tuple(arm_from_json(a, f"arms[{i}]") for i, a in enumerate(raw_arms)),
+        arms=tuple(arm_from_json(a, f"{_R['arms']}[{i}]") for i, a in enumerate(raw_arms)),
         assistant_texts=tuple(texts),
         tool_calls=tuple(_tool_call(i, c) for i, c in enumerate(raw_calls)),
         usage=usage,
-        is_baseline=_flag("isBaseline", _pick(data, "isBaseline", "is_baseline", False)),
-        duration_ms=_pick(data, "durationMs", "duration_ms", 0),
-        system_prompt_chars=_pick(data, "systemPromptChars", "system_prompt_chars", 0),
-        aborted=_flag("aborted", data.get("aborted", False)),
-        error=data.get("error"),
+        is_baseline=_flag(_R["is_baseline"], _pick(data, _R["is_baseline"], "is_baseline", False)),
+        duration_ms=_pick(data, _R["duration_ms"], "duration_ms", 0),
+        system_prompt_chars=_pick(data, _R["system_prompt_chars"], "system_prompt_chars", 0),
+        aborted=_flag(_R["aborted"], data.get(_R["aborted"], False)),
+        error=data.get(_R["error"]),
         context=dict(context),
         **strings,
         **kwargs,

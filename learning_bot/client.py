@@ -3,7 +3,8 @@
 `LearningClient` and `AsyncLearningClient` send the same requests: `select` before a model
 call, `observe` after it, and `reward`, `status`, `summary` and `set_phase` for the operator's
 side. The request and response models are dataclasses whose fields carry the JSON names of the
-OpenAPI document (`adapters/http/openapi.py`); a test compares them so that they cannot drift.
+OpenAPI document: they are the wire types declared in `engine.wire`, from which the server's
+document and body checks are derived too.
 
 The agent's path never fails because of the learning layer:
 
@@ -28,16 +29,28 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, TypeVar
 
 import httpx
 
-from learning_bot.engine.arms import estimate_tokens
+from learning_bot.engine.wire.declare import json_names
+from learning_bot.engine.wire.operator import PhaseResult, Reply, RewardRequest, RewardResult
+from learning_bot.engine.wire.reports import Summary
+from learning_bot.engine.wire.runs import (
+    ArmSpec,
+    ObserveResult,
+    RunReport,
+    Selection,
+    SelectRequest,
+    ToolCall,
+    Usage,
+)
 
 log = logging.getLogger("learning_bot.client")
+T = TypeVar("T")
 
 DEFAULT_URL = "http://127.0.0.1:8787"
 """Where `learning-bot serve` (and `make run`) listens by default."""
@@ -48,404 +61,12 @@ RETRY_STATUSES = frozenset({502, 503, 504})
 """Answers worth another try: the server is up but its storage (or a proxy) is not."""
 
 
-def _json_name(name: str) -> Any:
-    return field(metadata={"json": name})
-
-
-def json_names(model: type[Any]) -> dict[str, str]:
-    """A model's fields and their JSON names ({python_name: jsonName})."""
-    return {f.name: f.metadata.get("json", f.name) for f in fields(model)}
-
-
-# -- requests ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ArmSpec:
-    """One component of the prompt as the API takes it (OpenAPI `ArmInput`)."""
-
-    arm_id: str = _json_name("armId")
-    token_cost: int = field(default=0, metadata={"json": "tokenCost"})
-    label: str = field(default="", metadata={"json": "label"})
-    content: str | None = field(default=None, metadata={"json": "content"})
-    included: bool = field(default=True, metadata={"json": "included"})
-    description: str | None = field(default=None, metadata={"json": "description"})
-    """What the arm does: the context-aware policy reads it against the request's message."""
-    loaded: bool = field(default=False, metadata={"json": "loaded"})
-    """In a run report: left out of the prompt (deferred), then loaded by the model through
-    tool search."""
-
-    @classmethod
-    def tool(cls, name: str, schema: Mapping[str, Any], category: str = "agent") -> ArmSpec:
-        """The arm of a tool: `tool:<category>:<name>`, costing its JSON definition's token
-        estimate (SPEC section 2: the compact JSON text, a token per 4 characters), described
-        by the definition's `description`."""
-        described = schema.get("description")
-        return cls(
-            f"tool:{category}:{name}",
-            estimate_tokens(dict(schema)),
-            name,
-            description=described if isinstance(described, str) and described else None,
-        )
-
-    @property
-    def name(self) -> str:
-        """The id part of `type:category:id` (a tool's name)."""
-        return self.arm_id.split(":", 2)[-1]
-
-    def to_json(self, *, report: bool = False) -> dict[str, Any]:
-        out: dict[str, Any] = {"armId": self.arm_id, "tokenCost": self.token_cost}
-        if self.label:
-            out["label"] = self.label
-        if self.content is not None:
-            out["content"] = self.content
-        if report:
-            out["included"] = self.included
-            if self.loaded:
-                out["loaded"] = True
-        elif self.description is not None:
-            out["description"] = self.description
-        return out
-
-
-@dataclass(frozen=True)
-class SelectRequest:
-    """`POST select`'s body."""
-
-    arms: tuple[ArmSpec, ...] = _json_name("arms")
-    context: Mapping[str, Any] | None = field(default=None, metadata={"json": "context"})
-    session_key: str | None = field(default=None, metadata={"json": "sessionKey"})
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"arms": [a.to_json() for a in self.arms]}
-        if self.context is not None:
-            out["context"] = dict(self.context)
-        if self.session_key is not None:
-            out["sessionKey"] = self.session_key
-        return out
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """A tool the model called (OpenAPI `ToolCall`): its name, optional metadata such as its
-    arguments (skills are recognised in it), and the arm it calls (`tool:<category>:<name>`),
-    which then alone is credited. `observe` fills `arm` in when the name is that of exactly
-    one arm the selection offered."""
-
-    name: str = _json_name("name")
-    meta: Mapping[str, Any] | None = field(default=None, metadata={"json": "meta"})
-    arm: str | None = field(default=None, metadata={"json": "arm"})
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name}
-        if self.meta is not None:
-            out["meta"] = dict(self.meta)
-        if self.arm is not None:
-            out["arm"] = self.arm
-        return out
-
-
-@dataclass(frozen=True)
-class Usage:
-    """The run's token usage; `cache_read`/`cache_write` let status price the prompt cache."""
-
-    input: int = field(default=0, metadata={"json": "input"})
-    output: int = field(default=0, metadata={"json": "output"})
-    cache_read: int = field(default=0, metadata={"json": "cacheRead"})
-    cache_write: int = field(default=0, metadata={"json": "cacheWrite"})
-    total: int | None = field(default=None, metadata={"json": "total"})
-
-    def to_json(self) -> dict[str, Any]:
-        total = self.total
-        if total is None:
-            total = self.input + self.output + self.cache_read + self.cache_write
-        return {
-            "input": self.input,
-            "output": self.output,
-            "cacheRead": self.cache_read,
-            "cacheWrite": self.cache_write,
-            "total": total,
-        }
-
-
-@dataclass(frozen=True)
-class RunReport:
-    """`POST observe`'s body (OpenAPI `RunReport`, SPEC section 5): the arms offered (each
-    with `included`), the assistant's texts, the tool calls, usage and the run's context."""
-
-    trace_id: str = _json_name("traceId")
-    arms: tuple[ArmSpec, ...] = field(default=(), metadata={"json": "arms"})
-    run_id: str = field(default="", metadata={"json": "runId"})
-    session_id: str = field(default="", metadata={"json": "sessionId"})
-    session_key: str = field(default="", metadata={"json": "sessionKey"})
-    channel: str = field(default="", metadata={"json": "channel"})
-    conversation: str = field(default="", metadata={"json": "conversation"})
-    timestamp: int | None = field(default=None, metadata={"json": "timestamp"})
-    provider: str = field(default="", metadata={"json": "provider"})
-    model: str = field(default="", metadata={"json": "model"})
-    is_baseline: bool = field(default=False, metadata={"json": "isBaseline"})
-    assistant_texts: tuple[str, ...] = field(default=(), metadata={"json": "assistantTexts"})
-    tool_calls: tuple[ToolCall, ...] = field(default=(), metadata={"json": "toolCalls"})
-    usage: Usage | None = field(default=None, metadata={"json": "usage"})
-    duration_ms: int = field(default=0, metadata={"json": "durationMs"})
-    system_prompt_chars: int = field(default=0, metadata={"json": "systemPromptChars"})
-    aborted: bool = field(default=False, metadata={"json": "aborted"})
-    error: str | None = field(default=None, metadata={"json": "error"})
-    context: Mapping[str, Any] | None = field(default=None, metadata={"json": "context"})
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "traceId": self.trace_id,
-            "arms": [a.to_json(report=True) for a in self.arms],
-            "isBaseline": self.is_baseline,
-            "assistantTexts": list(self.assistant_texts),
-            "toolCalls": [c.to_json() for c in self.tool_calls],
-            "durationMs": self.duration_ms,
-            "systemPromptChars": self.system_prompt_chars,
-            "aborted": self.aborted,
-            "error": self.error,
-        }
-        for name, key in (
-            ("run_id", "runId"),
-            ("session_id", "sessionId"),
-            ("session_key", "sessionKey"),
-            ("channel", "channel"),
-            ("conversation", "conversation"),
-            ("provider", "provider"),
-            ("model", "model"),
-        ):
-            if getattr(self, name):
-                out[key] = getattr(self, name)
-        if self.timestamp is not None:
-            out["timestamp"] = self.timestamp
-        if self.usage is not None:
-            out["usage"] = self.usage.to_json()
-        if self.context:
-            out["context"] = dict(self.context)
-        return out
-
-
-@dataclass(frozen=True)
-class RewardRequest:
-    """`POST reward`'s body: a manual (lagged) reward for one arm."""
-
-    arm_id: str = _json_name("arm_id")
-    outcome: Literal["accepted", "rejected"] = field(
-        default="accepted", metadata={"json": "outcome"}
-    )
-    reward: float | None = field(default=None, metadata={"json": "reward"})
-    reason: str | None = field(default=None, metadata={"json": "reason"})
-    actor: str | None = field(default=None, metadata={"json": "actor"})
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"arm_id": self.arm_id, "outcome": self.outcome}
-        for key in ("reward", "reason", "actor"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
-        return out
-
-
-# -- responses --------------------------------------------------------------------------------
-
-
-def _from_json(model: type[Any], data: Any) -> dict[str, Any]:
-    """The keyword arguments of `model` read from a JSON object by the fields' JSON names;
-    fields the answer leaves out keep their defaults."""
-    if not isinstance(data, Mapping):
-        raise LearningClientError(f"expected a JSON object, got {type(data).__name__}")
-    return {py: data[js] for py, js in json_names(model).items() if js in data}
-
-
-@dataclass(frozen=True)
-class Selection:
-    """`POST select`'s answer (OpenAPI `Selection`), plus what the client sent with it.
-
-    `selected` lists the arms to put in the prompt, in the order to send them (the session's
-    order under a session key, so the provider's prompt cache keeps hitting). `deferred` lists
-    left-out arms that a runtime with tool search may still offer (empty when the server does
-    not send it). `fallback` says why every arm was included without selecting: passive phase,
-    storage down, or, from the client, a server it could not reach."""
-
-    selected: tuple[str, ...] = _json_name("selected")
-    excluded: tuple[str, ...] = field(default=(), metadata={"json": "excluded"})
-    is_baseline: bool = field(default=False, metadata={"json": "isBaseline"})
-    token_budget: int = field(default=0, metadata={"json": "tokenBudget"})
-    used_tokens: int = field(default=0, metadata={"json": "usedTokens"})
-    over_budget: bool = field(default=False, metadata={"json": "overBudget"})
-    fallback: str | None = field(default=None, metadata={"json": "fallback"})
-    guidance: str | None = field(default=None, metadata={"json": "guidance"})
-    deferred: tuple[str, ...] = field(default=(), metadata={"json": "deferred"})
-    added: tuple[str, ...] = field(default=(), metadata={"json": "added"})
-    """Tools the session took on outside its cached prefix: send them as a mid-conversation
-    addition (Anthropic) or leave them to tool search (OpenAI), never among `selected`."""
-    session: str | None = field(default=None, metadata={"json": "session"})
-    """What the select did with its session's set: new, kept, grown or redrawn."""
-    session_reason: str | None = field(default=None, metadata={"json": "sessionReason"})
-    arms: tuple[ArmSpec, ...] = field(default=(), metadata={"client": True})
-    """The inventory the select sent (what `observe` reports back)."""
-    session_key: str | None = field(default=None, metadata={"client": True})
-    context: Mapping[str, Any] | None = field(default=None, metadata={"client": True})
-    """The context the select sent (message, tools called...): `observe` sends it again, so
-    that the run teaches what the request's features say about each arm."""
-
-    @classmethod
-    def from_json(
-        cls,
-        data: Any,
-        arms: Sequence[ArmSpec],
-        session_key: str | None,
-        context: Mapping[str, Any] | None = None,
-    ) -> Selection:
-        kwargs = _from_json(cls, data)
-        for key in ("selected", "excluded", "deferred", "added"):
-            if key in kwargs:
-                kwargs[key] = tuple(kwargs[key] or ())
-        return cls(**kwargs, arms=tuple(arms), session_key=session_key, context=context)
-
-    @classmethod
-    def everything(
-        cls,
-        arms: Sequence[ArmSpec],
-        session_key: str | None,
-        reason: str,
-        context: Mapping[str, Any] | None = None,
-    ) -> Selection:
-        """Every arm, in the order given: the answer when the server cannot be asked."""
-        return cls(
-            selected=tuple(a.arm_id for a in arms),
-            used_tokens=sum(a.token_cost for a in arms),
-            fallback=reason,
-            arms=tuple(arms),
-            session_key=session_key,
-            context=context,
-        )
-
-    def keeps(self, arm_id: str) -> bool:
-        """Whether the arm goes into the prompt."""
-        return arm_id in self.selected
-
-    def kept(self) -> list[ArmSpec]:
-        """The selected arms, in the selection's order."""
-        by_id = {a.arm_id: a for a in self.arms}
-        return [by_id[i] for i in self.selected if i in by_id]
-
-    def added_arms(self) -> list[ArmSpec]:
-        """The arms the session took on outside its cached prefix, in the order they joined."""
-        by_id = {a.arm_id: a for a in self.arms}
-        return [by_id[i] for i in self.added if i in by_id]
-
-    def deferred_arms(self) -> list[ArmSpec]:
-        """The deferred arms, in the answer's order."""
-        by_id = {a.arm_id: a for a in self.arms}
-        return [by_id[i] for i in self.deferred if i in by_id]
-
-
-@dataclass(frozen=True)
-class ObserveResult:
-    """`POST observe`'s answer for one run (OpenAPI `ObserveResult`)."""
-
-    trace_id: str = _json_name("traceId")
-    recorded: bool = field(default=False, metadata={"json": "recorded"})
-    duplicate: bool = field(default=False, metadata={"json": "duplicate"})
-    skipped: str | None = field(default=None, metadata={"json": "skipped"})
-    rewards: Mapping[str, float] = field(default_factory=dict, metadata={"json": "rewards"})
-    referenced: Mapping[str, bool] = field(default_factory=dict, metadata={"json": "referenced"})
-    spooled: bool = field(default=False, metadata={"json": "spooled"})
-    ambiguous: Mapping[str, Sequence[str]] = field(
-        default_factory=dict, metadata={"json": "ambiguous"}
-    )
-    """Tool-call names several of the run's arms share, with their ids: credited to none."""
-    message: str = field(default="", metadata={"json": "message"})
-
-    @classmethod
-    def from_json(cls, data: Any) -> ObserveResult:
-        return cls(**_from_json(cls, data))
-
-
-@dataclass(frozen=True)
-class RewardResult:
-    """`POST reward`'s answer (OpenAPI `RewardResult`)."""
-
-    ok: bool = _json_name("ok")
-    arm_id: str = field(default="", metadata={"json": "arm_id"})
-    alpha: float | None = field(default=None, metadata={"json": "alpha"})
-    beta: float | None = field(default=None, metadata={"json": "beta"})
-    mean: float | None = field(default=None, metadata={"json": "mean"})
-    pulls: int | None = field(default=None, metadata={"json": "pulls"})
-    reward: float | None = field(default=None, metadata={"json": "reward"})
-    lagged: bool = field(default=True, metadata={"json": "lagged"})
-
-    @classmethod
-    def from_json(cls, data: Any) -> RewardResult:
-        return cls(**_from_json(cls, data))
-
-
-@dataclass(frozen=True)
-class Summary:
-    """`GET summary`'s answer (OpenAPI `Summary`); None where a figure cannot be computed."""
-
-    trace_count: int = _json_name("traceCount")
-    arm_count: int = field(default=0, metadata={"json": "armCount"})
-    min_timestamp: int | None = field(default=None, metadata={"json": "minTimestamp"})
-    max_timestamp: int | None = field(default=None, metadata={"json": "maxTimestamp"})
-    total_tokens: int = field(default=0, metadata={"json": "totalTokens"})
-    prompt_cost_savings_percent: float | None = field(
-        default=None, metadata={"json": "promptCostSavingsPercent"}
-    )
-    prompt_cost_savings: Mapping[str, Any] | None = field(
-        default=None, metadata={"json": "promptCostSavings"}
-    )
-    prompt_savings_percent: float | None = field(
-        default=None, metadata={"json": "promptSavingsPercent"}
-    )
-    offered_avg_tokens: float | None = field(default=None, metadata={"json": "offeredAvgTokens"})
-    selected_prompt_avg_tokens: float | None = field(
-        default=None, metadata={"json": "selectedPromptAvgTokens"}
-    )
-    estimated_recall: float | None = field(default=None, metadata={"json": "estimatedRecall"})
-    sessions: Mapping[str, Any] | None = field(default=None, metadata={"json": "sessions"})
-    """What the sessions of the last day did with their sets (redrawn, and why)."""
-    accuracy: float | None = field(default=None, metadata={"json": "accuracy"})
-    explore_ratio: float | None = field(default=None, metadata={"json": "exploreRatio"})
-    total_reward: float = field(default=0.0, metadata={"json": "totalReward"})
-    baseline: Mapping[str, Any] = field(default_factory=dict, metadata={"json": "baseline"})
-
-    @classmethod
-    def from_json(cls, data: Any) -> Summary:
-        return cls(**_from_json(cls, data))
-
-
-@dataclass(frozen=True)
-class Reply:
-    """A `/learning` command's reply (OpenAPI `Reply`): `summary` is its text, `data` its
-    figures (status: phase, traces, arms...)."""
-
-    kind: str = _json_name("kind")
-    summary: str = field(default="", metadata={"json": "summary"})
-    visibility: str = field(default="private", metadata={"json": "visibility"})
-    blocks: tuple[Mapping[str, Any], ...] = field(default=(), metadata={"json": "blocks"})
-    data: Mapping[str, Any] = field(default_factory=dict, metadata={"json": "data"})
-
-    @classmethod
-    def from_json(cls, data: Any) -> Reply:
-        kwargs = _from_json(cls, data)
-        kwargs["blocks"] = tuple(kwargs.get("blocks") or ())
-        return cls(**kwargs)
-
-
-@dataclass(frozen=True)
-class PhaseResult:
-    """`POST phase`'s answer (OpenAPI `PhaseResult`)."""
-
-    phase: str = _json_name("phase")
-    previous: str = field(default="", metadata={"json": "previous"})
-    changed: bool = field(default=False, metadata={"json": "changed"})
-    warning: str | None = field(default=None, metadata={"json": "warning"})
-    bootstrapped_traces: int = field(default=0, metadata={"json": "bootstrappedTraces"})
-
-    @classmethod
-    def from_json(cls, data: Any) -> PhaseResult:
-        return cls(**_from_json(cls, data))
+def _read(model: Callable[[Any], T], data: Any) -> T:
+    """An answer read as its model; LearningClientError when it is not of its shape."""
+    try:
+        return model(data)
+    except ValueError as exc:
+        raise LearningClientError(str(exc)) from None
 
 
 class LearningClientError(Exception):
@@ -733,19 +354,21 @@ class LearningClient:
         request = RewardRequest(
             arm, "accepted" if value >= 0.5 else "rejected", value, reason, actor
         )
-        return RewardResult.from_json(_answer(self._send("POST", "reward", request.to_json())))
+        return _read(
+            RewardResult.from_json, _answer(self._send("POST", "reward", request.to_json()))
+        )
 
     def summary(self) -> Summary:
-        return Summary.from_json(_answer(self._send("GET", "summary")))
+        return _read(Summary.from_json, _answer(self._send("GET", "summary")))
 
     def status(self) -> Reply:
         """`/learning status`: its text in `.summary`, its figures in `.data`."""
-        return Reply.from_json(_answer(self._send("POST", "command", {"text": "status"})))
+        return _read(Reply.from_json, _answer(self._send("POST", "command", {"text": "status"})))
 
     def set_phase(self, phase: Literal["passive", "active"]) -> PhaseResult:
         """Switch the phase (confirmed: the caller asked for it)."""
         body = {"phase": phase, "confirm": True}
-        return PhaseResult.from_json(_answer(self._send("POST", "phase", body)))
+        return _read(PhaseResult.from_json, _answer(self._send("POST", "phase", body)))
 
 
 class AsyncLearningClient:
@@ -855,18 +478,18 @@ class AsyncLearningClient:
             arm, "accepted" if value >= 0.5 else "rejected", value, reason, actor
         )
         data = _answer(await self._send("POST", "reward", request.to_json()))
-        return RewardResult.from_json(data)
+        return _read(RewardResult.from_json, data)
 
     async def summary(self) -> Summary:
-        return Summary.from_json(_answer(await self._send("GET", "summary")))
+        return _read(Summary.from_json, _answer(await self._send("GET", "summary")))
 
     async def status(self) -> Reply:
         data = _answer(await self._send("POST", "command", {"text": "status"}))
-        return Reply.from_json(data)
+        return _read(Reply.from_json, data)
 
     async def set_phase(self, phase: Literal["passive", "active"]) -> PhaseResult:
         body = {"phase": phase, "confirm": True}
-        return PhaseResult.from_json(_answer(await self._send("POST", "phase", body)))
+        return _read(PhaseResult.from_json, _answer(await self._send("POST", "phase", body)))
 
 
 __all__ = [

@@ -1,8 +1,9 @@
 """Request bodies: read within the size limit and the deadline, decoded as strict JSON (no
 NaN, no Infinity, no number too large for a finite float, nothing a backend cannot store:
-engine.bounds), and held to their route's fields
-(BODY_FIELDS: an unknown field is a 400 naming it, but for the few the original clients send,
-TOLERATED). Every route with a body, the learning API's and the `/v1` routes, reads it here."""
+engine.bounds), and held to their route's fields, those of the route's wire type (BODY_FIELDS,
+from engine.wire: an unknown field is a 400 naming it, but for the few the original clients
+send, TOLERATED). Every route with a body, the learning API's and the `/v1` routes, reads it
+here."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from starlette.types import Receive
 from learning_bot.adapters.http.responses import ApiError
 from learning_bot.engine.bounds import check_json_text
 from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.wire import gateway, operator, runs
+from learning_bot.engine.wire.declare import body_names, nested_types, tolerated
 
 
 class BodyDeadlines:
@@ -247,9 +250,16 @@ class Fields:
         self.tolerated = tolerated
         self.elsewhere = elsewhere or {}
 
-    def spec(self) -> dict[str, Fields | None]:
-        """The known fields and what each is checked against (to build a variant)."""
-        return {name: self.inner.get(name) for name in self.known}
+    @classmethod
+    def of(cls, wire_type: type[Any], elsewhere: dict[str, str] | None = None) -> Fields:
+        """The fields of a wire type's JSON object (engine.wire): each name a body may give
+        them, the wire types of the objects they hold checked in turn, its tolerated fields."""
+        nested = nested_types(wire_type)
+        known = {
+            name: cls.of(nested[name]) if name in nested else _OPEN
+            for name in body_names(wire_type)
+        }
+        return cls(known, tolerated(wire_type), elsewhere)
 
     def check(self, data: Any, where: str = "") -> None:
         """Refuse (ApiError 400) the first unknown field of `data` and of the objects it
@@ -316,126 +326,35 @@ def unknown_field(path: str, name: str, known: frozenset[str]) -> str:
 
 
 TOLERATED: dict[str, frozenset[str]] = {
-    # OpenClaw's RunTrace arm outcome ({armId, included, referenced, tokenCost}) and its Arm
-    # ({id, type, category, label, tokenCost}): `referenced` is computed here from the run's
-    # tool calls and texts, `type` and `category` are what the arm id says.
-    "arm": frozenset({"referenced", "type", "category"}),
-    # `confirm: true`, which clients of the reset route's first version sent: a reset acts
-    # at once (the calling client confirms on its side, as the original's clients do).
-    "reset": frozenset({"confirm"}),
+    "arm": tolerated(runs.ArmSpec),
+    "reset": tolerated(operator.ResetRequest),
 }
-"""Fields outside the lists below that the original clients send (OpenClaw's gateway and its
-learning layer's types, and clients of this API's first version), accepted and ignored
-(STRICT_FIELDS_VERSION 1)."""
+"""Fields outside the declared ones that the original clients send (OpenClaw's gateway and
+its learning layer's types, and clients of this API's first version), accepted and ignored
+(STRICT_FIELDS_VERSION 1): each wire type declares its own (engine.wire)."""
 
 _OPEN = None  # a free-form object (context, metadata): not looked into
 
-ARM = Fields(
-    dict.fromkeys(
-        (
-            "armId",
-            "arm_id",
-            "tokenCost",
-            "token_cost",
-            "label",
-            "content",
-            "description",
-            "included",
-            "loaded",
-        ),
-        _OPEN,
-    ),
-    TOLERATED["arm"],
-)
-USAGE = Fields(
-    dict.fromkeys(
-        ("input", "output", "cacheRead", "cache_read", "cacheWrite", "cache_write", "total"),
-        _OPEN,
-    )
-)
-TOOL_CALL = Fields({"name": _OPEN, "meta": _OPEN, "arm": _OPEN})
-REPORT = Fields(
-    {
-        **dict.fromkeys(
-            (
-                "traceId",
-                "trace_id",
-                "runId",
-                "run_id",
-                "sessionId",
-                "session_id",
-                "sessionKey",
-                "session_key",
-                "channel",
-                "conversation",
-                "timestamp",
-                "provider",
-                "model",
-                "isBaseline",
-                "is_baseline",
-                "assistantTexts",
-                "assistant_texts",
-                "durationMs",
-                "duration_ms",
-                "systemPromptChars",
-                "system_prompt_chars",
-                "aborted",
-                "error",
-                "context",
-            ),
-            _OPEN,
-        ),
-        "arms": ARM,
-        "toolCalls": TOOL_CALL,
-        "tool_calls": TOOL_CALL,
-        "usage": USAGE,
-    }
-)
 QUERY = {"learner": "the learning API names the learner in the query (?learner=NAME)"}
 """What a learning API body may not hold: it goes in the query string."""
-CANDIDATE = Fields({"id": _OPEN, "metadata": _OPEN, "token_cost": _OPEN})
 
 BODY_FIELDS: dict[str, Fields | EitherFields] = {
     # the learning API (/__openclaw__/api/learning/...)
-    "select": Fields({"arms": ARM, "context": _OPEN, "sessionKey": _OPEN}, elsewhere=QUERY),
+    "select": Fields.of(runs.SelectRequest, QUERY),
     "observe": EitherFields(
-        "reports",
-        Fields({"reports": REPORT}, elsewhere=QUERY),
-        Fields(REPORT.spec(), elsewhere=QUERY),
+        "reports", Fields.of(runs.ObserveBatch, QUERY), Fields.of(runs.RunReport, QUERY)
     ),
-    "reward": Fields(
-        dict.fromkeys(("arm_id", "armId", "outcome", "reward", "reason", "actor")),
-        elsewhere=QUERY,
-    ),
-    "reset": Fields(dict.fromkeys(("arm_ids", "armIds")), TOLERATED["reset"], QUERY),
-    "reset/undo": Fields({}, elsewhere=QUERY),
-    "phase": Fields(dict.fromkeys(("phase", "confirm")), elsewhere=QUERY),
-    "command": Fields(
-        dict.fromkeys(("text", "actor", "conversation", "confirm", "cancel", "wording")),
-        elsewhere=QUERY,
-    ),
+    "reward": Fields.of(operator.RewardRequest, QUERY),
+    "reset": Fields.of(operator.ResetRequest, QUERY),
+    "reset/undo": Fields.of(operator.UndoRequest, QUERY),
+    "phase": Fields.of(operator.PhaseRequest, QUERY),
+    "command": Fields.of(operator.CommandRequest, QUERY),
     # the /v1 routes OpenClaw's gateway calls (each body: the MCP tool's arguments)
-    "v1/select": Fields(
-        {
-            **dict.fromkeys(
-                (
-                    "learner",
-                    "context",
-                    "k",
-                    "token_budget",
-                    "min_pulls",
-                    "seed_arms",
-                    "seed_boost",
-                )
-            ),
-            "candidates": CANDIDATE,
-        }
-    ),
-    "v1/observe": Fields(
-        dict.fromkeys(("learner", "arm_id", "outcome", "reward", "context", "loaded"))
-    ),
-    "v1/reset": Fields(dict.fromkeys(("learner", "arm_ids", "context"))),
-    "v1/sessions/start": Fields(dict.fromkeys(("learner", "session_name"))),
-    "v1/sessions/end": Fields(dict.fromkeys(("session_id",))),
+    "v1/select": Fields.of(gateway.GatewaySelect),
+    "v1/observe": Fields.of(gateway.GatewayObserve),
+    "v1/reset": Fields.of(gateway.GatewayReset),
+    "v1/sessions/start": Fields.of(gateway.GatewaySessionStart),
+    "v1/sessions/end": Fields.of(gateway.GatewaySessionEnd),
 }
-"""Each route's body fields, by route name (`decode_body`'s `route`)."""
+"""Each route's body fields, by route name (`decode_body`'s `route`), from the wire types
+declared in engine.wire."""

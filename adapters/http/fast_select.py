@@ -17,6 +17,8 @@ from learning_bot.adapters.http.responses import ENCODER, JSON_TYPE, ApiError, f
 from learning_bot.bot.shapes import selection_json
 from learning_bot.engine.bounds import check_json
 from learning_bot.engine.service import LearningService
+from learning_bot.engine.wire import runs as wire
+from learning_bot.engine.wire.declare import sent_fields
 
 if TYPE_CHECKING:
     from learning_bot.engine.inventory import ArmSet
@@ -97,46 +99,77 @@ class SelectBodies:
             self._known = tuple(kept)
 
 
+class _NotPlain(Exception):
+    """A value the byte writer leaves to the encoder."""
+
+
+def _ids(value: Any, text: Callable[[str], str]) -> str:
+    return "[" + ",".join(map(text, value)) + "]"
+
+
+def _flag(value: Any, _: Callable[[str], str]) -> str:
+    if type(value) is not bool:
+        raise _NotPlain
+    return "true" if value else "false"
+
+
+def _whole(value: Any, _: Callable[[str], str]) -> str:
+    if type(value) is not int:
+        raise _NotPlain
+    return int.__repr__(value)
+
+
+def _string(value: Any, _: Callable[[str], str]) -> str:
+    if value is None:
+        return "null"
+    if type(value) is not str:
+        raise _NotPlain
+    return encode_basestring(value)
+
+
+def _string_or_null(value: Any, text: Callable[[str], str]) -> str:
+    return _string(value or None, text)
+
+
+def _other(value: Any, _: Callable[[str], str]) -> str:
+    raise _NotPlain
+
+
+def _writers(cls: type[Any]) -> list[tuple[str, str, Callable[[Any, Callable[[str], str]], str]]]:
+    """How `selection_bytes` writes each field of the wire type `cls`: its key's text, its
+    Python name and its writer (by its declared type)."""
+    kinds: dict[Any, Callable[[Any, Callable[[str], str]], str]] = {
+        tuple[str, ...]: _ids,
+        bool: _flag,
+        int: _whole,
+        str | None: _string,
+    }
+    plan = []
+    for i, f in enumerate(sent_fields(cls)):
+        write = kinds.get(f.type, _other)  # a type not written here: the encoder's way
+        if write is _string and f.spec.empty_is_null:
+            write = _string_or_null
+        key = ("{" if i == 0 else ",") + encode_basestring(f.json) + ":"
+        plan.append((key, f.py, write))
+    return plan
+
+
+_SELECTION = _writers(wire.Selection)
+
+
 def selection_bytes(selection: Selection, names: Mapping[str, str] | None) -> bytes:
     """`JsonResponse(selection_json(selection)).body`: with `names` (each arm id's JSON text)
-    written here, the fields in `selection_json`'s order, strings, booleans, whole numbers and
-    null as the encoder writes them; anything else goes through the encoder."""
+    written here, the fields of the wire type `Selection` in their order, strings, booleans,
+    whole numbers and null as the encoder writes them; anything else goes through the
+    encoder."""
     if names is not None:
-        baseline, over = selection.is_baseline, selection.over_budget
-        budget, used = selection.token_budget, selection.used_tokens
-        fallback, guidance = selection.fallback, selection.guidance
-        session, why = selection.session, selection.session_reason or None
-        if (
-            type(baseline) is bool
-            and type(over) is bool
-            and type(budget) is int
-            and type(used) is int
-            and (fallback is None or type(fallback) is str)
-            and (guidance is None or type(guidance) is str)
-            and (session is None or type(session) is str)
-            and (why is None or type(why) is str)
-        ):
-            text = names.__getitem__
-            try:
-                selected = ",".join(map(text, selection.selected))
-                excluded = ",".join(map(text, selection.excluded))
-                deferred = ",".join(map(text, selection.deferred))
-                added = ",".join(map(text, selection.added))
-            except (KeyError, TypeError):  # an id without its text: the encoder's way
-                pass
-            else:
-                return (
-                    f'{{"selected":[{selected}],"excluded":[{excluded}],'
-                    f'"deferred":[{deferred}],'
-                    f'"isBaseline":{"true" if baseline else "false"},'
-                    f'"tokenBudget":{int.__repr__(budget)},"usedTokens":{int.__repr__(used)},'
-                    f'"overBudget":{"true" if over else "false"},'
-                    f'"fallback":{"null" if fallback is None else encode_basestring(fallback)},'
-                    f'"guidance":{"null" if guidance is None else encode_basestring(guidance)},'
-                    f'"added":[{added}],'
-                    f'"session":{"null" if session is None else encode_basestring(session)},'
-                    f'"sessionReason":{"null" if why is None else encode_basestring(why)}}}'
-                ).encode()
+        text = names.__getitem__
+        try:
+            parts = [key + write(getattr(selection, py), text) for key, py, write in _SELECTION]
+        except (KeyError, TypeError, _NotPlain):  # an id without its text: the encoder's way
+            pass
+        else:
+            return ("".join(parts) + "}").encode()
     return ENCODER.encode(selection_json(selection)).encode("utf-8")
 
 

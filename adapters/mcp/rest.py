@@ -17,6 +17,8 @@ from learning_bot.adapters.mcp.tools import LearningTools, ToolFailed, strict_js
 from learning_bot.bot.errors import error_kind, user_message
 from learning_bot.engine.arms import parse_arm_id
 from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.wire import gateway
+from learning_bot.engine.wire.declare import arguments
 
 Guard = Callable[[Request], Response | None]
 """Refuses a request (a JSON error response) or lets it through (None)."""
@@ -110,27 +112,10 @@ def rest_routes(tools: LearningTools, guard: Guard, read: ReadArguments) -> list
         return {"status": "ok"}
 
     def select(_: Request, d: dict[str, Any]) -> Any:
-        return tools.select(
-            d.get("learner"),
-            d.get("candidates"),
-            d.get("context"),
-            d.get("k", 0),
-            d.get("token_budget", 0),
-            d.get("min_pulls", 0),
-            d.get("seed_arms"),
-            d.get("seed_boost"),
-        )
+        return tools.select(**arguments(gateway.GatewaySelect, d))
 
     def observe(_: Request, d: dict[str, Any]) -> Any:
-        outcome = d.get("outcome", "")
-        return tools.observe(
-            d.get("learner"),
-            d.get("arm_id"),
-            outcome,
-            d.get("reward"),
-            d.get("context"),
-            d.get("loaded"),
-        )
+        return tools.observe(**arguments(gateway.GatewayObserve, d))
 
     def posteriors(request: Request, _: dict[str, Any]) -> Any:
         return tools.posteriors(request.path_params["learner"], None, _arm_ids(request))
@@ -146,13 +131,13 @@ def rest_routes(tools: LearningTools, guard: Guard, read: ReadArguments) -> list
         return tools.metrics(request.path_params["learner"], window)
 
     def reset(_: Request, d: dict[str, Any]) -> Any:
-        return tools.reset(d.get("learner"), d.get("arm_ids"), d.get("context"))
+        return tools.reset(**arguments(gateway.GatewayReset, d))
 
     def start(_: Request, d: dict[str, Any]) -> Any:
-        return tools.session_start(d.get("learner"), d.get("session_name"))
+        return tools.session_start(**arguments(gateway.GatewaySessionStart, d))
 
     def end(_: Request, d: dict[str, Any]) -> Any:
-        return tools.session_end(d.get("session_id"))
+        return tools.session_end(**arguments(gateway.GatewaySessionEnd, d))
 
     get, post = ("GET",), ("POST",)
     return [

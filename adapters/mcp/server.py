@@ -1,5 +1,7 @@
 """The MCP server: every tool of `adapters.mcp.tools` declared on the official SDK's
-`MCPServer` with a typed signature (the JSON schema a model sees) and a description.
+`MCPServer` with a typed signature (the JSON schema a model sees) and a description; the
+`qortex_learning_*` tools take the parameters of their wire types (engine.wire.gateway), which
+the `/v1` routes take as their bodies.
 
 Each call runs in a worker thread (storage is synchronous), so the event loop keeps serving
 other calls. A bad argument answers a tool error naming the field; an unexpected failure is
@@ -11,6 +13,8 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable
+from dataclasses import MISSING
+from functools import partial
 from typing import Annotated, Any, Literal, TypeVar, cast
 
 import anyio.to_thread
@@ -25,9 +29,12 @@ from learning_bot.bot.commands.registry import command_names, specs
 from learning_bot.bot.errors import error_kind, user_message
 from learning_bot.engine.bounds import check_json
 from learning_bot.engine.errors import InvalidInput, LearningError
+from learning_bot.engine.wire import gateway
+from learning_bot.engine.wire.declare import sent_fields
 
 log = logging.getLogger("learning_bot.mcp")
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 DISTRIBUTION = "learning-bot"
 
@@ -44,20 +51,6 @@ RESETS = ToolAnnotations(
     read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
 )
 
-Learner = Annotated[
-    str,
-    Field(description="Learner name (one learner per agent deployment, e.g. 'openclaw')."),
-]
-Context = Annotated[
-    dict[str, Any] | None,
-    Field(
-        description="Run context {session_key, channel, provider, model, phase, message, "
-        "tools_called, loaded}. Recorded with the run (the message as its length only). A "
-        "select's message, channel, model and tools_called feed the context-aware draw; an "
-        "observe's `loaded` names the deferred arms the model loaded through tool search. "
-        "Observes attach to the latest select of the same session_key."
-    ),
-]
 OptionalLearner = Annotated[
     str | None, Field(description="Learner name; omitted: the server's default learner.")
 ]
@@ -73,8 +66,32 @@ async def _call(fn: Callable[..., T], *args: Any) -> T:
         raise ToolError(user_message(exc)) from None
     except Exception as exc:
         if error_kind(exc).code == "internal":
-            log.exception("tool %s failed", getattr(fn, "__name__", fn))
+            log.exception("tool %s failed", getattr(getattr(fn, "func", fn), "__name__", fn))
         raise ToolError(user_message(exc)) from None
+
+
+def takes(arguments: type[Any]) -> Callable[[F], F]:
+    """Give a tool function the parameters of a wire type (engine.wire.gateway): their names,
+    types, defaults and descriptions, from which the SDK builds the tool's input schema and
+    checks a call's arguments. The function takes them as keyword arguments."""
+
+    def give(fn: F) -> F:
+        parameters = [
+            inspect.Parameter(
+                f.py,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=inspect.Parameter.empty if f.default is MISSING else f.default,
+                annotation=Annotated[f.type, Field(description=f.spec.description)],
+            )
+            for f in sent_fields(arguments)
+        ]
+        returns = inspect.signature(fn, eval_str=True).return_annotation
+        fn.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            parameters, return_annotation=returns
+        )
+        return fn
+
+    return give
 
 
 def installed_version() -> str:
@@ -125,47 +142,9 @@ def build_server(tools: LearningTools, *, version: str | None = None) -> MCPServ
         "left-out tools a runtime with tool search can offer as deferred), is_baseline, "
         "scores (each candidate's posterior mean), token_budget and used_tokens.",
     )
-    async def qortex_learning_select(
-        learner: Learner,
-        candidates: Annotated[
-            list[dict[str, Any]],
-            Field(
-                description="The arms on offer: [{id: 'tool:fs:Read' | 'skill:<name>:main' | "
-                "'file:workspace:<path>' | ..., metadata: {type, category, label, description}, "
-                "token_cost: int}]."
-            ),
-        ],
-        context: Context = None,
-        k: Annotated[
-            int | None, Field(description="At most k arms (seeds are kept); 0 or null: no cap.")
-        ] = 0,
-        token_budget: Annotated[
-            int | None, Field(description="Token budget for the selected arms; 0: unlimited.")
-        ] = 0,
-        min_pulls: Annotated[
-            int | None,
-            Field(description="Arms observed fewer times than this are always selected."),
-        ] = 0,
-        seed_arms: Annotated[
-            list[str] | None,
-            Field(description="Arm ids never excluded; null: the learner's configured seeds."),
-        ] = None,
-        seed_boost: Annotated[
-            float | None,
-            Field(description="Seed arms seen for the first time start at Beta(seed_boost, 1)."),
-        ] = None,
-    ) -> dict[str, Any]:
-        return await _call(
-            tools.select,
-            learner,
-            candidates,
-            context,
-            k,
-            token_budget,
-            min_pulls,
-            seed_arms,
-            seed_boost,
-        )
+    @takes(gateway.GatewaySelect)
+    async def qortex_learning_select(**arguments: Any) -> dict[str, Any]:
+        return await _call(partial(tools.select, **arguments))
 
     @server.tool(
         annotations=RECORDS,
@@ -174,41 +153,18 @@ def build_server(tools: LearningTools, *, version: str | None = None) -> MCPServ
         "[0, 1]. Attaches to the latest select with the same context.session_key. In the "
         "active phase the posterior changes at once; returns {arm_id, alpha, beta, mean, pulls}.",
     )
-    async def qortex_learning_observe(
-        learner: Learner,
-        arm_id: Annotated[str, Field(description="The arm id, e.g. 'tool:fs:Read'.")],
-        outcome: Annotated[
-            Literal["accepted", "rejected", "partial", ""] | None,
-            Field(description="accepted, rejected or partial."),
-        ] = "",
-        reward: Annotated[
-            float | None,
-            Field(description="Reward in [0, 1]; null: taken from the outcome."),
-        ] = None,
-        context: Context = None,
-        loaded: Annotated[
-            bool | None,
-            Field(
-                description="true: the select left this arm out (deferred_arms) and the model "
-                "loaded it through tool search; the run then counts it as included."
-            ),
-        ] = None,
-    ) -> dict[str, Any]:
-        return await _call(tools.observe, learner, arm_id, outcome, reward, context, loaded)
+    @takes(gateway.GatewayObserve)
+    async def qortex_learning_observe(**arguments: Any) -> dict[str, Any]:
+        return await _call(partial(tools.observe, **arguments))
 
     @server.tool(
         annotations=READS,
         description="The learner's posteriors: {learner, posteriors: {arm_id: {alpha, beta, "
         "pulls, total_reward, last_updated, mean}}}. Context does not split posteriors.",
     )
-    async def qortex_learning_posteriors(
-        learner: Learner,
-        context: Context = None,
-        arm_ids: Annotated[
-            list[str] | None, Field(description="Only these arms; null: every arm.")
-        ] = None,
-    ) -> dict[str, Any]:
-        return await _call(tools.posteriors, learner, context, arm_ids)
+    @takes(gateway.GatewayPosteriors)
+    async def qortex_learning_posteriors(**arguments: Any) -> dict[str, Any]:
+        return await _call(partial(tools.posteriors, **arguments))
 
     @server.tool(
         annotations=READS,
@@ -216,32 +172,27 @@ def build_server(tools: LearningTools, *, version: str | None = None) -> MCPServ
         "accuracy (total_reward / total_pulls), arm_count, explore_ratio (share of baseline "
         "runs)}.",
     )
-    async def qortex_learning_metrics(
-        learner: Learner,
-        window: Annotated[int | None, Field(description="Accepted and ignored.")] = None,
-    ) -> dict[str, Any]:
-        return await _call(tools.metrics, learner, window)
+    @takes(gateway.GatewayMetrics)
+    async def qortex_learning_metrics(**arguments: Any) -> dict[str, Any]:
+        return await _call(partial(tools.metrics, **arguments))
 
     @server.tool(
         annotations=RECORDS,
         description="Open a session named after the agent's session key; returns {session_id, "
         "learner}. The id stays valid across server restarts.",
     )
-    async def qortex_learning_session_start(
-        learner: Learner,
-        session_name: Annotated[str, Field(description="The agent's session key.")],
-    ) -> dict[str, Any]:
-        return await _call(tools.session_start, learner, session_name)
+    @takes(gateway.GatewaySessionStart)
+    async def qortex_learning_session_start(**arguments: Any) -> dict[str, Any]:
+        return await _call(partial(tools.session_start, **arguments))
 
     @server.tool(
         annotations=READS,
         description="Close a session; returns {session_id, learner, selected_arms, outcomes "
         "(arm_id -> accepted|rejected|partial), started_at, ended_at}.",
     )
-    async def qortex_learning_session_end(
-        session_id: Annotated[str, Field(description="From qortex_learning_session_start.")],
-    ) -> dict[str, Any]:
-        return await _call(tools.session_end, session_id)
+    @takes(gateway.GatewaySessionEnd)
+    async def qortex_learning_session_end(**arguments: Any) -> dict[str, Any]:
+        return await _call(partial(tools.session_end, **arguments))
 
     @server.tool(
         annotations=RESETS,
@@ -249,12 +200,9 @@ def build_server(tools: LearningTools, *, version: str | None = None) -> MCPServ
         "pulls, at once (the caller confirms; learning_reset with undo=true restores them). "
         "Returns {learner, reset_count, arm_ids}.",
     )
-    async def qortex_learning_reset(
-        learner: Learner,
-        arm_ids: Annotated[list[str] | None, Field(description="null: every arm.")] = None,
-        context: Annotated[dict[str, Any] | None, Field(description="Ignored.")] = None,
-    ) -> dict[str, Any]:
-        return await _call(tools.reset, learner, arm_ids, context)
+    @takes(gateway.GatewayReset)
+    async def qortex_learning_reset(**arguments: Any) -> dict[str, Any]:
+        return await _call(partial(tools.reset, **arguments))
 
     @server.tool(
         annotations=READS,

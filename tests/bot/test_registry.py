@@ -20,8 +20,8 @@ from learning_bot.bot.commands import (
 from learning_bot.bot.commands.registry import grammar_lines, named, spec_of, specs, typed
 from learning_bot.bot.commands.usage import help_reply, help_text
 from learning_bot.engine.config import Phase
-from learning_bot.engine.reward_words import REWARD_WORDS
 from learning_bot.engine.inputs import reward_value
+from learning_bot.engine.reward_words import REWARD_WORDS
 
 
 def test_every_typed_command_has_one_grammar_help_and_parser() -> None:
