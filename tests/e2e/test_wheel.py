@@ -366,3 +366,50 @@ async def test_mcp_over_stdio(installed: Installed, launch: str) -> None:
             assert not result.is_error, result
             texts = [c.text for c in result.content if isinstance(c, TextContent)]
             assert any("Traces" in text for text in texts), texts
+
+
+def test_the_client_and_an_example_from_the_wheel(installed: Installed) -> None:
+    """The Python client as a user's agent imports it from the installed wheel: the Anthropic
+    example (with the `anthropic` SDK installed beside the wheel, as its README says) runs
+    three turns of one session against `learning-bot serve` from the wheel and a scripted
+    Messages API, and the wheel's `status` shows the session took on the tool it found."""
+    from tests.e2e.test_examples import SEARCH_QUESTIONS, SETTINGS, wait_until_up
+
+    installed.run(*PIP, "--python", installed.python, "install", "anthropic>=2.14")
+    learner = "wheel-example"
+    env = installed.env | SETTINGS  # a budget that leaves run_sql to tool search
+    with _serving(installed, [installed.learning_bot, "serve"], env) as base:
+        installed.run(
+            installed.learning_bot,
+            *("phase", "active", "--confirm", "--learner", learner, "--url", base),
+        )
+        port = free_port()
+        fake = subprocess.Popen(
+            [
+                sys.executable,
+                str(ROOT / "tests" / "e2e" / "fake_messages_api.py"),
+                "--port",
+                str(port),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        api = f"http://127.0.0.1:{port}"
+        try:
+            wait_until_up(fake, f"{api}/healthz")
+            demo = installed.run(
+                installed.python,
+                str(ROOT / "examples" / "anthropic_tools.py"),
+                *("--url", base, "--learner", learner, "--session", "s-wheel"),
+                *SEARCH_QUESTIONS,
+                env=installed.env | {"ANTHROPIC_BASE_URL": api, "ANTHROPIC_API_KEY": "test"},
+            )
+        finally:
+            fake.terminate()
+            fake.communicate(timeout=60)
+        assert demo.stdout == "count\n42\n" * 3, demo.stdout
+        status = installed.run(
+            installed.learning_bot, "status", "--learner", learner, "--url", base
+        )
+        assert "1 took on tools outside its cached prefix" in status.stdout, status.stdout
