@@ -10,13 +10,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.processes import FAKED_DATE
+
 PG_ENV = "LEARNING_BOT_TEST_DATABASE_URL"
 LOCAL_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 _probe: list[str | None] = []
-
-
-FAKED_DATE = "faketime" in os.environ.get("LD_PRELOAD", "")
-"""Run under faketime (README, "Development"): the date is not today's."""
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from tests.processes import inherited, without_faketime
+
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 """The project's interpreter: .venv/bin/python under `make test`."""
@@ -81,9 +83,10 @@ def free_port() -> int:
 
 
 def environment(root: Path, settings: Mapping[str, str]) -> dict[str, str]:
-    """The caller's environment without any learning-bot, Slack or Discord setting, with HOME
-    and the XDG directories under `root`, a SQLite file there, and `settings` on top."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(OWN_PREFIXES)}
+    """The caller's environment without any learning-bot, Slack or Discord setting (nor
+    libfaketime: tests/processes.py), with HOME and the XDG directories under `root`, a SQLite
+    file there, and `settings` on top."""
+    env = {k: v for k, v in inherited().items() if not k.startswith(OWN_PREFIXES)}
     home = root / "home"
     dirs = {
         "HOME": home,
@@ -128,7 +131,7 @@ class Process:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
-                env=dict(env),
+                env=without_faketime(env),
                 cwd=REPO,
                 start_new_session=True,  # its own process group: nothing else gets our signals
             )
@@ -210,7 +213,7 @@ def served(
     port = free_port()
     proc = subprocess.Popen(
         [LEARNING_BOT, "serve", "--port", str(port), *options],
-        env=dict(env),
+        env=without_faketime(env),
         cwd=cwd,
         stdout=stdout,
         stderr=stderr,

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import inherited
+
 from .launch import served
 
 pytestmark = pytest.mark.e2e
@@ -110,7 +112,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
     home.mkdir()
     env = {
         k: v
-        for k, v in os.environ.items()
+        for k, v in inherited().items()
         if not k.startswith(("LEARNING_BOT_", "SLACK_", "DISCORD_", "XDG_"))
     }
     env.update(

@@ -17,6 +17,7 @@ from engine import LearningConfig, Phase, Unavailable
 from engine.service import LearningService
 from storage import SqlStore
 from storage.spool import Spool, SpoolingStore
+from tests.processes import inherited
 
 from .helpers import workload_arms, workload_report
 
@@ -28,6 +29,7 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
     mount.mkdir()
     done = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
+        env=inherited(),
         capture_output=True,
         text=True,
     )
@@ -38,7 +40,7 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
     try:
         yield mount
     finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+        subprocess.run(["umount", "-l", str(mount)], env=inherited(), check=False)
 
 
 def outage_lines(caplog: pytest.LogCaptureFixture) -> list[str]:

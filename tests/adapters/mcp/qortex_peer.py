@@ -29,6 +29,8 @@ from pathlib import Path
 
 from mcp import ClientSession, StdioServerParameters
 
+from tests.processes import inherited
+
 from .openclaw_calls import Step, ToolReply, run_steps, session_caller, stdio_session
 
 QORTEX_VERSION = "0.8.1"
@@ -94,7 +96,9 @@ def _locked(path: Path) -> Iterator[None]:
 
 def _run(cmd: list[str], timeout: float) -> tuple[bool, str]:
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, env=inherited(), timeout=timeout, check=False
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, f"{' '.join(cmd[:4])}...: {exc}"
     tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
@@ -110,7 +114,9 @@ def _installed_version(python: Path) -> str | None:
 
 def _run_out(cmd: list[str]) -> tuple[bool, str]:
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, env=inherited(), timeout=60, check=False
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False, ""
     return done.returncode == 0, done.stdout
