@@ -68,8 +68,11 @@ def _port_range() -> range:
 def free_port() -> int:
     """A loopback port nothing listens on, from this test process's own range, never the same
     twice in one test run (processes started side by side bind theirs a moment after they
-    get it)."""
-    for port in _port_range():
+    get it). The range is looked through from a point set by the process id: two test runs
+    on one machine (each with its gw0) do not hand out the same ports first."""
+    ports = _port_range()
+    first = os.getpid() % len(ports)
+    for port in [*ports[first:], *ports[:first]]:
         if port in _handed_out:
             continue
         with socket.socket() as sock:
