@@ -34,11 +34,11 @@ from collections.abc import Sequence  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bench.bfcl import load_sessions, load_tools, package_dir  # noqa: E402
-from engine import Arm, LearningConfig, Phase  # noqa: E402
-from engine.bm25 import BM25Index  # noqa: E402
-from engine.config import DEFAULT_POLICY  # noqa: E402
-from engine.context import words  # noqa: E402
-from engine.context_simulation import (  # noqa: E402
+from learning_bot.engine import Arm, LearningConfig, Phase  # noqa: E402
+from learning_bot.engine.bm25 import BM25Index  # noqa: E402
+from learning_bot.engine.config import DEFAULT_POLICY  # noqa: E402
+from learning_bot.engine.context import words  # noqa: E402
+from learning_bot.engine.context_simulation import (  # noqa: E402
     ContextSession,
     ContextTurn,
     StudyRun,

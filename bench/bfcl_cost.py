@@ -39,9 +39,9 @@ import numpy as np  # noqa: E402
 from bench.bfcl import CATEGORIES, load_sessions, load_tools, package_dir  # noqa: E402
 from bench.bfcl import Session as BfclSession  # noqa: E402
 from bench.sessions import VARIANTS, Reported, service_run  # noqa: E402
-from engine import Arm, LearningConfig, Phase  # noqa: E402
-from engine.config import DEFAULT_POLICY, POLICIES  # noqa: E402
-from engine.session_simulation import (  # noqa: E402
+from learning_bot.engine import Arm, LearningConfig, Phase  # noqa: E402
+from learning_bot.engine.config import DEFAULT_POLICY, POLICIES  # noqa: E402
+from learning_bot.engine.session_simulation import (  # noqa: E402
     EveryArm,
     OracleArms,
     Session,
@@ -49,7 +49,7 @@ from engine.session_simulation import (  # noqa: E402
     SessionShape,
     run_sessions,
 )
-from engine.simulation import Workload  # noqa: E402
+from learning_bot.engine.simulation import Workload  # noqa: E402
 
 BUDGET_SHARE = 0.35
 BFCL_SHAPE = SessionShape(history_tokens=1_000, message_tokens=100)

@@ -34,9 +34,9 @@ from bench.bfcl_cost import (  # noqa: E402
     usage_shares,
 )
 from bench.sessions import VARIANTS, service_run  # noqa: E402
-from engine import LearningConfig, Phase  # noqa: E402
-from engine.config import DEFAULT_POLICY  # noqa: E402
-from engine.simulation import Workload  # noqa: E402
+from learning_bot.engine import LearningConfig, Phase  # noqa: E402
+from learning_bot.engine.config import DEFAULT_POLICY  # noqa: E402
+from learning_bot.engine.simulation import Workload  # noqa: E402
 
 VARIANTS_STUDIED = [
     "",

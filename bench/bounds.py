@@ -21,7 +21,7 @@ import json  # noqa: E402
 import statistics  # noqa: E402
 import timeit  # noqa: E402
 
-from engine.bounds import check_json_text  # noqa: E402
+from learning_bot.engine.bounds import check_json_text  # noqa: E402
 
 
 def observe_body(arms: int, text: str = "done") -> str:

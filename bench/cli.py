@@ -41,12 +41,12 @@ def build_database(url: str, traces: int, seed: int = 0) -> None:
     """`traces` runs through the service's batch write path (observe_many)."""
     import numpy as np
 
-    from engine.config import LearningConfig, Phase
-    from engine.inventory import ArmSet
-    from engine.posterior import now_ms
-    from engine.service import LearningService
-    from engine.simulation import make_workload
-    from storage import SqlStore
+    from learning_bot.engine.config import LearningConfig, Phase
+    from learning_bot.engine.inventory import ArmSet
+    from learning_bot.engine.posterior import now_ms
+    from learning_bot.engine.service import LearningService
+    from learning_bot.engine.simulation import make_workload
+    from learning_bot.storage import SqlStore
 
     store = SqlStore(url)
     try:

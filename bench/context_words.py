@@ -27,8 +27,8 @@ import timeit  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 from dataclasses import replace  # noqa: E402
 
-from engine.arms import Arm  # noqa: E402
-from engine.context_simulation import GENERIC_WORDS, ContextSession, ContextTurn  # noqa: E402
+from learning_bot.engine.arms import Arm  # noqa: E402
+from learning_bot.engine.context_simulation import GENERIC_WORDS, ContextSession, ContextTurn  # noqa: E402
 
 WELL_KNOWN = (
     "k8s",
@@ -103,8 +103,8 @@ MESSAGE = (
 
 
 def main() -> int:
-    from engine import context
-    from engine.context import words
+    from learning_bot.engine import context
+    from learning_bot.engine.context import words
 
     n = 20_000
     best = min(timeit.repeat(lambda: words(MESSAGE), number=n, repeat=5)) / n

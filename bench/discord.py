@@ -54,10 +54,11 @@ from typing import Any  # noqa: E402
 import discord  # noqa: E402
 import numpy as np  # noqa: E402
 
-from adapters.discord import DiscordSettings, LearningClient, create_client  # noqa: E402
-from adapters.discord.interactions import arm_suggestions  # noqa: E402
-from bot.bus import Actor, Invocation  # noqa: E402
-from bot.commands import (  # noqa: E402
+from learning_bot.adapters.discord import DiscordSettings, LearningClient, create_client  # noqa: E402
+from learning_bot.adapters.discord.interactions import arm_suggestions  # noqa: E402
+from learning_bot.app import App, build_app  # noqa: E402
+from learning_bot.bot.bus import Actor, Invocation  # noqa: E402
+from learning_bot.bot.commands import (  # noqa: E402
     CancelCommand,
     Command,
     HelpCommand,
@@ -66,10 +67,9 @@ from bot.commands import (  # noqa: E402
     RewardCommand,
     StatusCommand,
 )
-from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall, Usage  # noqa: E402
-from learning_bot.app import App, build_app  # noqa: E402
+from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall, Usage  # noqa: E402
 from learning_bot.settings import Settings  # noqa: E402
-from storage.database import HEAD_REVISION, SchemaError  # noqa: E402
+from learning_bot.storage.database import HEAD_REVISION, SchemaError  # noqa: E402
 from tests.adapters.discord.fake_discord import (  # noqa: E402
     BOT_TOKEN,
     MANAGE_GUILD,
@@ -132,8 +132,8 @@ def reports(arms: list[Arm], first: int, last: int, rng: np.random.Generator) ->
 
 
 def stored_traces(url: str) -> int | None:
-    from engine.service import LearningService
-    from storage import SqlStore
+    from learning_bot.engine.service import LearningService
+    from learning_bot.storage import SqlStore
 
     try:
         store = SqlStore(url, auto_create=False)
@@ -146,8 +146,8 @@ def stored_traces(url: str) -> int | None:
 
 
 def load(url: str, have: int, traces: int) -> float:
-    from engine.service import LearningService
-    from storage import SqlStore
+    from learning_bot.engine.service import LearningService
+    from learning_bot.storage import SqlStore
 
     arms = inventory()
     rng = np.random.default_rng([13, have])

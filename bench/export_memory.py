@@ -42,11 +42,11 @@ BASE = "/__openclaw__/api/learning"
 REFERENCE = """
 import json, sys
 from sqlalchemy import select
-from bot.shapes import trace_json
-from storage import SqlStore
-from storage.database import reading
-from storage.reads import traces_with_arms
-from storage.schema import traces, learners
+from learning_bot.bot.shapes import trace_json
+from learning_bot.storage import SqlStore
+from learning_bot.storage.database import reading
+from learning_bot.storage.reads import traces_with_arms
+from learning_bot.storage.schema import traces, learners
 store = SqlStore(sys.argv[1])
 out = sys.stdout
 with reading(store.engine) as conn:
@@ -67,10 +67,18 @@ while True:
 
 def build_database(url: str, traces: int, arms: int) -> None:
     """`traces` runs of `arms` arms each (every one included, two of them used)."""
-    from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall, Usage
-    from engine.posterior import now_ms
-    from engine.service import LearningService
-    from storage import SqlStore
+    from learning_bot.engine import (
+        Arm,
+        LearningConfig,
+        Phase,
+        ReportedArm,
+        RunReport,
+        ToolCall,
+        Usage,
+    )
+    from learning_bot.engine.posterior import now_ms
+    from learning_bot.engine.service import LearningService
+    from learning_bot.storage import SqlStore
 
     store = SqlStore(url)
     try:

@@ -54,11 +54,11 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from engine import Arm, LearningConfig, Phase  # noqa: E402
-from engine.records import report_to_json  # noqa: E402
-from engine.service import LearningService  # noqa: E402
-from engine.simulation import Workload, make_workload  # noqa: E402
-from storage import SqlStore  # noqa: E402
+from learning_bot.engine import Arm, LearningConfig, Phase  # noqa: E402
+from learning_bot.engine.records import report_to_json  # noqa: E402
+from learning_bot.engine.service import LearningService  # noqa: E402
+from learning_bot.engine.simulation import Workload, make_workload  # noqa: E402
+from learning_bot.storage import SqlStore  # noqa: E402
 
 BASE = "/__openclaw__/api/learning"
 SIZES = (30, 1_000)
@@ -380,7 +380,7 @@ def main() -> None:
             args.policy or LearningConfig().policy, phase=Phase.ACTIVE
         )
         service = LearningService(store, config)
-        from engine.records import report_from_json
+        from learning_bot.engine.records import report_from_json
 
         for size in SIZES:
             service.observe_many([report_from_json(r) for r in warm[size]])

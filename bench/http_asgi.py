@@ -34,13 +34,13 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from adapters.http.api import BASE  # noqa: E402
-from adapters.http.app import create_app  # noqa: E402
-from adapters.http.settings import LOOPBACK_NAMES, HttpSettings  # noqa: E402
-from engine import Arm, LearningConfig, Phase  # noqa: E402
-from engine.records import report_from_json, report_to_json  # noqa: E402
-from engine.simulation import make_workload  # noqa: E402
+from learning_bot.adapters.http.api import BASE  # noqa: E402
+from learning_bot.adapters.http.app import create_app  # noqa: E402
+from learning_bot.adapters.http.settings import LOOPBACK_NAMES, HttpSettings  # noqa: E402
 from learning_bot.app import build_app  # noqa: E402
+from learning_bot.engine import Arm, LearningConfig, Phase  # noqa: E402
+from learning_bot.engine.records import report_from_json, report_to_json  # noqa: E402
+from learning_bot.engine.simulation import make_workload  # noqa: E402
 from learning_bot.settings import Settings  # noqa: E402
 
 

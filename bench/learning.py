@@ -86,11 +86,11 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 import numpy.typing as npt  # noqa: E402
 
-from engine import ArmSet, LearningConfig, Phase  # noqa: E402
-from engine.inventory import PosteriorArrays  # noqa: E402
-from engine.metrics import recommended_baseline_rate, usefulness_estimates  # noqa: E402
-from engine.service import RECALL_WINDOW  # noqa: E402
-from engine.simulation import make_workload, oracle_mask, run_policy, stable_from  # noqa: E402
+from learning_bot.engine import ArmSet, LearningConfig, Phase  # noqa: E402
+from learning_bot.engine.inventory import PosteriorArrays  # noqa: E402
+from learning_bot.engine.metrics import recommended_baseline_rate, usefulness_estimates  # noqa: E402
+from learning_bot.engine.service import RECALL_WINDOW  # noqa: E402
+from learning_bot.engine.simulation import make_workload, oracle_mask, run_policy, stable_from  # noqa: E402
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -815,8 +815,8 @@ def context_study(seed: int) -> None:
     its usage rates packed under the same budget). The alphanumeric workloads write each
     task word as technical words are written (`k8s`, `ec2`, `gpt4o`: bench/context_words.py)."""
     from bench.context_words import alphanumeric
-    from engine.config import DEFAULT_POLICY
-    from engine.context_simulation import run_study, task_type_workload
+    from learning_bot.engine.config import DEFAULT_POLICY
+    from learning_bot.engine.context_simulation import run_study, task_type_workload
 
     print(
         "### context: task-type workloads (60 tools and 8 types of 2-5 tools unless named, "
@@ -894,12 +894,12 @@ def context_service_run(url: str, sessions_count: int, seed: int, max_cells: int
     same seed, and what the learner stores."""
     from sqlalchemy import func, select
 
-    from engine.config import DEFAULT_POLICY
-    from engine.context_policy import ContextSettings
-    from engine.context_simulation import run_study, task_type_workload
-    from engine.service import LearningService
-    from storage import SqlStore
-    from storage.schema import context_evidence, traces
+    from learning_bot.engine.config import DEFAULT_POLICY
+    from learning_bot.engine.context_policy import ContextSettings
+    from learning_bot.engine.context_simulation import run_study, task_type_workload
+    from learning_bot.engine.service import LearningService
+    from learning_bot.storage import SqlStore
+    from learning_bot.storage.schema import context_evidence, traces
 
     arms, sessions = task_type_workload(sessions=sessions_count, seed=seed)
     total = sum(a.token_cost for a in arms)

@@ -53,8 +53,8 @@ from typing import Any  # noqa: E402
 import aiohttp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from engine.records import report_to_json  # noqa: E402
-from engine.simulation import make_workload  # noqa: E402
+from learning_bot.engine.records import report_to_json  # noqa: E402
+from learning_bot.engine.simulation import make_workload  # noqa: E402
 
 TOKEN = "load-token-0123456789abcdef"
 BASE = "/__openclaw__/api/learning"
@@ -293,10 +293,18 @@ class TcpProxy:
 def spool_appends(per_batch: int, batches: int = 5) -> int:
     """Per-run cost of spooling, batch by batch, while storage is down: flat when an append
     does not depend on how much the spool already holds."""
-    from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall, Unavailable
-    from engine.observation import observation_guard, rewards_for_run
-    from engine.records import record_from_report
-    from storage.spool import Spool, SpoolingStore
+    from learning_bot.engine import (
+        Arm,
+        LearningConfig,
+        Phase,
+        ReportedArm,
+        RunReport,
+        ToolCall,
+        Unavailable,
+    )
+    from learning_bot.engine.observation import observation_guard, rewards_for_run
+    from learning_bot.engine.records import record_from_report
+    from learning_bot.storage.spool import Spool, SpoolingStore
 
     config = LearningConfig(phase=Phase.ACTIVE)
     arms = tuple(ReportedArm(Arm(f"tool:bench:T{k}", 100), True) for k in range(20))
@@ -353,7 +361,7 @@ def fresh_database(kind: str, tmp: Path) -> tuple[str, Any]:
 
 
 def count_traces(db: str) -> int:
-    from storage import SqlStore
+    from learning_bot.storage import SqlStore
 
     store = SqlStore(db)
     try:

@@ -56,8 +56,8 @@ from bench.sessions import (  # noqa: E402
     mean_se,
     service_run,
 )
-from engine import LearningConfig, Phase  # noqa: E402
-from engine.session_simulation import (  # noqa: E402
+from learning_bot.engine import LearningConfig, Phase  # noqa: E402
+from learning_bot.engine.session_simulation import (  # noqa: E402
     EveryArm,
     OracleArms,
     Session,
@@ -65,7 +65,7 @@ from engine.session_simulation import (  # noqa: E402
     SessionShape,
     run_sessions,
 )
-from engine.simulation import Workload, make_tool_workload  # noqa: E402
+from learning_bot.engine.simulation import Workload, make_tool_workload  # noqa: E402
 
 LONG_TURNS = 200
 TURN_GAP_SECONDS = 30.0

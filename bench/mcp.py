@@ -105,7 +105,7 @@ def session_call(session: ClientSession) -> Call:
 
 
 async def in_process(db: Path, calls: int) -> dict[str, tuple[float, float]]:
-    from adapters.mcp.tools import LearningTools
+    from learning_bot.adapters.mcp.tools import LearningTools
     from learning_bot.app import build_app
     from learning_bot.settings import load_settings
 

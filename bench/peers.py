@@ -48,9 +48,9 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from engine import ArmSet, LearningConfig, Phase, initial_prior, select_arms  # noqa: E402
-from engine.inventory import PosteriorArrays  # noqa: E402
-from engine.simulation import make_workload  # noqa: E402
+from learning_bot.engine import ArmSet, LearningConfig, Phase, initial_prior, select_arms  # noqa: E402
+from learning_bot.engine.inventory import PosteriorArrays  # noqa: E402
+from learning_bot.engine.simulation import make_workload  # noqa: E402
 
 SIZES = (10, 30, 1_000, 100_000)
 BUDGET_SHARE = 0.30

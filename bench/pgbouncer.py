@@ -50,11 +50,11 @@ from sqlalchemy import create_engine, text  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 from sqlalchemy.pool import NullPool  # noqa: E402
 
-from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall  # noqa: E402
-from engine.service import LearningService  # noqa: E402
-from storage import SqlStore  # noqa: E402
-from storage.pooling import PoolSettings  # noqa: E402
-from storage.spool import Spool, SpoolingStore  # noqa: E402
+from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall  # noqa: E402
+from learning_bot.engine.service import LearningService  # noqa: E402
+from learning_bot.storage import SqlStore  # noqa: E402
+from learning_bot.storage.pooling import PoolSettings  # noqa: E402
+from learning_bot.storage.spool import Spool, SpoolingStore  # noqa: E402
 from tests.storage.test_pgbouncer import own_database, running_pgbouncer  # noqa: E402
 
 BASE = os.environ.get(
@@ -181,8 +181,8 @@ def adoption_delay(interval: float, runs: int = 200) -> float:
         svc = LearningService(store, CONFIG, cache_ttl=0)
         learner = svc.learner_id
         live = SpoolingStore(store, Spool(root), adopt_seconds=interval)
-        from engine.observation import observation_guard, rewards_for_run
-        from engine.records import record_from_report
+        from learning_bot.engine.observation import observation_guard, rewards_for_run
+        from learning_bot.engine.records import record_from_report
 
         dead = Spool(root)
         for i in range(runs):

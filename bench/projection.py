@@ -37,13 +37,13 @@ import time  # noqa: E402
 import tracemalloc  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 
-from engine import LearningConfig, Phase  # noqa: E402
-from engine.phase_projection import learner_projection  # noqa: E402
-from engine.projection import project  # noqa: E402
-from engine.service import LearningService  # noqa: E402
-from engine.session_simulation import SimulatedClock  # noqa: E402
+from learning_bot.engine import LearningConfig, Phase  # noqa: E402
+from learning_bot.engine.phase_projection import learner_projection  # noqa: E402
+from learning_bot.engine.projection import project  # noqa: E402
+from learning_bot.engine.service import LearningService  # noqa: E402
+from learning_bot.engine.session_simulation import SimulatedClock  # noqa: E402
 from learning_bot.simulate import simulate  # noqa: E402
-from storage import SqlStore  # noqa: E402
+from learning_bot.storage import SqlStore  # noqa: E402
 
 WORKLOADS = ((40, 1_000, 0), (100, 2_000, 1), (20, 800, 2))
 """(arms, runs, seed) of the accuracy workloads."""

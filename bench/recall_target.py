@@ -34,8 +34,8 @@ from dataclasses import dataclass, replace  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bench.bfcl_context import bfcl_study_inputs, product_config  # noqa: E402
-from engine import Arm  # noqa: E402
-from engine.context_simulation import (  # noqa: E402
+from learning_bot.engine import Arm  # noqa: E402
+from learning_bot.engine.context_simulation import (  # noqa: E402
     ContextSession,
     StudyRun,
     run_study,

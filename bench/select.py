@@ -63,7 +63,7 @@ from dataclasses import dataclass, replace  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from engine import (  # noqa: E402
+from learning_bot.engine import (  # noqa: E402
     Arm,
     ArmSet,
     LearningConfig,
@@ -73,11 +73,11 @@ from engine import (  # noqa: E402
     initial_prior,
     select_arms,
 )
-from engine import draws as draws_module  # noqa: E402
-from engine import selection as selection_module  # noqa: E402
-from engine.inventory import align_posteriors  # noqa: E402
-from engine.records import MAX_ARMS_PER_RUN  # noqa: E402
-from engine.simulation import make_workload  # noqa: E402
+from learning_bot.engine import draws as draws_module  # noqa: E402
+from learning_bot.engine import selection as selection_module  # noqa: E402
+from learning_bot.engine.inventory import align_posteriors  # noqa: E402
+from learning_bot.engine.records import MAX_ARMS_PER_RUN  # noqa: E402
+from learning_bot.engine.simulation import make_workload  # noqa: E402
 
 SIZES = (10, 30, 1_000, 100_000)
 BUDGET_SHARE = 0.30

@@ -56,9 +56,9 @@ from dataclasses import dataclass, replace  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from engine import LearningConfig, Phase  # noqa: E402
-from engine.service import LearningService  # noqa: E402
-from engine.session_simulation import (  # noqa: E402
+from learning_bot.engine import LearningConfig, Phase  # noqa: E402
+from learning_bot.engine.service import LearningService  # noqa: E402
+from learning_bot.engine.session_simulation import (  # noqa: E402
     EveryArm,
     OracleArms,
     ServiceTurns,
@@ -69,8 +69,8 @@ from engine.session_simulation import (  # noqa: E402
     draw_sessions,
     run_sessions,
 )
-from engine.simulation import Workload, make_tool_workload  # noqa: E402
-from storage import SqlStore  # noqa: E402
+from learning_bot.engine.simulation import Workload, make_tool_workload  # noqa: E402
+from learning_bot.storage import SqlStore  # noqa: E402
 
 TOOLS = 40
 TOOL_TOKENS = 16_000

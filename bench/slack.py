@@ -53,9 +53,9 @@ import numpy as np  # noqa: E402
 from aiohttp import web  # noqa: E402
 from slack_sdk.signature import SignatureVerifier  # noqa: E402
 
-from bot.bus import Actor, Invocation  # noqa: E402
-from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall  # noqa: E402
-from storage.database import HEAD_REVISION, SchemaError  # noqa: E402
+from learning_bot.bot.bus import Actor, Invocation  # noqa: E402
+from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall  # noqa: E402
+from learning_bot.storage.database import HEAD_REVISION, SchemaError  # noqa: E402
 
 SECRET = "bench-signing-secret-0123456789"
 ARMS = 1_000
@@ -102,8 +102,8 @@ def reports(arms: list[Arm], first: int, last: int, rng: np.random.Generator) ->
 
 
 def stored_traces(url: str) -> int | None:
-    from engine.service import LearningService
-    from storage import SqlStore
+    from learning_bot.engine.service import LearningService
+    from learning_bot.storage import SqlStore
 
     try:
         store = SqlStore(url, auto_create=False)
@@ -117,8 +117,8 @@ def stored_traces(url: str) -> int | None:
 
 def database(traces: int, rebuild: bool) -> tuple[str, str]:
     """A kept SQLite file with `traces` traces over ARMS arms; (url, how it was obtained)."""
-    from engine.service import LearningService
-    from storage import SqlStore
+    from learning_bot.engine.service import LearningService
+    from learning_bot.storage import SqlStore
 
     CACHE.mkdir(parents=True, exist_ok=True)
     path = CACHE / f"slack-r{HEAD_REVISION}-{ARMS}arms-{traces}.sqlite"
@@ -153,7 +153,7 @@ def serve(url: str, port: int, api_url: str) -> None:
     import uvicorn
     from starlette.applications import Starlette
 
-    from adapters.slack import SlackSettings, create_app, slack_routes
+    from learning_bot.adapters.slack import SlackSettings, create_app, slack_routes
     from learning_bot.app import build_app
     from learning_bot.settings import Settings
 

@@ -76,7 +76,7 @@ from sqlalchemy import String, event  # noqa: E402
 from sqlalchemy.exc import DBAPIError  # noqa: E402
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column  # noqa: E402
 
-from engine import (  # noqa: E402
+from learning_bot.engine import (  # noqa: E402
     ArmSet,
     LearningConfig,
     Phase,
@@ -85,13 +85,13 @@ from engine import (  # noqa: E402
     observation_guard,
     rewards_for_run,
 )
-from engine.ports import RewardChange  # noqa: E402
-from engine.records import record_from_report  # noqa: E402
-from engine.selection import select_arms  # noqa: E402
-from engine.service import LearningService  # noqa: E402
-from engine.simulation import Workload, make_workload  # noqa: E402
-from storage import SqlStore  # noqa: E402
-from storage.database import HEAD_REVISION, SchemaError, is_retryable  # noqa: E402
+from learning_bot.engine.ports import RewardChange  # noqa: E402
+from learning_bot.engine.records import record_from_report  # noqa: E402
+from learning_bot.engine.selection import select_arms  # noqa: E402
+from learning_bot.engine.service import LearningService  # noqa: E402
+from learning_bot.engine.simulation import Workload, make_workload  # noqa: E402
+from learning_bot.storage import SqlStore  # noqa: E402
+from learning_bot.storage.database import HEAD_REVISION, SchemaError, is_retryable  # noqa: E402
 
 PG_ENV = "LEARNING_BOT_TEST_DATABASE_URL"
 PG_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -303,7 +303,7 @@ RETRIES: Counter[str] = Counter()
 
 def _count_retries() -> None:
     """Count every transaction attempt the store reruns, by cause, in RETRIES."""
-    import storage.runs as store_module
+    import learning_bot.storage.runs as store_module
 
     original = store_module.with_retries
     if getattr(original, "counting", False):

@@ -19,7 +19,7 @@ import json  # noqa: E402
 import statistics  # noqa: E402
 import timeit  # noqa: E402
 
-from adapters.http.body import decode_body  # noqa: E402
+from learning_bot.adapters.http.body import decode_body  # noqa: E402
 
 
 def observe_body(arms: int) -> bytes:

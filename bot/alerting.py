@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from bot.digest import (
+from learning_bot.bot.digest import (
     DigestFacts,
     Period,
     digest_card,
@@ -31,10 +31,10 @@ from bot.digest import (
     period_runs,
     trend,
 )
-from bot.ports import SubscriptionStore
-from bot.replies import Fields, Heading, Reply, ReplyKind, Text, Visibility
-from engine.alert_records import AlertState, Subscription
-from engine.alerts import (
+from learning_bot.bot.ports import SubscriptionStore
+from learning_bot.bot.replies import Fields, Heading, Reply, ReplyKind, Text, Visibility
+from learning_bot.engine.alert_records import AlertState, Subscription
+from learning_bot.engine.alerts import (
     FIRING,
     RECENT_RUNS,
     REFERENCE_RUNS,
@@ -47,9 +47,9 @@ from engine.alerts import (
     reward_levels,
     stored_finding,
 )
-from engine.bounds import MAX_PAGE
-from engine.errors import Unavailable
-from engine.posterior import WallClock, now_ms
+from learning_bot.engine.bounds import MAX_PAGE
+from learning_bot.engine.errors import Unavailable
+from learning_bot.engine.posterior import WallClock, now_ms
 
 log = logging.getLogger("learning_bot.alerts")
 

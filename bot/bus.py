@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from bot.commands import (
+from learning_bot.bot.commands import (
     CancelCommand,
     Command,
     ConfigCommand,
@@ -28,23 +28,28 @@ from bot.commands import (
     is_mutating,
     parse_command,
 )
-from bot.errors import FORBIDDEN, NOT_FOUND, UNAVAILABLE, error_kind, user_message
-from bot.handlers import Handlers, usage_reply
-from bot.invocation import Actor, Invocation, check_invocation
-from bot.middleware import Call, Middleware
-from bot.middleware.audit import Audit
-from bot.middleware.authorise import Authorise
-from bot.middleware.idempotency import IN_FLIGHT, Idempotency
-from bot.middleware.rate_limit import RateLimit
-from bot.ports import CommandBatch, CommandStore, PendingConfirmation, SubscriptionStore
-from bot.replies import Reply, error_reply
-from bot.shapes import reply_from_json, reply_json
-from bot.subscriptions import SubscriptionHandlers
-from engine.bounds import check_learner_name, unknown_learner_message
-from engine.config import LearningConfig
-from engine.errors import InvalidInput, NotFound, Unavailable
-from engine.posterior import WallClock, now_ms
-from engine.service import LearningService
+from learning_bot.bot.errors import FORBIDDEN, NOT_FOUND, UNAVAILABLE, error_kind, user_message
+from learning_bot.bot.handlers import Handlers, usage_reply
+from learning_bot.bot.invocation import Actor, Invocation, check_invocation
+from learning_bot.bot.middleware import Call, Middleware
+from learning_bot.bot.middleware.audit import Audit
+from learning_bot.bot.middleware.authorise import Authorise
+from learning_bot.bot.middleware.idempotency import IN_FLIGHT, Idempotency
+from learning_bot.bot.middleware.rate_limit import RateLimit
+from learning_bot.bot.ports import (
+    CommandBatch,
+    CommandStore,
+    PendingConfirmation,
+    SubscriptionStore,
+)
+from learning_bot.bot.replies import Reply, error_reply
+from learning_bot.bot.shapes import reply_from_json, reply_json
+from learning_bot.bot.subscriptions import SubscriptionHandlers
+from learning_bot.engine.bounds import check_learner_name, unknown_learner_message
+from learning_bot.engine.config import LearningConfig
+from learning_bot.engine.errors import InvalidInput, NotFound, Unavailable
+from learning_bot.engine.posterior import WallClock, now_ms
+from learning_bot.engine.service import LearningService
 
 log = logging.getLogger("learning_bot.bus")
 

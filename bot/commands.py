@@ -20,10 +20,10 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from engine.bounds import MAX_CHAT_RESET_ARMS, check_learner_name
-from engine.config import Phase
-from engine.errors import InvalidInput
-from engine.text import strip_controls
+from learning_bot.engine.bounds import MAX_CHAT_RESET_ARMS, check_learner_name
+from learning_bot.engine.config import Phase
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.text import strip_controls
 
 MAX_INPUT_CHARS = 1000
 MAX_TOP = 25

@@ -15,10 +15,19 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from bot.replies import Column, Fields, Heading, Reply, ReplyKind, Table, Text, Visibility
-from engine.alert_records import AlertState, Subscription
-from engine.alerts import FIRING, stored_finding
-from engine.records import RunRecord
+from learning_bot.bot.replies import (
+    Column,
+    Fields,
+    Heading,
+    Reply,
+    ReplyKind,
+    Table,
+    Text,
+    Visibility,
+)
+from learning_bot.engine.alert_records import AlertState, Subscription
+from learning_bot.engine.alerts import FIRING, stored_finding
+from learning_bot.engine.records import RunRecord
 
 MOVED_ARMS = 5
 """Arms listed (and charted) as the ones that moved most."""

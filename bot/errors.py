@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.errors import (
+from learning_bot.engine.errors import (
     Ambiguous,
     Conflict,
     Forbidden,

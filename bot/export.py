@@ -9,9 +9,9 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from bot.shapes import trace_json
-from engine.errors import InvalidInput
-from engine.service import LearningService
+from learning_bot.bot.shapes import trace_json
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.service import LearningService
 
 FORMATS = ("json", "jsonl", "csv")
 TRACE_CSV_HEADER = (

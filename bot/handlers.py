@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.commands import (
+from learning_bot.bot.commands import (
     COMMAND_NAMES,
     GRAMMAR,
     ArmNamesQuery,
@@ -23,15 +23,15 @@ from bot.commands import (
     StatusCommand,
     UsageError,
 )
-from bot.phase_view import (
+from learning_bot.bot.phase_view import (
     achieved_data,
     achieved_line,
     projection_data,
     projection_lines,
     read_projection,
 )
-from bot.ports import PendingConfirmation
-from bot.replies import (
+from learning_bot.bot.ports import PendingConfirmation
+from learning_bot.bot.replies import (
     Action,
     Actions,
     Column,
@@ -46,14 +46,14 @@ from bot.replies import (
     Visibility,
     explanation_fields,
 )
-from bot.shapes import arm_json, explanation_json, reply_from_json, summary_json
-from engine.config import LearningConfig, Phase
-from engine.errors import InvalidConfig, InvalidInput
-from engine.phase_projection import keep_projection
-from engine.service import MIN_TRACES_FOR_ACTIVE, LearningService
-from engine.session_sets import SessionDecisions
-from engine.starvation import StarvedArm
-from engine.views import ArmView, Status, Summary
+from learning_bot.bot.shapes import arm_json, explanation_json, reply_from_json, summary_json
+from learning_bot.engine.config import LearningConfig, Phase
+from learning_bot.engine.errors import InvalidConfig, InvalidInput
+from learning_bot.engine.phase_projection import keep_projection
+from learning_bot.engine.service import MIN_TRACES_FOR_ACTIVE, LearningService
+from learning_bot.engine.session_sets import SessionDecisions
+from learning_bot.engine.starvation import StarvedArm
+from learning_bot.engine.views import ArmView, Status, Summary
 
 TERMINAL_SURFACES = frozenset({"terminal", "console"})
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.commands import Command
-from engine.bounds import check_text
+from learning_bot.bot.commands import Command
+from learning_bot.engine.bounds import check_text
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from engine.errors import Unavailable
-from engine.phase_projection import kept_projection, learner_projection
-from engine.projection import Projection, SettingProjection
-from engine.service import LearningService
-from engine.views import Summary
+from learning_bot.engine.errors import Unavailable
+from learning_bot.engine.phase_projection import kept_projection, learner_projection
+from learning_bot.engine.projection import Projection, SettingProjection
+from learning_bot.engine.service import LearningService
+from learning_bot.engine.views import Summary
 
 
 def _cut(setting: SettingProjection) -> str:

@@ -8,8 +8,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from engine.alert_records import AlertState, SentMessage, Subscription
-from engine.ports import AuditEntry
+from learning_bot.engine.alert_records import AlertState, SentMessage, Subscription
+from learning_bot.engine.ports import AuditEntry
 
 T = TypeVar("T")
 

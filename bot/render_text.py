@@ -5,8 +5,8 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 
-from bot.replies import Actions, Fields, Heading, Reply, Table, Text
-from engine.text import strip_controls
+from learning_bot.bot.replies import Actions, Fields, Heading, Reply, Table, Text
+from learning_bot.engine.text import strip_controls
 
 
 def plain(text: str) -> str:

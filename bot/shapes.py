@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from bot.replies import (
+from learning_bot.bot.replies import (
     Action,
     Actions,
     Block,
@@ -25,16 +25,16 @@ from bot.replies import (
     deferred_text,
     depends_on_text,
 )
-from engine.config import LearningConfig
-from engine.ports import TimeBucket
-from engine.posterior import Confidence
-from engine.records import RunRecord, record_to_json
-from engine.savings import CostSavings
-from engine.session_sets import SessionDecisions
-from engine.views import ArmView, ObserveResult, Summary
+from learning_bot.engine.config import LearningConfig
+from learning_bot.engine.ports import TimeBucket
+from learning_bot.engine.posterior import Confidence
+from learning_bot.engine.records import RunRecord, record_to_json
+from learning_bot.engine.savings import CostSavings
+from learning_bot.engine.session_sets import SessionDecisions
+from learning_bot.engine.views import ArmView, ObserveResult, Summary
 
 if TYPE_CHECKING:
-    from engine.selection import Selection
+    from learning_bot.engine.selection import Selection
 
 _ORIGINAL_CONFIDENCE = {
     Confidence.NONE: "low",

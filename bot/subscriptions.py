@@ -7,14 +7,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Protocol
 
-from bot.commands import SubscribeCommand, SubscriptionsCommand, UnsubscribeCommand
-from bot.handlers import fmt_time
-from bot.invocation import Invocation
-from bot.ports import SubscriptionStore
-from bot.replies import Column, Reply, ReplyKind, Table, Text
-from engine.alert_records import SUBSCRIPTION_KINDS, Subscription
-from engine.errors import InvalidInput, Unavailable
-from engine.posterior import WallClock, now_ms
+from learning_bot.bot.commands import SubscribeCommand, SubscriptionsCommand, UnsubscribeCommand
+from learning_bot.bot.handlers import fmt_time
+from learning_bot.bot.invocation import Invocation
+from learning_bot.bot.ports import SubscriptionStore
+from learning_bot.bot.replies import Column, Reply, ReplyKind, Table, Text
+from learning_bot.engine.alert_records import SUBSCRIPTION_KINDS, Subscription
+from learning_bot.engine.errors import InvalidInput, Unavailable
+from learning_bot.engine.posterior import WallClock, now_ms
 
 
 class Learners(Protocol):

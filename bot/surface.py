@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import argparse
 
-    from bot.bus import CommandBus
+    from learning_bot.bot.bus import CommandBus
 
 
 @runtime_checkable

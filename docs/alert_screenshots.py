@@ -27,13 +27,13 @@ sys.path.insert(0, str(HERE.parent))
 
 from screenshots import CHROMIUM_ARGS, OUT, shrink  # noqa: E402
 
-from adapters.discord.alerts import message_payload  # noqa: E402
-from adapters.slack.blocks import render_reply as slack_render  # noqa: E402
-from bot.alerting import alert_card  # noqa: E402
-from bot.digest import DigestFacts, Period, TrendPoint, digest_card, digest_chart  # noqa: E402
-from bot.replies import Reply  # noqa: E402
-from engine.alerts import FIRING, RewardLevels, Signals, findings  # noqa: E402
-from engine.starvation import StarvedArm  # noqa: E402
+from learning_bot.adapters.discord.alerts import message_payload  # noqa: E402
+from learning_bot.adapters.slack.blocks import render_reply as slack_render  # noqa: E402
+from learning_bot.bot.alerting import alert_card  # noqa: E402
+from learning_bot.bot.digest import DigestFacts, Period, TrendPoint, digest_card, digest_chart  # noqa: E402
+from learning_bot.bot.replies import Reply  # noqa: E402
+from learning_bot.engine.alerts import FIRING, RewardLevels, Signals, findings  # noqa: E402
+from learning_bot.engine.starvation import StarvedArm  # noqa: E402
 
 DASHBOARD = "https://learning.example.com/__openclaw__/api/learning/dashboard"
 

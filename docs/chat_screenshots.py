@@ -32,13 +32,13 @@ from alert_screenshots import (  # noqa: E402
 )
 from screenshots import OUT, isolated_env, learning_bot  # noqa: E402
 
-from adapters.discord.render import render_reply as discord_render  # noqa: E402
-from adapters.discord.views import ActionButton  # noqa: E402
-from adapters.slack.blocks import render_reply as slack_render  # noqa: E402
-from adapters.slack.settings import SlackSettings  # noqa: E402
-from bot.invocation import Actor, Invocation  # noqa: E402
-from bot.replies import Reply, ReplyKind  # noqa: E402
+from learning_bot.adapters.discord.render import render_reply as discord_render  # noqa: E402
+from learning_bot.adapters.discord.views import ActionButton  # noqa: E402
+from learning_bot.adapters.slack.blocks import render_reply as slack_render  # noqa: E402
+from learning_bot.adapters.slack.settings import SlackSettings  # noqa: E402
 from learning_bot.app import App, build_app  # noqa: E402
+from learning_bot.bot.invocation import Actor, Invocation  # noqa: E402
+from learning_bot.bot.replies import Reply, ReplyKind  # noqa: E402
 from learning_bot.settings import load_settings  # noqa: E402
 
 COMMANDS = {"status": ("active", "status"), "phase": ("passive", "phase active")}

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 # command line's settings need engine.config) does not pay for the others, and numpy waits for
 # selection.
 _EXPORTS = {
-    "engine.arms": (
+    "learning_bot.engine.arms": (
         "MAX_ARM_ID_LENGTH",
         "Arm",
         "ArmId",
@@ -18,8 +18,8 @@ _EXPORTS = {
         "estimate_tokens",
         "parse_arm_id",
     ),
-    "engine.config": ("DEFAULT_SEED_ARM_IDS", "LearningConfig", "Phase"),
-    "engine.errors": (
+    "learning_bot.engine.config": ("DEFAULT_SEED_ARM_IDS", "LearningConfig", "Phase"),
+    "learning_bot.engine.errors": (
         "Ambiguous",
         "Conflict",
         "Forbidden",
@@ -30,8 +30,8 @@ _EXPORTS = {
         "NotFound",
         "Unavailable",
     ),
-    "engine.metrics": ("recommended_baseline_rate", "token_savings_percent"),
-    "engine.observation": (
+    "learning_bot.engine.metrics": ("recommended_baseline_rate", "token_savings_percent"),
+    "learning_bot.engine.observation": (
         "MAX_ARMS_PER_RUN",
         "MAX_TEXT_CHARS",
         "ReportedArm",
@@ -46,7 +46,7 @@ _EXPORTS = {
         "referenced_arms",
         "rewards_for_run",
     ),
-    "engine.posterior": (
+    "learning_bot.engine.posterior": (
         "Confidence",
         "Posterior",
         "check_reward",
@@ -54,14 +54,14 @@ _EXPORTS = {
         "initial_prior",
         "now_ms",
     ),
-    "engine.guidance": ("excluded_tools_guidance",),
-    "engine.inventory": ("ArmSet", "align_posteriors", "PosteriorArrays"),
-    "engine.selection": ("Selection", "include_everything", "select_arms"),
+    "learning_bot.engine.guidance": ("excluded_tools_guidance",),
+    "learning_bot.engine.inventory": ("ArmSet", "align_posteriors", "PosteriorArrays"),
+    "learning_bot.engine.selection": ("Selection", "include_everything", "select_arms"),
 }
 _LAZY = {name: module for module, names in _EXPORTS.items() for name in names}
 
 if TYPE_CHECKING:
-    from engine.arms import (
+    from learning_bot.engine.arms import (
         MAX_ARM_ID_LENGTH,
         Arm,
         ArmId,
@@ -70,8 +70,8 @@ if TYPE_CHECKING:
         estimate_tokens,
         parse_arm_id,
     )
-    from engine.config import DEFAULT_SEED_ARM_IDS, LearningConfig, Phase
-    from engine.errors import (
+    from learning_bot.engine.config import DEFAULT_SEED_ARM_IDS, LearningConfig, Phase
+    from learning_bot.engine.errors import (
         Ambiguous,
         Conflict,
         Forbidden,
@@ -82,10 +82,10 @@ if TYPE_CHECKING:
         NotFound,
         Unavailable,
     )
-    from engine.guidance import excluded_tools_guidance
-    from engine.inventory import ArmSet, PosteriorArrays, align_posteriors
-    from engine.metrics import recommended_baseline_rate, token_savings_percent
-    from engine.observation import (
+    from learning_bot.engine.guidance import excluded_tools_guidance
+    from learning_bot.engine.inventory import ArmSet, PosteriorArrays, align_posteriors
+    from learning_bot.engine.metrics import recommended_baseline_rate, token_savings_percent
+    from learning_bot.engine.observation import (
         MAX_ARMS_PER_RUN,
         MAX_TEXT_CHARS,
         ReportedArm,
@@ -100,7 +100,7 @@ if TYPE_CHECKING:
         referenced_arms,
         rewards_for_run,
     )
-    from engine.posterior import (
+    from learning_bot.engine.posterior import (
         Confidence,
         Posterior,
         check_reward,
@@ -108,7 +108,7 @@ if TYPE_CHECKING:
         initial_prior,
         now_ms,
     )
-    from engine.selection import Selection, include_everything, select_arms
+    from learning_bot.engine.selection import Selection, include_everything, select_arms
 
 
 def __getattr__(name: str) -> Any:

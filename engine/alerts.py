@@ -25,10 +25,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.alert_records import AlertState
-from engine.records import RunRecord
-from engine.savings import CostSavings
-from engine.starvation import StarvedArm
+from learning_bot.engine.alert_records import AlertState
+from learning_bot.engine.records import RunRecord
+from learning_bot.engine.savings import CostSavings
+from learning_bot.engine.starvation import StarvedArm
 
 RECENT_RUNS = 50
 REFERENCE_RUNS = 200

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from engine.bounds import MAX_TOKEN_COST, check_count, check_text
-from engine.errors import InvalidArmId, InvalidInput
-from engine.text import has_controls
+from learning_bot.engine.bounds import MAX_TOKEN_COST, check_count, check_text
+from learning_bot.engine.errors import InvalidArmId, InvalidInput
+from learning_bot.engine.text import has_controls
 
 MAX_ARM_ID_LENGTH = 512
 """Longest accepted arm id, in characters."""
@@ -142,7 +142,7 @@ class Arm:
         if self.content is not None:
             check_text(f"content of {_shorten(self.id)!r}", self.content)
         if self.description is not None:
-            from engine.context import MAX_DESCRIPTION_CHARS
+            from learning_bot.engine.context import MAX_DESCRIPTION_CHARS
 
             where = f"description of {_shorten(self.id)!r}"
             check_text(where, self.description, MAX_DESCRIPTION_CHARS)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from engine.context import words
+from learning_bot.engine.context import words
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from engine.errors import InvalidInput
+from learning_bot.engine.errors import InvalidInput
 
 MAX_COUNT = 10**12
 MAX_TOKEN_COST = 2**31 - 1

@@ -19,14 +19,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from engine.arms import parse_arm_id
-from engine.config import Phase
-from engine.forgetting import forget
-from engine.ports import ArmRecord
-from engine.posterior import Posterior, prior_parameters
+from learning_bot.engine.arms import parse_arm_id
+from learning_bot.engine.config import Phase
+from learning_bot.engine.forgetting import forget
+from learning_bot.engine.ports import ArmRecord
+from learning_bot.engine.posterior import Posterior, prior_parameters
 
 if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
-    from engine.inventory import ArmSet, PosteriorArrays
+    from learning_bot.engine.inventory import ArmSet, PosteriorArrays
 
 
 class CachedArm:
@@ -207,7 +207,7 @@ class PosteriorCache:
         """The cached posteriors aligned to `arm_set` (call with the lock held)."""
         aligned = self._aligned.get(arm_set)
         if aligned is None or aligned.version != self.version:
-            from engine.inventory import align_posteriors
+            from learning_bot.engine.inventory import align_posteriors
 
             aligned = _Aligned(self.version, align_posteriors(arm_set, self.arms))
             self._aligned[arm_set] = aligned

@@ -8,9 +8,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from engine.arms import parse_arm_id
-from engine.bounds import MAX_COUNT
-from engine.errors import InvalidArmId, InvalidConfig
+from learning_bot.engine.arms import parse_arm_id
+from learning_bot.engine.bounds import MAX_COUNT
+from learning_bot.engine.errors import InvalidArmId, InvalidConfig
 
 
 class Phase(enum.StrEnum):

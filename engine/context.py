@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engine.bounds import check_text
-from engine.errors import InvalidInput
+from learning_bot.engine.bounds import check_text
+from learning_bot.engine.errors import InvalidInput
 
 MAX_MESSAGE_CHARS = 16_000
 """A request's message (`context.message`) at most: longer ones are refused, not cut."""

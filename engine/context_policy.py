@@ -36,12 +36,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from engine.bm25 import BM25Index, IndexCache
-from engine.config import LearningConfig
-from engine.context import RequestContext, feature_hash, message_words, terms
-from engine.draws import draw_scores
-from engine.errors import InvalidInput
-from engine.inventory import ArmSet, FloatArray, PosteriorArrays
+from learning_bot.engine.bm25 import BM25Index, IndexCache
+from learning_bot.engine.config import LearningConfig
+from learning_bot.engine.context import RequestContext, feature_hash, message_words, terms
+from learning_bot.engine.draws import draw_scores
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.inventory import ArmSet, FloatArray, PosteriorArrays
 
 IntArray = npt.NDArray[np.int64]
 

@@ -48,24 +48,30 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.arms import Arm
-from engine.bm25 import BM25Index
-from engine.config import LearningConfig
-from engine.context import RequestContext, opening_features, words
-from engine.context_policy import ContextEvidence, ContextSettings, context_scores
-from engine.cost import ANTHROPIC, TokenPrices, prompt_cost
-from engine.draws import draw_scores
-from engine.exploration import ExplorationBound, OwedTries
-from engine.forgetting import forget, keep_factor
-from engine.inventory import ArmSet, BoolArray, FloatArray, PosteriorArrays, align_posteriors
-from engine.observation import ReportedArm, RunReport, ToolCall
-from engine.prompt_cache import Block, PromptCache
-from engine.recall_target import RecallCalibration, inclusion_levels, ranked
-from engine.selection import Draw, forced_arms, select_arms, target_means
-from engine.session_simulation import SessionShape
+from learning_bot.engine.arms import Arm
+from learning_bot.engine.bm25 import BM25Index
+from learning_bot.engine.config import LearningConfig
+from learning_bot.engine.context import RequestContext, opening_features, words
+from learning_bot.engine.context_policy import ContextEvidence, ContextSettings, context_scores
+from learning_bot.engine.cost import ANTHROPIC, TokenPrices, prompt_cost
+from learning_bot.engine.draws import draw_scores
+from learning_bot.engine.exploration import ExplorationBound, OwedTries
+from learning_bot.engine.forgetting import forget, keep_factor
+from learning_bot.engine.inventory import (
+    ArmSet,
+    BoolArray,
+    FloatArray,
+    PosteriorArrays,
+    align_posteriors,
+)
+from learning_bot.engine.observation import ReportedArm, RunReport, ToolCall
+from learning_bot.engine.prompt_cache import Block, PromptCache
+from learning_bot.engine.recall_target import RecallCalibration, inclusion_levels, ranked
+from learning_bot.engine.selection import Draw, forced_arms, select_arms, target_means
+from learning_bot.engine.session_simulation import SessionShape
 
 if TYPE_CHECKING:
-    from engine.service import LearningService
+    from learning_bot.engine.service import LearningService
 
 SEARCH_TOP = 5
 """Tools one tool search loads (the providers' documented default)."""

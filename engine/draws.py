@@ -8,9 +8,9 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from engine.config import LearningConfig
-from engine.errors import InvalidInput
-from engine.inventory import FloatArray, IntArray, PosteriorArrays
+from learning_bot.engine.config import LearningConfig
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.inventory import FloatArray, IntArray, PosteriorArrays
 
 
 def as_generator(rng: np.random.Generator | int | None) -> np.random.Generator:

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from engine.errors import InvalidInput
-from engine.inventory import ArmSet, BoolArray
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.inventory import ArmSet, BoolArray
 
 DEFAULT_AFTER_SELECTIONS = 500
 SYNC_SECONDS = 10.0

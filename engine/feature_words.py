@@ -108,8 +108,8 @@ def most_common(counts: Mapping[str, float]) -> str:
 def share(written: DisplayWords, store: object, learner_id: int, every: int = SHARE_EVERY) -> None:
     """Add this process's counts not yet shared to the stored ones, once every `every` notes,
     when the store keeps them (the ContextWords port); storage unavailable: the next time."""
-    from engine.errors import Unavailable
-    from engine.ports import ContextWords
+    from learning_bot.engine.errors import Unavailable
+    from learning_bot.engine.ports import ContextWords
 
     if not isinstance(store, ContextWords):
         return
@@ -129,8 +129,8 @@ def namer(
     replica's counts, this process's added first) where the store keeps them, else this
     process's; a feature without a stored form, or storage unavailable, falls back to this
     process's."""
-    from engine.errors import Unavailable
-    from engine.ports import ContextWords
+    from learning_bot.engine.errors import Unavailable
+    from learning_bot.engine.ports import ContextWords
 
     def forms(features: Sequence[int]) -> Mapping[int, str]:
         local = written.forms(features)

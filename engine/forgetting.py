@@ -19,7 +19,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from engine.errors import InvalidInput
+from learning_bot.engine.errors import InvalidInput
 
 
 def forgetting_prior(

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import lru_cache
 
-from engine.arms import ArmType, parse_arm_id
-from engine.errors import InvalidArmId
-from engine.text import strip_controls
+from learning_bot.engine.arms import ArmType, parse_arm_id
+from learning_bot.engine.errors import InvalidArmId
+from learning_bot.engine.text import strip_controls
 
 MAX_GUIDANCE_NAME = 64
 

@@ -17,10 +17,10 @@ from typing import Any, Protocol, cast
 import numpy as np
 import numpy.typing as npt
 
-from engine.arms import Arm, ArmType
-from engine.errors import InvalidInput
-from engine.guidance import clean_name, guidance_sentence
-from engine.posterior import Posterior, prior_parameters
+from learning_bot.engine.arms import Arm, ArmType
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.guidance import clean_name, guidance_sentence
+from learning_bot.engine.posterior import Posterior, prior_parameters
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -327,7 +327,7 @@ class ArmSetCache:
                         self._touch(k)
                         return k.arm_set
                     break
-        from engine.records import arms_from_json
+        from learning_bot.engine.records import arms_from_json
 
         arms = arms_from_json(data, name)
         arm_set = self.for_arms(arms)

@@ -7,9 +7,9 @@ import contextlib
 import threading
 from collections.abc import Callable
 
-from engine.cache import PosteriorCache
-from engine.errors import Unavailable
-from engine.ports import SessionUsages, Store
+from learning_bot.engine.cache import PosteriorCache
+from learning_bot.engine.errors import Unavailable
+from learning_bot.engine.ports import SessionUsages, Store
 
 SESSION_TURNS_SECONDS = 60.0
 """How long the learner's mean session length is trusted before it is read again."""

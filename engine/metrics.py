@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from functools import lru_cache
 
-from engine.errors import InvalidInput
+from learning_bot.engine.errors import InvalidInput
 
 
 def recommended_baseline_rate(arm_count: int) -> float:

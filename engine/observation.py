@@ -11,12 +11,18 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
 
-from engine.arms import Arm, ArmType, parse_arm_id
-from engine.bounds import MAX_COUNT, check_count, check_json, check_text, check_timestamp
-from engine.config import LearningConfig
-from engine.errors import InvalidInput
-from engine.posterior import now_ms, to_ms
-from engine.text import has_controls
+from learning_bot.engine.arms import Arm, ArmType, parse_arm_id
+from learning_bot.engine.bounds import (
+    MAX_COUNT,
+    check_count,
+    check_json,
+    check_text,
+    check_timestamp,
+)
+from learning_bot.engine.config import LearningConfig
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.posterior import now_ms, to_ms
+from learning_bot.engine.text import has_controls
 
 MAX_ARMS_PER_RUN = 10_000
 """Most arms one run report may carry."""

@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from engine.bounds import MAX_TOKEN_COST
-from engine.inventory import BoolArray, FloatArray, IntArray
+from learning_bot.engine.bounds import MAX_TOKEN_COST
+from learning_bot.engine.inventory import BoolArray, FloatArray, IntArray
 
 Taken = list[IntArray | list[int]]
 """Index arrays (or lists) of the arms a packing pass took."""

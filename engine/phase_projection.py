@@ -16,14 +16,14 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import Unavailable
-from engine.ports import ProjectionStore
-from engine.posterior import now_ms
-from engine.projection import DEFAULT_RUNS, Projection, SettingProjection, project
+from learning_bot.engine.errors import Unavailable
+from learning_bot.engine.ports import ProjectionStore
+from learning_bot.engine.posterior import now_ms
+from learning_bot.engine.projection import DEFAULT_RUNS, Projection, SettingProjection, project
 
 if TYPE_CHECKING:
-    from engine.records import RunRecord
-    from engine.service import LearningService
+    from learning_bot.engine.records import RunRecord
+    from learning_bot.engine.service import LearningService
 
 PROJECTION_SECONDS = 120.0
 """How long a projection may take before it gives up (a reason instead of figures): about 5 s
@@ -36,7 +36,7 @@ _memo_lock = threading.Lock()
 
 
 def _latest_runs(service: LearningService, limit: int) -> list[RunRecord]:
-    from engine.bounds import MAX_PAGE
+    from learning_bot.engine.bounds import MAX_PAGE
 
     runs: list[RunRecord] = []
     while len(runs) < limit:

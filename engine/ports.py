@@ -9,12 +9,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from engine.config import Phase
-from engine.errors import Conflict
-from engine.posterior import Posterior
-from engine.records import RunRecord
-from engine.savings import SessionUsage
-from engine.session_sets import SessionDecisions, SessionSet
+from learning_bot.engine.config import Phase
+from learning_bot.engine.errors import Conflict
+from learning_bot.engine.posterior import Posterior
+from learning_bot.engine.records import RunRecord
+from learning_bot.engine.savings import SessionUsage
+from learning_bot.engine.session_sets import SessionDecisions, SessionSet
 
 
 class LearnerChanged(Conflict):
@@ -32,7 +32,7 @@ class LearnerChanged(Conflict):
 
 
 if TYPE_CHECKING:
-    from engine.context_policy import EvidenceCell
+    from learning_bot.engine.context_policy import EvidenceCell
 
 
 @dataclass(frozen=True, slots=True)

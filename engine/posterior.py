@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from statistics import NormalDist
 
-from engine.arms import Arm, ArmType, parse_arm_id
-from engine.errors import InvalidInput
+from learning_bot.engine.arms import Arm, ArmType, parse_arm_id
+from learning_bot.engine.errors import InvalidInput
 
 
 class Confidence(enum.StrEnum):

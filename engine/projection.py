@@ -45,18 +45,18 @@ from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, cast
 
-from engine.arms import Arm, ArmType
-from engine.config import LearningConfig, Phase
-from engine.cost import PriceTable, TokenPrices
-from engine.errors import InvalidInput
-from engine.ports import ResetRecord
-from engine.records import RunRecord
+from learning_bot.engine.arms import Arm, ArmType
+from learning_bot.engine.config import LearningConfig, Phase
+from learning_bot.engine.cost import PriceTable, TokenPrices
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.ports import ResetRecord
+from learning_bot.engine.records import RunRecord
 
 if TYPE_CHECKING:  # numpy is imported on first use, not at start-up
-    from engine.inventory import ArmSet, BoolArray, IntArray
-    from engine.ports import Store
-    from engine.selection import Selection
-    from engine.session_sets import SessionDecisions, SessionSet
+    from learning_bot.engine.inventory import ArmSet, BoolArray, IntArray
+    from learning_bot.engine.ports import Store
+    from learning_bot.engine.selection import Selection
+    from learning_bot.engine.session_sets import SessionDecisions, SessionSet
 
 DEFAULT_RUNS = 2_000
 """Runs a projection reads at most: the latest this many, sessions kept together."""
@@ -262,7 +262,7 @@ class _Inventory:
         record's arms they are (None: all of them)."""
         import numpy as np
 
-        from engine.inventory import ArmSet
+        from learning_bot.engine.inventory import ArmSet
 
         arms = record.arms
         ids = tuple(map(_ARM_ID, arms))
@@ -457,7 +457,7 @@ class _MemorySessions:
         return True
 
     def session_decisions(self, learner_id: int) -> SessionDecisions:
-        from engine.session_sets import SessionDecisions
+        from learning_bot.engine.session_sets import SessionDecisions
 
         return SessionDecisions()  # status's count; a replay reports its own figures
 
@@ -509,13 +509,13 @@ def _replay(
     the service observes it (posteriors, the session's cache reads, the tools it needed)."""
     import numpy as np
 
-    from engine.exploration import ExplorationBound, OwedTries
-    from engine.forgetting import keep_factor
-    from engine.inventory import ArmSet, PosteriorArrays
-    from engine.observation import ReportedArm, RunReport, ToolCall, Usage
-    from engine.selection import select_arms
-    from engine.session_review import CACHE_MISS_SHARE
-    from engine.session_selection import SessionRequest, SessionSelector
+    from learning_bot.engine.exploration import ExplorationBound, OwedTries
+    from learning_bot.engine.forgetting import keep_factor
+    from learning_bot.engine.inventory import ArmSet, PosteriorArrays
+    from learning_bot.engine.observation import ReportedArm, RunReport, ToolCall, Usage
+    from learning_bot.engine.selection import select_arms
+    from learning_bot.engine.session_review import CACHE_MISS_SHARE
+    from learning_bot.engine.session_selection import SessionRequest, SessionSelector
 
     everything = ArmSet(inventory.arms)
     prior_alpha = np.array(everything.prior_alpha, dtype=np.float64)

@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from engine.bounds import check_count
-from engine.errors import InvalidInput
-from engine.observation import Usage
+from learning_bot.engine.bounds import check_count
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.observation import Usage
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from engine.inventory import BoolArray, FloatArray, IntArray
+from learning_bot.engine.inventory import BoolArray, FloatArray, IntArray
 
 SLACK = 1e-12
 """Rounding allowed when the estimate is compared with the target."""

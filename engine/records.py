@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
-from engine.arms import Arm
-from engine.bounds import (
+from learning_bot.engine.arms import Arm
+from learning_bot.engine.bounds import (
     MAX_TOKEN_COST,
     check_count,
     check_finite,
@@ -30,9 +30,9 @@ from engine.bounds import (
     check_text,
     check_timestamp,
 )
-from engine.config import Phase
-from engine.errors import InvalidInput
-from engine.observation import (
+from learning_bot.engine.config import Phase
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.observation import (
     MAX_ARMS_PER_RUN,
     MAX_ERROR_CHARS,
     MAX_ID_CHARS,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 
-from engine.arms import parse_arm_id
-from engine.errors import Ambiguous, InvalidArmId, NotFound
+from learning_bot.engine.arms import parse_arm_id
+from learning_bot.engine.errors import Ambiguous, InvalidArmId, NotFound
 
 MAX_QUERY_CHARS = 512
 

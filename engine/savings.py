@@ -14,8 +14,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from engine.cost import PriceTable, prompt_cost
-from engine.observation import Usage
+from learning_bot.engine.cost import PriceTable, prompt_cost
+from learning_bot.engine.observation import Usage
 
 MIN_SESSIONS = 2
 """Sessions each group needs before a saving is shown (an interval needs two)."""

@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from engine.arms import Arm
-from engine.config import LearningConfig, Phase
-from engine.draws import as_generator, draw_scores
-from engine.errors import InvalidInput
-from engine.guidance import excluded_tools_guidance
-from engine.inventory import (
+from learning_bot.engine.arms import Arm
+from learning_bot.engine.config import LearningConfig, Phase
+from learning_bot.engine.draws import as_generator, draw_scores
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.guidance import excluded_tools_guidance
+from learning_bot.engine.inventory import (
     SMALL_INVENTORY,
     ArmSet,
     BoolArray,
@@ -25,9 +25,9 @@ from engine.inventory import (
     PosteriorArrays,
     align_posteriors,
 )
-from engine.packing import Taken, pack, pack_inventory, pack_ranked
-from engine.posterior import Posterior
-from engine.recall_target import RecallCalibration
+from learning_bot.engine.packing import Taken, pack, pack_inventory, pack_ranked
+from learning_bot.engine.posterior import Posterior
+from learning_bot.engine.recall_target import RecallCalibration
 
 
 class Selection:
@@ -220,7 +220,7 @@ class Selection:
 def _is_tool(arm_id: str) -> bool:
     """Whether an id of a selection built from id lists names a tool (an id that is not an
     arm id names none)."""
-    from engine.arms import ArmType, parse_arm_id
+    from learning_bot.engine.arms import ArmType, parse_arm_id
 
     try:
         return parse_arm_id(arm_id).type is ArmType.TOOL
@@ -364,7 +364,7 @@ def _select_to_target(
     baseline run; otherwise the forced arms, then the arms by posterior mean per token until
     the share of the means kept reaches the share `calibration` gives for the target (the
     target itself without one), under the budget as a cap."""
-    from engine.recall_target import pack_to_target, ranked
+    from learning_bot.engine.recall_target import pack_to_target, ranked
 
     assert config.recall_target is not None
     costs = arm_set.costs
@@ -403,7 +403,7 @@ def opening_ranks(
 ) -> tuple[FloatArray, FloatArray, BoolArray]:
     """(means, ranks, forced arms) as a selection under a recall target reads them: what a
     baseline session's uses are measured against (engine.recall_target.inclusion_levels)."""
-    from engine.recall_target import ranked
+    from learning_bot.engine.recall_target import ranked
 
     means = target_means(post, config, draw_scores if draw is None else draw, gen)
     return means, ranked(means, arm_set.costs), forced_arms(arm_set, post, config, force)

@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
     import numpy as np
 
-    from engine.context import RequestContext
-    from engine.context_policy import ContextEvidence, ContextSettings
-    from engine.exploration import ExplorationBound, OwedTries
-    from engine.inventory import ArmSet
-    from engine.recall_target import SessionLevels
-    from engine.selection import Selection
+    from learning_bot.engine.context import RequestContext
+    from learning_bot.engine.context_policy import ContextEvidence, ContextSettings
+    from learning_bot.engine.exploration import ExplorationBound, OwedTries
+    from learning_bot.engine.inventory import ArmSet
+    from learning_bot.engine.recall_target import SessionLevels
+    from learning_bot.engine.selection import Selection
 
-from engine.arms import Arm, parse_arm_id
-from engine.bounds import (
+from learning_bot.engine.arms import Arm, parse_arm_id
+from learning_bot.engine.bounds import (
     MAX_ACTOR_CHARS,
     MAX_PAGE,
     MAX_REASON_CHARS,
@@ -38,20 +38,20 @@ from engine.bounds import (
     check_json,
     check_text,
 )
-from engine.cache import CachedArm, PosteriorCache
-from engine.config import LearningConfig, Phase
-from engine.cost import PriceTable
-from engine.errors import (
+from learning_bot.engine.cache import CachedArm, PosteriorCache
+from learning_bot.engine.config import LearningConfig, Phase
+from learning_bot.engine.cost import PriceTable
+from learning_bot.engine.errors import (
     Conflict,
     InvalidConfig,
     InvalidInput,
     NotFound,
     Unavailable,
 )
-from engine.feature_words import DisplayWords
-from engine.forgetting import Fold, keep_factor
-from engine.metrics import estimated_recall, usefulness_estimates
-from engine.observation import (
+from learning_bot.engine.feature_words import DisplayWords
+from learning_bot.engine.forgetting import Fold, keep_factor
+from learning_bot.engine.metrics import estimated_recall, usefulness_estimates
+from learning_bot.engine.observation import (
     MAX_ID_CHARS,
     RunOutcome,
     RunReport,
@@ -60,7 +60,7 @@ from engine.observation import (
     observation_guard,
     rewards_for_run,
 )
-from engine.ports import (
+from learning_bot.engine.ports import (
     ArmOutcome,
     ArmOutcomeWriter,
     ArmRecord,
@@ -83,15 +83,20 @@ from engine.ports import (
     TimeBucket,
     VerifyReport,
 )
-from engine.posterior import WallClock, check_reward, initial_prior, now_ms
-from engine.records import ArmOutcomeRecord, RunRecord, record_from_report, under_phase
-from engine.resolve import MAX_QUERY_CHARS, resolve_arm_query
-from engine.savings import CostSavings, cost_savings, cost_series, price_sessions
-from engine.session_selection import SessionSelector, keyed, session_key_of, session_request
-from engine.starvation import STARVATION_WINDOW, StarvedArm, starved_arms
-from engine.starvation import ArmRecord as StarvationArm
-from engine.text import strip_controls
-from engine.views import (
+from learning_bot.engine.posterior import WallClock, check_reward, initial_prior, now_ms
+from learning_bot.engine.records import ArmOutcomeRecord, RunRecord, record_from_report, under_phase
+from learning_bot.engine.resolve import MAX_QUERY_CHARS, resolve_arm_query
+from learning_bot.engine.savings import CostSavings, cost_savings, cost_series, price_sessions
+from learning_bot.engine.session_selection import (
+    SessionSelector,
+    keyed,
+    session_key_of,
+    session_request,
+)
+from learning_bot.engine.starvation import STARVATION_WINDOW, StarvedArm, starved_arms
+from learning_bot.engine.starvation import ArmRecord as StarvationArm
+from learning_bot.engine.text import strip_controls
+from learning_bot.engine.views import (
     ArmView,
     ObserveResult,
     PhaseChange,
@@ -125,7 +130,7 @@ def _request_of(context: Mapping[str, Any] | None) -> RequestContext | None:
     """The request context a select carries (checked), or None without one."""
     if not context:
         return None
-    from engine.context import RequestContext
+    from learning_bot.engine.context import RequestContext
 
     return RequestContext.of(context)
 
@@ -134,7 +139,7 @@ def _stored(context: Mapping[str, Any]) -> dict[str, Any]:
     """A context as a run keeps it: never the message text (engine.context)."""
     if "message" not in context:
         return dict(context)
-    from engine.context import stored_context
+    from learning_bot.engine.context import stored_context
 
     return stored_context(context)
 
@@ -146,7 +151,7 @@ def _with_loaded(report: RunReport) -> RunReport:
     context = report.context
     if not context:
         return report
-    from engine.context import loaded_arms
+    from learning_bot.engine.context import loaded_arms
 
     loaded = set(loaded_arms(context))
     arms = report.arms
@@ -233,7 +238,7 @@ class LearningService:
         self.cache_ttl = cache_ttl
         self._clock = clock
         self._wall_clock = wall_clock
-        from engine.learner_view import CachedLearnerView
+        from learning_bot.engine.learner_view import CachedLearnerView
 
         self._session_sets = SessionSelector(
             store,
@@ -425,7 +430,7 @@ class LearningService:
     @property
     def _target_levels(self) -> SessionLevels:
         if self._target_levels_made is None:
-            from engine.recall_target import SessionLevels
+            from learning_bot.engine.recall_target import SessionLevels
 
             self._target_levels_made = SessionLevels()
         return self._target_levels_made
@@ -433,7 +438,7 @@ class LearningService:
     @property
     def _rng(self) -> np.random.Generator:
         if self._rng_made is None:
-            from engine.draws import as_generator
+            from learning_bot.engine.draws import as_generator
 
             self._rng_made = as_generator(self._rng_seed)
         return self._rng_made
@@ -467,8 +472,8 @@ class LearningService:
         When storage cannot be reached the run still goes ahead with every arm included, and
         the Selection's `fallback` says why.
         """
-        from engine.inventory import ArmSet
-        from engine.selection import include_everything
+        from learning_bot.engine.inventory import ArmSet
+        from learning_bot.engine.selection import include_everything
 
         cache = self._cache
         arm_set = ArmSet.of(arms)
@@ -492,7 +497,7 @@ class LearningService:
             return self._select_cached(offered, settings, request, key)
 
         if key and config.is_active:
-            from engine.context import opening_features
+            from learning_bot.engine.context import opening_features
 
             opening = opening_features(request.message) if request is not None else ()
             return self._session_sets.select(
@@ -516,7 +521,7 @@ class LearningService:
         when active; passive or disabled, every arm without reading a posterior. With a
         request context the draw is the context-aware one (engine.context_policy); arms owed
         a try by the exploration bound (engine.exploration) are included."""
-        from engine.selection import select_arms
+        from learning_bot.engine.selection import select_arms
 
         if not config.is_active:
             return select_arms(arm_set, None, config)
@@ -533,7 +538,11 @@ class LearningService:
                     arm_set, post, config, self._rng, force=force, calibration=calibration
                 )
         else:
-            from engine.context_policy import ContextSettings, context_scores, lexical_index
+            from learning_bot.engine.context_policy import (
+                ContextSettings,
+                context_scores,
+                lexical_index,
+            )
 
             settings = self.context_settings or ContextSettings()
             evidence = self.context_evidence()
@@ -551,7 +560,7 @@ class LearningService:
                     calibration=calibration,
                 )  # fmt: skip
         if target is not None and chosen.is_baseline and session_key:
-            from engine.selection import opening_ranks
+            from learning_bot.engine.selection import opening_ranks
 
             with cache.lock:
                 ranks = opening_ranks(arm_set, post, config, scores, force, self._rng)
@@ -564,11 +573,11 @@ class LearningService:
         at most every SYNC_SECONDS when other replicas stored runs (in the background when a
         scheduler was given), so that the bound counts every replica's runs and survives a
         restart (engine.exploration)."""
-        from engine.exploration import SYNC_SECONDS
+        from learning_bot.engine.exploration import SYNC_SECONDS
 
         owed = self._owed
         if owed is None:
-            from engine.exploration import ExplorationBound, OwedTries
+            from learning_bot.engine.exploration import ExplorationBound, OwedTries
 
             owed = self._owed = OwedTries(self._exploration_bound or ExplorationBound())
             self._owed_synced_at = self._clock()
@@ -600,7 +609,7 @@ class LearningService:
             self._owed_runs = runs
 
     def _new_evidence(self) -> ContextEvidence:
-        from engine.context_policy import ContextEvidence, ContextSettings
+        from learning_bot.engine.context_policy import ContextEvidence, ContextSettings
 
         settings = self.context_settings or ContextSettings()
         return ContextEvidence(self._keep, settings.max_cells)
@@ -657,8 +666,8 @@ class LearningService:
         its rate of use differs most under), and how often it was deferred in a run that
         reported tool search, and loaded then (the learner's counts, since the arm's last
         reset, when the store keeps them)."""
-        from engine.context_policy import explain
-        from engine.feature_words import namer
+        from learning_bot.engine.context_policy import explain
+        from learning_bot.engine.feature_words import namer
 
         view = self.view(arm_id)
         rewards = view.rewards if view.rewards is not None else 0.0
@@ -677,8 +686,8 @@ class LearningService:
     def _count_deferrals(reports: Sequence[RunReport]) -> dict[str, tuple[int, int]]:
         """Per tool, runs that deferred it (left out, in a run whose runtime reports what it
         loaded: in its context, or by marking the arms `loaded`) and runs that loaded it."""
-        from engine.arms import ArmType
-        from engine.context import LOADED_KEYS, loaded_arms
+        from learning_bot.engine.arms import ArmType
+        from learning_bot.engine.context import LOADED_KEYS, loaded_arms
 
         counts: dict[str, tuple[int, int]] = {}
         for report in reports:
@@ -702,8 +711,8 @@ class LearningService:
         what every replica wrote (storage.context_evidence). When that write finds the stored
         count ahead of this process's, another replica wrote meanwhile: the features changed
         since are read again at the evidence's next use."""
-        from engine.context import RequestContext, written_features
-        from engine.feature_words import share
+        from learning_bot.engine.context import RequestContext, written_features
+        from learning_bot.engine.feature_words import share
 
         evidence = self.context_evidence()
         openings = {
@@ -758,7 +767,7 @@ class LearningService:
         """Evidence storage could not take (an outage) waits in the writer's spool behind the
         runs it came from, and is added when they are written; without a spool it is lost,
         and the next check reads storage's again."""
-        from engine.ports import PendingEvidence
+        from learning_bot.engine.ports import PendingEvidence
 
         self._evidence_checked_at = float("-inf")
         writer = self.writer
@@ -957,7 +966,7 @@ class LearningService:
         selection and the run's trace id. The run's usage is the token cost of the selected
         arms (what the caller is known to send); it reads as conversational until its first
         outcome arrives."""
-        from engine.inventory import ArmSet
+        from learning_bot.engine.inventory import ArmSet
 
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise InvalidInput(f"k must be a whole number >= 0, got {k!r}")
@@ -997,7 +1006,7 @@ class LearningService:
             return chosen
 
         if unavailable is not None:
-            from engine.selection import include_everything
+            from learning_bot.engine.selection import include_everything
 
             selection = include_everything(arm_set, config, unavailable)
         elif session_key and config.is_active:
@@ -1005,7 +1014,7 @@ class LearningService:
             # session's set is kept per set of options (a gateway sends the same every turn).
             key = session_key if not changes and not k else keyed(session_key, changes, k)
             # a cap of k arms holds in a baseline session too
-            from engine.context import opening_features
+            from learning_bot.engine.context import opening_features
 
             selection = self._session_sets.select(
                 key,
@@ -1055,7 +1064,7 @@ class LearningService:
     ) -> Selection:
         """At most k of the selected arms: forced ones (seeds, under-explored) first, then by
         posterior mean; seeds stay even past k."""
-        from engine.selection import Selection
+        from learning_bot.engine.selection import Selection
 
         seeds = set(config.seed_arm_ids)
         known = self._cache.arms

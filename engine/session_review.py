@@ -35,9 +35,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from engine.cost import TokenPrices
-from engine.providers import Mechanics
-from engine.session_sets import SessionSet
+from learning_bot.engine.cost import TokenPrices
+from learning_bot.engine.providers import Mechanics
+from learning_bot.engine.session_sets import SessionSet
 
 REVIEW_EVERY = 4
 """Selects of a live session between two priced reviews (each review draws a candidate)."""

@@ -14,14 +14,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from engine.arms import ArmType, parse_arm_id
-from engine.bounds import check_text
-from engine.config import LearningConfig
-from engine.errors import InvalidInput, Unavailable
-from engine.observation import RunReport
-from engine.ports import SessionSets, Store
-from engine.providers import Mechanics, mechanics_for
-from engine.session_review import (
+from learning_bot.engine.arms import ArmType, parse_arm_id
+from learning_bot.engine.bounds import check_text
+from learning_bot.engine.config import LearningConfig
+from learning_bot.engine.errors import InvalidInput, Unavailable
+from learning_bot.engine.observation import RunReport
+from learning_bot.engine.ports import SessionSets, Store
+from learning_bot.engine.providers import Mechanics, mechanics_for
+from learning_bot.engine.session_review import (
     BASELINE_DONE,
     CACHE_MISS_SHARE,
     FIRST,
@@ -40,7 +40,7 @@ from engine.session_review import (
     priced,
     provisional_done,
 )
-from engine.session_sets import (
+from learning_bot.engine.session_sets import (
     MAX_CACHED_SESSIONS,
     MAX_SESSION_KEY_CHARS,
     SessionCache,
@@ -52,9 +52,9 @@ from engine.session_sets import (
 )
 
 if TYPE_CHECKING:
-    from engine.cost import PriceTable
-    from engine.inventory import ArmSet
-    from engine.selection import Selection
+    from learning_bot.engine.cost import PriceTable
+    from learning_bot.engine.inventory import ArmSet
+    from learning_bot.engine.selection import Selection
 
 Draw = Callable[["ArmSet", LearningConfig], "Selection"]
 """A selection over an inventory under a configuration (the service's, from its cache)."""
@@ -351,7 +351,7 @@ class SessionSelector:
     ) -> tuple[Selection, SessionSet]:
         """A live session's new set (`chosen` when a review drew it), keeping the tools the
         session asked for; the session's group, opening and counts carry over."""
-        from engine.selection import Selection
+        from learning_bot.engine.selection import Selection
 
         drawn = chosen if chosen is not None else draw(arm_set, replace(config, baseline_rate=0.0))
         picked = list(drawn.selected)
@@ -460,7 +460,7 @@ class SessionSelector:
             key = report.session_key
             if not key or not report.tool_calls:
                 continue
-            from engine.context import loaded_arms
+            from learning_bot.engine.context import loaded_arms
 
             searched_ids = set(loaded_arms(report.context)) if report.context else set()
             loaded = {
@@ -504,7 +504,7 @@ class SessionSelector:
 
 def _listed(arm_set: ArmSet, chosen: Sequence[str], config: LearningConfig) -> Selection:
     """A selection of the arms `chosen`, in that order."""
-    from engine.selection import Selection
+    from learning_bot.engine.selection import Selection
 
     taken = frozenset(chosen)
     costs = arm_set.costs

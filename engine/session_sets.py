@@ -20,8 +20,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
-    from engine.inventory import ArmSet
-    from engine.selection import Selection
+    from learning_bot.engine.inventory import ArmSet
+    from learning_bot.engine.selection import Selection
 
 MAX_SESSION_KEY_CHARS = 256
 """A session key's length limit (the traces' `session_key` column)."""
@@ -135,7 +135,7 @@ def full_prompt(selection: Selection, arm_set: ArmSet) -> Selection:
     """A session's first selection as the session keeps it: a baseline session is the control
     group of the measured cost saving (engine.savings), so it offers every arm, in inventory
     order, for the whole session (SPEC 4a: baseline sessions are full-prompt sessions)."""
-    from engine.selection import Selection
+    from learning_bot.engine.selection import Selection
 
     if not selection.is_baseline:
         return selection
@@ -154,8 +154,8 @@ def continue_set(
     `decide_new` within the budget the kept arms leave (a baseline session takes them all, as
     it takes every offered arm) and appended in the order that decision gives.
     """
-    from engine.inventory import ArmSet
-    from engine.selection import Selection
+    from learning_bot.engine.inventory import ArmSet
+    from learning_bot.engine.selection import Selection
 
     offered = arm_set.index
     costs = arm_set.costs

@@ -25,20 +25,20 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 
-from engine.arms import ArmType
-from engine.config import LearningConfig
-from engine.cost import ANTHROPIC, TokenPrices, output_cost, prompt_cost
-from engine.errors import InvalidInput
-from engine.forgetting import keep_factor
-from engine.inventory import ArmSet, BoolArray, FloatArray, IntArray, PosteriorArrays
-from engine.observation import ToolCall, Usage
-from engine.prompt_cache import Block, PromptCache
-from engine.selection import select_arms
-from engine.simulation import Workload, observe_arrays, oracle_mask
+from learning_bot.engine.arms import ArmType
+from learning_bot.engine.config import LearningConfig
+from learning_bot.engine.cost import ANTHROPIC, TokenPrices, output_cost, prompt_cost
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.forgetting import keep_factor
+from learning_bot.engine.inventory import ArmSet, BoolArray, FloatArray, IntArray, PosteriorArrays
+from learning_bot.engine.observation import ToolCall, Usage
+from learning_bot.engine.prompt_cache import Block, PromptCache
+from learning_bot.engine.selection import select_arms
+from learning_bot.engine.simulation import Workload, observe_arrays, oracle_mask
 
 if TYPE_CHECKING:
-    from engine.selection import Selection
-    from engine.service import LearningService
+    from learning_bot.engine.selection import Selection
+    from learning_bot.engine.service import LearningService
 
 
 @dataclass(frozen=True)

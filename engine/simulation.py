@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from engine.arms import Arm, ArmType
-from engine.config import DEFAULT_SEED_ARM_IDS, LearningConfig
-from engine.errors import InvalidInput
-from engine.forgetting import keep_factor
-from engine.inventory import ArmSet, BoolArray, FloatArray, IntArray, PosteriorArrays
-from engine.observation import ReportedArm, RunReport, ToolCall, Usage
-from engine.selection import select_arms
+from learning_bot.engine.arms import Arm, ArmType
+from learning_bot.engine.config import DEFAULT_SEED_ARM_IDS, LearningConfig
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.forgetting import keep_factor
+from learning_bot.engine.inventory import ArmSet, BoolArray, FloatArray, IntArray, PosteriorArrays
+from learning_bot.engine.observation import ReportedArm, RunReport, ToolCall, Usage
+from learning_bot.engine.selection import select_arms
 
 PROFILES = ("two-tier", "realistic")
 

@@ -7,14 +7,14 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from engine.config import LearningConfig, Phase
-from engine.metrics import token_savings_percent
-from engine.observation import SkipReason
-from engine.ports import ResetRecord, RunStats
-from engine.posterior import Confidence, Posterior
-from engine.savings import CostSavings
-from engine.session_sets import SessionDecisions
-from engine.starvation import StarvedArm
+from learning_bot.engine.config import LearningConfig, Phase
+from learning_bot.engine.metrics import token_savings_percent
+from learning_bot.engine.observation import SkipReason
+from learning_bot.engine.ports import ResetRecord, RunStats
+from learning_bot.engine.posterior import Confidence, Posterior
+from learning_bot.engine.savings import CostSavings
+from learning_bot.engine.session_sets import SessionDecisions
+from learning_bot.engine.starvation import StarvedArm
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from bot.alerting import AlertScheduler, AlertSender, AlertSettings
-from engine.errors import InvalidConfig
+from learning_bot.bot.alerting import AlertScheduler, AlertSender, AlertSettings
+from learning_bot.engine.errors import InvalidConfig
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -90,20 +90,20 @@ def alert_senders(env: Mapping[str, str], engine: Engine | None = None) -> list[
     (several workspaces), one that posts with each workspace's installation token."""
     senders: list[AlertSender] = []
     if env.get("SLACK_BOT_TOKEN", "").strip() or (_slack_oauth(env) and engine is not None):
-        from adapters.slack.alerts import SlackAlertSender
-        from adapters.slack.settings import slack_settings_from_env
+        from learning_bot.adapters.slack.alerts import SlackAlertSender
+        from learning_bot.adapters.slack.settings import slack_settings_from_env
 
         slack = slack_settings_from_env(env)
         tokens = None
         if slack.oauth and engine is not None:
-            from adapters.slack.oauth import installed_bot_tokens
+            from learning_bot.adapters.slack.oauth import installed_bot_tokens
 
             assert slack.client_id is not None
             tokens = installed_bot_tokens(slack.client_id, engine)
         senders.append(SlackAlertSender(slack.bot_token, slack.api_url, bot_token_for=tokens))
     if env.get("DISCORD_TOKEN", "").strip():
-        from adapters.discord.alerts import DiscordAlertSender
-        from adapters.discord.settings import load_discord_settings
+        from learning_bot.adapters.discord.alerts import DiscordAlertSender
+        from learning_bot.adapters.discord.settings import load_discord_settings
 
         discord = load_discord_settings(env)
         senders.append(DiscordAlertSender(discord.require_token(), discord.api_url))

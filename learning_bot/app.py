@@ -7,13 +7,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bot.bus import DEFAULT_LEARNER, BusSettings, CommandBus, LearnerServices
-from bot.ports import CommandBatch, SubscriptionStore
-from engine.config import Phase
-from engine.errors import Unavailable
-from engine.ports import RunWriter, SpoolHealth, Store
-from engine.posterior import WallClock, now_ms
-from engine.service import LearningService, SpoolByName
+from learning_bot.bot.bus import DEFAULT_LEARNER, BusSettings, CommandBus, LearnerServices
+from learning_bot.bot.ports import CommandBatch, SubscriptionStore
+from learning_bot.engine.config import Phase
+from learning_bot.engine.errors import Unavailable
+from learning_bot.engine.ports import RunWriter, SpoolHealth, Store
+from learning_bot.engine.posterior import WallClock, now_ms
+from learning_bot.engine.service import LearningService, SpoolByName
 from learning_bot.settings import Settings
 
 if TYPE_CHECKING:
@@ -81,9 +81,9 @@ def build_app(
     app (a command that does one thing and ends) fails at once, Unavailable, when storage
     does not answer; any other starts anyway and checks the schema when it answers. Every
     part reads the date and time from `clock`."""
-    from storage import SqlStore
-    from storage.alerts import SqlAlertStore
-    from storage.command_log import SqlCommandLog
+    from learning_bot.storage import SqlStore
+    from learning_bot.storage.alerts import SqlAlertStore
+    from learning_bot.storage.command_log import SqlCommandLog
 
     sql = SqlStore(
         settings.database_url,
@@ -95,7 +95,7 @@ def build_app(
     by_name: SpoolByName | None = None
     spooled: SpoolHealth | None = None
     if spool:
-        from storage.spool import Spool, SpoolingStore, default_spool_root
+        from learning_bot.storage.spool import Spool, SpoolingStore, default_spool_root
 
         limit = round(settings.spool_max_mb * 1024 * 1024)
         config = settings.config
@@ -144,9 +144,9 @@ def build_read_app(settings: Settings) -> App | None:
     """A read-only App over a SQLite file through the standard library (no SQLAlchemy import),
     for one-shot reads such as `learning-bot status`; None when it cannot serve them (another
     database, a file that does not exist yet, an older schema, an unknown learner)."""
-    from engine.config import Phase
-    from storage.lite import LiteReader, NotReadable, sqlite_path
-    from storage.location import default_database_url
+    from learning_bot.engine.config import Phase
+    from learning_bot.storage.lite import LiteReader, NotReadable, sqlite_path
+    from learning_bot.storage.location import default_database_url
 
     path = sqlite_path(settings.database_url or default_database_url())
     if path is None:

@@ -12,16 +12,23 @@ import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.config import Phase
-from engine.observation import RunReport
-from engine.service import LearningService
-from engine.views import ArmView, ObserveResult, PhaseChange, ResetResult, RewardResult, Summary
+from learning_bot.engine.config import Phase
+from learning_bot.engine.observation import RunReport
+from learning_bot.engine.service import LearningService
+from learning_bot.engine.views import (
+    ArmView,
+    ObserveResult,
+    PhaseChange,
+    ResetResult,
+    RewardResult,
+    Summary,
+)
 
 if TYPE_CHECKING:
-    from engine.arms import Arm
-    from engine.inventory import ArmSet
-    from engine.selection import Selection
-    from engine.views import Status
+    from learning_bot.engine.arms import Arm
+    from learning_bot.engine.inventory import ArmSet
+    from learning_bot.engine.selection import Selection
+    from learning_bot.engine.views import Status
 
 INLINE_ARMS = 2000
 """A select from memory with at most this many arms runs on the event loop."""

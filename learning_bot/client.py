@@ -35,7 +35,7 @@ from typing import Any, Literal, Self
 
 import httpx
 
-from engine.arms import estimate_tokens
+from learning_bot.engine.arms import estimate_tokens
 
 log = logging.getLogger("learning_bot.client")
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.bounds import check_json, check_learner_name, check_text
-from engine.config import LearningConfig
-from engine.cost import PriceTable
-from engine.errors import InvalidConfig, InvalidInput
-from storage.pooling import PoolSettings, pool_settings
+from learning_bot.engine.bounds import check_json, check_learner_name, check_text
+from learning_bot.engine.config import LearningConfig
+from learning_bot.engine.cost import PriceTable
+from learning_bot.engine.errors import InvalidConfig, InvalidInput
+from learning_bot.storage.pooling import PoolSettings, pool_settings
 
 ENV_PREFIX = "LEARNING_BOT_"
 # environment variable -> LearningConfig key

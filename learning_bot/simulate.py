@@ -16,12 +16,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from engine.config import Phase
-from engine.errors import Conflict, InvalidInput
-from engine.inventory import ArmSet
-from engine.posterior import now_ms
-from engine.service import RECALL_WINDOW, LearningService
-from engine.session_simulation import (
+from learning_bot.engine.config import Phase
+from learning_bot.engine.errors import Conflict, InvalidInput
+from learning_bot.engine.inventory import ArmSet
+from learning_bot.engine.posterior import now_ms
+from learning_bot.engine.service import RECALL_WINDOW, LearningService
+from learning_bot.engine.session_simulation import (
     EveryArm,
     ServiceTurns,
     SessionRun,
@@ -30,7 +30,7 @@ from engine.session_simulation import (
     run_sessions,
     true_saving,
 )
-from engine.simulation import Workload, make_workload
+from learning_bot.engine.simulation import Workload, make_workload
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from adapters.discord import registration as discord
-from adapters.slack import registration as slack
-from bot.surface import Surface, SurfaceCommand
 from learning_bot import alerts
+from learning_bot.adapters.discord import registration as discord
+from learning_bot.adapters.slack import registration as slack
+from learning_bot.bot.surface import Surface, SurfaceCommand
 
 if TYPE_CHECKING:
-    from adapters.mcp.tools import LearningTools
+    from learning_bot.adapters.mcp.tools import LearningTools
     from learning_bot.app import App
 
 
@@ -42,10 +42,10 @@ class SurfaceEntry:
 
 
 def _mcp(app: App, env: Mapping[str, str]) -> Surface:
-    from adapters.http.body import BodyReader
-    from adapters.http.guards import RequestGuard
-    from adapters.http.settings import http_settings
-    from adapters.mcp.surface import McpSurface
+    from learning_bot.adapters.http.body import BodyReader
+    from learning_bot.adapters.http.guards import RequestGuard
+    from learning_bot.adapters.http.settings import http_settings
+    from learning_bot.adapters.mcp.surface import McpSurface
 
     http = http_settings(env)
 
@@ -60,7 +60,7 @@ def _mcp(app: App, env: Mapping[str, str]) -> Surface:
 
 def mcp_tools(app: App) -> LearningTools:
     """The MCP tools over the app's bus; reads of a learner that does not exist create none."""
-    from adapters.mcp.tools import LearningTools
+    from learning_bot.adapters.mcp.tools import LearningTools
 
     return LearningTools(app.bus)
 

@@ -9,22 +9,22 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from storage.revision import HEAD_REVISION
+from learning_bot.storage.revision import HEAD_REVISION
 
 _LAZY = {
-    "ENV_URL": "storage.location",
-    "SchemaError": "storage.database",
-    "default_database_url": "storage.location",
-    "ensure_schema": "storage.database",
-    "make_engine": "storage.database",
-    "upgrade": "storage.database",
-    "SqlStore": "storage.store",
+    "ENV_URL": "learning_bot.storage.location",
+    "SchemaError": "learning_bot.storage.database",
+    "default_database_url": "learning_bot.storage.location",
+    "ensure_schema": "learning_bot.storage.database",
+    "make_engine": "learning_bot.storage.database",
+    "upgrade": "learning_bot.storage.database",
+    "SqlStore": "learning_bot.storage.store",
 }
 
 if TYPE_CHECKING:
-    from storage.database import SchemaError, ensure_schema, make_engine, upgrade
-    from storage.location import ENV_URL, default_database_url
-    from storage.store import SqlStore
+    from learning_bot.storage.database import SchemaError, ensure_schema, make_engine, upgrade
+    from learning_bot.storage.location import ENV_URL, default_database_url
+    from learning_bot.storage.store import SqlStore
 
 
 def __getattr__(name: str) -> Any:

@@ -7,9 +7,14 @@ from typing import Any
 
 from sqlalchemy import Engine, and_, delete, func, or_, select, update
 
-from engine.alert_records import AlertState, SentMessage, Subscription
-from storage.database import reading, with_retries, write_transaction
-from storage.schema import alert_leases, alert_messages, alert_states, alert_subscriptions
+from learning_bot.engine.alert_records import AlertState, SentMessage, Subscription
+from learning_bot.storage.database import reading, with_retries, write_transaction
+from learning_bot.storage.schema import (
+    alert_leases,
+    alert_messages,
+    alert_states,
+    alert_subscriptions,
+)
 
 _SUB = alert_subscriptions.c
 _MSG = alert_messages.c

@@ -7,13 +7,13 @@ from collections.abc import Mapping
 
 from sqlalchemy import Connection, func, select
 
-from engine.arms import parse_arm_id
-from engine.ports import ArmRecord
-from engine.posterior import now_ms, prior_parameters
-from storage import queries
-from storage.database import reading
-from storage.schema import learners, posteriors
-from storage.store_base import StoreBase
+from learning_bot.engine.arms import parse_arm_id
+from learning_bot.engine.ports import ArmRecord
+from learning_bot.engine.posterior import now_ms, prior_parameters
+from learning_bot.storage import queries
+from learning_bot.storage.database import reading
+from learning_bot.storage.schema import learners, posteriors
+from learning_bot.storage.store_base import StoreBase
 
 
 class ArmKeys(StoreBase):

@@ -7,13 +7,13 @@ from typing import Any
 
 from sqlalchemy import Connection, select, text, update
 
-from engine.config import Phase
-from engine.forgetting import fold, forget
-from engine.ports import PhaseChangeRecord
-from storage.database import with_retries, write_transaction
-from storage.forgetting import forgets_toward, locked_keep
-from storage.schema import learners, posteriors, traces
-from storage.store_base import StoreBase
+from learning_bot.engine.config import Phase
+from learning_bot.engine.forgetting import fold, forget
+from learning_bot.engine.ports import PhaseChangeRecord
+from learning_bot.storage.database import with_retries, write_transaction
+from learning_bot.storage.forgetting import forgets_toward, locked_keep
+from learning_bot.storage.schema import learners, posteriors, traces
+from learning_bot.storage.store_base import StoreBase
 
 _BOOTSTRAP_TRACES = """
 SELECT t.id FROM traces t

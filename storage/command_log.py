@@ -21,9 +21,15 @@ from sqlalchemy import (
     update,
 )
 
-from engine.ports import AuditEntry
-from storage.database import reading, with_retries, write_transaction
-from storage.schema import audit_log, command_results, confirmations, learners, rate_limits
+from learning_bot.engine.ports import AuditEntry
+from learning_bot.storage.database import reading, with_retries, write_transaction
+from learning_bot.storage.schema import (
+    audit_log,
+    command_results,
+    confirmations,
+    learners,
+    rate_limits,
+)
 
 T = TypeVar("T")
 _CONFIRMATION_FIELDS = (

@@ -39,10 +39,10 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, delete, func, insert, select
 
-from engine.context_policy import EvidenceCell, advance_cells
-from storage.database import reading, with_retries, write_transaction
-from storage.schema import context_evidence
-from storage.store_base import StoreBase
+from learning_bot.engine.context_policy import EvidenceCell, advance_cells
+from learning_bot.storage.database import reading, with_retries, write_transaction
+from learning_bot.storage.schema import context_evidence
+from learning_bot.storage.store_base import StoreBase
 
 EVICT_EVERY = 32
 """Saves between two counts of a learner's cells (per process)."""
@@ -456,8 +456,8 @@ def restore_evidence(conn: Connection, insert_: Any, learner_id: int, reset_id: 
 
 def _keep_of(conn: Connection, learner_id: int) -> float:
     """The learner's keep factor (engine.forgetting), from its stored half-life."""
-    from engine.forgetting import keep_factor
-    from storage.schema import learners
+    from learning_bot.engine.forgetting import keep_factor
+    from learning_bot.storage.schema import learners
 
     half_life = conn.execute(
         select(learners.c.half_life).where(learners.c.id == learner_id)

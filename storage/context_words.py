@@ -8,10 +8,10 @@ from collections.abc import Mapping, Sequence
 
 from sqlalchemy import delete, func, select, tuple_
 
-from engine.feature_words import MAX_FORMS, most_common
-from storage.database import reading, with_retries, write_transaction
-from storage.schema import context_words
-from storage.store_base import StoreBase
+from learning_bot.engine.feature_words import MAX_FORMS, most_common
+from learning_bot.storage.database import reading, with_retries, write_transaction
+from learning_bot.storage.schema import context_words
+from learning_bot.storage.store_base import StoreBase
 
 CHUNK = 500
 """Keys per IN list."""

@@ -17,9 +17,9 @@ from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 
-from engine.errors import InvalidInput, LearningError, Unavailable
-from storage.pooling import Pooler, PoolSettings, configure_connection, pool_settings
-from storage.revision import HEAD_REVISION
+from learning_bot.engine.errors import InvalidInput, LearningError, Unavailable
+from learning_bot.storage.pooling import Pooler, PoolSettings, configure_connection, pool_settings
+from learning_bot.storage.revision import HEAD_REVISION
 
 log = logging.getLogger("learning_bot.storage")
 

@@ -7,9 +7,9 @@ from bisect import bisect_left, bisect_right
 
 from sqlalchemy import and_, case, func, select
 
-from storage.database import reading
-from storage.schema import posteriors, trace_arms, traces
-from storage.store_base import StoreBase
+from learning_bot.storage.database import reading
+from learning_bot.storage.schema import posteriors, trace_arms, traces
+from learning_bot.storage.store_base import StoreBase
 
 
 class ExplorationStore(StoreBase):

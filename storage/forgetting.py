@@ -8,11 +8,11 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, TextClause, select, text
 
-from engine.arms import parse_arm_id
-from engine.errors import NotFound
-from engine.forgetting import forgetting_prior, keep_factor
-from engine.posterior import prior_parameters
-from storage.schema import learners
+from learning_bot.engine.arms import parse_arm_id
+from learning_bot.engine.errors import NotFound
+from learning_bot.engine.forgetting import forgetting_prior, keep_factor
+from learning_bot.engine.posterior import prior_parameters
+from learning_bot.storage.schema import learners
 
 
 def forget_sql(side: str, keep: str, type_prior: str, gain: str, row: str = "") -> str:

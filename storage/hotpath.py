@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from engine.arms import parse_arm_id
-from engine.errors import NotFound
-from engine.forgetting import Fold, keep_factor
-from engine.posterior import prior_parameters
-from engine.records import TRACE_COLUMNS, RunRecord, record_row
-from storage.forgetting import forget_sql
-from storage.pooling import prepares
+from learning_bot.engine.arms import parse_arm_id
+from learning_bot.engine.errors import NotFound
+from learning_bot.engine.forgetting import Fold, keep_factor
+from learning_bot.engine.posterior import prior_parameters
+from learning_bot.engine.records import TRACE_COLUMNS, RunRecord, record_row
+from learning_bot.storage.forgetting import forget_sql
+from learning_bot.storage.pooling import prepares
 
 SHARDS = 16
 """Counter rows per learner and epoch; writers pick one at random to avoid a hot row."""

@@ -8,14 +8,14 @@ from typing import Any
 
 from sqlalchemy import Connection, select, update
 
-from engine.config import Phase
-from engine.errors import InvalidInput, NotFound
-from engine.ports import LearnerState
-from engine.posterior import now_ms
-from storage import queries
-from storage.database import reading, with_retries, write_transaction
-from storage.schema import learners
-from storage.store_base import StoreBase
+from learning_bot.engine.config import Phase
+from learning_bot.engine.errors import InvalidInput, NotFound
+from learning_bot.engine.ports import LearnerState
+from learning_bot.engine.posterior import now_ms
+from learning_bot.storage import queries
+from learning_bot.storage.database import reading, with_retries, write_transaction
+from learning_bot.storage.schema import learners
+from learning_bot.storage.store_base import StoreBase
 
 
 class Learners(StoreBase):

@@ -13,13 +13,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from storage import queries
-from storage.revision import HEAD_REVISION
+from learning_bot.storage import queries
+from learning_bot.storage.revision import HEAD_REVISION
 
 if TYPE_CHECKING:
-    from engine.config import Phase
-    from engine.errors import Unavailable
-    from engine.ports import (
+    from learning_bot.engine.config import Phase
+    from learning_bot.engine.errors import Unavailable
+    from learning_bot.engine.ports import (
         ArmRecord,
         LearnerState,
         PhaseChangeRecord,
@@ -30,16 +30,16 @@ if TYPE_CHECKING:
         TimeBucket,
         VerifyReport,
     )
-    from engine.records import RunRecord
-    from engine.savings import SessionUsage
-    from engine.session_sets import SessionDecisions
+    from learning_bot.engine.records import RunRecord
+    from learning_bot.engine.savings import SessionUsage
+    from learning_bot.engine.session_sets import SessionDecisions
 
 
 T = TypeVar("T")
 
 
 def _not_found(learner_id: int) -> Exception:
-    from engine.errors import NotFound
+    from learning_bot.engine.errors import NotFound
 
     return NotFound(f"no learner with id {learner_id}")
 
@@ -142,7 +142,7 @@ class LiteReader:
 
     def session_usage(self, learner_id: int, window: int | None = None) -> list[SessionUsage]:
         """As SqlStore's (storage.session_costs): the usage status prices its cost saving from."""
-        from engine.savings import COST_WINDOW
+        from learning_bot.engine.savings import COST_WINDOW
 
         window = COST_WINDOW if window is None else window
         rows = self._read(
@@ -191,7 +191,7 @@ class LiteReader:
         try:
             return read(*args)
         except sqlite3.Error as exc:
-            from engine.errors import Unavailable
+            from learning_bot.engine.errors import Unavailable
 
             raise Unavailable(f"storage is unavailable: {exc}") from None
 
@@ -201,7 +201,7 @@ class LiteReader:
     # -- everything else needs SqlStore -------------------------------------------------------
 
     def _refuse(self) -> Unavailable:
-        from engine.errors import Unavailable
+        from learning_bot.engine.errors import Unavailable
 
         return Unavailable("this read-only view of the database serves status only")
 

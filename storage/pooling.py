@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from engine.errors import InvalidConfig
+from learning_bot.engine.errors import InvalidConfig
 
 ENV_POOLER = "LEARNING_BOT_DB_POOLER"
 ENV_POOL_SIZE = "LEARNING_BOT_DB_POOL_SIZE"

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from engine.ports import ArmRecord, LearnerState, ResetRecord, RunStats
-    from engine.savings import SessionUsage
+    from learning_bot.engine.ports import ArmRecord, LearnerState, ResetRecord, RunStats
+    from learning_bot.engine.savings import SessionUsage
 
 LEARNER_BY_NAME = "SELECT id FROM learners WHERE name = ?"
 
@@ -105,8 +105,8 @@ def for_postgres(sql: str) -> str:
 def learner_state(row: Sequence[Any]) -> LearnerState:
     import json
 
-    from engine.config import Phase
-    from engine.ports import LearnerState
+    from learning_bot.engine.config import Phase
+    from learning_bot.engine.ports import LearnerState
 
     settings = json.loads(row[5]) if len(row) > 5 and row[5] is not None else None
     return LearnerState(
@@ -119,10 +119,10 @@ def inclusion_counts(rows: Sequence[Sequence[Any]]) -> dict[str, tuple[int, int,
 
 
 def arm_records(rows: Sequence[Sequence[Any]]) -> dict[str, ArmRecord]:
-    from engine.arms import parse_arm_id
-    from engine.forgetting import forgetting_prior
-    from engine.ports import ArmRecord
-    from engine.posterior import Posterior, prior_parameters
+    from learning_bot.engine.arms import parse_arm_id
+    from learning_bot.engine.forgetting import forgetting_prior
+    from learning_bot.engine.ports import ArmRecord
+    from learning_bot.engine.posterior import Posterior, prior_parameters
 
     return {
         r[0]: ArmRecord(
@@ -144,7 +144,7 @@ def arm_records(rows: Sequence[Sequence[Any]]) -> dict[str, ArmRecord]:
 
 
 def run_stats(row: Sequence[Any]) -> RunStats:
-    from engine.ports import RunStats
+    from learning_bot.engine.ports import RunStats
 
     v = [None if x is None else int(x) for x in row]
     return RunStats(
@@ -167,7 +167,7 @@ def run_stats(row: Sequence[Any]) -> RunStats:
 def reset_record(row: Sequence[Any] | None) -> ResetRecord | None:
     if row is None:
         return None
-    from engine.ports import ResetRecord
+    from learning_bot.engine.ports import ResetRecord
 
     return ResetRecord(
         int(row[0]),
@@ -207,7 +207,7 @@ learner, since in ms, learner): what the dashboard's cost-per-session chart is p
 
 
 def session_usages(rows: Sequence[Sequence[Any]]) -> list[SessionUsage]:
-    from engine.savings import SessionUsage
+    from learning_bot.engine.savings import SessionUsage
 
     return [
         SessionUsage(
@@ -247,7 +247,7 @@ GROUP BY reason
 def session_decisions(totals: Sequence[Any] | None, reasons: Sequence[Sequence[Any]]) -> Any:
     """engine.session_sets.SessionDecisions from the two queries' rows, the most frequent
     reason first."""
-    from engine.session_sets import SessionDecisions
+    from learning_bot.engine.session_sets import SessionDecisions
 
     total, redrawn, redraws, grown = totals if totals is not None else (0, 0, 0, 0)
     by_reason = sorted(

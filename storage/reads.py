@@ -8,13 +8,13 @@ from typing import Any
 
 from sqlalchemy import Connection, Select, func, select, text
 
-from engine.errors import InvalidInput, NotFound
-from engine.ports import RunStats, TimeBucket
-from engine.records import ArmOutcomeRecord, RunRecord, record_from_row
-from storage import queries
-from storage.database import reading
-from storage.schema import posteriors, trace_arms, traces
-from storage.store_base import StoreBase
+from learning_bot.engine.errors import InvalidInput, NotFound
+from learning_bot.engine.ports import RunStats, TimeBucket
+from learning_bot.engine.records import ArmOutcomeRecord, RunRecord, record_from_row
+from learning_bot.storage import queries
+from learning_bot.storage.database import reading
+from learning_bot.storage.schema import posteriors, trace_arms, traces
+from learning_bot.storage.store_base import StoreBase
 
 _CONVERGENCE = """
 SELECT (at / :w) * :w AS t, arm_id, SUM(gained), COUNT(*) FROM (

@@ -10,14 +10,14 @@ from collections.abc import Sequence
 
 from sqlalchemy import Connection, bindparam, func, insert, select, update
 
-from engine.errors import Conflict, InvalidInput, NotFound
-from engine.ports import ResetRecord
-from storage import queries
-from storage.context_evidence import clear_evidence, restore_evidence
-from storage.database import reading, with_retries, write_transaction
-from storage.schema import learners, posteriors, resets, traces
-from storage.schema import reset_snapshots as snapshots
-from storage.store_base import StoreBase
+from learning_bot.engine.errors import Conflict, InvalidInput, NotFound
+from learning_bot.engine.ports import ResetRecord
+from learning_bot.storage import queries
+from learning_bot.storage.context_evidence import clear_evidence, restore_evidence
+from learning_bot.storage.database import reading, with_retries, write_transaction
+from learning_bot.storage.schema import learners, posteriors, resets, traces
+from learning_bot.storage.schema import reset_snapshots as snapshots
+from learning_bot.storage.store_base import StoreBase
 
 
 class Resets(StoreBase):

@@ -9,13 +9,13 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
 
-from engine.errors import InvalidInput, NotFound
-from engine.forgetting import keep_factor
-from engine.ports import RewardChange
-from storage.database import with_retries, write_transaction
-from storage.forgetting import add_reward, locked_half_life, locked_keep
-from storage.schema import learners, observations, posteriors, traces
-from storage.store_base import StoreBase
+from learning_bot.engine.errors import InvalidInput, NotFound
+from learning_bot.engine.forgetting import keep_factor
+from learning_bot.engine.ports import RewardChange
+from learning_bot.storage.database import with_retries, write_transaction
+from learning_bot.storage.forgetting import add_reward, locked_half_life, locked_keep
+from learning_bot.storage.schema import learners, observations, posteriors, traces
+from learning_bot.storage.store_base import StoreBase
 
 
 class Rewards(StoreBase):

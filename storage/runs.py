@@ -9,13 +9,13 @@ from typing import Any
 
 from sqlalchemy import URL, Engine, create_engine, event
 
-from engine.config import Phase
-from engine.errors import Conflict, InvalidInput
-from engine.ports import LearnerChanged, RecordResult, RunStatus
-from engine.posterior import now_ms
-from engine.records import RunRecord
-from storage.arm_keys import ArmKeys
-from storage.database import (
+from learning_bot.engine.config import Phase
+from learning_bot.engine.errors import Conflict, InvalidInput
+from learning_bot.engine.ports import LearnerChanged, RecordResult, RunStatus
+from learning_bot.engine.posterior import now_ms
+from learning_bot.engine.records import RunRecord
+from learning_bot.storage.arm_keys import ArmKeys
+from learning_bot.storage.database import (
     lost_session_state,
     schema_ready,
     sqlite_write_cursor,
@@ -23,8 +23,8 @@ from storage.database import (
     with_retries,
     write_transaction,
 )
-from storage.hotpath import Stale, Written, record_postgres
-from storage.pooling import PoolSettings
+from learning_bot.storage.hotpath import Stale, Written, record_postgres
+from learning_bot.storage.pooling import PoolSettings
 
 _MAX_ATTEMPTS = 16
 """Statements one record_runs call may take on PostgreSQL before it gives up: each attempt

@@ -4,10 +4,10 @@ shared with the SQLite reader)."""
 
 from __future__ import annotations
 
-from engine.savings import COST_WINDOW, SessionUsage
-from storage import queries
-from storage.database import reading
-from storage.store_base import StoreBase
+from learning_bot.engine.savings import COST_WINDOW, SessionUsage
+from learning_bot.storage import queries
+from learning_bot.storage.database import reading
+from learning_bot.storage.store_base import StoreBase
 
 
 class SessionCosts(StoreBase):

@@ -15,11 +15,11 @@ from typing import Any
 
 from sqlalchemy import delete, select, update
 
-from engine.session_sets import SessionDecisions, SessionSet
-from storage import queries
-from storage.database import reading, with_retries, write_transaction
-from storage.schema import session_sets
-from storage.store_base import StoreBase
+from learning_bot.engine.session_sets import SessionDecisions, SessionSet
+from learning_bot.storage import queries
+from learning_bot.storage.database import reading, with_retries, write_transaction
+from learning_bot.storage.schema import session_sets
+from learning_bot.storage.store_base import StoreBase
 
 IDLE_ROWS_KEPT_MS = 86_400_000
 """Rows idle for longer than a day are deleted as new sessions start (the longest idle

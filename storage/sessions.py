@@ -8,17 +8,17 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select, true, update
 
-from engine.arms import parse_arm_id
-from engine.config import Phase
-from engine.errors import NotFound
-from engine.ports import ArmOutcome, LearnerChanged
-from engine.posterior import Posterior
-from engine.records import RunRecord
-from storage.arm_keys import ArmKeys
-from storage.database import reading, with_retries, write_transaction
-from storage.forgetting import add_reward, locked_keep
-from storage.reads import traces_with_arms
-from storage.schema import (
+from learning_bot.engine.arms import parse_arm_id
+from learning_bot.engine.config import Phase
+from learning_bot.engine.errors import NotFound
+from learning_bot.engine.ports import ArmOutcome, LearnerChanged
+from learning_bot.engine.posterior import Posterior
+from learning_bot.engine.records import RunRecord
+from learning_bot.storage.arm_keys import ArmKeys
+from learning_bot.storage.database import reading, with_retries, write_transaction
+from learning_bot.storage.forgetting import add_reward, locked_keep
+from learning_bot.storage.reads import traces_with_arms
+from learning_bot.storage.schema import (
     command_results,
     learners,
     observations,

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
-from engine.config import Phase
-from engine.errors import Conflict, InvalidInput, NotFound, Unavailable
-from engine.ports import (
+from learning_bot.engine.config import Phase
+from learning_bot.engine.errors import Conflict, InvalidInput, NotFound, Unavailable
+from learning_bot.engine.ports import (
     ArmOutcome,
     LearnerChanged,
     PendingArmOutcome,
@@ -32,9 +32,9 @@ from engine.ports import (
     RunStatus,
     RunWriter,
 )
-from engine.posterior import now_ms
-from engine.records import RunRecord, record_from_json, record_to_json, under_phase
-from storage.outage_log import StateLog
+from learning_bot.engine.posterior import now_ms
+from learning_bot.engine.records import RunRecord, record_from_json, record_to_json, under_phase
+from learning_bot.storage.outage_log import StateLog
 
 log = logging.getLogger("learning_bot.spool")
 
@@ -839,7 +839,7 @@ def _dead_key(line: str) -> tuple[str, str]:
 
 
 def _is_database_error(exc: BaseException) -> bool:
-    from storage.database import is_database_error as check
+    from learning_bot.storage.database import is_database_error as check
 
     return check(exc)
 
@@ -849,7 +849,7 @@ def default_spool_root(database_url: str) -> Path:
     configured = os.environ.get("LEARNING_BOT_SPOOL_DIR", "").strip()
     if configured:
         return Path(configured)
-    from storage.database import sqlite_file
+    from learning_bot.storage.database import sqlite_file
 
     path = sqlite_file(database_url)
     if path is not None:
@@ -1094,7 +1094,7 @@ class SpoolingStore:
         until then, so replay waits instead of dead-lettering runs into missing tables."""
         engine = getattr(self.inner, "engine", None)
         if engine is not None:
-            from storage.database import schema_ready
+            from learning_bot.storage.database import schema_ready
 
             schema_ready(engine)
 

@@ -15,18 +15,18 @@ from __future__ import annotations
 
 from sqlalchemy import delete, select
 
-from storage.arm_keys import ArmKeys
-from storage.bootstrap import Bootstrap
-from storage.context_evidence import ContextEvidenceStore
-from storage.context_words import ContextWordsStore
-from storage.database import write_transaction
-from storage.exploration import ExplorationStore
-from storage.learners import Learners
-from storage.reads import Reads
-from storage.resets import Resets
-from storage.rewards import Rewards
-from storage.runs import Runs
-from storage.schema import (
+from learning_bot.storage.arm_keys import ArmKeys
+from learning_bot.storage.bootstrap import Bootstrap
+from learning_bot.storage.context_evidence import ContextEvidenceStore
+from learning_bot.storage.context_words import ContextWordsStore
+from learning_bot.storage.database import write_transaction
+from learning_bot.storage.exploration import ExplorationStore
+from learning_bot.storage.learners import Learners
+from learning_bot.storage.reads import Reads
+from learning_bot.storage.resets import Resets
+from learning_bot.storage.rewards import Rewards
+from learning_bot.storage.runs import Runs
+from learning_bot.storage.schema import (
     audit_log,
     context_evidence,
     context_words,
@@ -37,10 +37,10 @@ from storage.schema import (
     trace_arms,
     traces,
 )
-from storage.session_costs import SessionCosts
-from storage.session_sets import SessionSetStore
-from storage.sessions import Sessions
-from storage.verify import Verify
+from learning_bot.storage.session_costs import SessionCosts
+from learning_bot.storage.session_sets import SessionSetStore
+from learning_bot.storage.sessions import Sessions
+from learning_bot.storage.verify import Verify
 
 
 class SqlStore(

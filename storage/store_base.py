@@ -8,11 +8,11 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from storage import queries
-from storage.database import ensure_schema, ensure_schema_later, make_engine
-from storage.hotpath import HotPath, stats_params
-from storage.location import default_database_url
-from storage.pooling import PoolSettings, pool_settings
+from learning_bot.storage import queries
+from learning_bot.storage.database import ensure_schema, ensure_schema_later, make_engine
+from learning_bot.storage.hotpath import HotPath, stats_params
+from learning_bot.storage.location import default_database_url
+from learning_bot.storage.pooling import PoolSettings, pool_settings
 
 
 class StoreBase:

@@ -8,12 +8,12 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select, text
 
-from engine.forgetting import forget, keep_factor
-from engine.ports import VerifyProblem, VerifyReport
-from storage.database import reading
-from storage.forgetting import forgets_toward
-from storage.reads import Reads
-from storage.schema import learners, posteriors, trace_arms, traces
+from learning_bot.engine.forgetting import forget, keep_factor
+from learning_bot.engine.ports import VerifyProblem, VerifyReport
+from learning_bot.storage.database import reading
+from learning_bot.storage.forgetting import forgets_toward
+from learning_bot.storage.reads import Reads
+from learning_bot.storage.schema import learners, posteriors, trace_arms, traces
 
 _CHANGES_BY_ARM = """
 SELECT arm_id, epoch, SUM(gained) AS gained, SUM(n) AS n FROM (

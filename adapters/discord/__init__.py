@@ -9,34 +9,34 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _LAZY = {
-    "DiscordInteractions": "adapters.discord.interactions",
-    "DiscordSurface": "adapters.discord.surface",
-    "LearningClient": "adapters.discord.client",
-    "clear_commands": "adapters.discord.client",
-    "command_schema": "adapters.discord.client",
-    "create_client": "adapters.discord.client",
-    "sync_commands": "adapters.discord.client",
-    "DiscordSettings": "adapters.discord.settings",
-    "load_discord_settings": "adapters.discord.settings",
+    "DiscordInteractions": "learning_bot.adapters.discord.interactions",
+    "DiscordSurface": "learning_bot.adapters.discord.surface",
+    "LearningClient": "learning_bot.adapters.discord.client",
+    "clear_commands": "learning_bot.adapters.discord.client",
+    "command_schema": "learning_bot.adapters.discord.client",
+    "create_client": "learning_bot.adapters.discord.client",
+    "sync_commands": "learning_bot.adapters.discord.client",
+    "DiscordSettings": "learning_bot.adapters.discord.settings",
+    "load_discord_settings": "learning_bot.adapters.discord.settings",
 }
 
 if TYPE_CHECKING:
-    from adapters.discord.client import (
+    from learning_bot.adapters.discord.client import (
         LearningClient,
         clear_commands,
         command_schema,
         create_client,
         sync_commands,
     )
-    from adapters.discord.interactions import DiscordInteractions
-    from adapters.discord.settings import DiscordSettings, load_discord_settings
-    from adapters.discord.surface import DiscordSurface
+    from learning_bot.adapters.discord.interactions import DiscordInteractions
+    from learning_bot.adapters.discord.settings import DiscordSettings, load_discord_settings
+    from learning_bot.adapters.discord.surface import DiscordSurface
 
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'adapters.discord' has no attribute {name!r}")
+        raise AttributeError(f"module 'learning_bot.adapters.discord' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

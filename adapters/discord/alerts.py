@@ -10,9 +10,9 @@ from typing import Any
 
 import aiohttp
 
-from adapters.discord.render import render_reply
-from bot.alerting import ChannelGone
-from bot.replies import Reply
+from learning_bot.adapters.discord.render import render_reply
+from learning_bot.bot.alerting import ChannelGone
+from learning_bot.bot.replies import Reply
 
 SURFACE = "discord"
 DEFAULT_API_URL = "https://discord.com/api/v10"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from adapters.discord.settings import DiscordSettings, parse_snowflakes
-from engine.errors import InvalidConfig
+from learning_bot.adapters.discord.settings import DiscordSettings, parse_snowflakes
+from learning_bot.engine.errors import InvalidConfig
 
 
 def _guild_id(raw: str) -> int:

@@ -14,14 +14,14 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from adapters.discord.arguments import add_arguments, sync_targets
-from adapters.discord.settings import DiscordSettings
-from bot.surface import SurfaceCommand
-from engine.errors import InvalidConfig
+from learning_bot.adapters.discord.arguments import add_arguments, sync_targets
+from learning_bot.adapters.discord.settings import DiscordSettings
+from learning_bot.bot.surface import SurfaceCommand
+from learning_bot.engine.errors import InvalidConfig
 
 if TYPE_CHECKING:
-    from bot.bus import CommandBus
-    from bot.surface import SurfaceHost
+    from learning_bot.bot.bus import CommandBus
+    from learning_bot.bot.surface import SurfaceHost
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -35,7 +35,7 @@ async def sync_from_cli(
     out: TextIO | None = None,
 ) -> int:
     """Log in, sync (or clear) each target, log out. Prints one line per target."""
-    from adapters.discord.client import clear_commands, create_client, sync_commands
+    from learning_bot.adapters.discord.client import clear_commands, create_client, sync_commands
 
     out = out or sys.stdout
     token = settings.require_token()
@@ -74,7 +74,7 @@ def run_command(
 
     import discord
 
-    from adapters.discord.client import create_client
+    from learning_bot.adapters.discord.client import create_client
 
     out = out or sys.stdout
     err = err or sys.stderr
@@ -113,7 +113,7 @@ def run_command(
 
 def run(args: argparse.Namespace, host: SurfaceHost) -> int:
     """`learning-bot discord ...`: its settings first, then the app's bus."""
-    from adapters.discord.settings import load_discord_settings
+    from learning_bot.adapters.discord.settings import load_discord_settings
 
     settings = load_discord_settings()
     return run_command(args, host.bus, settings)

@@ -9,11 +9,11 @@ from typing import Any
 import discord
 from discord import app_commands
 
-from adapters.discord.commands import GROUP_NAME, LearningCommands
-from adapters.discord.interactions import DiscordInteractions
-from adapters.discord.render import NO_MENTIONS, Interaction
-from adapters.discord.settings import DiscordSettings
-from bot.bus import CommandBus
+from learning_bot.adapters.discord.commands import GROUP_NAME, LearningCommands
+from learning_bot.adapters.discord.interactions import DiscordInteractions
+from learning_bot.adapters.discord.render import NO_MENTIONS, Interaction
+from learning_bot.adapters.discord.settings import DiscordSettings
+from learning_bot.bot.bus import CommandBus
 
 log = logging.getLogger("learning_bot.discord")
 

@@ -9,7 +9,7 @@ from typing import Literal
 import discord
 from discord import app_commands
 
-from adapters.discord.interactions import (
+from learning_bot.adapters.discord.interactions import (
     MAX_ARM_CHARS,
     DiscordInteractions,
     InvalidOption,
@@ -19,8 +19,8 @@ from adapters.discord.interactions import (
     option_text,
     reset_command,
 )
-from adapters.discord.render import Interaction
-from bot.commands import (
+from learning_bot.adapters.discord.render import Interaction
+from learning_bot.bot.commands import (
     COMMAND_NAMES,
     MAX_TOP,
     ConfigCommand,
@@ -33,10 +33,10 @@ from bot.commands import (
     UnsubscribeCommand,
     setting_value,
 )
-from engine.alert_records import SUBSCRIPTION_KINDS
-from engine.bounds import MAX_LEARNER_NAME, MAX_REASON_CHARS, check_learner_name
-from engine.config import Phase
-from engine.errors import InvalidInput
+from learning_bot.engine.alert_records import SUBSCRIPTION_KINDS
+from learning_bot.engine.bounds import MAX_LEARNER_NAME, MAX_REASON_CHARS, check_learner_name
+from learning_bot.engine.config import Phase
+from learning_bot.engine.errors import InvalidInput
 
 GROUP_NAME = "learning"
 DEFAULT_PERMISSIONS = discord.Permissions(send_messages=True)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import discord
 from discord import app_commands
 
-from adapters.discord.render import (
+from learning_bot.adapters.discord.render import (
     DEFAULT_MORE_HINT,
     NO_MENTIONS,
     DiscordMessage,
@@ -26,9 +26,9 @@ from adapters.discord.render import (
     render_notice,
     render_reply,
 )
-from adapters.discord.settings import DiscordSettings
-from bot.bus import Actor, CommandBus, Invocation
-from bot.commands import (
+from learning_bot.adapters.discord.settings import DiscordSettings
+from learning_bot.bot.bus import Actor, CommandBus, Invocation
+from learning_bot.bot.commands import (
     ArmNamesQuery,
     CancelCommand,
     Command,
@@ -36,14 +36,14 @@ from bot.commands import (
     ResetCommand,
     clean_input,
 )
-from bot.errors import FORBIDDEN
-from bot.replies import Reply, ReplyKind
-from engine.bounds import MAX_CHAT_RESET_ARMS
-from engine.errors import LearningError
-from engine.text import strip_controls
+from learning_bot.bot.errors import FORBIDDEN
+from learning_bot.bot.replies import Reply, ReplyKind
+from learning_bot.engine.bounds import MAX_CHAT_RESET_ARMS
+from learning_bot.engine.errors import LearningError
+from learning_bot.engine.text import strip_controls
 
 if TYPE_CHECKING:
-    from adapters.discord.views import ConfirmView
+    from learning_bot.adapters.discord.views import ConfirmView
 
 log = logging.getLogger("learning_bot.discord")
 
@@ -302,7 +302,7 @@ class DiscordInteractions:
     ) -> ConfirmView | None:
         if reply.kind is not ReplyKind.CONFIRM or not reply.actions:
             return None
-        from adapters.discord.views import ConfirmView
+        from learning_bot.adapters.discord.views import ConfirmView
 
         return ConfirmView(
             self,

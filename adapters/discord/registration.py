@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from adapters.discord.cli import DISCORD_COMMAND
-from bot.surface import Surface, SurfaceParts
+from learning_bot.adapters.discord.cli import DISCORD_COMMAND
+from learning_bot.bot.surface import Surface, SurfaceParts
 
 HOW_TO_ENABLE = "set DISCORD_TOKEN to enable"
 
@@ -19,8 +19,8 @@ def wanted(env: Mapping[str, str]) -> bool:
 
 
 def build(parts: SurfaceParts, env: Mapping[str, str]) -> Surface:
-    from adapters.discord.settings import load_discord_settings
-    from adapters.discord.surface import DiscordSurface
+    from learning_bot.adapters.discord.settings import load_discord_settings
+    from learning_bot.adapters.discord.surface import DiscordSurface
 
     return DiscordSurface(load_discord_settings(env), parts.bus)
 

@@ -10,8 +10,8 @@ from typing import TypeAlias
 
 import discord
 
-from bot.render_text import render_table, two_to_a_line
-from bot.replies import (
+from learning_bot.bot.render_text import render_table, two_to_a_line
+from learning_bot.bot.replies import (
     Actions,
     CompactStatus,
     Fields,

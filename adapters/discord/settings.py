@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from engine.errors import InvalidConfig
+from learning_bot.engine.errors import InvalidConfig
 
 MAX_SNOWFLAKE = 2**64 - 1
 DEFAULT_DEFER_AFTER = 0.2

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from adapters.discord.client import create_client
-from adapters.discord.settings import DiscordSettings
-from bot.bus import CommandBus
+from learning_bot.adapters.discord.client import create_client
+from learning_bot.adapters.discord.settings import DiscordSettings
+from learning_bot.bot.bus import CommandBus
 
 
 class DiscordSurface:

@@ -9,9 +9,9 @@ from typing import Any, Protocol
 
 import discord
 
-from adapters.discord.render import NO_MENTIONS, Interaction, clip
-from bot.commands import CancelCommand, Command, ConfirmCommand
-from bot.replies import Action
+from learning_bot.adapters.discord.render import NO_MENTIONS, Interaction, clip
+from learning_bot.bot.commands import CancelCommand, Command, ConfirmCommand
+from learning_bot.bot.replies import Action
 
 log = logging.getLogger("learning_bot.discord")
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from adapters.http.metrics import HttpMetrics
+from learning_bot.adapters.http.metrics import HttpMetrics
 
 log = logging.getLogger("learning_bot.access")
 

@@ -15,19 +15,25 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Scope
 
-from adapters.http.body import BodyReader
-from adapters.http.fast_select import FastSelect
-from adapters.http.guards import RequestGuard, first_headers
-from adapters.http.observe_line import ObserveLine
-from adapters.http.responses import ENCODER, ApiError, JsonResponse, failure
-from adapters.http.settings import HttpSettings
-from adapters.http.streams import SlotStream, StreamSlots
-from bot.bus import CommandBus
-from bot.commands import Command, ConfigCommand, PhaseCommand, ResetCommand, RewardCommand
-from bot.errors import kind_of_code
-from bot.invocation import Actor, Invocation
-from bot.replies import Reply, ReplyKind
-from bot.shapes import (
+from learning_bot.adapters.http.body import BodyReader
+from learning_bot.adapters.http.fast_select import FastSelect
+from learning_bot.adapters.http.guards import RequestGuard, first_headers
+from learning_bot.adapters.http.observe_line import ObserveLine
+from learning_bot.adapters.http.responses import ENCODER, ApiError, JsonResponse, failure
+from learning_bot.adapters.http.settings import HttpSettings
+from learning_bot.adapters.http.streams import SlotStream, StreamSlots
+from learning_bot.bot.bus import CommandBus
+from learning_bot.bot.commands import (
+    Command,
+    ConfigCommand,
+    PhaseCommand,
+    ResetCommand,
+    RewardCommand,
+)
+from learning_bot.bot.errors import kind_of_code
+from learning_bot.bot.invocation import Actor, Invocation
+from learning_bot.bot.replies import Reply, ReplyKind
+from learning_bot.bot.shapes import (
     arm_detail_json,
     arm_json,
     bucket_json,
@@ -37,11 +43,11 @@ from bot.shapes import (
     summary_json,
     trace_json,
 )
-from engine.bounds import MAX_RESET_ARMS
-from engine.config import Phase
-from engine.errors import Unavailable
-from engine.records import RunRecord
-from engine.service import TIMESERIES_METRICS, LearningService
+from learning_bot.engine.bounds import MAX_RESET_ARMS
+from learning_bot.engine.config import Phase
+from learning_bot.engine.errors import Unavailable
+from learning_bot.engine.records import RunRecord
+from learning_bot.engine.service import TIMESERIES_METRICS, LearningService
 
 BASE = "/__openclaw__/api/learning"
 API_ACTOR = Actor("api", "api", is_admin=True)
@@ -363,7 +369,7 @@ class Api:
     async def command(self, request: Request) -> Any:
         """Any /learning command through the bus; the reply comes back as data (the CLI's
         --url mode and scripts use it)."""
-        from bot.commands import CancelCommand, ConfirmCommand
+        from learning_bot.bot.commands import CancelCommand, ConfirmCommand
 
         data = await self.reader.body(request, "command")
         if not isinstance(data, dict):

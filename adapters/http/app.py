@@ -15,20 +15,22 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from adapters.http.access import RequestLog
-from adapters.http.api import BASE, Api
-from adapters.http.docs_page import docs_html
-from adapters.http.metrics import CONTENT_TYPE, HttpMetrics
-from adapters.http.openapi import openapi_document
-from adapters.http.settings import HttpSettings
-from bot.bus import CommandBus
+from learning_bot.adapters.http.access import RequestLog
+from learning_bot.adapters.http.api import BASE, Api
+from learning_bot.adapters.http.docs_page import docs_html
+from learning_bot.adapters.http.metrics import CONTENT_TYPE, HttpMetrics
+from learning_bot.adapters.http.openapi import openapi_document
+from learning_bot.adapters.http.settings import HttpSettings
+from learning_bot.bot.bus import CommandBus
 
 READ = ("GET",)
 WRITE = ("POST",)
 
 
 def dashboard_html(refresh_seconds: int = 30) -> str:
-    page = resources.files("adapters.http").joinpath("dashboard.html").read_text("utf-8")
+    page = (
+        resources.files("learning_bot.adapters.http").joinpath("dashboard.html").read_text("utf-8")
+    )
     return page.replace("__REFRESH_SECONDS__", str(int(refresh_seconds)))
 
 

@@ -14,9 +14,9 @@ from typing import Any, NoReturn
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive
 
-from adapters.http.responses import ApiError
-from engine.bounds import check_json_text
-from engine.errors import InvalidInput
+from learning_bot.adapters.http.responses import ApiError
+from learning_bot.engine.bounds import check_json_text
+from learning_bot.engine.errors import InvalidInput
 
 
 class BodyDeadlines:

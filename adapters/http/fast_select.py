@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.types import Receive, Scope, Send
 
-from adapters.http.body import BodyReader, decode_body
-from adapters.http.guards import RequestGuard, first_headers
-from adapters.http.responses import ENCODER, JSON_TYPE, ApiError, failure
-from bot.shapes import selection_json
-from engine.bounds import check_json
-from engine.service import LearningService
+from learning_bot.adapters.http.body import BodyReader, decode_body
+from learning_bot.adapters.http.guards import RequestGuard, first_headers
+from learning_bot.adapters.http.responses import ENCODER, JSON_TYPE, ApiError, failure
+from learning_bot.bot.shapes import selection_json
+from learning_bot.engine.bounds import check_json
+from learning_bot.engine.service import LearningService
 
 if TYPE_CHECKING:
-    from engine.inventory import ArmSet
-    from engine.selection import Selection
+    from learning_bot.engine.inventory import ArmSet
+    from learning_bot.engine.selection import Selection
 
 
 class KnownBody:
@@ -199,7 +199,7 @@ class FastSelect:
         return await self.call(service.select, known.arms, known.context), known.names
 
     def _select(self, service: LearningService, data: Any, raw: bytes) -> Selection:
-        from engine.inventory import ArmSet, RepeatedArmIds
+        from learning_bot.engine.inventory import ArmSet, RepeatedArmIds
 
         if not isinstance(data, dict):
             raise ApiError(400, "the body must be a JSON object with arms")

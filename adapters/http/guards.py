@@ -12,8 +12,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Scope
 
-from adapters.http.responses import ApiError, error
-from adapters.http.settings import HttpSettings
+from learning_bot.adapters.http.responses import ApiError, error
+from learning_bot.adapters.http.settings import HttpSettings
 
 
 def first_headers(scope: Scope) -> dict[str, str]:

@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from engine.service import LearningService
+from learning_bot.engine.service import LearningService
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

@@ -8,13 +8,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.http.responses import ApiError
-from bot.shapes import observe_json
-from engine.bounds import MAX_BATCH
-from engine.errors import InvalidInput, Unavailable
-from engine.observation import RunReport
-from engine.records import report_from_json
-from engine.service import LearningService
+from learning_bot.adapters.http.responses import ApiError
+from learning_bot.bot.shapes import observe_json
+from learning_bot.engine.bounds import MAX_BATCH
+from learning_bot.engine.errors import InvalidInput, Unavailable
+from learning_bot.engine.observation import RunReport
+from learning_bot.engine.records import report_from_json
+from learning_bot.engine.service import LearningService
 
 _Waiting = tuple[Any, "asyncio.Future[Any]"]
 """A request body waiting for its turn, and where its answer goes."""

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.http.api import BASE
-from adapters.http.body import STRICT_FIELDS_VERSION, TOLERATED
-from engine.config import PACKINGS, POLICIES
-from engine.service import TIMESERIES_METRICS
+from learning_bot.adapters.http.api import BASE
+from learning_bot.adapters.http.body import STRICT_FIELDS_VERSION, TOLERATED
+from learning_bot.engine.config import PACKINGS, POLICIES
+from learning_bot.engine.service import TIMESERIES_METRICS
 
 
 def _obj(props: dict[str, Any], required: list[str] | None = None, **extra: Any) -> dict[str, Any]:

@@ -9,8 +9,8 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
-from bot.errors import error_kind, user_message
-from engine.errors import Ambiguous, Unavailable
+from learning_bot.bot.errors import error_kind, user_message
+from learning_bot.engine.errors import Ambiguous, Unavailable
 
 log = logging.getLogger("learning_bot.http")
 

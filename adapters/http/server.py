@@ -15,13 +15,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from adapters.http.api import BASE
-from adapters.http.app import create_app
-from adapters.http.logs import configure_logging, json_logs
-from adapters.http.settings import HttpSettings, http_settings, serving_settings
-from bot.bus import CommandBus
-from bot.surface import Surface
-from engine.errors import InvalidConfig
+from learning_bot.adapters.http.api import BASE
+from learning_bot.adapters.http.app import create_app
+from learning_bot.adapters.http.logs import configure_logging, json_logs
+from learning_bot.adapters.http.settings import HttpSettings, http_settings, serving_settings
+from learning_bot.bot.bus import CommandBus
+from learning_bot.bot.surface import Surface
+from learning_bot.engine.errors import InvalidConfig
 
 log = logging.getLogger("learning_bot.serve")
 SHUTDOWN_SECONDS = 4.0
@@ -212,7 +212,7 @@ async def serve(
         lifespan="off",
     )
     server = uvicorn.Server(config)
-    import engine.selection  # noqa: F401  (numpy and the selection code, before the freeze)
+    import learning_bot.engine.selection  # noqa: F401  (numpy and the selection code, before the freeze)
 
     loop = asyncio.get_running_loop()
     stopping = stop if stop is not None else asyncio.Event()

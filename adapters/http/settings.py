@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from engine.errors import InvalidConfig
+from learning_bot.engine.errors import InvalidConfig
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterable, Callable
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from adapters.http.responses import JsonResponse
+from learning_bot.adapters.http.responses import JsonResponse
 
 RETRY_AFTER_SECONDS = 1
 

@@ -13,10 +13,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from adapters.mcp.tools import LearningTools, ToolFailed, strict_json
-from bot.errors import error_kind, user_message
-from engine.arms import parse_arm_id
-from engine.errors import InvalidInput
+from learning_bot.adapters.mcp.tools import LearningTools, ToolFailed, strict_json
+from learning_bot.bot.errors import error_kind, user_message
+from learning_bot.engine.arms import parse_arm_id
+from learning_bot.engine.errors import InvalidInput
 
 Guard = Callable[[Request], Response | None]
 """Refuses a request (a JSON error response) or lets it through (None)."""

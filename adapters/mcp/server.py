@@ -18,10 +18,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from adapters.mcp.tools import LearningTools, strict_json
-from bot.errors import error_kind, user_message
-from engine.bounds import check_json
-from engine.errors import InvalidInput, LearningError
+from learning_bot.adapters.mcp.tools import LearningTools, strict_json
+from learning_bot.bot.errors import error_kind, user_message
+from learning_bot.engine.bounds import check_json
+from learning_bot.engine.errors import InvalidInput, LearningError
 
 log = logging.getLogger("learning_bot.mcp")
 T = TypeVar("T")

@@ -21,8 +21,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
-from adapters.mcp.rest import Guard, ReadArguments, rest_routes
-from adapters.mcp.tools import LearningTools
+from learning_bot.adapters.mcp.rest import Guard, ReadArguments, rest_routes
+from learning_bot.adapters.mcp.tools import LearningTools
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -98,7 +98,7 @@ class McpSurface:
     def _build(self) -> MCPServer:
         from mcp.server.transport_security import TransportSecuritySettings
 
-        from adapters.mcp.server import build_server
+        from learning_bot.adapters.mcp.server import build_server
 
         server = build_server(self._tools, version=self._version)
         self.mcp_app = server.streamable_http_app(

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.bus import CommandBus
-from bot.commands import (
+from learning_bot.bot.bus import CommandBus
+from learning_bot.bot.commands import (
     COMMAND_NAMES,
     Command,
     ConfigCommand,
@@ -35,13 +35,13 @@ from bot.commands import (
     RewardCommand,
     StatusCommand,
 )
-from bot.errors import kind_of_code
-from bot.invocation import Actor, Invocation
-from bot.render_text import render_text
-from bot.replies import ReplyKind
-from bot.shapes import reply_data_json
-from engine.arms import Arm, parse_arm_id
-from engine.bounds import (
+from learning_bot.bot.errors import kind_of_code
+from learning_bot.bot.invocation import Actor, Invocation
+from learning_bot.bot.render_text import render_text
+from learning_bot.bot.replies import ReplyKind
+from learning_bot.bot.shapes import reply_data_json
+from learning_bot.engine.arms import Arm, parse_arm_id
+from learning_bot.engine.bounds import (
     MAX_TIMESTAMP_MS,
     MAX_TOKEN_COST,
     check_count,
@@ -49,13 +49,13 @@ from engine.bounds import (
     check_learner_name,
     check_text,
 )
-from engine.config import Phase
-from engine.context import MAX_DESCRIPTION_CHARS
-from engine.errors import InvalidInput, LearningError, NotFound, Unavailable
-from engine.observation import MAX_ID_CHARS
-from engine.posterior import prior_parameters
-from engine.service import LearningService
-from engine.views import ArmView
+from learning_bot.engine.config import Phase
+from learning_bot.engine.context import MAX_DESCRIPTION_CHARS
+from learning_bot.engine.errors import InvalidInput, LearningError, NotFound, Unavailable
+from learning_bot.engine.observation import MAX_ID_CHARS
+from learning_bot.engine.posterior import prior_parameters
+from learning_bot.engine.service import LearningService
+from learning_bot.engine.views import ArmView
 
 SURFACE = "mcp"
 MAX_CANDIDATES = 10_000

@@ -10,39 +10,43 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _LAZY = {
-    "SlackInteractions": "adapters.slack.app",
-    "create_app": "adapters.slack.app",
-    "create_app_and_interactions": "adapters.slack.app",
-    "SlackMessage": "adapters.slack.blocks",
-    "render_reply": "adapters.slack.blocks",
-    "SlackDirectory": "adapters.slack.directory",
-    "SlackUser": "adapters.slack.directory",
-    "EVENTS_PATH": "adapters.slack.http",
-    "create_asgi_app": "adapters.slack.http",
-    "slack_routes": "adapters.slack.http",
-    "SlackSurface": "adapters.slack.surface",
-    "slack_configured": "adapters.slack.surface",
-    "slack_surface": "adapters.slack.surface",
-    "SlackSettings": "adapters.slack.settings",
-    "slack_settings_from_env": "adapters.slack.settings",
-    "run_socket_mode": "adapters.slack.socket_mode",
-    "start_socket_mode": "adapters.slack.socket_mode",
+    "SlackInteractions": "learning_bot.adapters.slack.app",
+    "create_app": "learning_bot.adapters.slack.app",
+    "create_app_and_interactions": "learning_bot.adapters.slack.app",
+    "SlackMessage": "learning_bot.adapters.slack.blocks",
+    "render_reply": "learning_bot.adapters.slack.blocks",
+    "SlackDirectory": "learning_bot.adapters.slack.directory",
+    "SlackUser": "learning_bot.adapters.slack.directory",
+    "EVENTS_PATH": "learning_bot.adapters.slack.http",
+    "create_asgi_app": "learning_bot.adapters.slack.http",
+    "slack_routes": "learning_bot.adapters.slack.http",
+    "SlackSurface": "learning_bot.adapters.slack.surface",
+    "slack_configured": "learning_bot.adapters.slack.surface",
+    "slack_surface": "learning_bot.adapters.slack.surface",
+    "SlackSettings": "learning_bot.adapters.slack.settings",
+    "slack_settings_from_env": "learning_bot.adapters.slack.settings",
+    "run_socket_mode": "learning_bot.adapters.slack.socket_mode",
+    "start_socket_mode": "learning_bot.adapters.slack.socket_mode",
 }
 
 if TYPE_CHECKING:
-    from adapters.slack.app import SlackInteractions, create_app, create_app_and_interactions
-    from adapters.slack.blocks import SlackMessage, render_reply
-    from adapters.slack.directory import SlackDirectory, SlackUser
-    from adapters.slack.http import EVENTS_PATH, create_asgi_app, slack_routes
-    from adapters.slack.settings import SlackSettings, slack_settings_from_env
-    from adapters.slack.socket_mode import run_socket_mode, start_socket_mode
-    from adapters.slack.surface import SlackSurface, slack_configured, slack_surface
+    from learning_bot.adapters.slack.app import (
+        SlackInteractions,
+        create_app,
+        create_app_and_interactions,
+    )
+    from learning_bot.adapters.slack.blocks import SlackMessage, render_reply
+    from learning_bot.adapters.slack.directory import SlackDirectory, SlackUser
+    from learning_bot.adapters.slack.http import EVENTS_PATH, create_asgi_app, slack_routes
+    from learning_bot.adapters.slack.settings import SlackSettings, slack_settings_from_env
+    from learning_bot.adapters.slack.socket_mode import run_socket_mode, start_socket_mode
+    from learning_bot.adapters.slack.surface import SlackSurface, slack_configured, slack_surface
 
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'adapters.slack' has no attribute {name!r}")
+        raise AttributeError(f"module 'learning_bot.adapters.slack' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

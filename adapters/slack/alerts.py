@@ -11,9 +11,9 @@ from collections.abc import Awaitable, Callable
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.blocks import render_reply
-from bot.alerting import ChannelGone
-from bot.replies import Reply
+from learning_bot.adapters.slack.blocks import render_reply
+from learning_bot.bot.alerting import ChannelGone
+from learning_bot.bot.replies import Reply
 
 SURFACE = "slack"
 

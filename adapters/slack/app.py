@@ -24,7 +24,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import Engine
 
-from adapters.slack.blocks import (
+from learning_bot.adapters.slack.blocks import (
     CANCEL_ACTION_ID,
     CONFIRM_ACTION_ID,
     DASHBOARD_ACTION_ID,
@@ -35,10 +35,10 @@ from adapters.slack.blocks import (
     section,
     working_message,
 )
-from adapters.slack.directory import SlackDirectory, UserLookupFailed
-from adapters.slack.settings import SlackSettings
-from bot.bus import Actor, CommandBus, Invocation
-from bot.commands import (
+from learning_bot.adapters.slack.directory import SlackDirectory, UserLookupFailed
+from learning_bot.adapters.slack.settings import SlackSettings
+from learning_bot.bot.bus import Actor, CommandBus, Invocation
+from learning_bot.bot.commands import (
     CancelCommand,
     Command,
     ConfirmCommand,
@@ -48,8 +48,8 @@ from bot.commands import (
     is_mutating,
     parse_command,
 )
-from bot.replies import Reply, ReplyKind, error_reply
-from engine.errors import InvalidConfig
+from learning_bot.bot.replies import Reply, ReplyKind, error_reply
+from learning_bot.engine.errors import InvalidConfig
 
 log = logging.getLogger("learning_bot.slack")
 
@@ -391,7 +391,7 @@ def create_app_and_interactions(
                 "the multi-workspace install keeps installations in the project's database; "
                 "pass its engine",
             )
-        from adapters.slack.oauth import oauth_settings
+        from learning_bot.adapters.slack.oauth import oauth_settings
 
         oauth = oauth_settings(settings, engine, client)
     app = AsyncApp(

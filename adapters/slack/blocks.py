@@ -15,9 +15,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from bot.handlers import usage_grammar
-from bot.render_text import render_table, render_text, two_to_a_line
-from bot.replies import (
+from learning_bot.bot.handlers import usage_grammar
+from learning_bot.bot.render_text import render_table, render_text, two_to_a_line
+from learning_bot.bot.replies import (
     Action,
     Actions,
     Block,
@@ -30,7 +30,7 @@ from bot.replies import (
     Text,
     Visibility,
 )
-from engine.text import strip_controls
+from learning_bot.engine.text import strip_controls
 
 MAX_BLOCKS = 50
 MAX_SECTION_CHARS = 3000

@@ -28,7 +28,7 @@ from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import Engine
 
-from adapters.slack.settings import BOT_SCOPES, SlackSettings
+from learning_bot.adapters.slack.settings import BOT_SCOPES, SlackSettings
 
 log = logging.getLogger("learning_bot.slack")
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 
-from bot.surface import Surface, SurfaceCommand, SurfaceHost, SurfaceParts
-from engine.errors import InvalidInput
+from learning_bot.bot.surface import Surface, SurfaceCommand, SurfaceHost, SurfaceParts
+from learning_bot.engine.errors import InvalidInput
 
 HOW_TO_ENABLE = (
     "set SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET for /slack/events, "
@@ -17,19 +17,19 @@ HOW_TO_ENABLE = (
 
 
 def wanted(env: Mapping[str, str]) -> bool:
-    from adapters.slack.surface import slack_configured
+    from learning_bot.adapters.slack.surface import slack_configured
 
     return slack_configured(env)
 
 
 def build(parts: SurfaceParts, env: Mapping[str, str]) -> Surface:
-    from adapters.slack.surface import slack_surface
+    from learning_bot.adapters.slack.surface import slack_surface
 
     return slack_surface(parts.bus, env, installation_engine=parts.engine)
 
 
 def describe(surface: Surface) -> str:
-    from adapters.slack.surface import SlackSurface
+    from learning_bot.adapters.slack.surface import SlackSurface
 
     socket = isinstance(surface, SlackSurface) and surface.settings.socket_mode
     return "Socket Mode" if socket else "HTTP, events at POST /slack/events"
@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, host: SurfaceHost) -> int:
     """Slack on its own: Socket Mode when SLACK_APP_TOKEN is set (no port is opened), else HTTP
     on --host/--port with Slack posting to /slack/events."""
-    from adapters.slack.surface import SlackSurface
+    from learning_bot.adapters.slack.surface import SlackSurface
 
     if not 1 <= args.port <= 65535:
         raise InvalidInput(f"--port must be from 1 to 65535, got {args.port}")

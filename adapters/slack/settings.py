@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from engine.errors import InvalidConfig
+from learning_bot.engine.errors import InvalidConfig
 
 DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_COMMAND = "/learning"

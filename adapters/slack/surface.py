@@ -12,11 +12,11 @@ from slack_bolt.async_app import AsyncApp
 from sqlalchemy import Engine
 from starlette.routing import BaseRoute
 
-from adapters.slack.app import SlackInteractions, create_app_and_interactions
-from adapters.slack.http import slack_routes
-from adapters.slack.settings import SlackSettings, slack_settings_from_env
-from adapters.slack.socket_mode import start_socket_mode
-from bot.bus import CommandBus
+from learning_bot.adapters.slack.app import SlackInteractions, create_app_and_interactions
+from learning_bot.adapters.slack.http import slack_routes
+from learning_bot.adapters.slack.settings import SlackSettings, slack_settings_from_env
+from learning_bot.adapters.slack.socket_mode import start_socket_mode
+from learning_bot.bot.bus import CommandBus
 
 STOP_SECONDS = 10.0
 

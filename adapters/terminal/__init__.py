@@ -12,7 +12,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from adapters.terminal.commands import (
+    from learning_bot.adapters.terminal.commands import (
         EXIT_ERROR,
         EXIT_OK,
         EXIT_USAGE,
@@ -23,19 +23,19 @@ if TYPE_CHECKING:
         remote_sender,
         run_chat_command,
     )
-    from adapters.terminal.console import run_console
+    from learning_bot.adapters.terminal.console import run_console
 
 _LAZY = {
-    "EXIT_ERROR": "adapters.terminal.commands",
-    "EXIT_OK": "adapters.terminal.commands",
-    "EXIT_USAGE": "adapters.terminal.commands",
-    "CliError": "adapters.terminal.commands",
-    "Send": "adapters.terminal.commands",
-    "local_actor": "adapters.terminal.commands",
-    "local_sender": "adapters.terminal.commands",
-    "remote_sender": "adapters.terminal.commands",
-    "run_chat_command": "adapters.terminal.commands",
-    "run_console": "adapters.terminal.console",
+    "EXIT_ERROR": "learning_bot.adapters.terminal.commands",
+    "EXIT_OK": "learning_bot.adapters.terminal.commands",
+    "EXIT_USAGE": "learning_bot.adapters.terminal.commands",
+    "CliError": "learning_bot.adapters.terminal.commands",
+    "Send": "learning_bot.adapters.terminal.commands",
+    "local_actor": "learning_bot.adapters.terminal.commands",
+    "local_sender": "learning_bot.adapters.terminal.commands",
+    "remote_sender": "learning_bot.adapters.terminal.commands",
+    "run_chat_command": "learning_bot.adapters.terminal.commands",
+    "run_console": "learning_bot.adapters.terminal.console",
 }
 
 __all__ = [
@@ -55,7 +55,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'adapters.terminal' has no attribute {name!r}")
+        raise AttributeError(f"module 'learning_bot.adapters.terminal' has no attribute {name!r}")
     value = getattr(import_module(module), name)
     globals()[name] = value
     return value

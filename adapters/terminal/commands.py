@@ -12,10 +12,10 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 
-from adapters.terminal.render import render
-from adapters.terminal.style import Style
-from bot.bus import CommandBus
-from bot.commands import (
+from learning_bot.adapters.terminal.render import render
+from learning_bot.adapters.terminal.style import Style
+from learning_bot.bot.bus import CommandBus
+from learning_bot.bot.commands import (
     CancelCommand,
     Command,
     ConfirmCommand,
@@ -24,11 +24,11 @@ from bot.commands import (
     UsageError,
     parse_command,
 )
-from bot.errors import kind_of_code
-from bot.handlers import usage_grammar, usage_reply
-from bot.invocation import Actor, Invocation
-from bot.replies import Reply, ReplyKind
-from bot.shapes import reply_data_json, reply_from_json
+from learning_bot.bot.errors import kind_of_code
+from learning_bot.bot.handlers import usage_grammar, usage_reply
+from learning_bot.bot.invocation import Actor, Invocation
+from learning_bot.bot.replies import Reply, ReplyKind
+from learning_bot.bot.shapes import reply_data_json, reply_from_json
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 API_BASE = "/__openclaw__/api/learning"

@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from adapters.terminal.style import Style
-from bot.commands import ArmNamesQuery, CancelCommand, Command, ConfirmCommand
-from bot.replies import Reply, ReplyKind
+from learning_bot.adapters.terminal.style import Style
+from learning_bot.bot.commands import ArmNamesQuery, CancelCommand, Command, ConfirmCommand
+from learning_bot.bot.replies import Reply, ReplyKind
 
 BANNER = (
     "learning-bot console — type the commands as after `learning-bot`; `help` lists them.\n"
@@ -148,7 +148,7 @@ def run_console(
 ) -> int:
     """Read commands until EOF or `quit`; returns the exit code. Without `read`, lines come
     from the terminal with readline's editing, Tab completion and the history file."""
-    from adapters.terminal.render import render
+    from learning_bot.adapters.terminal.render import render
 
     style = style or Style.for_stream(out)
     completer = Completer(send)

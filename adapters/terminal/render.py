@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import re
 
-from adapters.terminal.style import Style
-from bot.render_text import plain, render_table, render_text
-from bot.replies import Fields, Heading, Reply, Table, Text
+from learning_bot.adapters.terminal.style import Style
+from learning_bot.bot.render_text import plain, render_table, render_text
+from learning_bot.bot.replies import Fields, Heading, Reply, Table, Text
 
 _PERCENT = re.compile(r"-?\d+(?:\.\d+)?%")
 _ABOUT_SAVINGS = re.compile(r"\bsav(?:ed|ings?)\b", re.IGNORECASE)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.commands import Command
-from bot.invocation import Invocation
-from bot.ports import CommandBatch
-from bot.replies import Reply
+from learning_bot.bot.commands import Command
+from learning_bot.bot.invocation import Invocation
+from learning_bot.bot.ports import CommandBatch
+from learning_bot.bot.replies import Reply
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,12 +3,12 @@ what came of it, in the learner's audit log."""
 
 from __future__ import annotations
 
-from bot.commands import command_to_json, is_mutating
-from bot.middleware import Call, Middleware
-from bot.ports import CommandBatch
-from bot.replies import Reply
-from engine.ports import AuditEntry
-from engine.posterior import WallClock, now_ms
+from learning_bot.bot.commands import command_to_json, is_mutating
+from learning_bot.bot.middleware import Call, Middleware
+from learning_bot.bot.ports import CommandBatch
+from learning_bot.bot.replies import Reply
+from learning_bot.engine.ports import AuditEntry
+from learning_bot.engine.posterior import WallClock, now_ms
 
 
 class Audit(Middleware):

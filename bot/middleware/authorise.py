@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Set
 
-from bot.commands import (
+from learning_bot.bot.commands import (
     CancelCommand,
     Command,
     ConfigCommand,
@@ -17,12 +17,12 @@ from bot.commands import (
     UnsubscribeCommand,
     is_mutating,
 )
-from bot.errors import FORBIDDEN
-from bot.invocation import Invocation
-from bot.middleware import Call, Middleware
-from bot.ports import CommandBatch
-from bot.replies import Reply, error_reply
-from engine.errors import Forbidden
+from learning_bot.bot.errors import FORBIDDEN
+from learning_bot.bot.invocation import Invocation
+from learning_bot.bot.middleware import Call, Middleware
+from learning_bot.bot.ports import CommandBatch
+from learning_bot.bot.replies import Reply, error_reply
+from learning_bot.engine.errors import Forbidden
 
 CHAT_SURFACES = frozenset({"slack", "discord"})
 """Surfaces whose admins are a workspace's or a guild's, not the deployment's."""

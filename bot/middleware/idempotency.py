@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 
-from bot.commands import is_mutating
-from bot.middleware import Call, Middleware
-from bot.ports import CommandBatch
-from bot.replies import Reply, ReplyKind, Text
-from bot.shapes import reply_from_json, reply_json
-from engine.posterior import WallClock, now_ms
+from learning_bot.bot.commands import is_mutating
+from learning_bot.bot.middleware import Call, Middleware
+from learning_bot.bot.ports import CommandBatch
+from learning_bot.bot.replies import Reply, ReplyKind, Text
+from learning_bot.bot.shapes import reply_from_json, reply_json
+from learning_bot.engine.posterior import WallClock, now_ms
 
 IN_FLIGHT = Reply(ReplyKind.INFO, (Text("This request is already being handled."),), "")
 """Answered when the first execution of a key has not finished yet."""

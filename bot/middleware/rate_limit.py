@@ -3,12 +3,12 @@ every replica shares the count."""
 
 from __future__ import annotations
 
-from bot.commands import CancelCommand, ConfirmCommand, is_mutating
-from bot.errors import RATE_LIMITED
-from bot.middleware import Call, Middleware
-from bot.ports import CommandBatch
-from bot.replies import Reply, error_reply
-from engine.posterior import WallClock, now_ms
+from learning_bot.bot.commands import CancelCommand, ConfirmCommand, is_mutating
+from learning_bot.bot.errors import RATE_LIMITED
+from learning_bot.bot.middleware import Call, Middleware
+from learning_bot.bot.ports import CommandBatch
+from learning_bot.bot.replies import Reply, error_reply
+from learning_bot.engine.posterior import WallClock, now_ms
 
 RATE_WINDOW_MS = 60_000
 

@@ -8,12 +8,12 @@ import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from adapters.terminal.commands import EXIT_USAGE, CliError
+from learning_bot.adapters.terminal.commands import EXIT_USAGE, CliError
 from learning_bot.cli.parser import Commands, close_match
 
 if TYPE_CHECKING:
-    from bot.replies import Reply
     from learning_bot.app import App
+    from learning_bot.bot.replies import Reply
     from learning_bot.settings import Settings
 
 
@@ -85,7 +85,11 @@ def _text(words: Sequence[str]) -> str:
 
 
 def _chat(args: argparse.Namespace, settings: Settings) -> int:
-    from adapters.terminal.commands import local_sender, remote_sender, run_chat_command
+    from learning_bot.adapters.terminal.commands import (
+        local_sender,
+        remote_sender,
+        run_chat_command,
+    )
 
     confirm = bool(getattr(args, "confirm", False))
     conversation = getattr(args, "conversation", "")
@@ -133,8 +137,8 @@ def _help_reply(command: object, commands: list[dict[str, str]]) -> Reply:
     `learning-bot` command and what it does, as `learning-bot --help` lists them."""
     from dataclasses import replace
 
-    from bot.commands import HelpCommand, parse_command
-    from bot.handlers import help_reply
+    from learning_bot.bot.commands import HelpCommand, parse_command
+    from learning_bot.bot.handlers import help_reply
 
     parsed = parse_command(command) if isinstance(command, str) else command
     topic = parsed.topic if isinstance(parsed, HelpCommand) else None

@@ -10,7 +10,7 @@ import argparse
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from adapters.terminal.commands import EXIT_OK, EXIT_USAGE, CliError
+from learning_bot.adapters.terminal.commands import EXIT_OK, EXIT_USAGE, CliError
 from learning_bot.cli.parser import Commands
 
 if TYPE_CHECKING:
@@ -67,15 +67,15 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 def arm_names(settings: Settings) -> list[str]:
     """The learner's arm ids and labels, from a SQLite file through the light reader; none
     for another database or a file not there (a completion must stay quick and quiet)."""
-    from bot.commands import ArmNamesQuery
-    from bot.invocation import Invocation
     from learning_bot.app import build_read_app
+    from learning_bot.bot.commands import ArmNamesQuery
+    from learning_bot.bot.invocation import Invocation
 
     app = build_read_app(settings)
     if app is None:
         return []
     try:
-        from adapters.terminal.commands import local_actor
+        from learning_bot.adapters.terminal.commands import local_actor
 
         reply = app.bus.dispatch(Invocation("terminal", local_actor(), ArmNamesQuery()))
     finally:

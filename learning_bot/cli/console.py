@@ -26,10 +26,10 @@ def register(sub: Commands) -> None:
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.url:
-        from adapters.terminal import remote_sender, run_console
+        from learning_bot.adapters.terminal import remote_sender, run_console
 
         return run_console(remote_sender(args.url, args.learner, "console"))
-    from adapters.terminal import local_sender, run_console
+    from learning_bot.adapters.terminal import local_sender, run_console
     from learning_bot.app import build_app
     from learning_bot.cli.chat import check_learner
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from adapters.terminal.commands import EXIT_OK, EXIT_USAGE, CliError
+from learning_bot.adapters.terminal.commands import EXIT_OK, EXIT_USAGE, CliError
 from learning_bot.cli.parser import Commands
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 def _dashboard_url(url: str | None, settings: Settings) -> str:
     """The dashboard of the server --url names (once it answers), else that of the public URL
     the settings give; never a guess."""
-    from adapters.terminal.commands import api_base
+    from learning_bot.adapters.terminal.commands import api_base
 
     if url:
         base = api_base(url)

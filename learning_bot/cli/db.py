@@ -7,14 +7,14 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from adapters.terminal.commands import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
+from learning_bot.adapters.terminal.commands import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
 from learning_bot.cli.parser import Commands
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
     from learning_bot.settings import Settings
-    from storage.spool import Spooled
+    from learning_bot.storage.spool import Spooled
 
 
 def register(sub: Commands) -> None:
@@ -59,8 +59,8 @@ def _replay_dead_letters(settings: Settings, spool_dir: str | None, *, dry_run: 
     """Replay the dead-letter file into the database (by learner name), or list it."""
     from pathlib import Path
 
-    from storage import SqlStore, default_database_url
-    from storage.spool import (
+    from learning_bot.storage import SqlStore, default_database_url
+    from learning_bot.storage.spool import (
         DEAD_LETTER,
         default_spool_root,
         evidence_writer,
@@ -122,9 +122,9 @@ def _upgrade(engine: Engine) -> tuple[str | None, str]:
     rather than as the driver's own multi-line error."""
     from sqlalchemy.exc import DBAPIError, OperationalError
 
-    from engine.errors import Unavailable
-    from storage import upgrade
-    from storage.database import is_unavailable
+    from learning_bot.engine.errors import Unavailable
+    from learning_bot.storage import upgrade
+    from learning_bot.storage.database import is_unavailable
 
     try:
         return upgrade(engine)
@@ -136,8 +136,8 @@ def _upgrade(engine: Engine) -> tuple[str | None, str]:
 
 
 def _db(action: str, url: str | None, *, as_json: bool = False) -> int:
-    from storage import default_database_url, make_engine
-    from storage.database import ensure_schema
+    from learning_bot.storage import default_database_url, make_engine
+    from learning_bot.storage.database import ensure_schema
 
     target = url or default_database_url()
     if action == "url":
@@ -157,8 +157,8 @@ def _db(action: str, url: str | None, *, as_json: bool = False) -> int:
         ensure_schema(engine, auto_create=False)
     finally:
         engine.dispose()
-    from engine.service import LearningService
-    from storage import SqlStore
+    from learning_bot.engine.service import LearningService
+    from learning_bot.storage import SqlStore
 
     store = SqlStore(target, auto_create=False)
     failed = False
@@ -181,7 +181,7 @@ def _db(action: str, url: str | None, *, as_json: bool = False) -> int:
             failed |= not report.ok
     finally:
         store.close()
-    from storage.spool import dead_letters, default_spool_root
+    from learning_bot.storage.spool import dead_letters, default_spool_root
 
     root = default_spool_root(target)
     dead = dead_letters(root)

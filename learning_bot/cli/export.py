@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from adapters.terminal.commands import EXIT_OK, EXIT_USAGE, CliError
+from learning_bot.adapters.terminal.commands import EXIT_OK, EXIT_USAGE, CliError
 from learning_bot.cli.parser import Commands
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _export(app: App, args: argparse.Namespace) -> int:
-    from bot.export import export_csv, export_json, export_jsonl
+    from learning_bot.bot.export import export_csv, export_json, export_jsonl
 
     service = app.service()
     if args.format == "csv":

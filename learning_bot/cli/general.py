@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from adapters.terminal.commands import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
+from learning_bot.adapters.terminal.commands import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -134,7 +134,7 @@ def _run(args: argparse.Namespace) -> int:
 def _error(message: str, hint: str | None = None) -> None:
     """`learning-bot: <what is wrong>` on one line, then at most one hint line (a "did you
     mean" folded into the message becomes the hint)."""
-    from adapters.terminal.style import Style
+    from learning_bot.adapters.terminal.style import Style
 
     head, sep, close = message.partition("; did you mean ")
     if sep and hint is None:
@@ -149,8 +149,8 @@ def failed(exc: BaseException) -> int:
     """The exit code of a command that raised `exc`, after its one-line message on stderr;
     anything but an error (SystemExit from --help) goes on up, and with LEARNING_BOT_DEBUG
     set, so does an unexpected error."""
-    from bot.errors import error_kind
-    from engine.errors import LearningError
+    from learning_bot.bot.errors import error_kind
+    from learning_bot.engine.errors import LearningError
 
     if isinstance(exc, CliError):
         _error(str(exc), exc.hint)

@@ -10,15 +10,15 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from adapters.terminal.commands import EXIT_OK, CliError
-from bot.surface import Surface
+from learning_bot.adapters.terminal.commands import EXIT_OK, CliError
+from learning_bot.bot.surface import Surface
 from learning_bot.cli.parser import Commands
 from learning_bot.cli.serve import announce_public, run_loop, say, serve_until_stopped
 from learning_bot.surfaces import SURFACES, SurfaceEntry
 
 if TYPE_CHECKING:
-    from bot.bus import CommandBus
     from learning_bot.app import App
+    from learning_bot.bot.bus import CommandBus
     from learning_bot.settings import Settings
 
 
@@ -66,8 +66,8 @@ class CommandHost:
         return self.entry.build(self.app(), os.environ)
 
     def serve_http(self, surfaces: Sequence[Surface], host: str, port: int) -> int:
-        from adapters.http.server import serve
-        from adapters.http.settings import http_settings
+        from learning_bot.adapters.http.server import serve
+        from learning_bot.adapters.http.settings import http_settings
 
         announce_public(self.settings, say)
         run = serve(

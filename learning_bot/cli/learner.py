@@ -10,12 +10,12 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from adapters.terminal.commands import EXIT_OK, EXIT_USAGE, CliError
+from learning_bot.adapters.terminal.commands import EXIT_OK, EXIT_USAGE, CliError
 from learning_bot.cli.parser import Commands
 
 if TYPE_CHECKING:
-    from engine.service import LearningService
     from learning_bot.app import App
+    from learning_bot.engine.service import LearningService
     from learning_bot.settings import Settings
 
 
@@ -97,8 +97,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _check_name(name: str) -> None:
-    from engine.bounds import check_learner_name
-    from engine.errors import InvalidInput
+    from learning_bot.engine.bounds import check_learner_name
+    from learning_bot.engine.errors import InvalidInput
 
     try:
         check_learner_name(name)
@@ -109,7 +109,7 @@ def _check_name(name: str) -> None:
 def _check_changes(settings: Settings, changes: dict[str, Any]) -> None:
     """The settings are known keys with valid values (as `LearningService.set_settings` and
     the server check them), so a learner is never made for settings that are then refused."""
-    from engine.errors import InvalidConfig
+    from learning_bot.engine.errors import InvalidConfig
 
     if "phase" in changes:
         raise CliError("phase: change it with `learning-bot phase`", EXIT_USAGE)
@@ -122,7 +122,7 @@ def _check_changes(settings: Settings, changes: dict[str, Any]) -> None:
 def _opened_or_made(app: App, name: str, *, quiet: bool) -> LearningService:
     """The learner, made (with this process's configuration, then the settings given) when
     there is none of that name yet."""
-    from engine.errors import NotFound
+    from learning_bot.engine.errors import NotFound
 
     try:
         return app.service(name)
@@ -141,7 +141,7 @@ def _remote_set(url: str, name: str, changes: dict[str, Any], *, as_json: bool) 
     import urllib.parse
     import urllib.request
 
-    from adapters.terminal.commands import api_base
+    from learning_bot.adapters.terminal.commands import api_base
 
     base = api_base(url)
     token = os.environ.get("LEARNING_BOT_API_TOKEN", "").strip()
@@ -178,7 +178,7 @@ def _remote_set(url: str, name: str, changes: dict[str, Any], *, as_json: bool) 
 
 
 def _pairs(items: list[str]) -> dict[str, Any]:
-    from bot.commands import setting_value
+    from learning_bot.bot.commands import setting_value
 
     """KEY=VALUE words as settings: a value is read as JSON, else taken as a string."""
     if not items:
@@ -205,7 +205,7 @@ def _recall_target(raw: str) -> float | None:
 
 
 def _learner_create(app: App, name: str) -> int:
-    from engine.errors import NotFound
+    from learning_bot.engine.errors import NotFound
 
     try:
         service = app.service(name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from adapters.terminal.commands import EXIT_OK
+from learning_bot.adapters.terminal.commands import EXIT_OK
 from learning_bot.cli.parser import Commands
 
 if TYPE_CHECKING:
@@ -29,8 +29,8 @@ def _mcp_stdio(settings: Settings) -> int:
     """MCP over stdin/stdout until stdin closes or SIGTERM; stdout carries only JSON-RPC."""
     import anyio
 
-    from adapters.mcp.server import build_server
-    from adapters.mcp.surface import serve_stdio
+    from learning_bot.adapters.mcp.server import build_server
+    from learning_bot.adapters.mcp.surface import serve_stdio
     from learning_bot.app import build_app
     from learning_bot.surfaces import mcp_tools
 

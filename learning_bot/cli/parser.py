@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from typing import NoReturn, TypeAlias
 
-from adapters.terminal.commands import EXIT_USAGE, CliError
+from learning_bot.adapters.terminal.commands import EXIT_USAGE, CliError
 
 Commands: TypeAlias = "argparse._SubParsersAction[CommandLineParser]"
 """What a command module's `register` adds its sub-parser to."""

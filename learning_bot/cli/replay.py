@@ -12,11 +12,11 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from adapters.terminal.commands import EXIT_OK, EXIT_USAGE, CliError
+from learning_bot.adapters.terminal.commands import EXIT_OK, EXIT_USAGE, CliError
 from learning_bot.cli.parser import Commands
 
 if TYPE_CHECKING:
-    from engine.projection import Projection, SettingProjection
+    from learning_bot.engine.projection import Projection, SettingProjection
     from learning_bot.replay.reader import ReadSummary
     from learning_bot.replay.window import Window
     from learning_bot.settings import Settings
@@ -68,7 +68,7 @@ def register(sub: Commands) -> None:
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
-    from engine.projection import DEFAULT_RUNS, MAX_RUNS, project
+    from learning_bot.engine.projection import DEFAULT_RUNS, MAX_RUNS, project
     from learning_bot.replay.reader import STDIN, LogReader, load_tools
     from learning_bot.replay.window import latest_runs
 

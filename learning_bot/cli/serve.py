@@ -15,11 +15,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from adapters.terminal.commands import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
+from learning_bot.adapters.terminal.commands import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
 from learning_bot.cli.parser import Commands
 
 if TYPE_CHECKING:
-    from engine.posterior import WallClock
+    from learning_bot.engine.posterior import WallClock
     from learning_bot.settings import Settings
 
 log = logging.getLogger("learning_bot.serve")
@@ -57,8 +57,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
-    from adapters.http.server import is_loopback
-    from adapters.http.settings import http_settings
+    from learning_bot.adapters.http.server import is_loopback
+    from learning_bot.adapters.http.settings import http_settings
 
     if not 1 <= port <= 65535:
         raise CliError(f"--port must be from 1 to 65535, got {port}", EXIT_USAGE)
@@ -98,8 +98,8 @@ def workers_refusal(env: Mapping[str, str]) -> str | None:
     the Slack app, the first worker: the kernel would hand a share of Slack's requests to the
     others, which answer 404. Socket Mode without the OAuth install has no HTTP route, and the
     API, dashboard, MCP and /v1 routes are served by every worker."""
-    from adapters.slack.settings import slack_settings_from_env
-    from adapters.slack.surface import slack_configured
+    from learning_bot.adapters.slack.settings import slack_settings_from_env
+    from learning_bot.adapters.slack.surface import slack_configured
 
     if not slack_configured(env):
         return None
@@ -135,7 +135,7 @@ def supervise_workers(
     forked again (after 0.5 s, doubling to at most 30 s while it keeps dying young) while
     the others keep serving; the parent returns only after SIGINT or SIGTERM, once every
     worker has stopped."""
-    from adapters.http.server import fork_worker
+    from learning_bot.adapters.http.server import fork_worker
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -205,7 +205,7 @@ def _serve_one(
     surfaces: bool,
     quiet: bool = False,
 ) -> int:
-    from adapters.http.server import serve
+    from learning_bot.adapters.http.server import serve
     from learning_bot.app import build_app
     from learning_bot.surfaces import configured_surfaces
 
@@ -242,7 +242,7 @@ def start_purging(
     if purge is None:
         return stop
 
-    from engine.posterior import now_ms
+    from learning_bot.engine.posterior import now_ms
 
     read_clock = clock or now_ms
 
@@ -272,7 +272,7 @@ def say(line: str) -> None:
 
 def serve_until_stopped(run: object) -> int:
     """Run a server coroutine to its end: exit 0, or 1 with one line when a surface failed."""
-    from adapters.http.server import SurfaceFailed
+    from learning_bot.adapters.http.server import SurfaceFailed
 
     try:
         run_loop(run)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from adapters.terminal.commands import EXIT_OK
+from learning_bot.adapters.terminal.commands import EXIT_OK
 from learning_bot.cli.parser import Commands
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def _simulate(
     sessions: bool = False,
     phase: str = "active",
 ) -> int:
-    from engine.config import Phase
+    from learning_bot.engine.config import Phase
     from learning_bot.simulate import progress_bar, simulate
 
     service = app.service(create=True)

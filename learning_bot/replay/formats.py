@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from engine.arms import Arm, estimate_tokens
-from engine.bounds import MAX_TIMESTAMP_MS
-from engine.errors import InvalidInput
-from engine.observation import Usage
+from learning_bot.engine.arms import Arm, estimate_tokens
+from learning_bot.engine.bounds import MAX_TIMESTAMP_MS
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.observation import Usage
 
 ANTHROPIC = "anthropic"
 OPENAI_CHAT = "openai-chat"

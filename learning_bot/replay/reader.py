@@ -22,10 +22,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from engine.arms import Arm
-from engine.config import LearningConfig, Phase
-from engine.errors import InvalidInput
-from engine.observation import (
+from learning_bot.engine.arms import Arm
+from learning_bot.engine.config import LearningConfig, Phase
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.observation import (
     MAX_ARMS_PER_RUN,
     ReportedArm,
     RunReport,
@@ -33,7 +33,7 @@ from engine.observation import (
     observation_guard,
     rewards_for_run,
 )
-from engine.records import ArmOutcomeRecord, RunRecord, record_from_report
+from learning_bot.engine.records import ArmOutcomeRecord, RunRecord, record_from_report
 from learning_bot.replay.formats import (
     OPENCLAW,
     Exchange,

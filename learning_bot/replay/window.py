@@ -14,7 +14,7 @@ import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from engine.records import RunRecord
+from learning_bot.engine.records import RunRecord
 
 
 @dataclass(frozen=True, slots=True)

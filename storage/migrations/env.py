@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-from storage.schema import metadata
+from learning_bot.storage.schema import metadata
 
 config = context.config
 target_metadata = metadata

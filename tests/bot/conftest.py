@@ -4,12 +4,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.bus import Actor, BusSettings, CommandBus, Invocation, LearnerServices
-from bot.replies import Reply
-from engine import LearningConfig, Phase
-from engine.service import LearningService
-from storage import SqlStore
-from storage.command_log import SqlCommandLog
+from learning_bot.bot.bus import Actor, BusSettings, CommandBus, Invocation, LearnerServices
+from learning_bot.bot.replies import Reply
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
+from learning_bot.storage.command_log import SqlCommandLog
 
 ADMIN = Actor("U-admin", "Ada", is_admin=True)
 MEMBER = Actor("U-member", "Max")

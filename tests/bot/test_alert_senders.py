@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.discord.alerts import DiscordAlertSender
-from adapters.slack.alerts import SlackAlertSender
-from bot.alerting import ChannelGone, alert_card, resolved_note
-from engine.alerts import FIRING, RESOLVED, Signals, findings
-from engine.starvation import StarvedArm
+from learning_bot.adapters.discord.alerts import DiscordAlertSender
+from learning_bot.adapters.slack.alerts import SlackAlertSender
+from learning_bot.bot.alerting import ChannelGone, alert_card, resolved_note
+from learning_bot.engine.alerts import FIRING, RESOLVED, Signals, findings
+from learning_bot.engine.starvation import StarvedArm
 from tests.adapters.discord.fake_discord import BOT_TOKEN, FakeDiscord
 from tests.adapters.slack.fake_slack import FakeSlack
 from tests.e2e.probes import slack_texts
@@ -108,7 +108,7 @@ async def test_slack_installed_in_several_workspaces_posts_with_each_ones_token(
     from slack_sdk.oauth.installation_store.models.installation import Installation
     from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallationStore
 
-    from adapters.slack.oauth import installed_bot_tokens
+    from learning_bot.adapters.slack.oauth import installed_bot_tokens
 
     engine = sa.create_engine(f"sqlite:///{tmp_path}/oauth.sqlite")
     store = SQLAlchemyInstallationStore(client_id="cid", engine=engine)

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from bot.alerting import AlertScheduler, AlertSettings, ChannelGone
-from bot.bus import LearnerServices
-from bot.replies import Reply
-from engine import LearningConfig, Phase
-from engine.alert_records import Subscription
-from engine.errors import Unavailable
-from engine.service import LearningService
-from storage import SqlStore
-from storage.alerts import SqlAlertStore
+from learning_bot.bot.alerting import AlertScheduler, AlertSettings, ChannelGone
+from learning_bot.bot.bus import LearnerServices
+from learning_bot.bot.replies import Reply
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.alert_records import Subscription
+from learning_bot.engine.errors import Unavailable
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
+from learning_bot.storage.alerts import SqlAlertStore
 from tests.storage.helpers import ARMS, report
 
 WEB = "tool:web:WebSearch"
@@ -196,7 +196,7 @@ async def test_a_daily_digest_is_sent_once_with_its_chart_and_quiet_channels_sta
 
 
 async def test_a_dead_lettered_run_alerts_once(sqlite_url: str, tmp_path: Path) -> None:
-    from storage.spool import Spool, SpoolingStore
+    from learning_bot.storage.spool import Spool, SpoolingStore
 
     store = SqlStore(sqlite_url)
     spooling = SpoolingStore(store, Spool(tmp_path / "spool"), retry_seconds=60)
@@ -288,7 +288,7 @@ async def test_a_channel_gets_at_most_its_hourly_share_and_the_rest_waits(store:
 def test_a_digest_charts_savings_and_recall_over_its_period(store: SqlStore) -> None:
     """The digest's trend: the period hour by hour, each hour's token saving counted from its
     selected runs (sent against offered tokens) and its estimated recall; the chart has it."""
-    from bot.digest import digest_chart, due_period
+    from learning_bot.bot.digest import digest_chart, due_period
 
     services, service = _services(store)
     alerts = SqlAlertStore(store.engine)
@@ -359,8 +359,8 @@ async def test_an_alert_still_firing_gets_a_note_in_its_thread_each_period(
     ],
 )
 def test_alert_settings_refuse_bad_values_naming_them(name: str, raw: str) -> None:
-    from engine.errors import InvalidConfig
     from learning_bot.alerts import alert_settings
+    from learning_bot.engine.errors import InvalidConfig
 
     with pytest.raises(InvalidConfig, match=name):
         alert_settings({name: raw})

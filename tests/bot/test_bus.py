@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from bot.bus import BusSettings, CommandBus
-from bot.commands import CancelCommand, ConfirmCommand
-from bot.render_text import render_text
-from bot.replies import ReplyKind
-from bot.shapes import reply_from_json, reply_json
-from engine import Arm, Phase, ReportedArm, RunReport, ToolCall, Usage
-from storage import SqlStore
-from storage.schema import audit_log
+from learning_bot.bot.bus import BusSettings, CommandBus
+from learning_bot.bot.commands import CancelCommand, ConfirmCommand
+from learning_bot.bot.render_text import render_text
+from learning_bot.bot.replies import ReplyKind
+from learning_bot.bot.shapes import reply_from_json, reply_json
+from learning_bot.engine import Arm, Phase, ReportedArm, RunReport, ToolCall, Usage
+from learning_bot.storage import SqlStore
+from learning_bot.storage.schema import audit_log
 
 from .conftest import ADMIN, GUEST, MEMBER, Actor, make_bus, say
 
@@ -207,9 +207,8 @@ def test_a_reply_lost_to_an_outage_is_recorded_when_storage_answers(
     """PostgreSQL restarting between a reward's write and the record of its reply: the record
     is tried again, so a retry of the same key gets the first reply and rewards nothing twice
     (before, the claim stayed without a reply and the retry was told it was still running)."""
-    import bot.bus
-    from engine import Unavailable
-    from storage.command_log import SqlCommandLog
+    from learning_bot.engine import Unavailable
+    from learning_bot.storage.command_log import SqlCommandLog
 
     monkeypatch.setattr(bot.bus, "RECORD_PAUSES", (0.0, 0.0))
 
@@ -312,7 +311,7 @@ def test_reply_round_trips_through_json(bus: CommandBus) -> None:
 
 
 def test_scopes_map_to_learners(store: SqlStore) -> None:
-    from bot.bus import BusSettings, Invocation
+    from learning_bot.bot.bus import BusSettings, Invocation
 
     bus = make_bus(store, BusSettings(learners={"T-a": "team-a", "discord:G1": "guild"}))
     assert bus.learner_for(Invocation("slack", ADMIN, "status", scope="T-a")) == "team-a"
@@ -323,7 +322,7 @@ def test_scopes_map_to_learners(store: SqlStore) -> None:
 
 
 def test_mutating_commands_are_rate_limited_per_actor(store: SqlStore) -> None:
-    from bot.bus import BusSettings
+    from learning_bot.bot.bus import BusSettings
 
     bus = make_bus(store, BusSettings(rate_limit=3))
     observe(bus, "a", ["T1"])
@@ -338,8 +337,8 @@ def test_mutating_commands_are_rate_limited_per_actor(store: SqlStore) -> None:
 
 
 def test_storage_outage_gets_a_clear_reply(store: SqlStore) -> None:
-    from bot.bus import BusSettings
-    from engine import Unavailable
+    from learning_bot.bot.bus import BusSettings
+    from learning_bot.engine import Unavailable
 
     class Down:
         def __getattr__(self, name: str) -> object:

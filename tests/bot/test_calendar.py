@@ -14,16 +14,16 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.alerting import AlertScheduler, AlertSettings
-from bot.bus import LearnerServices
-from bot.digest import due_period
-from bot.replies import Reply
-from engine import LearningConfig, Phase
-from engine.alert_records import Subscription
-from engine.service import LearningService
-from engine.session_simulation import SimulatedClock
-from storage import SqlStore
-from storage.alerts import SqlAlertStore
+from learning_bot.bot.alerting import AlertScheduler, AlertSettings
+from learning_bot.bot.bus import LearnerServices
+from learning_bot.bot.digest import due_period
+from learning_bot.bot.replies import Reply
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.alert_records import Subscription
+from learning_bot.engine.service import LearningService
+from learning_bot.engine.session_simulation import SimulatedClock
+from learning_bot.storage import SqlStore
+from learning_bot.storage.alerts import SqlAlertStore
 from tests.storage.helpers import report
 
 HOUR = 3_600_000

@@ -8,15 +8,15 @@ import json
 
 from sqlalchemy import select, update
 
-from bot.bus import BusSettings, CommandBus
-from bot.commands import ConfigCommand, ConfirmCommand, UsageError, parse_command
-from bot.replies import ReplyKind
-from bot.shapes import reply_json
-from engine import Phase
-from engine.posterior import now_ms
-from storage import SqlStore
-from storage.command_log import SqlCommandLog
-from storage.schema import audit_log, command_results, confirmations, learners
+from learning_bot.bot.bus import BusSettings, CommandBus
+from learning_bot.bot.commands import ConfigCommand, ConfirmCommand, UsageError, parse_command
+from learning_bot.bot.replies import ReplyKind
+from learning_bot.bot.shapes import reply_json
+from learning_bot.engine import Phase
+from learning_bot.engine.posterior import now_ms
+from learning_bot.storage import SqlStore
+from learning_bot.storage.command_log import SqlCommandLog
+from learning_bot.storage.schema import audit_log, command_results, confirmations, learners
 
 from .conftest import ADMIN, GUEST, MEMBER, Actor, Invocation, make_bus, say
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.commands import HelpCommand
-from bot.handlers import help_text
-from bot.invocation import Actor, Invocation
-from bot.replies import ReplyKind
-from engine.errors import InvalidInput
 from learning_bot.app import App, build_app
+from learning_bot.bot.commands import HelpCommand
+from learning_bot.bot.handlers import help_text
+from learning_bot.bot.invocation import Actor, Invocation
+from learning_bot.bot.replies import ReplyKind
+from learning_bot.engine.errors import InvalidInput
 from learning_bot.settings import Settings
 
 SURFACES = ("slack", "discord", "terminal", "console", "api", "mcp")
@@ -48,7 +48,7 @@ def test_help_text_refuses_an_unknown_topic_by_name() -> None:
 def test_the_mcp_tool_and_the_http_command_route_answer_an_unknown_topic(app: App) -> None:
     from starlette.testclient import TestClient
 
-    from adapters.http import HttpSettings, create_app
+    from learning_bot.adapters.http import HttpSettings, create_app
     from learning_bot.surfaces import mcp_tools
 
     with pytest.raises(InvalidInput, match="topic"):

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.commands import (
+from learning_bot.bot.commands import (
     HelpCommand,
     PhaseCommand,
     ResetCommand,
@@ -15,7 +15,7 @@ from bot.commands import (
     UsageError,
     parse_command,
 )
-from engine import Phase
+from learning_bot.engine import Phase
 
 VALID = [
     ("", StatusCommand()),

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from bot.bus import BusSettings, CommandBus, LearnerServices
-from bot.commands import ConfirmCommand
-from bot.render_text import render_text
-from bot.replies import ReplyKind
-from engine import LearningConfig, Phase
-from engine.service import LearningService
+from learning_bot.bot.bus import BusSettings, CommandBus, LearnerServices
+from learning_bot.bot.commands import ConfirmCommand
+from learning_bot.bot.render_text import render_text
+from learning_bot.bot.replies import ReplyKind
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.service import LearningService
 from learning_bot.simulate import simulate
-from storage import SqlStore
-from storage.command_log import SqlCommandLog
+from learning_bot.storage import SqlStore
+from learning_bot.storage.command_log import SqlCommandLog
 
 from .conftest import say
 

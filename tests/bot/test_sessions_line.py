@@ -3,9 +3,9 @@ tools outside their cached prefix."""
 
 from __future__ import annotations
 
-from bot.handlers import sessions_line
-from bot.shapes import session_decisions_json
-from engine.session_sets import SessionDecisions
+from learning_bot.bot.handlers import sessions_line
+from learning_bot.bot.shapes import session_decisions_json
+from learning_bot.engine.session_sets import SessionDecisions
 
 
 def test_the_line_counts_redraws_and_sessions_that_took_on_tools() -> None:

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import json
 
-from bot.replies import CompactList, CompactStatus, Heading, Reply, ReplyKind, Text
-from bot.shapes import arm_json, reply_data_json, reply_from_json, reply_json, selection_json
-from engine import Arm, LearningConfig, Phase, Posterior, select_arms
-from engine.views import ArmView
+from learning_bot.bot.replies import CompactList, CompactStatus, Heading, Reply, ReplyKind, Text
+from learning_bot.bot.shapes import (
+    arm_json,
+    reply_data_json,
+    reply_from_json,
+    reply_json,
+    selection_json,
+)
+from learning_bot.engine import Arm, LearningConfig, Phase, Posterior, select_arms
+from learning_bot.engine.views import ArmView
 
 
 def test_selection_json_uses_camel_case_and_carries_the_guidance() -> None:

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from bot.bus import Actor, BusSettings, CommandBus, Invocation, LearnerServices
-from bot.commands import SubscribeCommand, UnsubscribeCommand, parse_command
-from bot.replies import Reply
-from engine import LearningConfig, Phase
-from engine.service import LearningService
-from storage import SqlStore
-from storage.alerts import SqlAlertStore
-from storage.command_log import SqlCommandLog
-from storage.schema import audit_log
+from learning_bot.bot.bus import Actor, BusSettings, CommandBus, Invocation, LearnerServices
+from learning_bot.bot.commands import SubscribeCommand, UnsubscribeCommand, parse_command
+from learning_bot.bot.replies import Reply
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
+from learning_bot.storage.alerts import SqlAlertStore
+from learning_bot.storage.command_log import SqlCommandLog
+from learning_bot.storage.schema import audit_log
 from tests.bot.conftest import ADMIN, GUEST, MEMBER
 
 

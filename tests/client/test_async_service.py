@@ -7,10 +7,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from engine import Arm, ArmSet, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
-from engine.service import LearningService
 from learning_bot.async_service import AsyncLearningService
-from storage import SqlStore
+from learning_bot.engine import Arm, ArmSet, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
 
 
 class ThreadNotingStore(SqlStore):

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.http.openapi import SCHEMAS
+from learning_bot.adapters.http.openapi import SCHEMAS
 from learning_bot.client import (
     ArmSpec,
     AsyncLearningClient,

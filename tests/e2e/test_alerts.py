@@ -18,9 +18,9 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
-from engine import LearningConfig, Phase
-from engine.service import LearningService
-from storage import SqlStore
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
 from tests import processes
 from tests.adapters.slack.fake_slack import FakeSlack
 from tests.storage.helpers import report

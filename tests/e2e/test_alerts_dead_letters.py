@@ -16,7 +16,7 @@ import httpx
 from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
-from storage.spool import dead_letters
+from learning_bot.storage.spool import dead_letters
 from tests.adapters.slack.fake_slack import FakeSlack
 
 from .launch import environment, served

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine import Arm, LearningConfig, Phase
-from engine.service import LearningService
-from storage import SqlStore
+from learning_bot.engine import Arm, LearningConfig, Phase
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
 from tests import processes
 from tests.adapters.discord.fake_discord import BOT_TOKEN, FakeDiscord, command_interaction
 from tests.storage.helpers import ARMS, report

@@ -183,7 +183,7 @@ for top in {PACKAGES!r}:
     package = importlib.import_module(top)
     assert package.__file__.startswith(sys.prefix), (top, package.__file__)
     for info in pkgutil.walk_packages(package.__path__, top + "."):
-        if info.name.endswith("__main__") or info.name == "storage.migrations.env":
+        if info.name.endswith("__main__") or info.name == "learning_bot.storage.migrations.env":
             continue  # the first runs the command line, the second is Alembic's to run
         importlib.import_module(info.name)
 print("ok")

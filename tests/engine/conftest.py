@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
+from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
 
 ReportFactory = Callable[..., RunReport]
 

@@ -3,8 +3,8 @@ episode, a resolution, changes announced once)."""
 
 from __future__ import annotations
 
-from engine.alert_records import AlertState
-from engine.alerts import (
+from learning_bot.engine.alert_records import AlertState
+from learning_bot.engine.alerts import (
     FIRING,
     NOTE,
     RESOLVED,
@@ -17,8 +17,8 @@ from engine.alerts import (
     firing_details,
     stored_finding,
 )
-from engine.savings import CostSavings
-from engine.starvation import StarvedArm
+from learning_bot.engine.savings import CostSavings
+from learning_bot.engine.starvation import StarvedArm
 
 STARVED = StarvedArm("tool:web", "web_search", 0, 120, 40, 0.7)
 

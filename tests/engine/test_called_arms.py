@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import pytest
 
-from engine import LearningConfig, Phase
-from engine.arms import Arm
-from engine.errors import InvalidInput
-from engine.observation import (
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.arms import Arm
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.observation import (
     ReportedArm,
     RunReport,
     ToolCall,
     referenced_arms,
     rewards_for_run,
 )
-from engine.records import (
+from learning_bot.engine.records import (
     record_from_report,
     report_from_json,
     report_to_json,

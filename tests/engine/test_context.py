@@ -6,26 +6,26 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine import Arm, LearningConfig, Phase
-from engine.bm25 import BM25Index
-from engine.context import (
+from learning_bot.engine import Arm, LearningConfig, Phase
+from learning_bot.engine.bm25 import BM25Index
+from learning_bot.engine.context import (
     MAX_MESSAGE_CHARS,
     RequestContext,
     loaded_arms,
     stored_context,
     words,
 )
-from engine.context_policy import (
+from learning_bot.engine.context_policy import (
     ContextEvidence,
     ContextSettings,
     EvidenceCell,
     context_beta,
     relevance,
 )
-from engine.errors import InvalidInput
-from engine.exploration import ExplorationBound, OwedTries
-from engine.inventory import ArmSet, align_posteriors
-from engine.selection import select_arms
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.exploration import ExplorationBound, OwedTries
+from learning_bot.engine.inventory import ArmSet, align_posteriors
+from learning_bot.engine.selection import select_arms
 
 
 def inventory() -> list[Arm]:
@@ -87,7 +87,7 @@ def test_a_request_without_context_selects_as_before() -> None:
     post = align_posteriors(arms, None)
     before = select_arms(arms, post, config(), 11)
     # a draw passed explicitly as the default one, and no forced arm, change nothing
-    from engine.draws import draw_scores
+    from learning_bot.engine.draws import draw_scores
 
     same = select_arms(arms, post, config(), 11, draw=draw_scores, force=None)
     assert same == before
@@ -156,7 +156,7 @@ def test_stored_cells_load_back_to_the_same_evidence() -> None:
 
 
 def test_cells_advanced_run_by_run_as_storage_does_match_the_evidence_in_memory() -> None:
-    from engine.context_policy import advance_cells
+    from learning_bot.engine.context_policy import advance_cells
 
     gen = np.random.default_rng(4)
     arms = [f"tool:t:a{i}" for i in range(6)]

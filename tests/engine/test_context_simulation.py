@@ -6,18 +6,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine import Arm, LearningConfig, Phase
-from engine.config import DEFAULT_POLICY
-from engine.context import feature_hash
-from engine.context_simulation import (
+from learning_bot.engine import Arm, LearningConfig, Phase
+from learning_bot.engine.config import DEFAULT_POLICY
+from learning_bot.engine.context import feature_hash
+from learning_bot.engine.context_simulation import (
     SEARCH_TOOL_TOKENS,
     ContextSession,
     ContextTurn,
     Learner,
     run_study,
 )
-from engine.prompt_cache import Block
-from engine.session_simulation import SessionShape
+from learning_bot.engine.prompt_cache import Block
+from learning_bot.engine.session_simulation import SessionShape
 
 SMALL = [
     Arm("tool:t:weather", 100, description="weather forecast rain"),

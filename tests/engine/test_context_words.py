@@ -7,20 +7,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine import Arm, LearningConfig, Phase
-from engine.config import DEFAULT_POLICY
-from engine.context import RequestContext, feature_hash, terms, words, written_features
-from engine.context_policy import (
+from learning_bot.engine import Arm, LearningConfig, Phase
+from learning_bot.engine.config import DEFAULT_POLICY
+from learning_bot.engine.context import RequestContext, feature_hash, terms, words, written_features
+from learning_bot.engine.context_policy import (
     ContextEvidence,
     ContextSettings,
     context_scores,
     explain,
     relevance,
 )
-from engine.draws import draw_scores
-from engine.feature_words import DisplayWords
-from engine.inventory import ArmSet, FloatArray, PosteriorArrays, align_posteriors
-from engine.selection import Draw, select_arms
+from learning_bot.engine.draws import draw_scores
+from learning_bot.engine.feature_words import DisplayWords
+from learning_bot.engine.inventory import ArmSet, FloatArray, PosteriorArrays, align_posteriors
+from learning_bot.engine.selection import Draw, select_arms
 
 
 def inventory() -> list[Arm]:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from engine.cost import (
+from learning_bot.engine.cost import (
     ANTHROPIC,
     DEFAULT_PRICES,
     PriceTable,
@@ -14,8 +14,8 @@ from engine.cost import (
     output_cost,
     prompt_cost,
 )
-from engine.errors import InvalidConfig
-from engine.observation import Usage
+from learning_bot.engine.errors import InvalidConfig
+from learning_bot.engine.observation import Usage
 
 
 def test_prompt_cost_prices_reads_and_writes_at_their_ratios() -> None:

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import engine
-from engine import (
+import learning_bot.engine as engine
+from learning_bot.engine import (
     DEFAULT_SEED_ARM_IDS,
     MAX_ARM_ID_LENGTH,
     Arm,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from engine import (
+from learning_bot.engine import (
     DEFAULT_SEED_ARM_IDS,
     InvalidConfig,
     InvalidInput,

@@ -7,8 +7,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from engine import PosteriorArrays
-from engine.draws import (
+from learning_bot.engine import PosteriorArrays
+from learning_bot.engine.draws import (
     _POOLED_FITS,
     GUIDE_FROM,
     POOLED_EXACT_MAX,

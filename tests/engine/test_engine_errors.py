@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-import engine
-from engine import (
+import learning_bot.engine as engine
+from learning_bot.engine import (
     MAX_TEXT_CHARS,
     Arm,
     InvalidInput,

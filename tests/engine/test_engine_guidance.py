@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine import excluded_tools_guidance
+from learning_bot.engine import excluded_tools_guidance
 
 
 def test_guidance_names_excluded_tools_only() -> None:

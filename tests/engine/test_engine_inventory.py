@@ -14,9 +14,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import Arm, ArmSet, InvalidInput, LearningConfig, Phase, Posterior, select_arms
-from engine.inventory import ArmSetCache, align_posteriors
-from engine.records import arms_from_json
+from learning_bot.engine import (
+    Arm,
+    ArmSet,
+    InvalidInput,
+    LearningConfig,
+    Phase,
+    Posterior,
+    select_arms,
+)
+from learning_bot.engine.inventory import ArmSetCache, align_posteriors
+from learning_bot.engine.records import arms_from_json
 
 
 def arms(n: int = 5, cost: int = 10) -> list[Arm]:

@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from engine import (
+from learning_bot.engine import (
     Arm,
     ArmSet,
     ArmType,
@@ -23,8 +23,8 @@ from engine import (
     rewards_for_run,
     select_arms,
 )
-from engine.config import DEFAULT_POLICY, POLICIES
-from engine.simulation import (
+from learning_bot.engine.config import DEFAULT_POLICY, POLICIES
+from learning_bot.engine.simulation import (
     REALISTIC_TIERS,
     make_workload,
     oracle_mask,
@@ -111,7 +111,7 @@ def test_half_life_is_a_setting_and_policies_expand_to_their_options() -> None:
 
 
 def test_forgetting_folds_like_single_steps_and_keeps_exact_sums_without_it() -> None:
-    from engine.forgetting import fold, forget, keep_factor
+    from learning_bot.engine.forgetting import fold, forget, keep_factor
 
     assert keep_factor(0) == keep_factor(None) == 1.0
     assert keep_factor(100) ** 100 == pytest.approx(0.5)
@@ -308,7 +308,7 @@ def test_forgetting_in_steps_equals_forgetting_at_once_and_returns_to_the_prior(
     """Without new evidence, each half-life halves what an arm holds beyond its prior, k
     observations then m forget as k + m do, no half-life forgets nothing, and a long run
     brings every arm back to its own prior."""
-    from engine.forgetting import forget, keep_factor
+    from learning_bot.engine.forgetting import forget, keep_factor
 
     prior = np.array([3.0, 1.0, 1.0])
     alpha = np.array([41.0, 3.0, 1.0])
@@ -325,7 +325,7 @@ def test_forgetting_in_steps_equals_forgetting_at_once_and_returns_to_the_prior(
 
 def test_forgetting_lets_a_learner_follow_a_shift() -> None:
     """An arm that was never used and then always is: with forgetting its mean climbs faster."""
-    from engine.forgetting import forget, keep_factor
+    from learning_bot.engine.forgetting import forget, keep_factor
 
     plain = (1.0, 201.0)
     forgetful = plain
@@ -340,7 +340,7 @@ def test_forgetting_lets_a_learner_follow_a_shift() -> None:
 
 @pytest.mark.parametrize("half_life", [-2, -0.5, math.nan, math.inf, True, "5"])
 def test_keep_factor_rejects_bad_half_lives(half_life: Any) -> None:
-    from engine.forgetting import keep_factor
+    from learning_bot.engine.forgetting import keep_factor
 
     with pytest.raises(InvalidInput):
         keep_factor(half_life)
@@ -599,7 +599,7 @@ def test_pooled_prior_scores_stay_in_the_unit_interval_and_are_seeded() -> None:
     again = [select_arms(arms, post, cfg, rng=seed).selected for seed in range(20)]
     assert first == again
     assert len(set(first)) > 1  # exploration 1: the draws vary from seed to seed
-    from engine.draws import _pooled_scores
+    from learning_bot.engine.draws import _pooled_scores
 
     for e in (1.0, 0.5, 0.0):
         scores = _pooled_scores(post, e, np.random.default_rng(3))
@@ -634,7 +634,7 @@ def test_pooled_prior_does_not_lose_to_sharpened_on_regret() -> None:
 
 
 def test_estimated_recall_observes_hits_and_estimates_only_what_was_left_out() -> None:
-    from engine.metrics import estimated_recall
+    from learning_bot.engine.metrics import estimated_recall
 
     # nothing left out: the observed hits are the whole answer
     assert estimated_recall({"a": 0.9, "b": 0.1}, {"a": (10, 10, 9), "b": (10, 10, 1)}) == 1.0
@@ -645,7 +645,7 @@ def test_estimated_recall_observes_hits_and_estimates_only_what_was_left_out() -
 
 
 def test_usefulness_estimates_read_few_observations_against_the_other_arms() -> None:
-    from engine.metrics import usefulness_estimates
+    from learning_bot.engine.metrics import usefulness_estimates
 
     assert usefulness_estimates({}) == {}
     rare = {f"rare{i}": (2.0, 400.0) for i in range(20)}
@@ -667,7 +667,7 @@ def test_usefulness_estimates_asked_again_answer_alike_and_apart() -> None:
     """The last fits are kept (a server answers status after status from them): the same
     evidence gives the same figures, each caller gets its own dict, and evidence that changed
     is fitted again."""
-    from engine.metrics import usefulness_estimates
+    from learning_bot.engine.metrics import usefulness_estimates
 
     evidence = {"a": (3.0, 40.0), "b": (20.0, 2.0), "c": (0.0, 5.0), "d": (1.5, 0.25)}
     first = usefulness_estimates(evidence)
@@ -684,7 +684,7 @@ def test_usefulness_estimates_add_up_to_the_true_usage_of_rarely_seen_arms() -> 
     """Summed over many arms seen a few times each (what status multiplies by the runs that
     left them out), the estimates match the true usage probabilities; the flat Jeffreys
     reading overestimates it several times over."""
-    from engine.metrics import usefulness_estimates
+    from learning_bot.engine.metrics import usefulness_estimates
 
     rng = np.random.default_rng(7)
     n = 400

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import (
+from learning_bot.engine import (
     MAX_ARMS_PER_RUN,
     MAX_TEXT_CHARS,
     Arm,

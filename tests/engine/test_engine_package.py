@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-import engine
+import learning_bot.engine as engine
 from tests.processes import inherited
 
 
@@ -33,5 +33,5 @@ def test_one_module_does_not_import_the_others() -> None:
         check=True,
     )
     loaded = json.loads(done.stdout)
-    assert "numpy" not in loaded and "engine.observation" not in loaded, loaded
-    assert "engine.config" in loaded
+    assert "numpy" not in loaded and "learning_bot.engine.observation" not in loaded, loaded
+    assert "learning_bot.engine.config" in loaded

@@ -11,7 +11,7 @@ import numpy.typing as npt
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import packing
+from learning_bot.engine import packing
 
 
 def _greedy_reference(rank: list[float], costs: list[int], room: int) -> set[int]:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine import (
+from learning_bot.engine import (
     Arm,
     ArmType,
     Confidence,

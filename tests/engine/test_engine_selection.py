@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import (
+from learning_bot.engine import (
     DEFAULT_SEED_ARM_IDS,
     Arm,
     ArmSet,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine import (
+from learning_bot.engine import (
     DEFAULT_SEED_ARM_IDS,
     ArmType,
     InvalidInput,
@@ -16,7 +16,7 @@ from engine import (
     rewards_for_run,
     select_arms,
 )
-from engine.simulation import make_workload
+from learning_bot.engine.simulation import make_workload
 
 
 def test_same_seed_same_workload() -> None:

@@ -7,10 +7,15 @@ from typing import Any
 
 import pytest
 
-from engine.config import LearningConfig, Phase
-from engine.errors import InvalidInput
-from engine.observation import rewards_for_run
-from engine.records import record_from_json, record_from_report, record_to_json, report_from_json
+from learning_bot.engine.config import LearningConfig, Phase
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.observation import rewards_for_run
+from learning_bot.engine.records import (
+    record_from_json,
+    record_from_report,
+    record_to_json,
+    report_from_json,
+)
 
 
 def body(usage: dict[str, Any]) -> dict[str, Any]:

@@ -8,11 +8,11 @@ from dataclasses import replace
 
 import pytest
 
-from engine import LearningConfig, Phase
-from engine.errors import InvalidInput
-from engine.observation import SkipReason, Usage
-from engine.ports import ResetRecord
-from engine.projection import (
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.observation import SkipReason, Usage
+from learning_bot.engine.ports import ResetRecord
+from learning_bot.engine.projection import (
     MIN_RUNS,
     MIN_SESSIONS,
     Projection,
@@ -20,7 +20,7 @@ from engine.projection import (
     alternative_budgets,
     project,
 )
-from engine.records import ArmOutcomeRecord, RunRecord
+from learning_bot.engine.records import ArmOutcomeRecord, RunRecord
 
 TOOLS = [f"tool:t:T{i}" for i in range(10)]
 COST = 1_000

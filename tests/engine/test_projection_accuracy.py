@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine import LearningConfig, Phase
-from engine.phase_projection import learner_projection
-from engine.service import LearningService
-from engine.session_simulation import SimulatedClock
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.phase_projection import learner_projection
+from learning_bot.engine.service import LearningService
+from learning_bot.engine.session_simulation import SimulatedClock
 from learning_bot.simulate import simulate
-from storage import SqlStore
+from learning_bot.storage import SqlStore
 
 
 def test_projection_is_within_3_points_of_the_active_phase(tmp_path: Path) -> None:

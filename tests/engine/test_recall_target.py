@@ -9,21 +9,21 @@ import math
 import numpy as np
 import pytest
 
-from engine import Arm, LearningConfig, Phase
-from engine.config import DEFAULT_POLICY
-from engine.context import RequestContext
-from engine.context_policy import ContextEvidence, ContextSettings, context_scores
-from engine.draws import draw_scores
-from engine.errors import InvalidConfig
-from engine.inventory import ArmSet, PosteriorArrays
-from engine.recall_target import (
+from learning_bot.engine import Arm, LearningConfig, Phase
+from learning_bot.engine.config import DEFAULT_POLICY
+from learning_bot.engine.context import RequestContext
+from learning_bot.engine.context_policy import ContextEvidence, ContextSettings, context_scores
+from learning_bot.engine.draws import draw_scores
+from learning_bot.engine.errors import InvalidConfig
+from learning_bot.engine.inventory import ArmSet, PosteriorArrays
+from learning_bot.engine.recall_target import (
     EVERY_ARM,
     RecallCalibration,
     inclusion_levels,
     pack_to_target,
     ranked,
 )
-from engine.selection import select_arms
+from learning_bot.engine.selection import select_arms
 
 ARMS = [Arm(f"tool:t:tool{i}", cost) for i, cost in enumerate((100, 200, 300, 400, 500, 600))]
 # learnt usage rates: tool0 and tool3 are used most
@@ -201,7 +201,7 @@ def test_the_calibrated_share_keeps_the_targets_share_of_recorded_uses() -> None
 
 
 def test_baseline_sessions_calibrate_the_study_learner() -> None:
-    from engine.context_simulation import Learner, run_study, task_type_workload
+    from learning_bot.engine.context_simulation import Learner, run_study, task_type_workload
 
     arms, sessions = task_type_workload(tools=24, types=4, sessions=30, seed=3)
     total = sum(a.token_cost for a in arms)

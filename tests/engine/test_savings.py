@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.savings import SessionCost, cost_savings
+from learning_bot.engine.savings import SessionCost, cost_savings
 
 
 def sessions(rng: np.random.Generator, n: int, share: float, saving: float) -> list[SessionCost]:

@@ -8,12 +8,12 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pytest
 
-from engine.arms import Arm
-from engine.config import LearningConfig, Phase
-from engine.cost import ANTHROPIC
-from engine.errors import InvalidInput
-from engine.observation import Usage
-from engine.session_simulation import (
+from learning_bot.engine.arms import Arm
+from learning_bot.engine.config import LearningConfig, Phase
+from learning_bot.engine.cost import ANTHROPIC
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.observation import Usage
+from learning_bot.engine.session_simulation import (
     EveryArm,
     OracleArms,
     Session,
@@ -23,7 +23,7 @@ from engine.session_simulation import (
     draw_sessions,
     run_sessions,
 )
-from engine.simulation import Workload, make_tool_workload
+from learning_bot.engine.simulation import Workload, make_tool_workload
 
 
 def test_sessions_are_seeded_and_shaped() -> None:

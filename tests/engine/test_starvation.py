@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.starvation import (
+from learning_bot.engine.starvation import (
     MAX_INCLUDED_SHARE,
     MIN_OFFERED,
     ArmRecord,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.arms import estimate_tokens
+from learning_bot.engine.arms import estimate_tokens
 
 MODEL = "claude-sonnet-4-5"
 SYSTEM_TOKENS = 1_500

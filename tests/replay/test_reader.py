@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import InvalidInput
-from engine.observation import SkipReason
-from engine.records import RunRecord
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.observation import SkipReason
+from learning_bot.engine.records import RunRecord
 from learning_bot.replay.reader import ASSUMED_TOOL_TOKENS, LogReader, load_tools, read_all
 from tests.replay.logs import write_log
 

@@ -3,9 +3,9 @@ left out up to their next idle gap."""
 
 from __future__ import annotations
 
-from engine.config import Phase
-from engine.observation import Usage
-from engine.records import ArmOutcomeRecord, RunRecord
+from learning_bot.engine.config import Phase
+from learning_bot.engine.observation import Usage
+from learning_bot.engine.records import ArmOutcomeRecord, RunRecord
 from learning_bot.replay.window import latest_runs
 
 ARM = ArmOutcomeRecord("tool:agent:search", "search", True, True, 100, None)

@@ -4,9 +4,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from engine import LearningConfig, Phase
-from engine.service import LearningService
-from storage import SqlStore
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from engine import Arm, ReportedArm, RunReport, ToolCall
+from learning_bot.engine import Arm, ReportedArm, RunReport, ToolCall
 
 ARMS = (
     Arm("tool:fs:Read", 120),

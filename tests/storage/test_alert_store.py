@@ -3,9 +3,9 @@ PostgreSQL."""
 
 from __future__ import annotations
 
-from engine.alert_records import AlertState, Subscription
-from storage import SqlStore
-from storage.alerts import SqlAlertStore
+from learning_bot.engine.alert_records import AlertState, Subscription
+from learning_bot.storage import SqlStore
+from learning_bot.storage.alerts import SqlAlertStore
 
 
 def _sub(kind: str = "alerts", channel: str = "C1") -> Subscription:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from engine import Arm, LearningConfig, Phase
-from engine.errors import Conflict
-from engine.posterior import now_ms
-from engine.service import LearningService
-from storage import SqlStore
-from storage.pooling import PoolSettings
+from learning_bot.engine import Arm, LearningConfig, Phase
+from learning_bot.engine.errors import Conflict
+from learning_bot.engine.posterior import now_ms
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
+from learning_bot.storage.pooling import PoolSettings
 
 ARMS = [Arm(f"tool:race:T{i}", token_cost=100) for i in range(3)]
 SESSION = "gw-session"

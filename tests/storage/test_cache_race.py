@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from engine import LearningConfig, Phase
-from engine.ports import ArmRecord
-from engine.service import LearningService
-from storage import SqlStore
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.ports import ArmRecord
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
 
 from .helpers import workload_arms, workload_report
 

@@ -11,11 +11,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from engine import LearningConfig, Phase
-from engine.arms import Arm
-from engine.observation import ReportedArm, RunReport, ToolCall
-from engine.service import LearningService
-from storage import SqlStore
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.arms import Arm
+from learning_bot.engine.observation import ReportedArm, RunReport, ToolCall
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
 
 ARM = "tool:fs:Read"
 

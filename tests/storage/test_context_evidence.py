@@ -4,12 +4,12 @@ message never stored, deferred arms loaded and used, and the exploration bound."
 
 from __future__ import annotations
 
-from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
-from engine.context_policy import ContextSettings
-from engine.exploration import ExplorationBound
-from engine.selection import select_arms
-from engine.service import LearningService
-from storage import SqlStore
+from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
+from learning_bot.engine.context_policy import ContextSettings
+from learning_bot.engine.exploration import ExplorationBound
+from learning_bot.engine.selection import select_arms
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
 
 TOOLS = [Arm(f"tool:t:Tool{i:02d}", 100) for i in range(20)]
 
@@ -126,7 +126,7 @@ def test_a_poisoned_arm_is_tried_again_within_the_bound(store: SqlStore) -> None
 
 
 def test_status_explains_what_an_arm_depends_on(store: SqlStore) -> None:
-    from bot.replies import context_fields
+    from learning_bot.bot.replies import context_fields
 
     arms = [Arm("tool:t:forecast", 100, description="weather rain forecast"), *TOOLS[:5]]
     service = LearningService(store, config(), rng=9, cache_ttl=0)
@@ -151,8 +151,8 @@ def test_status_explains_what_an_arm_depends_on(store: SqlStore) -> None:
 
 
 def test_the_service_makes_the_study_selections_for_the_same_seed(store: SqlStore) -> None:
-    from engine.config import DEFAULT_POLICY
-    from engine.context_simulation import run_study, task_type_workload
+    from learning_bot.engine.config import DEFAULT_POLICY
+    from learning_bot.engine.context_simulation import run_study, task_type_workload
 
     arms, sessions = task_type_workload(tools=24, types=4, sessions=10, seed=3)
     total = sum(a.token_cost for a in arms)
@@ -176,7 +176,7 @@ def test_the_service_makes_the_study_selections_for_the_same_seed(store: SqlStor
 def test_an_observe_with_a_bad_context_is_refused_before_it_is_stored(store: SqlStore) -> None:
     import pytest
 
-    from engine.errors import InvalidInput
+    from learning_bot.engine.errors import InvalidInput
 
     service = LearningService(store, config(), rng=1, cache_ttl=0)
     bad = run("bad", "x" * 16_001, {TOOLS[0].id}, ["Tool00"])
@@ -230,7 +230,7 @@ def test_a_baseline_select_makes_the_inventorys_words_nameable_too(store: SqlSto
     has seen the inventory, whether its draw was the context-aware one or a baseline draw (one
     select in ten by default), so a status shown right after a baseline select is not left with
     hashed features only."""
-    from bot.replies import context_fields
+    from learning_bot.bot.replies import context_fields
 
     word = f"drizzle{store.dialect}"  # a word no other test's inventory has
     arms = [Arm("tool:t:umbrella", 100, description=f"umbrella {word} shelter"), *TOOLS[:5]]

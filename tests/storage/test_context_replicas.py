@@ -9,11 +9,11 @@ import threading
 
 import pytest
 
-from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
-from engine.context import feature_hash
-from engine.exploration import ExplorationBound
-from engine.service import LearningService
-from storage import SqlStore
+from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
+from learning_bot.engine.context import feature_hash
+from learning_bot.engine.exploration import ExplorationBound
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
 
 TOOLS = [Arm(f"tool:t:Tool{i:02d}", 100) for i in range(12)]
 EVERY = {a.id for a in TOOLS}
@@ -49,7 +49,7 @@ RUNS = [
 
 def stored(store: SqlStore, learner_id: int) -> dict[tuple[int, str], tuple[float, float]]:
     """Each stored cell as of its feature's run count (what ContextEvidence.load reads)."""
-    from engine.forgetting import keep_factor
+    from learning_bot.engine.forgetting import keep_factor
 
     keep = keep_factor(20.0)
     cells, _ = store.context_evidence(learner_id)
@@ -307,9 +307,9 @@ def test_cells_stored_before_features_kept_their_count_advance_from_their_highes
 ) -> None:
     from sqlalchemy import insert
 
-    from engine.forgetting import keep_factor
-    from storage.database import write_transaction
-    from storage.schema import context_evidence
+    from learning_bot.engine.forgetting import keep_factor
+    from learning_bot.storage.database import write_transaction
+    from learning_bot.storage.schema import context_evidence
 
     service = LearningService(store, config(), rng=1, cache_ttl=0)
     lid = service.learner_id
@@ -351,8 +351,8 @@ def test_evidence_of_runs_observed_in_an_outage_is_added_when_they_are_written(
     from pathlib import Path
     from typing import Any
 
-    from engine.errors import Unavailable
-    from storage.spool import Spool, SpoolingStore
+    from learning_bot.engine.errors import Unavailable
+    from learning_bot.storage.spool import Spool, SpoolingStore
 
     from .test_spool import Outage
 

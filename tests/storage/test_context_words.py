@@ -4,13 +4,13 @@ explanation names a word as written, on every replica, from a bounded table of s
 
 from __future__ import annotations
 
-from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
-from engine.config import DEFAULT_POLICY
-from engine.context import feature_hash
-from engine.feature_words import SHARE_EVERY
-from engine.inventory import ArmSet
-from engine.service import LearningService
-from storage import SqlStore
+from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
+from learning_bot.engine.config import DEFAULT_POLICY
+from learning_bot.engine.context import feature_hash
+from learning_bot.engine.feature_words import SHARE_EVERY
+from learning_bot.engine.inventory import ArmSet
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
 
 TOOLS = [Arm("tool:t:kubectl", 100), *(Arm(f"tool:t:Tool{i:02d}", 100) for i in range(11))]
 EVERY = {a.id for a in TOOLS}
@@ -56,7 +56,7 @@ def test_words_without_evidence_select_as_no_message_does(store: SqlStore) -> No
 
 
 def test_every_replica_names_a_message_word_as_users_wrote_it(store: SqlStore) -> None:
-    from bot.replies import context_fields
+    from learning_bot.bot.replies import context_fields
 
     learner = f"written-{store.dialect}"
     writer = LearningService(store, config(), rng=3, cache_ttl=0, learner=learner)

@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine import LearningConfig, Phase
-from engine.service import LearningService
-from engine.session_simulation import (
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.service import LearningService
+from learning_bot.engine.session_simulation import (
     EveryArm,
     ServiceTurns,
     SessionRun,
@@ -27,8 +27,8 @@ from engine.session_simulation import (
     run_sessions,
     true_saving,
 )
-from engine.simulation import make_tool_workload
-from storage import SqlStore
+from learning_bot.engine.simulation import make_tool_workload
+from learning_bot.storage import SqlStore
 
 SHAPE = SessionShape(mean_turns=5.0, history_tokens=500, long_gap_rate=0.0)
 

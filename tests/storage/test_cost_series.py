@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from engine import LearningConfig, Phase
-from engine.arms import Arm
-from engine.cost import ANTHROPIC, prompt_cost
-from engine.errors import InvalidInput
-from engine.observation import ReportedArm, RunReport, Usage
-from engine.posterior import now_ms
-from engine.service import LearningService
-from storage import SqlStore
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.arms import Arm
+from learning_bot.engine.cost import ANTHROPIC, prompt_cost
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.observation import ReportedArm, RunReport, Usage
+from learning_bot.engine.posterior import now_ms
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
 
 HOUR = 3_600_000
 ARMS = [Arm(f"tool:x:t{i}", 100, f"t{i}") for i in range(4)]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine
 
-from storage import database
+from learning_bot.storage import database
 
 
 def test_a_second_thread_waits_for_the_deferred_check_in_progress(
@@ -53,7 +53,7 @@ def test_a_second_thread_waits_for_the_deferred_check_in_progress(
 
 
 def test_a_failed_check_stays_deferred(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
-    from engine.errors import Unavailable
+    from learning_bot.engine.errors import Unavailable
 
     engine = create_engine(f"sqlite:///{tmp_path}/deferred.sqlite")
 

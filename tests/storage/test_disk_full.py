@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from engine import LearningConfig, Phase, Unavailable
-from engine.service import LearningService
-from storage import SqlStore
-from storage.spool import Spool, SpoolingStore
+from learning_bot.engine import LearningConfig, Phase, Unavailable
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
+from learning_bot.storage.spool import Spool, SpoolingStore
 from tests.processes import inherited
 
 from .helpers import workload_arms, workload_report

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from sqlalchemy import update
 
-from engine import LearningConfig, Phase
-from engine.forgetting import fold, forget, keep_factor
-from engine.inventory import ArmSet
-from engine.service import LearningService
-from engine.simulation import make_workload, run_policy
-from storage import SqlStore
-from storage.schema import posteriors
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.forgetting import fold, forget, keep_factor
+from learning_bot.engine.inventory import ArmSet
+from learning_bot.engine.service import LearningService
+from learning_bot.engine.simulation import make_workload, run_policy
+from learning_bot.storage import SqlStore
+from learning_bot.storage.schema import posteriors
 
 RUNS = 120
 
@@ -191,8 +191,13 @@ def test_migration_backfills_the_prompt_counters(database_url: str) -> None:
     tokens from trace_arms; status then reads the same savings as if they had been counted."""
     from alembic import command
 
-    from storage import HEAD_REVISION
-    from storage.database import _alembic_config, make_engine, upgrade, write_transaction
+    from learning_bot.storage import HEAD_REVISION
+    from learning_bot.storage.database import (
+        _alembic_config,
+        make_engine,
+        upgrade,
+        write_transaction,
+    )
 
     store = SqlStore(database_url)
     service = LearningService(

@@ -13,9 +13,9 @@ from types import ModuleType
 import pytest
 import sqlalchemy as sa
 
-from engine.forgetting import forget, forgetting_prior, keep_factor
-from storage import SqlStore
-from storage.forgetting import forget_sql
+from learning_bot.engine.forgetting import forget, forgetting_prior, keep_factor
+from learning_bot.storage import SqlStore
+from learning_bot.storage.forgetting import forget_sql
 
 MIGRATION = (
     Path(__file__).parents[2]

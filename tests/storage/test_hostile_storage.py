@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
-from engine.observation import Usage
-from engine.records import RunRecord
-from engine.service import LearningService
 from learning_bot.cli import main
-from storage import SqlStore
-from storage.hotpath import COUNTER_CAP, SHARDS
-from storage.spool import DEAD_LETTER, Spool, SpoolFull, SpoolingStore, dead_letters
+from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
+from learning_bot.engine.observation import Usage
+from learning_bot.engine.records import RunRecord
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
+from learning_bot.storage.hotpath import COUNTER_CAP, SHARDS
+from learning_bot.storage.spool import DEAD_LETTER, Spool, SpoolFull, SpoolingStore, dead_letters
 
 from .helpers import report
 from .test_spool import Outage, record_of, wait_until

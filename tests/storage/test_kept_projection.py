@@ -3,9 +3,9 @@ replaced, read back by SqlStore and by the read-only view."""
 
 from __future__ import annotations
 
-from engine import Phase
-from storage import SqlStore
-from storage.lite import LiteReader, sqlite_path
+from learning_bot.engine import Phase
+from learning_bot.storage import SqlStore
+from learning_bot.storage.lite import LiteReader, sqlite_path
 
 
 def test_the_kept_projection_round_trips(store: SqlStore, database_url: str) -> None:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from engine import LearningConfig, Phase
-from engine.service import LearningService
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.service import LearningService
 from learning_bot.simulate import simulate
-from storage import SqlStore, queries
-from storage.lite import LiteReader
+from learning_bot.storage import SqlStore, queries
+from learning_bot.storage.lite import LiteReader
 from tests.storage.helpers import ARMS, report
 
 

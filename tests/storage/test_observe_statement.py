@@ -12,12 +12,12 @@ import pytest
 from sqlalchemy import event, text
 from sqlalchemy.pool import Pool
 
-from engine import Arm, LearningConfig, Phase
-from engine.arms import parse_arm_id
-from engine.forgetting import fold, forget, keep_factor
-from engine.posterior import prior_parameters
-from engine.service import LearningService
-from storage import SqlStore
+from learning_bot.engine import Arm, LearningConfig, Phase
+from learning_bot.engine.arms import parse_arm_id
+from learning_bot.engine.forgetting import fold, forget, keep_factor
+from learning_bot.engine.posterior import prior_parameters
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
 
 from .helpers import ARMS, report
 
@@ -185,7 +185,7 @@ def test_writers_beside_resets_rewards_and_half_life_changes_stay_exact(
     order it was applied, with the half-life in force when it was)."""
     import threading
 
-    from engine.ports import RewardChange
+    from learning_bot.engine.ports import RewardChange
 
     stores = [SqlStore(database_url) for _ in range(3)]
     services = [LearningService(s, ACTIVE, cache_ttl=0.01) for s in stores]
@@ -255,8 +255,8 @@ def test_writers_meeting_new_arms_create_them_one_at_a_time(
     wait for the other (a deadlock PostgreSQL breaks by failing one of them)."""
     import threading
 
-    import storage.database as database
-    import storage.runs as runs_module
+    import learning_bot.storage.database as database
+    import learning_bot.storage.runs as runs_module
 
     retried: list[BaseException] = []
     is_retryable = database.is_retryable

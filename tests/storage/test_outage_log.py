@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from engine import LearningConfig, Phase, Unavailable
-from engine.service import LearningService
-from storage import SqlStore
-from storage.outage_log import StateLog, duration
-from storage.spool import Spool, SpoolingStore
+from learning_bot.engine import LearningConfig, Phase, Unavailable
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
+from learning_bot.storage.outage_log import StateLog, duration
+from learning_bot.storage.spool import Spool, SpoolingStore
 
 from .helpers import report
 from .test_spool import Outage

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from engine import LearningConfig, Phase
-from engine.service import LearningService
-from storage import HEAD_REVISION, SqlStore
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import HEAD_REVISION, SqlStore
 
 from .helpers import ARMS, report
 
@@ -94,7 +94,12 @@ def test_the_migration_drops_the_key_and_keeps_every_row(database_url: str) -> N
     half. Going back down restores the key and the default fill."""
     from alembic import command
 
-    from storage.database import _alembic_config, make_engine, upgrade, write_transaction
+    from learning_bot.storage.database import (
+        _alembic_config,
+        make_engine,
+        upgrade,
+        write_transaction,
+    )
 
     store = SqlStore(database_url)
     service = LearningService(store, ACTIVE, cache_ttl=0)

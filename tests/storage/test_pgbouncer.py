@@ -24,8 +24,8 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from storage.database import make_engine
-from storage.pooling import PoolSettings
+from learning_bot.storage.database import make_engine
+from learning_bot.storage.pooling import PoolSettings
 from tests.conftest import _require_postgres
 from tests.e2e.launch import environment, free_port, served
 from tests.processes import inherited
@@ -228,7 +228,7 @@ def test_a_thousand_observes_through_pgbouncer_over_http(bounced: Bounced, tmp_p
     ],
 )
 def test_pool_settings_are_checked_at_start_up(variable: str, value: str) -> None:
-    from engine.errors import InvalidConfig
+    from learning_bot.engine.errors import InvalidConfig
     from learning_bot.settings import load_settings
 
     with pytest.raises(InvalidConfig, match=variable):
@@ -257,10 +257,10 @@ def test_a_lost_prepared_statement_is_spooled_and_its_connection_replaced(
     on purpose on a direct one: its prepared statements dropped behind psycopg's back. The
     observe is spooled (not a 500), the connection is replaced rather than failing forever,
     and the run is written by the replay."""
-    from engine import LearningConfig, Phase
-    from engine.service import LearningService
-    from storage import SqlStore
-    from storage.spool import Spool, SpoolingStore
+    from learning_bot.engine import LearningConfig, Phase
+    from learning_bot.engine.service import LearningService
+    from learning_bot.storage import SqlStore
+    from learning_bot.storage.spool import Spool, SpoolingStore
 
     from .helpers import report
     from .test_spool import wait_until

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from engine import LearningConfig, Phase
-from engine.errors import Conflict
-from engine.ports import LearnerChanged
-from engine.records import RunRecord
-from engine.service import RECORD_ATTEMPTS, LearningService
-from storage import SqlStore
-from storage.spool import Spool, replay_dead_letters, spool_line
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.errors import Conflict
+from learning_bot.engine.ports import LearnerChanged
+from learning_bot.engine.records import RunRecord
+from learning_bot.engine.service import RECORD_ATTEMPTS, LearningService
+from learning_bot.storage import SqlStore
+from learning_bot.storage.spool import Spool, replay_dead_letters, spool_line
 
 from .helpers import ARMS, report
 from .test_spool import record_of
@@ -259,8 +259,8 @@ def test_a_per_arm_outcome_after_another_replica_went_active_updates_the_posteri
 def test_a_dead_lettered_outcome_is_replayed_under_the_phase_current_at_replay(
     database_url: str, tmp_path: Path
 ) -> None:
-    from engine.ports import PendingArmOutcome
-    from storage.spool import DEAD_LETTER, outcome_line, outcome_under_stored_phase
+    from learning_bot.engine.ports import PendingArmOutcome
+    from learning_bot.storage.spool import DEAD_LETTER, outcome_line, outcome_under_stored_phase
 
     store_a, a, store_b, b = replicas(database_url, Phase.ACTIVE)
     warm(b)

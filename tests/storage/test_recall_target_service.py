@@ -3,11 +3,11 @@ the study's learner does, so both make the same selections for the same seed."""
 
 from __future__ import annotations
 
-from engine import LearningConfig, Phase
-from engine.config import DEFAULT_POLICY
-from engine.context_simulation import Learner, run_study, task_type_workload
-from engine.service import LearningService
-from storage import SqlStore
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.config import DEFAULT_POLICY
+from learning_bot.engine.context_simulation import Learner, run_study, task_type_workload
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
 
 
 def test_the_service_calibrates_the_target_as_the_study_does(store: SqlStore) -> None:

@@ -9,10 +9,10 @@ import threading
 import pytest
 import sqlalchemy as sa
 
-from engine import LearningConfig, Phase
-from engine.service import LearningService
-from storage import HEAD_REVISION, SqlStore
-from storage.database import SchemaError
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import HEAD_REVISION, SqlStore
+from learning_bot.storage.database import SchemaError
 
 from .helpers import ARMS, report
 
@@ -38,7 +38,12 @@ def test_the_function_comes_and_goes_with_its_migration(postgres_url: str) -> No
     asks for an upgrade instead of writing; back up, observe writes and verify holds."""
     from alembic import command
 
-    from storage.database import _alembic_config, make_engine, upgrade, write_transaction
+    from learning_bot.storage.database import (
+        _alembic_config,
+        make_engine,
+        upgrade,
+        write_transaction,
+    )
 
     store = SqlStore(postgres_url)
     service = LearningService(store, ACTIVE, cache_ttl=0)
@@ -108,7 +113,12 @@ def test_the_phase_gate_comes_and_goes_with_migration_0016(postgres_url: str) ->
     it takes them."""
     from alembic import command
 
-    from storage.database import _alembic_config, make_engine, upgrade, write_transaction
+    from learning_bot.storage.database import (
+        _alembic_config,
+        make_engine,
+        upgrade,
+        write_transaction,
+    )
 
     def arguments() -> str:
         engine = sa.create_engine(postgres_url, poolclass=sa.pool.NullPool)

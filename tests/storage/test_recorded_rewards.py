@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from sqlalchemy import update
 
-from engine import LearningConfig, Phase
-from engine.inventory import ArmSet
-from engine.service import LearningService
-from engine.simulation import make_workload
-from storage import SqlStore
-from storage.schema import posteriors
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.inventory import ArmSet
+from learning_bot.engine.service import LearningService
+from learning_bot.engine.simulation import make_workload
+from learning_bot.storage import SqlStore
+from learning_bot.storage.schema import posteriors
 
 
 def observe_runs(service: LearningService, prefix: str, runs: int, seed: int) -> float:
@@ -135,8 +135,13 @@ def test_the_migration_fills_the_recorded_sums(database_url: str) -> None:
     recorded changes: the summary reads as before, and `db verify` passes."""
     from alembic import command
 
-    from storage import HEAD_REVISION
-    from storage.database import _alembic_config, make_engine, upgrade, write_transaction
+    from learning_bot.storage import HEAD_REVISION
+    from learning_bot.storage.database import (
+        _alembic_config,
+        make_engine,
+        upgrade,
+        write_transaction,
+    )
 
     store = SqlStore(database_url)
     config = LearningConfig(phase=Phase.ACTIVE, token_budget=3000)

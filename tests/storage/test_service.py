@@ -9,14 +9,14 @@ import math
 
 import pytest
 
-from bot.export import (
+from learning_bot.bot.export import (
     POSTERIOR_CSV_HEADER,
     TRACE_CSV_HEADER,
     export_csv,
     export_json,
 )
-from bot.shapes import summary_json
-from engine import (
+from learning_bot.bot.shapes import summary_json
+from learning_bot.engine import (
     Ambiguous,
     Arm,
     Conflict,
@@ -28,9 +28,9 @@ from engine import (
     ReportedArm,
     RunReport,
 )
-from engine.observation import MAX_ARMS_PER_RUN, MAX_TEXT_CHARS
-from engine.service import LearningService
-from storage import SqlStore
+from learning_bot.engine.observation import MAX_ARMS_PER_RUN, MAX_TEXT_CHARS
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
 
 from .helpers import ARMS, report
 
@@ -369,7 +369,7 @@ def test_export_json_and_csv(active: LearningService) -> None:
 
 
 def test_timeseries(active: LearningService) -> None:
-    from engine.posterior import now_ms
+    from learning_bot.engine.posterior import now_ms
 
     now = now_ms()
     for i in range(4):

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine import Arm, ReportedArm, RunReport
-from engine.observation import ToolCall, Usage
-from engine.service import LearningService
-from engine.session_review import (
+from learning_bot.engine import Arm, ReportedArm, RunReport
+from learning_bot.engine.observation import ToolCall, Usage
+from learning_bot.engine.service import LearningService
+from learning_bot.engine.session_review import (
     BASELINE_DONE,
     COMPACTED,
     MISSED_CACHE,
@@ -17,8 +17,8 @@ from engine.session_review import (
     PRICED,
     PROVISIONAL,
 )
-from engine.session_selection import BASELINE_TURNS
-from storage import SqlStore
+from learning_bot.engine.session_selection import BASELINE_TURNS
+from learning_bot.storage import SqlStore
 from tests.storage.test_session_selection import config
 from tests.storage.test_session_selection import tools as session_tools
 

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport
-from engine.observation import ToolCall
-from engine.service import LearningService
-from storage import SqlStore
+from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport
+from learning_bot.engine.observation import ToolCall
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
 
 
 def tools(count: int = 40, cost: int = 400) -> list[Arm]:
@@ -214,7 +214,7 @@ def test_two_replicas_at_the_same_moment_agree(
 
 
 def test_session_keys_are_checked(store: SqlStore) -> None:
-    from engine import InvalidInput
+    from learning_bot.engine import InvalidInput
 
     service = LearningService(store, config(), rng=10, cache_ttl=0)
     arms = tools(3)

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from engine import LearningConfig, Phase, Unavailable
-from engine.observation import observation_guard, rewards_for_run
-from engine.records import RunRecord, record_from_report
-from engine.service import LearningService
-from storage import SqlStore
-from storage.spool import Spool, SpoolFull, SpoolingStore, read_spool_line, spool_line
+from learning_bot.engine import LearningConfig, Phase, Unavailable
+from learning_bot.engine.observation import observation_guard, rewards_for_run
+from learning_bot.engine.records import RunRecord, record_from_report
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
+from learning_bot.storage.spool import Spool, SpoolFull, SpoolingStore, read_spool_line, spool_line
 
 from .helpers import ARMS, report
 

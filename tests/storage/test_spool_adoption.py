@@ -6,10 +6,10 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from engine import LearningConfig, Phase
-from engine.service import LearningService
-from storage import SqlStore
-from storage.spool import Spool, SpoolingStore, dead_letters
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
+from learning_bot.storage.spool import Spool, SpoolingStore, dead_letters
 
 from .helpers import report
 from .test_spool import record_of, wait_until

@@ -13,11 +13,17 @@ import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
-from engine import LearningConfig, Phase
-from engine.service import LearningService
 from learning_bot.cli import main
-from storage import SqlStore
-from storage.spool import DEAD_LETTER, Spool, SpoolingStore, dead_letters, read_named_line
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
+from learning_bot.storage.spool import (
+    DEAD_LETTER,
+    Spool,
+    SpoolingStore,
+    dead_letters,
+    read_named_line,
+)
 from tests.conftest import postgres_base_url
 
 from .helpers import report
@@ -152,8 +158,8 @@ def test_dead_letters_of_earlier_versions_replay_by_id(sqlite_url: str, tmp_path
     root.mkdir()
     sql = SqlStore(sqlite_url)
     svc = LearningService(sql, ACTIVE, cache_ttl=0)
-    from engine.observation import observation_guard, rewards_for_run
-    from engine.records import record_from_report, record_to_json
+    from learning_bot.engine.observation import observation_guard, rewards_for_run
+    from learning_bot.engine.records import record_from_report, record_to_json
 
     run = report("old-style")
     record = record_from_report(
@@ -185,8 +191,8 @@ def test_dead_lettered_arm_outcomes_replay_once_by_their_key(
     """A per-arm outcome (a `reward` of one arm) the database refused waits in the dead-letter
     file like a run; `db replay-dead-letters` records it, by learner name, and its key makes a
     second copy of the same entry change nothing."""
-    from engine.ports import PendingArmOutcome
-    from storage.spool import outcome_line
+    from learning_bot.engine.ports import PendingArmOutcome
+    from learning_bot.storage.spool import outcome_line
 
     root = tmp_path / "spool"
     root.mkdir()
@@ -220,9 +226,9 @@ def test_dead_lettered_evidence_is_added_by_replay_dead_letters(
 ) -> None:
     """Per-feature evidence spooled in an outage and refused on replay waits in the dead-letter
     file too; `db replay-dead-letters` adds it to the learner's evidence, by name."""
-    from engine.context import feature_hash
-    from engine.ports import PendingEvidence
-    from storage.spool import evidence_line
+    from learning_bot.engine.context import feature_hash
+    from learning_bot.engine.ports import PendingEvidence
+    from learning_bot.storage.spool import evidence_line
 
     root = tmp_path / "spool"
     root.mkdir()
@@ -253,8 +259,8 @@ def test_dead_lettered_evidence_is_added_by_replay_dead_letters(
 def test_a_spooled_reward_outside_zero_to_one_is_refused_on_reading(reward: float) -> None:
     """A spool line edited or damaged on disk cannot put an impossible reward into a posterior
     or the evidence: reading it fails, so replay dead-letters it with the reason."""
-    from engine.ports import PendingArmOutcome, PendingEvidence
-    from storage.spool import (
+    from learning_bot.engine.ports import PendingArmOutcome, PendingEvidence
+    from learning_bot.storage.spool import (
         evidence_line,
         outcome_line,
         read_evidence_line,

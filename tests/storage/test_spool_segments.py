@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from engine import LearningConfig, Phase
-from engine.errors import Unavailable
-from engine.records import RunRecord
-from engine.service import LearningService
-from storage import SqlStore
-from storage.spool import Spool
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.errors import Unavailable
+from learning_bot.engine.records import RunRecord
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
+from learning_bot.storage.spool import Spool
 from tests.storage.helpers import report
 from tests.storage.test_spool import record_of
 

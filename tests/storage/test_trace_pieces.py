@@ -4,10 +4,10 @@ the listing (exports read every trace this way, `GET traces` a page)."""
 
 from __future__ import annotations
 
-from engine import Arm, ReportedArm, RunReport, ToolCall
-from engine.service import LearningService
-from storage import SqlStore
-from storage.reads import BYTES_PER_ARM, BYTES_PER_TRACE
+from learning_bot.engine import Arm, ReportedArm, RunReport, ToolCall
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
+from learning_bot.storage.reads import BYTES_PER_ARM, BYTES_PER_TRACE
 
 WIDE = [Arm(f"tool:wide:T{i:03d}", 10) for i in range(300)]
 NARROW = WIDE[:3]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engine.observation import Usage
-from engine.service import LearningService
+from learning_bot.engine.observation import Usage
+from learning_bot.engine.service import LearningService
 
 from .helpers import report
 

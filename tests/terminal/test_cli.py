@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.export import POSTERIOR_CSV_HEADER, TRACE_CSV_HEADER
+from learning_bot.bot.export import POSTERIOR_CSV_HEADER, TRACE_CSV_HEADER
 from tests.e2e.launch import served
 from tests.processes import inherited
 
@@ -347,9 +347,9 @@ def test_status_reads_without_sqlalchemy_and_says_the_same(db: str) -> None:
     )
     flags, _, lite_text = probe.stdout.partition("\n")
     assert flags == "False False", probe.stderr
-    from bot.bus import Actor, Invocation
-    from bot.render_text import render_text
     from learning_bot.app import build_app
+    from learning_bot.bot.bus import Actor, Invocation
+    from learning_bot.bot.render_text import render_text
     from learning_bot.settings import Settings
 
     app = build_app(Settings(database_url=db), spool=False)
@@ -385,8 +385,8 @@ def test_db_verify_reports_a_tampered_posterior(db: str) -> None:
 
 
 def test_spool_bound_comes_from_the_environment(tmp_path: Path) -> None:
-    from engine.errors import InvalidConfig
     from learning_bot.app import build_app
+    from learning_bot.engine.errors import InvalidConfig
     from learning_bot.settings import load_settings
 
     env = {"LEARNING_BOT_SPOOL_MAX_MB": "0.5", "LEARNING_BOT_SPOOL_DIR": str(tmp_path / "s")}
@@ -403,8 +403,8 @@ def test_spool_bound_comes_from_the_environment(tmp_path: Path) -> None:
 
 
 def test_policy_and_half_life_come_from_the_environment(tmp_path: Path) -> None:
-    from engine.config import DEFAULT_POLICY, LearningConfig
-    from engine.errors import InvalidConfig
+    from learning_bot.engine.config import DEFAULT_POLICY, LearningConfig
+    from learning_bot.engine.errors import InvalidConfig
     from learning_bot.settings import load_settings
 
     assert load_settings({}).config == LearningConfig()

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import Arm, ReportedArm, RunReport, ToolCall
 from learning_bot.app import build_app
 from learning_bot.cli.general import build_parser
+from learning_bot.engine import Arm, ReportedArm, RunReport, ToolCall
 from learning_bot.settings import Settings
 from tests.processes import inherited
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from adapters.terminal.console import Completer
-from bot.commands import ArmNamesQuery, Command
-from bot.replies import Reply, ReplyKind
+from learning_bot.adapters.terminal.console import Completer
+from learning_bot.bot.commands import ArmNamesQuery, Command
+from learning_bot.bot.replies import Reply, ReplyKind
 from tests.processes import inherited
 
 EXE = str(Path(sys.executable).with_name("learning-bot"))

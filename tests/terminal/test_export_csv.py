@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.export import (
+from learning_bot.app import build_app
+from learning_bot.bot.export import (
     ARM_CSV_HEADER,
     FORMULA_STARTS,
     POSTERIOR_CSV_HEADER,
@@ -22,9 +23,8 @@ from bot.export import (
     csv_text,
     export_csv,
 )
-from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall, Usage
-from engine.errors import InvalidInput
-from learning_bot.app import build_app
+from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall, Usage
+from learning_bot.engine.errors import InvalidInput
 from learning_bot.settings import Settings
 from tests.processes import inherited
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from adapters.terminal.render import render
-from adapters.terminal.style import Style, colour_wanted
-from bot.bus import Actor, Invocation
-from bot.render_text import render_text
+from learning_bot.adapters.terminal.render import render
+from learning_bot.adapters.terminal.style import Style, colour_wanted
 from learning_bot.app import App, build_app
+from learning_bot.bot.bus import Actor, Invocation
+from learning_bot.bot.render_text import render_text
 from learning_bot.settings import Settings
 from learning_bot.simulate import simulate
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.errors import InvalidConfig
+from learning_bot.engine.errors import InvalidConfig
 from learning_bot.settings import load_settings
 
 VARIABLES = [

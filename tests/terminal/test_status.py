@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from bot.bus import Actor, Invocation
-from bot.shapes import reply_json
 from learning_bot.app import build_app, build_read_app
+from learning_bot.bot.bus import Actor, Invocation
+from learning_bot.bot.shapes import reply_json
 from learning_bot.settings import Settings, load_settings
 from learning_bot.simulate import simulate
 from tests.processes import inherited

@@ -22,7 +22,9 @@ down_revision = "0009"
 branch_labels = None
 depends_on = None
 
-_PREVIOUS = importlib.import_module("storage.migrations.versions.0009_record_runs_function")
+_PREVIOUS = importlib.import_module(
+    "learning_bot.storage.migrations.versions.0009_record_runs_function"
+)
 _COLUMNS = "usage_cache_read, "
 _WITH_CACHE_WRITE = "usage_cache_read, usage_cache_write, "
 

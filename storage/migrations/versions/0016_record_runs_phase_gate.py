@@ -32,8 +32,10 @@ down_revision = "0015"
 branch_labels = None
 depends_on = None
 
-_0009 = importlib.import_module("storage.migrations.versions.0009_record_runs_function")
-_0010 = importlib.import_module("storage.migrations.versions.0010_usage_cache_write")
+_0009 = importlib.import_module(
+    "learning_bot.storage.migrations.versions.0009_record_runs_function"
+)
+_0010 = importlib.import_module("learning_bot.storage.migrations.versions.0010_usage_cache_write")
 
 ARGUMENT_TYPES = _0009.ARGUMENT_TYPES.replace("bigint, float8, ", "bigint, float8, text, text, ", 1)
 """The argument types of the function this revision makes."""

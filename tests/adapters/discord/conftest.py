@@ -11,9 +11,9 @@ from typing import Any
 import discord
 import pytest
 
-from adapters.discord import DiscordSettings, LearningClient, create_client
-from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
+from learning_bot.adapters.discord import DiscordSettings, LearningClient, create_client
 from learning_bot.app import App, build_app
+from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
 from learning_bot.settings import Settings
 
 from .fake_discord import (

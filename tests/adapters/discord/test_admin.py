@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from engine import Phase
 from learning_bot.app import App
+from learning_bot.engine import Phase
 
 from .conftest import (
     ADMIN,

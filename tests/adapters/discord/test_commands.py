@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from adapters.discord.interactions import ADMIN_HINT
-from engine import Arm
+from learning_bot.adapters.discord.interactions import ADMIN_HINT
+from learning_bot.engine import Arm
 
 from .conftest import (
     ADMIN,

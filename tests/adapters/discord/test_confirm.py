@@ -9,9 +9,9 @@ import copy
 from dataclasses import replace
 from typing import Any
 
-from adapters.discord.views import EXPIRED_TEXT
-from engine import Phase
+from learning_bot.adapters.discord.views import EXPIRED_TEXT
 from learning_bot.app import App
+from learning_bot.engine import Phase
 
 from .conftest import (
     ADMIN,

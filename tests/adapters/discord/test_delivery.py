@@ -13,10 +13,10 @@ from typing import Any
 import discord
 import pytest
 
-from adapters.discord import LearningClient, create_client
-from bot.bus import CommandBus, Invocation
-from bot.replies import Reply
+from learning_bot.adapters.discord import LearningClient, create_client
 from learning_bot.app import App
+from learning_bot.bot.bus import CommandBus, Invocation
+from learning_bot.bot.replies import Reply
 
 from .conftest import (
     ADMIN,

@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.discord.render import (
+from learning_bot.adapters.discord.render import (
     CONTENT_LIMIT,
     DESCRIPTION_LIMIT,
     EMBED_TOTAL_LIMIT,
@@ -19,7 +19,7 @@ from adapters.discord.render import (
     escape,
     render_reply,
 )
-from bot.replies import (
+from learning_bot.bot.replies import (
     Action,
     Actions,
     Column,
@@ -32,7 +32,7 @@ from bot.replies import (
     Visibility,
     error_reply,
 )
-from engine import Arm
+from learning_bot.engine import Arm
 
 from .conftest import Harness, observe
 from .fake_discord import message_errors
@@ -193,8 +193,8 @@ def test_any_reply_renders_within_discords_limits(parts: list[Any], kind: ReplyK
 
 
 def test_status_links_the_dashboard_when_its_address_is_known() -> None:
-    from adapters.discord.render import render_reply
-    from bot.replies import CompactList, CompactStatus, Heading, Reply, ReplyKind
+    from learning_bot.adapters.discord.render import render_reply
+    from learning_bot.bot.replies import CompactList, CompactStatus, Heading, Reply, ReplyKind
 
     url = "https://learning.example.com/__openclaw__/api/learning/dashboard"
     reply = Reply(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from engine import Arm
+from learning_bot.engine import Arm
 
 from .conftest import CHANNEL, Harness, observe
 

@@ -3,8 +3,8 @@ confirmation repeats it above its buttons."""
 
 from __future__ import annotations
 
-from engine import Phase
 from learning_bot.app import App
+from learning_bot.engine import Phase
 from learning_bot.simulate import simulate
 
 from .conftest import MEMBER, Harness

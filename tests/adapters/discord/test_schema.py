@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from adapters.discord import DiscordSettings, command_schema, load_discord_settings
-from adapters.discord.cli import add_arguments, sync_from_cli, sync_targets
-from engine.errors import InvalidConfig
+from learning_bot.adapters.discord import DiscordSettings, command_schema, load_discord_settings
+from learning_bot.adapters.discord.cli import add_arguments, sync_from_cli, sync_targets
 from learning_bot.app import App
+from learning_bot.engine.errors import InvalidConfig
 
 from .conftest import GUILD, OTHER_GUILD, SETTINGS, Harness
 from .fake_discord import BOT_TOKEN, FakeDiscord

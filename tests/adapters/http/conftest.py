@@ -12,9 +12,9 @@ import httpx
 import pytest
 import uvicorn
 
-from adapters.http import HttpSettings, create_app
-from engine import LearningConfig, Phase
+from learning_bot.adapters.http import HttpSettings, create_app
 from learning_bot.app import App, build_app
+from learning_bot.engine import LearningConfig, Phase
 from learning_bot.settings import Settings
 
 TOKEN = "test-token-0123456789abcdef"

@@ -10,7 +10,7 @@ import httpx
 import jsonschema
 import pytest
 
-from adapters.http.openapi import openapi_document
+from learning_bot.adapters.http.openapi import openapi_document
 
 from .conftest import Live, start_server, stop_server
 

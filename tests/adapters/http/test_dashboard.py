@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import Arm, ReportedArm, RunReport, ToolCall
+from learning_bot.engine import Arm, ReportedArm, RunReport, ToolCall
 from learning_bot.simulate import simulate
 from tests.processes import inherited
 

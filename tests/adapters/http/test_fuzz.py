@@ -12,7 +12,7 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from adapters.http.openapi import openapi_document
+from learning_bot.adapters.http.openapi import openapi_document
 
 from .conftest import TOKEN, Live
 

@@ -19,12 +19,12 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from adapters.http import create_app
-from adapters.http.settings import http_settings
-from engine import LearningConfig, Phase
-from engine.ports import PendingArmOutcome
+from learning_bot.adapters.http import create_app
+from learning_bot.adapters.http.settings import http_settings
 from learning_bot.app import App, build_app
 from learning_bot.cli import main
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.ports import PendingArmOutcome
 from learning_bot.settings import Settings
 from learning_bot.surfaces import SURFACES
 

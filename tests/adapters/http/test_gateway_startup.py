@@ -60,7 +60,7 @@ def test_reset_undo_answers_the_arms_it_restored(database_url: str) -> None:
 
 
 def test_the_token_rule_keeps_the_tokens_clients_send() -> None:
-    from adapters.http.settings import http_settings
+    from learning_bot.adapters.http.settings import http_settings
 
     assert http_settings({"LEARNING_BOT_API_TOKEN": TOKEN}).api_token == TOKEN
     spaced = "a token with spaces 0123"

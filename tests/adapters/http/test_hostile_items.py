@@ -18,8 +18,8 @@ import uvicorn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.http import HttpSettings, create_app
-from adapters.http.server import header_timeout_protocol
+from learning_bot.adapters.http import HttpSettings, create_app
+from learning_bot.adapters.http.server import header_timeout_protocol
 from learning_bot.cli import main
 
 from .conftest import BASE, Live, start_server, stop_server
@@ -211,7 +211,7 @@ def test_the_cli_neither_creates_a_learner_by_reading(
     assert main(["--database-url", sqlite_url, "learner", "create", "bad name"]) == 2
     capsys.readouterr()
     assert main(["--database-url", sqlite_url, "--learner", "team-b", "status"]) == 0
-    from storage import SqlStore
+    from learning_bot.storage import SqlStore
 
     store = SqlStore(sqlite_url)
     assert store.learner_names() == ["default", "team-b"]
@@ -330,7 +330,7 @@ def test_without_a_token_writes_must_be_addressed_to_loopback(sqlite_url: str) -
     """A DNS-rebound name (Origin and Host both the attacker's) cannot write either."""
     from starlette.testclient import TestClient
 
-    from adapters.http.settings import LOOPBACK_NAMES
+    from learning_bot.adapters.http.settings import LOOPBACK_NAMES
     from learning_bot.app import build_app
     from learning_bot.settings import Settings
 

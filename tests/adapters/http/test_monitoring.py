@@ -12,7 +12,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from adapters.http.logs import JsonFormatter, ServerHandler, configure_logging
+from learning_bot.adapters.http.logs import JsonFormatter, ServerHandler, configure_logging
 
 from .conftest import Live, start_server, stop_server
 

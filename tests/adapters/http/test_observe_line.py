@@ -13,14 +13,14 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.http.observe_line import ObserveLine, _observe_answers
-from adapters.http.responses import ApiError
-from engine import LearningConfig, Phase
-from engine.errors import InvalidInput, Unavailable
-from engine.ports import RecordResult
-from engine.records import RunRecord
-from engine.service import LearningService
-from storage import SqlStore
+from learning_bot.adapters.http.observe_line import ObserveLine, _observe_answers
+from learning_bot.adapters.http.responses import ApiError
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.errors import InvalidInput, Unavailable
+from learning_bot.engine.ports import RecordResult
+from learning_bot.engine.records import RunRecord
+from learning_bot.engine.service import LearningService
+from learning_bot.storage import SqlStore
 from tests.adapters.http.conftest import TOKEN, Live
 
 ARMS = [
@@ -190,7 +190,7 @@ def test_concurrent_observes_over_http_are_all_answered_for_themselves(live: Liv
 
 
 def test_a_turn_takes_at_most_a_thousand_runs_but_always_one_request() -> None:
-    from adapters.http.observe_line import _turn
+    from learning_bot.adapters.http.observe_line import _turn
 
     def waiting(*sizes: int) -> list[Any]:
         return [({"reports": [{}] * n} if n > 1 else {}, None) for n in sizes]

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from engine import LearningConfig, Phase
-from engine.arms import Arm
-from engine.observation import ReportedArm, RunReport, ToolCall, Usage
 from learning_bot.app import build_app
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.arms import Arm
+from learning_bot.engine.observation import ReportedArm, RunReport, ToolCall, Usage
 from learning_bot.settings import Settings
 
 from .conftest import Live, start_server, stop_server

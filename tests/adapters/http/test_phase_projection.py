@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine import Phase
+from learning_bot.engine import Phase
 from learning_bot.simulate import simulate
 
 from .conftest import start_server, stop_server

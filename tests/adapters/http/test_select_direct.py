@@ -14,21 +14,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import adapters.http.fast_select as fast_select_module
-from adapters.http import HttpSettings, create_app
-from adapters.http.app import DirectRoutes
-from adapters.http.fast_select import SelectBodies, selection_bytes
-from adapters.http.responses import ENCODER
-from bot.bus import BusSettings, CommandBus, LearnerServices
-from bot.shapes import selection_json
-from engine import LearningConfig, Phase
-from engine.inventory import ArmSet
-from engine.records import report_from_json, report_to_json
-from engine.selection import Selection
-from engine.service import LearningService
-from engine.simulation import make_workload
-from storage import SqlStore
-from storage.command_log import SqlCommandLog
+import learning_bot.adapters.http.fast_select as fast_select_module
+from learning_bot.adapters.http import HttpSettings, create_app
+from learning_bot.adapters.http.app import DirectRoutes
+from learning_bot.adapters.http.fast_select import SelectBodies, selection_bytes
+from learning_bot.adapters.http.responses import ENCODER
+from learning_bot.bot.bus import BusSettings, CommandBus, LearnerServices
+from learning_bot.bot.shapes import selection_json
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.inventory import ArmSet
+from learning_bot.engine.records import report_from_json, report_to_json
+from learning_bot.engine.selection import Selection
+from learning_bot.engine.service import LearningService
+from learning_bot.engine.simulation import make_workload
+from learning_bot.storage import SqlStore
+from learning_bot.storage.command_log import SqlCommandLog
 
 from .conftest import BASE
 

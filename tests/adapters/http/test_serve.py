@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.http.server import serve
+from learning_bot.adapters.http.server import serve
 from learning_bot.app import build_app
 from learning_bot.settings import Settings
 from learning_bot.surfaces import configured_surfaces
@@ -180,7 +180,7 @@ def test_serve_backs_up_and_upgrades_an_older_sqlite_file(tmp_path: Path) -> Non
     from alembic import command
     from sqlalchemy import create_engine
 
-    from storage.database import _alembic_config
+    from learning_bot.storage.database import _alembic_config
 
     path = tmp_path / "old.sqlite"
     engine = create_engine(f"sqlite:///{path}")
@@ -208,6 +208,6 @@ def test_serve_backs_up_and_upgrades_an_older_sqlite_file(tmp_path: Path) -> Non
         assert conn.execute("SELECT name FROM learners").fetchall() == [("default",)]
     with sqlite3.connect(path) as conn:
         head = conn.execute("SELECT version_num FROM alembic_version").fetchone()[0]
-    from storage.revision import HEAD_REVISION
+    from learning_bot.storage.revision import HEAD_REVISION
 
     assert head == HEAD_REVISION

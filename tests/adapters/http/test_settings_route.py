@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from adapters.mcp.tools import ToolFailed
-from engine import LearningConfig
-from engine.errors import InvalidInput
+from learning_bot.adapters.mcp.tools import ToolFailed
 from learning_bot.app import build_app
+from learning_bot.engine import LearningConfig
+from learning_bot.engine.errors import InvalidInput
 from learning_bot.settings import Settings
 from learning_bot.surfaces import mcp_tools
 

@@ -166,7 +166,7 @@ def test_a_full_spool_is_503_with_a_one_line_reason_logged_once(
 
     import uvicorn
 
-    from adapters.http import HttpSettings, create_app
+    from learning_bot.adapters.http import HttpSettings, create_app
     from learning_bot.app import build_app
     from learning_bot.settings import Settings
 

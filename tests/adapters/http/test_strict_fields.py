@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from adapters.http import HttpSettings, create_app
-from adapters.http.body import BODY_FIELDS, STRICT_FIELDS_VERSION, TOLERATED
-from engine import LearningConfig, Phase
+from learning_bot.adapters.http import HttpSettings, create_app
+from learning_bot.adapters.http.body import BODY_FIELDS, STRICT_FIELDS_VERSION, TOLERATED
 from learning_bot.app import App, build_app
+from learning_bot.engine import LearningConfig, Phase
 from learning_bot.settings import Settings
 from learning_bot.surfaces import SURFACES
 from tests.adapters.mcp import openclaw_calls as oc
@@ -184,7 +184,7 @@ def test_the_original_clients_payloads_pass(client: TestClient) -> None:
 
 
 def test_the_exceptions_are_versioned_and_documented() -> None:
-    from adapters.http.openapi import openapi_document
+    from learning_bot.adapters.http.openapi import openapi_document
 
     readme = (Path(__file__).parents[3] / "README.md").read_text("utf-8")
     assert STRICT_FIELDS_VERSION == 1
@@ -204,8 +204,8 @@ def test_the_exceptions_are_versioned_and_documented() -> None:
 def test_every_documented_field_is_accepted(schema: str, fields: str) -> None:
     """A field the OpenAPI document names is never refused as unknown (the two lists cannot
     drift apart when a feature adds a field)."""
-    from adapters.http import body
-    from adapters.http.openapi import openapi_document
+    from learning_bot.adapters.http import body
+    from learning_bot.adapters.http.openapi import openapi_document
 
     documented = set(openapi_document()["components"]["schemas"][schema]["properties"])
     checked = getattr(body, fields, None) or body.BODY_FIELDS[fields]

@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from adapters.http import HttpSettings, create_app
-from adapters.http.responses import ENCODER
-from adapters.http.settings import http_settings
-from bot.shapes import trace_json
-from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
-from engine.errors import InvalidConfig
+from learning_bot.adapters.http import HttpSettings, create_app
+from learning_bot.adapters.http.responses import ENCODER
+from learning_bot.adapters.http.settings import http_settings
 from learning_bot.app import build_app
+from learning_bot.bot.shapes import trace_json
+from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
+from learning_bot.engine.errors import InvalidConfig
 from learning_bot.settings import Settings
-from storage.reads import BYTES_PER_ARM, BYTES_PER_TRACE
+from learning_bot.storage.reads import BYTES_PER_ARM, BYTES_PER_TRACE
 
 BASE = "/__openclaw__/api/learning"
 ARMS = [Arm(f"tool:s:T{i}", 10) for i in range(20)]

@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from adapters.http import create_app
-from adapters.http.settings import http_settings
-from engine.errors import NotFound
+from learning_bot.adapters.http import create_app
+from learning_bot.adapters.http.settings import http_settings
 from learning_bot.app import App, build_app
+from learning_bot.engine.errors import NotFound
 from learning_bot.settings import Settings
 from learning_bot.surfaces import SURFACES
 

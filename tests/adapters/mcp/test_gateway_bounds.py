@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.http import create_app
-from adapters.http.settings import http_settings
+from learning_bot.adapters.http import create_app
+from learning_bot.adapters.http.settings import http_settings
 from learning_bot.app import App, build_app
 from learning_bot.settings import Settings
 from learning_bot.surfaces import SURFACES
@@ -173,7 +173,7 @@ async def test_mcp_tools_refuse_them_too_and_answer_strict_json(gateway: Gateway
 
 
 def test_strict_json_maps_what_json_cannot_say_to_null() -> None:
-    from adapters.mcp.tools import strict_json
+    from learning_bot.adapters.mcp.tools import strict_json
 
     shaped = strict_json({"a": float("inf"), "b": [float("nan"), 1.5, (2, -float("inf"))]})
     assert shaped == {"a": None, "b": [None, 1.5, [2, None]]}

@@ -10,14 +10,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from adapters.mcp.tools import LearningTools
-from engine import LearningConfig, Phase
-from engine.errors import InvalidInput
-from engine.ports import PendingArmOutcome
+from learning_bot.adapters.mcp.tools import LearningTools
 from learning_bot.app import App, build_app
+from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine.errors import InvalidInput
+from learning_bot.engine.ports import PendingArmOutcome
 from learning_bot.settings import Settings
+from learning_bot.storage.spool import outcome_line, read_outcome_line
 from learning_bot.surfaces import mcp_tools
-from storage.spool import outcome_line, read_outcome_line
 
 from . import openclaw_calls as oc
 

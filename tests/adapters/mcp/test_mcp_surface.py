@@ -18,9 +18,9 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from bot.render_text import render_text
-from bot.shapes import reply_from_json
 from learning_bot.app import build_app
+from learning_bot.bot.render_text import render_text
+from learning_bot.bot.shapes import reply_from_json
 from learning_bot.settings import load_settings
 
 from . import openclaw_calls as oc

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from adapters.mcp.tools import LearningTools
-from engine import Phase
+from learning_bot.adapters.mcp.tools import LearningTools
 from learning_bot.app import App
+from learning_bot.engine import Phase
 from learning_bot.simulate import simulate
 
 from . import openclaw_calls as oc

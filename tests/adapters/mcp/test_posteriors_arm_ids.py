@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from adapters.http import create_app
-from adapters.http.settings import http_settings
+from learning_bot.adapters.http import create_app
+from learning_bot.adapters.http.settings import http_settings
 from learning_bot.app import build_app
 from learning_bot.settings import Settings
 from learning_bot.surfaces import SURFACES

@@ -14,11 +14,11 @@ import pytest
 from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
-from adapters.mcp.server import build_server
-from adapters.mcp.tools import OWN_TOOLS, QORTEX_TOOLS, Session
-from bot.commands import COMMAND_NAMES
-from engine import LearningConfig
+from learning_bot.adapters.mcp.server import build_server
+from learning_bot.adapters.mcp.tools import OWN_TOOLS, QORTEX_TOOLS, Session
 from learning_bot.app import App, build_app
+from learning_bot.bot.commands import COMMAND_NAMES
+from learning_bot.engine import LearningConfig
 from learning_bot.settings import Settings
 from learning_bot.surfaces import mcp_tools
 

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from adapters.mcp.tools import LearningTools
-from engine import Arm, LearningConfig, ReportedArm, RunReport, ToolCall
-from engine.errors import NotFound
+from learning_bot.adapters.mcp.tools import LearningTools
 from learning_bot.app import App, build_app
+from learning_bot.engine import Arm, LearningConfig, ReportedArm, RunReport, ToolCall
+from learning_bot.engine.errors import NotFound
 from learning_bot.settings import Settings
 from learning_bot.surfaces import mcp_tools
 

@@ -24,10 +24,10 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.signature import SignatureVerifier
 
-from adapters.slack import SlackSettings, create_app, create_asgi_app
-from adapters.slack.app import FOLLOW_UP_TASK
-from engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
+from learning_bot.adapters.slack import SlackSettings, create_app, create_asgi_app
+from learning_bot.adapters.slack.app import FOLLOW_UP_TASK
 from learning_bot.app import App, build_app
+from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
 from learning_bot.settings import Settings
 
 from .fake_slack import FakeSlack

@@ -9,14 +9,14 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.slack.blocks import (
+from learning_bot.adapters.slack.blocks import (
     MAX_BLOCKS,
     escape_mrkdwn,
     fallback_text,
     mrkdwn_safe,
     render_reply,
 )
-from bot.replies import (
+from learning_bot.bot.replies import (
     Action,
     Actions,
     Column,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from engine import Arm, Phase, ReportedArm, RunReport, ToolCall
 from learning_bot.app import App
+from learning_bot.engine import Arm, Phase, ReportedArm, RunReport, ToolCall
 
 from .conftest import (
     DASHBOARD,

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.directory import SlackDirectory, UserLookupFailed, user_from_info
+from learning_bot.adapters.slack.directory import SlackDirectory, UserLookupFailed, user_from_info
 
 from .conftest import USERS
 from .fake_slack import FakeSlack

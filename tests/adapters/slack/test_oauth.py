@@ -9,7 +9,7 @@ import re
 import pytest
 import sqlalchemy as sa
 
-from adapters.slack.app import NOT_INSTALLED_TEXT
+from learning_bot.adapters.slack.app import NOT_INSTALLED_TEXT
 from learning_bot.app import App
 
 from .conftest import DriverFactory, texts

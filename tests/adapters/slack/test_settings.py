@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.slack.settings import SlackSettings, slack_settings_from_env
-from engine.errors import InvalidConfig
+from learning_bot.adapters.slack.settings import SlackSettings, slack_settings_from_env
+from learning_bot.engine.errors import InvalidConfig
 
 BASE = {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s3cret"}
 

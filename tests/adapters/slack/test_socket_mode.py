@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.slack import create_app, start_socket_mode
+from learning_bot.adapters.slack import create_app, start_socket_mode
 from learning_bot.app import App
 
 from .conftest import slack_settings, texts, validate_message

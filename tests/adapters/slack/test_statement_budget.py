@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from adapters.terminal import local_sender
-from engine import Arm, ReportedArm, RunReport, ToolCall
+from learning_bot.adapters.terminal import local_sender
 from learning_bot.app import App
-from storage import queries
+from learning_bot.engine import Arm, ReportedArm, RunReport, ToolCall
+from learning_bot.storage import queries
 
 from .conftest import SlackDriver
 

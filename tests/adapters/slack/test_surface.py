@@ -11,7 +11,7 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from adapters.slack import slack_configured, slack_surface
+from learning_bot.adapters.slack import slack_configured, slack_surface
 from learning_bot.app import App
 
 from .conftest import SECRET, SlackDriver, texts, validate_message
