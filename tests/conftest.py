@@ -4,29 +4,36 @@ from __future__ import annotations
 
 import os
 import select
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
+from tests.processes import FAKED_DATE
+
 PG_ENV = "LEARNING_BOT_TEST_DATABASE_URL"
 LOCAL_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 _probe: list[str | None] = []
 
 
-FAKED_DATE = "faketime" in os.environ.get("LD_PRELOAD", "")
-"""Run under faketime (docs/development.md, "Running under faketime"): the date is not today's."""
-
-
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Under faketime, only the date may be faked: with the monotonic clock faked too,
-    libfaketime makes every timed wait (Event.wait, Thread.join with a timeout) never end."""
-    if FAKED_DATE and os.environ.get("FAKETIME_DONT_FAKE_MONOTONIC") != "1":
+    libfaketime makes every timed wait (Event.wait, Thread.join with a timeout) never end.
+    And the run's temporary directories are a new directory of their own: pytest removes the
+    numbered ones (/tmp/pytest-of-USER/pytest-N) whose lock is 3 days older than the date it
+    reads, which under a date days ahead would be those of every other run going on."""
+    if not FAKED_DATE:
+        return
+    if os.environ.get("FAKETIME_DONT_FAKE_MONOTONIC") != "1":
         raise pytest.UsageError(
             "under faketime, set FAKETIME_DONT_FAKE_MONOTONIC=1 (make test does): with the "
             "monotonic clock faked, timed waits never end"
         )
+    if config.option.basetemp is None:  # set for pytest-xdist's workers by their controller
+        config.option.basetemp = tempfile.mkdtemp(prefix="pytest-faketime-")
 
 
 def _select_sleep(seconds: float) -> None:

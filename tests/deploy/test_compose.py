@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from learning_bot.cli import main
+from tests.processes import inherited
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -109,7 +110,8 @@ def test_the_image_command_refuses_to_listen_without_a_token(
 def _docker_ready() -> bool:
     if shutil.which("docker") is None:
         return False
-    return subprocess.run(["docker", "info"], capture_output=True, check=False).returncode == 0
+    done = subprocess.run(["docker", "info"], env=inherited(), capture_output=True, check=False)
+    return done.returncode == 0
 
 
 @pytest.mark.slow
@@ -121,7 +123,12 @@ def test_the_compose_smoke_test_passes() -> None:
     if not _docker_ready():
         pytest.skip("no container engine answers `docker info`")
     result = subprocess.run(
-        [str(DEPLOY / "smoke.sh")], capture_output=True, text=True, timeout=600, check=False
+        [str(DEPLOY / "smoke.sh")],
+        env=inherited(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert "smoke: passed" in result.stdout

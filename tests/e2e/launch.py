@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from tests.processes import inherited, without_faketime
+
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 """The project's interpreter: .venv/bin/python under `make test`."""
@@ -66,8 +68,11 @@ def _port_range() -> range:
 def free_port() -> int:
     """A loopback port nothing listens on, from this test process's own range, never the same
     twice in one test run (processes started side by side bind theirs a moment after they
-    get it)."""
-    for port in _port_range():
+    get it). The range is looked through from a point set by the process id: two test runs
+    on one machine (each with its gw0) do not hand out the same ports first."""
+    ports = _port_range()
+    first = os.getpid() % len(ports)
+    for port in [*ports[first:], *ports[:first]]:
         if port in _handed_out:
             continue
         with socket.socket() as sock:
@@ -81,9 +86,10 @@ def free_port() -> int:
 
 
 def environment(root: Path, settings: Mapping[str, str]) -> dict[str, str]:
-    """The caller's environment without any learning-bot, Slack or Discord setting, with HOME
-    and the XDG directories under `root`, a SQLite file there, and `settings` on top."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(OWN_PREFIXES)}
+    """The caller's environment without any learning-bot, Slack or Discord setting (nor
+    libfaketime: tests/processes.py), with HOME and the XDG directories under `root`, a SQLite
+    file there, and `settings` on top."""
+    env = {k: v for k, v in inherited().items() if not k.startswith(OWN_PREFIXES)}
     home = root / "home"
     dirs = {
         "HOME": home,
@@ -128,7 +134,7 @@ class Process:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
-                env=dict(env),
+                env=without_faketime(env),
                 cwd=REPO,
                 start_new_session=True,  # its own process group: nothing else gets our signals
             )
@@ -210,7 +216,7 @@ def served(
     port = free_port()
     proc = subprocess.Popen(
         [LEARNING_BOT, "serve", "--port", str(port), *options],
-        env=dict(env),
+        env=without_faketime(env),
         cwd=cwd,
         stdout=stdout,
         stderr=stderr,

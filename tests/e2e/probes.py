@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 
 import httpx
 
+from tests import processes
 from tests.adapters.discord.fake_discord import (
     MANAGE_GUILD,
     PERMISSIONS_MEMBER,
@@ -154,7 +155,7 @@ async def check_slack_http(base: str, fake: FakeSlack, secret: str = SLACK_SECRE
     async with httpx.AsyncClient(base_url=base, timeout=ANSWER_SECONDS) as http:
 
         async def post(signing_secret: str) -> httpx.Response:
-            timestamp = str(int(time.time()))
+            timestamp = str(processes.now_ms() // 1000)  # the server's clock
             headers = {
                 "Content-Type": "application/x-www-form-urlencoded",
                 "X-Slack-Request-Timestamp": timestamp,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -22,6 +21,7 @@ import pytest
 from learning_bot.engine import LearningConfig, Phase
 from learning_bot.engine.service import LearningService
 from learning_bot.storage import SqlStore
+from tests import processes
 from tests.adapters.slack.fake_slack import FakeSlack
 from tests.storage.helpers import report
 
@@ -47,7 +47,7 @@ async def _command(base: str, fake: FakeSlack, text: str, channel: str = CHANNEL
     form, key = slash_command(fake, text)
     form["channel_id"] = channel
     body = urlencode(form)
-    timestamp = str(int(time.time()))
+    timestamp = str(processes.now_ms() // 1000)
     headers = {
         "Content-Type": "application/x-www-form-urlencoded",
         "X-Slack-Request-Timestamp": timestamp,
@@ -65,18 +65,21 @@ async def _command(base: str, fake: FakeSlack, text: str, channel: str = CHANNEL
 def _runs(
     database_url: str, start: int, count: int, *, poisoned: bool, yesterday: bool = False
 ) -> None:
+    """Runs written beside the servers, dated by the servers' clock (tests/processes.py)."""
     day = 86_400_000
-    at = (int(time.time() * 1000) // day - 1) * day + 43_200_000 if yesterday else None
+    now = processes.now_ms()
+    at = (now // day - 1) * day + 43_200_000 if yesterday else now
     store = SqlStore(database_url)
     try:
         config = LearningConfig.for_policy("seed", phase=Phase.ACTIVE)
-        service = LearningService(store, config, learner="default", cache_ttl=0)
+        service = LearningService(
+            store, config, learner="default", cache_ttl=0, wall_clock=processes.now_ms
+        )
         for i in range(start, start + count):
             if poisoned:
-                service.observe(report(f"t{i}", calls=("Grep",), excluded={WEB}))
+                service.observe(report(f"t{i}", calls=("Grep",), excluded={WEB}, timestamp=at + i))
             else:
-                stamp = None if at is None else at + i
-                service.observe(report(f"t{i}", calls=("Read", "WebSearch"), timestamp=stamp))
+                service.observe(report(f"t{i}", calls=("Read", "WebSearch"), timestamp=at + i))
     finally:
         store.close()
 

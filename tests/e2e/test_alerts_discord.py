@@ -17,6 +17,7 @@ from typing import Any
 from learning_bot.engine import Arm, LearningConfig, Phase
 from learning_bot.engine.service import LearningService
 from learning_bot.storage import SqlStore
+from tests import processes
 from tests.adapters.discord.fake_discord import BOT_TOKEN, FakeDiscord, command_interaction
 from tests.storage.helpers import ARMS, report
 
@@ -40,15 +41,23 @@ LIVE_MENTION = re.compile(r"@everyone|@here|(?<!\\)<[#@]")
 
 
 def _runs(database_url: str, start: int, count: int, *, poisoned: bool) -> None:
+    """Runs written beside the server, dated by its clock (tests/processes.py)."""
     store = SqlStore(database_url)
     try:
         config = LearningConfig.for_policy("seed", phase=Phase.ACTIVE)
-        service = LearningService(store, config, learner="default", cache_ttl=0)
+        service = LearningService(
+            store, config, learner="default", cache_ttl=0, wall_clock=processes.now_ms
+        )
         for i in range(start, start + count):
+            at = processes.now_ms()
             if poisoned:  # the tool is never seen used again, and selection drops it
-                service.observe(report(f"t{i}", calls=("Grep",), arms=LABELLED, excluded={WEB}))
+                service.observe(
+                    report(f"t{i}", calls=("Grep",), arms=LABELLED, excluded={WEB}, timestamp=at)
+                )
             else:
-                service.observe(report(f"t{i}", calls=("Read", "WebSearch"), arms=LABELLED))
+                service.observe(
+                    report(f"t{i}", calls=("Read", "WebSearch"), arms=LABELLED, timestamp=at)
+                )
     finally:
         store.close()
 

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import inherited
+
 from .launch import served
 
 pytestmark = pytest.mark.e2e
@@ -125,7 +127,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
     home.mkdir()
     env = {
         k: v
-        for k, v in os.environ.items()
+        for k, v in inherited().items()
         if not k.startswith(("LEARNING_BOT_", "SLACK_", "DISCORD_", "XDG_"))
     }
     env.update(

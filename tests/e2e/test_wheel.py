@@ -31,6 +31,7 @@ from mcp.client.stdio import stdio_client
 from mcp.types import TextContent
 
 from tests.e2e.launch import free_port
+from tests.processes import inherited
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
@@ -87,8 +88,9 @@ def _shown(argv: Sequence[str], result: subprocess.CompletedProcess[str]) -> str
 
 def _clean_env(root: Path) -> dict[str, str]:
     """The caller's environment without PYTHONPATH (the source tree must not be importable)
-    or any learning-bot, Slack or Discord setting; HOME and XDG directories under `root`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(OWN_PREFIXES)}
+    or any learning-bot, Slack or Discord setting (nor libfaketime: tests/processes.py); HOME
+    and XDG directories under `root`."""
+    env = {k: v for k, v in inherited().items() if not k.startswith(OWN_PREFIXES)}
     home = root / "home"
     for name, path in {
         "HOME": home,
@@ -138,7 +140,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     # saves seeding pip and byte-compiling every dependency on each run.
     venv = root / "venv"
     subprocess.run(
-        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)],
+        env=env,
+        check=True,
+        timeout=60,
     )
     install = subprocess.run(
         [*PIP, "--python", str(venv / "bin" / "python"), "install", "--no-compile", str(wheel)],

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import learning_bot.engine as engine
+from tests.processes import inherited
 
 
 def test_every_exported_name_resolves_from_its_module() -> None:
@@ -25,7 +26,12 @@ def test_one_module_does_not_import_the_others() -> None:
         "                  if m.startswith('learning_bot.engine.') or m == 'numpy']))\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env=inherited(),
+        timeout=60,
+        check=True,
     )
     loaded = json.loads(done.stdout)
     assert "numpy" not in loaded and "learning_bot.engine.observation" not in loaded, loaded

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import inherited
 from tests.replay.logs import write_log
 
 EXE = str(Path(sys.executable).with_name("learning-bot"))
@@ -23,14 +24,15 @@ def replay(
 ) -> subprocess.CompletedProcess[str]:
     """The command with a home, data directory and database of its own, to see it uses none."""
     home.mkdir(exist_ok=True)
-    environ = {
-        **os.environ,
-        "HOME": str(home),
-        "XDG_DATA_HOME": str(home / "data"),
-        "XDG_CONFIG_HOME": str(home / "config"),
-        "LEARNING_BOT_DATABASE_URL": f"sqlite:///{home}/learning.sqlite",
-        **(env or {}),
-    }
+    environ = inherited(
+        {
+            "HOME": str(home),
+            "XDG_DATA_HOME": str(home / "data"),
+            "XDG_CONFIG_HOME": str(home / "config"),
+            "LEARNING_BOT_DATABASE_URL": f"sqlite:///{home}/learning.sqlite",
+            **(env or {}),
+        }
+    )
     return subprocess.run(
         [EXE, "replay", *args], capture_output=True, text=True, env=environ, timeout=300
     )
@@ -154,7 +156,7 @@ def test_progress_bar_on_a_terminal(tmp_path: Path) -> None:
             stdin=follower,
             stdout=stdout,
             stderr=follower,
-            env={**os.environ, "HOME": str(tmp_path)},
+            env=inherited({"HOME": str(tmp_path)}),
         )
     os.close(follower)
     seen = b""
@@ -182,7 +184,7 @@ def test_standard_input(tmp_path: Path) -> None:
         input=(FIXTURES / "anthropic.jsonl").read_text(),
         capture_output=True,
         text=True,
-        env={**os.environ, "HOME": str(tmp_path)},
+        env=inherited({"HOME": str(tmp_path)}),
         timeout=300,
     )
     assert done.returncode == 0, done.stderr

@@ -18,6 +18,7 @@ from learning_bot.engine.service import LearningService
 from learning_bot.storage import SqlStore
 from learning_bot.storage.spool import Spool
 from learning_bot.storage.spooling_store import SpoolingStore
+from tests.processes import inherited
 
 from .helpers import workload_arms, workload_report
 
@@ -29,6 +30,7 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
     mount.mkdir()
     done = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
+        env=inherited(),
         capture_output=True,
         text=True,
     )
@@ -39,7 +41,7 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
     try:
         yield mount
     finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+        subprocess.run(["umount", "-l", str(mount)], env=inherited(), check=False)
 
 
 def outage_lines(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -28,6 +28,7 @@ from learning_bot.storage.database import make_engine
 from learning_bot.storage.pooling import PoolSettings
 from tests.conftest import _require_postgres
 from tests.e2e.launch import environment, free_port, served
+from tests.processes import inherited
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 
@@ -86,7 +87,7 @@ def running_pgbouncer(
     if os.geteuid() == 0:
         argv[1:1] = ["-u", "nobody"]
     log = (folder / "log.txt").open("wb")
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(argv, env=inherited(), stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60
         while True:

@@ -4,7 +4,6 @@ decision per session, the same arms in the same order on later selects, on every
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -129,13 +128,17 @@ def test_a_tool_the_model_needed_joins_as_its_provider_allows(
 
 
 def test_an_idle_session_draws_again(store: SqlStore) -> None:
-    service = LearningService(store, config(session_idle_seconds=1), rng=7, cache_ttl=0)
+    now = [1_000_000]
+    service = LearningService(
+        store, config(session_idle_seconds=1), rng=7, cache_ttl=0, wall_clock=lambda: now[0]
+    )
     arms = tools()
     first = service.select(arms, {"session_key": "idle"})
+    now[0] += 1_000  # within the window
     assert service.select(arms, {"session_key": "idle"}).selected == first.selected
     seen = set()
     for _ in range(2):
-        time.sleep(1.05)
+        now[0] += 1_050  # past it
         seen.add(service.select(arms, {"session_key": "idle"}).selected)
     assert seen - {first.selected}, "an idle session never drew again"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -28,20 +29,27 @@ class Outage:
         self.inner = inner
         self.down = False
         self.calls = 0
+        self.owner = threading.get_ident()
+        self.refused_elsewhere = 0
+        """Writes refused to another thread than the one that made it (the replay thread's)."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     def record_runs(self, learner_id: int, runs: Any, settings: str | None = None) -> Any:
         self.calls += 1
-        if self.down:
-            raise Unavailable("storage is unavailable: connection refused")
+        self._refuse_while_down()
         return self.inner.record_runs(learner_id, runs, settings)
 
     def learner_state(self, learner_id: int) -> Any:
-        if self.down:
-            raise Unavailable("storage is unavailable: connection refused")
+        self._refuse_while_down()
         return self.inner.learner_state(learner_id)
+
+    def _refuse_while_down(self) -> None:
+        if self.down:
+            if threading.get_ident() != self.owner:
+                self.refused_elsewhere += 1
+            raise Unavailable("storage is unavailable: connection refused")
 
 
 def record_of(svc: LearningService, run: Any) -> RunRecord:
@@ -94,6 +102,9 @@ def test_runs_wait_behind_spooled_ones(database_url: str, tmp_path: Path) -> Non
     svc = LearningService(outage, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0, writer=store)  # type: ignore[arg-type]
     outage.down = True
     assert svc.observe(report("first")).spooled
+    # the replay that spooling started has failed too: it now waits retry_seconds, so "first"
+    # still waits when storage is back
+    wait_until(lambda: outage.refused_elsewhere > 0)
     outage.down = False
     second = svc.observe(report("second"))
     assert second.spooled  # queued behind "first" so order is kept

@@ -16,12 +16,13 @@ import pytest
 
 from learning_bot.bot.export import POSTERIOR_CSV_HEADER, TRACE_CSV_HEADER
 from tests.e2e.launch import served
+from tests.processes import inherited
 
 EXE = str(Path(sys.executable).with_name("learning-bot"))
 
 
 def run(db: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LEARNING_BOT_DATABASE_URL": db}
+    env = inherited({"LEARNING_BOT_DATABASE_URL": db})
     return subprocess.run(
         [EXE, *args], capture_output=True, text=True, env=env, input=stdin, timeout=300
     )
@@ -225,7 +226,7 @@ def test_dashboard_asks_the_running_server_or_the_public_url(db: str) -> None:
         assert asked.stdout.strip() == f"{url}/__openclaw__/api/learning/dashboard"
     finally:
         server.shutdown()
-    env = {**os.environ, "LEARNING_BOT_DATABASE_URL": db}
+    env = inherited({"LEARNING_BOT_DATABASE_URL": db})
     public = subprocess.run(
         [EXE, "dashboard"],
         capture_output=True,
@@ -273,7 +274,7 @@ def test_a_postgresql_url_without_its_driver_names_the_extra(
 
 
 def test_invalid_config_names_the_setting(db: str) -> None:
-    env = {**os.environ, "LEARNING_BOT_DATABASE_URL": db, "LEARNING_BOT_BASELINE_RATE": "7"}
+    env = inherited({"LEARNING_BOT_DATABASE_URL": db, "LEARNING_BOT_BASELINE_RATE": "7"})
     result = subprocess.run([EXE, "status"], capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 2
     assert "LEARNING_BOT_BASELINE_RATE" in result.stderr
@@ -300,7 +301,7 @@ def _read_until(fd: int, needle: bytes, timeout: float = 60.0) -> bytes:
 
 def test_console_in_a_pseudo_terminal(db: str) -> None:
     run(db, "simulate", "--traces", "50", "--arms", "10")
-    env = {**os.environ, "LEARNING_BOT_DATABASE_URL": db, "TERM": "dumb"}
+    env = inherited({"LEARNING_BOT_DATABASE_URL": db, "TERM": "dumb"})
     pid, fd = pty.fork()
     if pid == 0:  # child
         os.execve(EXE, [EXE, "console"], env)
@@ -327,7 +328,7 @@ def test_console_in_a_pseudo_terminal(db: str) -> None:
 
 def test_status_reads_without_sqlalchemy_and_says_the_same(db: str) -> None:
     run(db, "simulate", "--traces", "40", "--arms", "10")
-    env = {**os.environ, "LEARNING_BOT_DATABASE_URL": db}
+    env = inherited({"LEARNING_BOT_DATABASE_URL": db})
     probe = subprocess.run(
         [
             sys.executable,
@@ -424,7 +425,7 @@ def test_policy_and_half_life_come_from_the_environment(tmp_path: Path) -> None:
 def test_serve_announces_the_public_url_and_status_links_its_dashboard(db: str) -> None:
     run(db, "simulate", "--traces", "20", "--arms", "6")
     public = "https://learning.example.com"
-    env = {**os.environ, "LEARNING_BOT_DATABASE_URL": db, "LEARNING_BOT_PUBLIC_URL": public}
+    env = inherited({"LEARNING_BOT_DATABASE_URL": db, "LEARNING_BOT_PUBLIC_URL": public})
     with served(env) as server:
         assert server.proc.stdout is not None
         lines: list[str] = []

@@ -16,13 +16,18 @@ from learning_bot.app import build_app
 from learning_bot.cli.general import build_parser
 from learning_bot.engine import Arm, ReportedArm, RunReport, ToolCall
 from learning_bot.settings import Settings
+from tests.processes import inherited
 
 EXE = Path(sys.executable).with_name("learning-bot")
 
 
 def script(shell: str, env: dict[str, str] | None = None) -> str:
     done = subprocess.run(
-        [str(EXE), "completion", shell], capture_output=True, text=True, env=env, timeout=60
+        [str(EXE), "completion", shell],
+        capture_output=True,
+        text=True,
+        env=env or inherited(),
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -47,11 +52,12 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_bash_completes_commands_options_choices_and_arm_ids(db: str) -> None:
-    env = {
-        **os.environ,
-        "LEARNING_BOT_DATABASE_URL": db,
-        "PATH": f"{EXE.parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
+    env = inherited(
+        {
+            "LEARNING_BOT_DATABASE_URL": db,
+            "PATH": f"{EXE.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+    )
     cases = {
         "learning-bot st": "status",
         "learning-bot ex": "export",
@@ -90,5 +96,7 @@ def test_every_shell_script_names_every_command() -> None:
 
 
 def test_a_shell_is_needed() -> None:
-    done = subprocess.run([str(EXE), "completion"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [str(EXE), "completion"], capture_output=True, text=True, env=inherited(), timeout=60
+    )
     assert done.returncode == 2 and "one of: bash, zsh, fish" in done.stderr

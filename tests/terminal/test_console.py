@@ -17,6 +17,7 @@ import pytest
 from learning_bot.adapters.terminal.console import Completer
 from learning_bot.bot.commands import ArmNamesQuery, Command
 from learning_bot.bot.replies import Reply, ReplyKind
+from tests.processes import inherited
 
 EXE = str(Path(sys.executable).with_name("learning-bot"))
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]|\r")
@@ -43,14 +44,15 @@ def _read_until(fd: int, needle: bytes, timeout: float = 60.0) -> bytes:
 
 @pytest.fixture
 def home(tmp_path: Path) -> dict[str, str]:
-    env = {
-        **os.environ,
-        "HOME": str(tmp_path),
-        "XDG_DATA_HOME": str(tmp_path / "data"),
-        "LEARNING_BOT_DATABASE_URL": f"sqlite:///{tmp_path}/console.sqlite",
-        "TERM": "xterm",
-        "NO_COLOR": "1",
-    }
+    env = inherited(
+        {
+            "HOME": str(tmp_path),
+            "XDG_DATA_HOME": str(tmp_path / "data"),
+            "LEARNING_BOT_DATABASE_URL": f"sqlite:///{tmp_path}/console.sqlite",
+            "TERM": "xterm",
+            "NO_COLOR": "1",
+        }
+    )
     env.pop("LEARNING_BOT_CONSOLE_HISTORY", None)
     done = subprocess.run(
         [EXE, "simulate", "--traces", "40", "--arms", "10"],
@@ -168,6 +170,7 @@ def test_the_console_screenshot_is_regenerated_by_its_script(tmp_path: Path) -> 
     out = tmp_path / "console.png"
     done = subprocess.run(
         [sys.executable, str(root / "docs" / "console_screenshot.py"), "--out", str(out)],
+        env=inherited(),
         capture_output=True,
         text=True,
         timeout=300,

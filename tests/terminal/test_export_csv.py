@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +26,7 @@ from learning_bot.bot.export import (
 from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall, Usage
 from learning_bot.engine.errors import InvalidInput
 from learning_bot.settings import Settings
+from tests.processes import inherited
 
 EXE = str(Path(sys.executable).with_name("learning-bot"))
 HOSTILE = {
@@ -124,7 +124,7 @@ def test_export_csv_arms_from_the_command_line(tmp_path: Path) -> None:
         )
     finally:
         app.close()
-    env = {**os.environ, "LEARNING_BOT_DATABASE_URL": url}
+    env = inherited({"LEARNING_BOT_DATABASE_URL": url})
     done = subprocess.run(
         [EXE, "export", "--format", "csv", "--table", "arms"],
         capture_output=True,

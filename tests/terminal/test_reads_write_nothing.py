@@ -5,7 +5,6 @@ posterior tampered with is reported by `db verify` from the command line."""
 from __future__ import annotations
 
 import hashlib
-import os
 import sqlite3
 import subprocess
 import sys
@@ -13,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+
+from tests.processes import inherited
 
 EXE = str(Path(sys.executable).with_name("learning-bot"))
 
@@ -43,7 +44,7 @@ def run(
         [EXE, *args],
         capture_output=True,
         text=True,
-        env={**os.environ, "LEARNING_BOT_DATABASE_URL": url, **(env or {})},
+        env=inherited({"LEARNING_BOT_DATABASE_URL": url, **(env or {})}),
         timeout=300,
     )
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ from learning_bot.bot.bus import Actor, Invocation
 from learning_bot.bot.shapes import reply_json
 from learning_bot.settings import Settings, load_settings
 from learning_bot.simulate import simulate
+from tests.processes import inherited
 
 EXE = str(Path(sys.executable).with_name("learning-bot"))
 
@@ -41,7 +41,7 @@ def simulated(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def _env(db: str, **more: str) -> dict[str, str]:
-    return {**os.environ, "LEARNING_BOT_DATABASE_URL": db, **more}
+    return inherited({"LEARNING_BOT_DATABASE_URL": db, **more})
 
 
 # -- the local read -------------------------------------------------------------------------

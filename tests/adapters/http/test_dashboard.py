@@ -12,6 +12,7 @@ import pytest
 
 from learning_bot.engine import Arm, ReportedArm, RunReport, ToolCall
 from learning_bot.simulate import simulate
+from tests.processes import inherited
 
 from .conftest import Live, start_server, stop_server
 
@@ -56,6 +57,7 @@ def test_dashboard_renders_every_section(dashboard_server: Live) -> None:
                 "--disable-component-update",
                 "--disable-sync",
             ],
+            env=inherited(),
         )
         try:
             for scheme in ("light", "dark"):

@@ -28,6 +28,7 @@ import httpx
 import pytest
 
 from tests.e2e.launch import served as serve
+from tests.processes import inherited
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 EXE = str(Path(sys.executable).with_name("learning-bot"))
@@ -79,7 +80,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     tmp = tmp_path_factory.mktemp("dashboard-browser")
     env = {
         k: v
-        for k, v in os.environ.items()
+        for k, v in inherited().items()
         if not k.startswith(("LEARNING_BOT_", "SLACK_", "DISCORD_"))
     }
     env.update(
@@ -108,7 +109,9 @@ def browser(served: Served) -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        chromium = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, env=inherited()
+        )
         yield chromium
         chromium.close()
 

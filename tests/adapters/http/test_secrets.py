@@ -3,7 +3,6 @@ and a restart, then the whole output is searched for the configured secrets."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import httpx
 
 from tests.e2e.launch import served
+from tests.processes import inherited
 
 EXE = str(Path(sys.executable).with_name("learning-bot"))
 SECRETS = {
@@ -22,13 +22,14 @@ SECRETS = {
 
 def test_a_full_run_logs_no_secret(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
-    env = {
-        **os.environ,
-        **SECRETS,
-        "LEARNING_BOT_DATABASE_URL": f"sqlite:///{tmp_path}/s.sqlite",
-        "LEARNING_BOT_LOG_LEVEL": "debug",
-        "LEARNING_BOT_SPOOL_DIR": str(tmp_path / "spool"),
-    }
+    env = inherited(
+        {
+            **SECRETS,
+            "LEARNING_BOT_DATABASE_URL": f"sqlite:///{tmp_path}/s.sqlite",
+            "LEARNING_BOT_LOG_LEVEL": "debug",
+            "LEARNING_BOT_SPOOL_DIR": str(tmp_path / "spool"),
+        }
+    )
     with open(log, "wb") as out, served(env, stdout=out, stderr=out) as server:
         base = server.base
         good = {"Authorization": f"Bearer {SECRETS['LEARNING_BOT_API_TOKEN']}"}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from learning_bot.app import build_app
 from learning_bot.settings import Settings
 from learning_bot.surfaces import configured_surfaces
 from tests.e2e.launch import free_port, served
+from tests.processes import inherited
 
 EXE = str(Path(sys.executable).with_name("learning-bot"))
 
@@ -41,11 +41,12 @@ class ChatSurface:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_serve_starts_answers_and_stops_quickly(tmp_path: Path, sig: signal.Signals) -> None:
-    env = {
-        **os.environ,
-        "LEARNING_BOT_DATABASE_URL": f"sqlite:///{tmp_path}/serve.sqlite",
-        "LEARNING_BOT_SPOOL_DIR": str(tmp_path / "spool"),
-    }
+    env = inherited(
+        {
+            "LEARNING_BOT_DATABASE_URL": f"sqlite:///{tmp_path}/serve.sqlite",
+            "LEARNING_BOT_SPOOL_DIR": str(tmp_path / "spool"),
+        }
+    )
     env.pop("DISCORD_TOKEN", None)
     env.pop("SLACK_BOT_TOKEN", None)
     with served(env) as server:
@@ -62,7 +63,7 @@ def test_serve_starts_answers_and_stops_quickly(tmp_path: Path, sig: signal.Sign
 
 
 def test_serve_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
-    env = {**os.environ, "LEARNING_BOT_DATABASE_URL": f"sqlite:///{tmp_path}/x.sqlite"}
+    env = inherited({"LEARNING_BOT_DATABASE_URL": f"sqlite:///{tmp_path}/x.sqlite"})
     env.pop("LEARNING_BOT_API_TOKEN", None)
     result = subprocess.run(
         [EXE, "serve", "--host", "0.0.0.0", "--port", str(free_port())],
@@ -142,11 +143,12 @@ def test_slack_is_mounted_when_its_tokens_are_set(tmp_path: Path) -> None:
 
 
 def test_several_workers_share_the_port_and_stop_together(tmp_path: Path) -> None:
-    env = {
-        **os.environ,
-        "LEARNING_BOT_DATABASE_URL": f"sqlite:///{tmp_path}/w.sqlite",
-        "LEARNING_BOT_SPOOL_DIR": str(tmp_path / "spool"),
-    }
+    env = inherited(
+        {
+            "LEARNING_BOT_DATABASE_URL": f"sqlite:///{tmp_path}/w.sqlite",
+            "LEARNING_BOT_SPOOL_DIR": str(tmp_path / "spool"),
+        }
+    )
     with served(env, "--workers", "2") as server:
         proc, port, base = server.proc, server.port, server.base
         report = {
@@ -189,7 +191,7 @@ def test_serve_backs_up_and_upgrades_an_older_sqlite_file(tmp_path: Path) -> Non
             "VALUES ('default', 'passive', 0, 0, 1)"
         )
     engine.dispose()
-    env = {**os.environ, "LEARNING_BOT_DATABASE_URL": f"sqlite:///{path}"}
+    env = inherited({"LEARNING_BOT_DATABASE_URL": f"sqlite:///{path}"})
     env["LEARNING_BOT_SPOOL_DIR"] = str(tmp_path / "spool")
     status = subprocess.run([EXE, "status"], env=env, capture_output=True, text=True, timeout=60)
     assert status.returncode == 1 and "learning-bot db upgrade" in status.stderr

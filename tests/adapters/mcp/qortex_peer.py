@@ -29,6 +29,9 @@ from pathlib import Path
 
 from mcp import ClientSession, StdioServerParameters
 
+from tests import processes
+from tests.processes import inherited
+
 from .openclaw_calls import Step, ToolReply, run_steps, session_caller, stdio_session
 
 QORTEX_VERSION = "0.8.1"
@@ -94,7 +97,9 @@ def _locked(path: Path) -> Iterator[None]:
 
 def _run(cmd: list[str], timeout: float) -> tuple[bool, str]:
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, env=inherited(), timeout=timeout, check=False
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, f"{' '.join(cmd[:4])}...: {exc}"
     tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
@@ -110,7 +115,9 @@ def _installed_version(python: Path) -> str | None:
 
 def _run_out(cmd: list[str]) -> tuple[bool, str]:
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, env=inherited(), timeout=60, check=False
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False, ""
     return done.returncode == 0, done.stdout
@@ -139,8 +146,11 @@ def ensure_qortex() -> tuple[Path | None, str]:
     with _locked(target.with_name(target.name + ".lock")):
         if done_marker.exists() and program.exists():
             return program, ""
-        if failed_marker.exists() and time.time() - failed_marker.stat().st_mtime < FAILURE_TTL:
-            return None, failed_marker.read_text()
+        if failed_marker.exists():
+            # a file's time is the machine's date, also under faketime (tests/processes.py)
+            age = processes.now_ms() / 1000 - failed_marker.stat().st_mtime
+            if age < FAILURE_TTL:
+                return None, failed_marker.read_text()
         shutil.rmtree(target, ignore_errors=True)
         started = time.monotonic()
         ok, detail = _run([sys.executable, "-m", "venv", str(target)], 120)
