@@ -164,6 +164,21 @@ def _pairs(name: str, raw: str) -> dict[str, str]:
     return out
 
 
+def _env_number(
+    env: Mapping[str, str], key: str, default: float, must: str, *, zero: bool = False
+) -> float:
+    """The number in the variable `key` (after the prefix), `default` when it is unset or
+    blank: finite and above 0, or at least 0 with `zero`; else InvalidConfig with `must`."""
+    raw = env.get(f"{ENV_PREFIX}{key}", "").strip()
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        raise InvalidConfig(f"{ENV_PREFIX}{key}", f"{must}, got {raw!r}")
+    return value
+
+
 def _check_env(env: Mapping[str, str]) -> None:
     """Each LEARNING_BOT_* variable is text every backend stores (engine.bounds.check_text: a
     value that is not valid UTF-8 reaches Python as lone surrogates), named when it is not."""
@@ -228,34 +243,15 @@ def load_settings(
         ) from None
     if rate_limit < 0:
         raise InvalidConfig(f"{ENV_PREFIX}RATE_LIMIT", "must be >= 0 (0 turns it off)")
-    lease_raw = env.get(f"{ENV_PREFIX}COMMAND_LEASE", "").strip()
-    try:
-        command_lease = float(lease_raw) if lease_raw else 60.0
-    except ValueError:
-        command_lease = math.nan
-    if not math.isfinite(command_lease) or command_lease <= 0:
-        raise InvalidConfig(
-            f"{ENV_PREFIX}COMMAND_LEASE", f"must be a positive number of seconds, got {lease_raw!r}"
-        )
-    spool_raw = env.get(f"{ENV_PREFIX}SPOOL_MAX_MB", "").strip()
-    try:
-        spool_max_mb = float(spool_raw) if spool_raw else 256.0
-    except ValueError:
-        spool_max_mb = math.nan
-    if not math.isfinite(spool_max_mb) or spool_max_mb <= 0:
-        raise InvalidConfig(
-            f"{ENV_PREFIX}SPOOL_MAX_MB", f"must be a positive number of MiB, got {spool_raw!r}"
-        )
-    adopt_raw = env.get(f"{ENV_PREFIX}SPOOL_ADOPT_SECONDS", "").strip()
-    try:
-        adopt_seconds = float(adopt_raw) if adopt_raw else 5.0
-    except ValueError:
-        adopt_seconds = math.nan
-    if not math.isfinite(adopt_seconds) or adopt_seconds < 0:
-        raise InvalidConfig(
-            f"{ENV_PREFIX}SPOOL_ADOPT_SECONDS",
-            f"must be a number of seconds >= 0 (0: never), got {adopt_raw!r}",
-        )
+    command_lease = _env_number(env, "COMMAND_LEASE", 60.0, "must be a positive number of seconds")
+    spool_max_mb = _env_number(env, "SPOOL_MAX_MB", 256.0, "must be a positive number of MiB")
+    adopt_seconds = _env_number(
+        env,
+        "SPOOL_ADOPT_SECONDS",
+        5.0,
+        "must be a number of seconds >= 0 (0: never)",
+        zero=True,
+    )
     public_url = _public_url(env.get(f"{ENV_PREFIX}PUBLIC_URL", ""))
     dashboard_url = (
         f"{public_url}{DASHBOARD_PATH}"

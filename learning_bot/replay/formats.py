@@ -237,25 +237,14 @@ def _chat(request: Mapping[str, Any], response: Mapping[str, Any], when: int | N
         legacy = message.get("function_call")
         if isinstance(legacy, Mapping):
             calls.append(_name(legacy.get("name"), "response.choices[0].message.function_call"))
-    usage = _mapping(response.get("usage"), "response.usage")
-    prompt = _count(usage.get("prompt_tokens"), "response.usage.prompt_tokens")
-    details = _mapping(usage.get("prompt_tokens_details"), "response.usage.prompt_tokens_details")
-    cached = _count(
-        details.get("cached_tokens"), "response.usage.prompt_tokens_details.cached_tokens"
-    )
+    usage = _openai_usage(response, "prompt_tokens", "completion_tokens")
     return Exchange(
         format=OPENAI_CHAT,
         provider="openai",
         model=_text(response.get("model") or request.get("model"), "request.model"),
         tools=tools,
         calls=tuple(calls),
-        usage=_usage(
-            usage,
-            "response.usage",
-            input=max(prompt - cached, 0),
-            output="completion_tokens",
-            cache_read=min(cached, prompt) if prompt else cached,
-        ),
+        usage=usage,
         timestamp=when if when is not None else _timestamp(response.get("created"), "created"),
         messages=messages,
         response_id=_text(response.get("id"), "response.id"),
@@ -283,12 +272,7 @@ def _responses(
             calls.append(_name(item.get("name"), f"response.output[{i}].name"))
         elif isinstance(kind, str) and kind.endswith("_call"):
             calls.append(kind.removesuffix("_call"))  # a built-in tool: web_search_call...
-    usage = _mapping(response.get("usage"), "response.usage")
-    prompt = _count(usage.get("input_tokens"), "response.usage.input_tokens")
-    details = _mapping(usage.get("input_tokens_details"), "response.usage.input_tokens_details")
-    cached = _count(
-        details.get("cached_tokens"), "response.usage.input_tokens_details.cached_tokens"
-    )
+    usage = _openai_usage(response, "input_tokens", "output_tokens")
     previous = request.get("previous_response_id")
     return Exchange(
         format=OPENAI_RESPONSES,
@@ -296,13 +280,7 @@ def _responses(
         model=_text(response.get("model") or request.get("model"), "request.model"),
         tools=tools_of(request.get("tools"), "request.tools"),
         calls=tuple(calls),
-        usage=_usage(
-            usage,
-            "response.usage",
-            input=max(prompt - cached, 0),
-            output="output_tokens",
-            cache_read=min(cached, prompt) if prompt else cached,
-        ),
+        usage=usage,
         timestamp=when
         if when is not None
         else _timestamp(response.get("created_at"), "created_at"),
@@ -400,6 +378,23 @@ def _usage(raw: Mapping[str, Any], where: str, **parts: str | int) -> Usage:
         for part, key in parts.items()
     }
     return Usage(**counts)
+
+
+def _openai_usage(response: Mapping[str, Any], prompt_key: str, output_key: str) -> Usage:
+    """Usage from an OpenAI response: the prompt's count under `prompt_key` holds its cached
+    tokens (under `<prompt_key>_details.cached_tokens`), which count apart as cache reads."""
+    usage = _mapping(response.get("usage"), "response.usage")
+    prompt = _count(usage.get(prompt_key), f"response.usage.{prompt_key}")
+    where = f"response.usage.{prompt_key}_details"
+    details = _mapping(usage.get(f"{prompt_key}_details"), where)
+    cached = _count(details.get("cached_tokens"), f"{where}.cached_tokens")
+    return _usage(
+        usage,
+        "response.usage",
+        input=max(prompt - cached, 0),
+        output=output_key,
+        cache_read=min(cached, prompt) if prompt else cached,
+    )
 
 
 def _error(response: Mapping[str, Any]) -> str | None:
