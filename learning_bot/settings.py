@@ -7,7 +7,7 @@ import json
 import math
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,6 +87,17 @@ def _public_url(raw: str) -> str | None:
     return value
 
 
+_NUMBERS: dict[str, tuple[Callable[[str], float], str]] = {
+    "tokenBudget": (int, "must be a whole number"),
+    "minPulls": (int, "must be a whole number"),
+    "baselineRate": (float, "must be a number in [0, 1]"),
+    "recallTarget": (float, "must be a number in (0, 1] or null"),
+    "halfLife": (float, "must be a number of observations >= 0"),
+}
+"""The numeric learning options an environment variable may set: how each is read, and what
+it must be."""
+
+
 def _env_value(key: str, raw: str) -> Any:
     if key in ("enabled",):
         lowered = raw.strip().lower()
@@ -95,30 +106,14 @@ def _env_value(key: str, raw: str) -> Any:
         if lowered in ("0", "false", "no", "off"):
             return False
         raise InvalidConfig(f"{ENV_PREFIX}ENABLED", f"must be true or false, got {raw!r}")
-    if key in ("tokenBudget", "minPulls"):
+    if key == "recallTarget" and raw.strip().lower() in ("", "none", "null", "off"):
+        return None
+    if key in _NUMBERS:
+        parse, must = _NUMBERS[key]
         try:
-            return int(raw)
+            return parse(raw)
         except ValueError:
-            raise InvalidConfig(key, f"must be a whole number, got {raw!r}") from None
-    if key == "baselineRate":
-        try:
-            return float(raw)
-        except ValueError:
-            raise InvalidConfig(key, f"must be a number in [0, 1], got {raw!r}") from None
-    if key == "recallTarget":
-        if raw.strip().lower() in ("", "none", "null", "off"):
-            return None
-        try:
-            return float(raw)
-        except ValueError:
-            raise InvalidConfig(key, f"must be a number in (0, 1] or null, got {raw!r}") from None
-    if key == "halfLife":
-        try:
-            return float(raw)
-        except ValueError:
-            raise InvalidConfig(
-                key, f"must be a number of observations >= 0, got {raw!r}"
-            ) from None
+            raise InvalidConfig(key, f"{must}, got {raw!r}") from None
     if key in ("seedArmIds", "metaTools"):
         return [part.strip() for part in raw.split(",") if part.strip()]
     return raw.strip()

@@ -184,13 +184,9 @@ def parse_line(data: Any, state: FileState) -> Exchange | None:
 def _anthropic(
     request: Mapping[str, Any], response: Mapping[str, Any], when: int | None
 ) -> Exchange:
-    messages = request.get("messages")
-    if not isinstance(messages, list):
-        raise LineError("request.messages must be a list")
+    messages = _list(request.get("messages"), "request.messages")
     calls: list[str] = []
-    content = response.get("content") or []
-    if not isinstance(content, list):
-        raise LineError("response.content must be a list")
+    content = _list(response.get("content") or [], "response.content")
     for i, block in enumerate(content):
         if isinstance(block, Mapping) and block.get("type") in ("tool_use", "server_tool_use"):
             calls.append(_name(block.get("name"), f"response.content[{i}].name"))
@@ -217,16 +213,12 @@ def _anthropic(
 
 
 def _chat(request: Mapping[str, Any], response: Mapping[str, Any], when: int | None) -> Exchange:
-    messages = request.get("messages")
-    if not isinstance(messages, list):
-        raise LineError("request.messages must be a list")
+    messages = _list(request.get("messages"), "request.messages")
     tools = tools_of(request.get("tools"), "request.tools")
     if request.get("functions") is not None:
         tools += tools_of(request.get("functions"), "request.functions")
     calls: list[str] = []
-    choices = response.get("choices") or []
-    if not isinstance(choices, list):
-        raise LineError("response.choices must be a list")
+    choices = _list(response.get("choices") or [], "response.choices")
     if choices:
         choice = _mapping(choices[0], "response.choices[0]")
         message = _mapping(choice.get("message"), "response.choices[0].message")
@@ -261,9 +253,7 @@ def _responses(
     if not isinstance(items, list):
         raise LineError("request.input must be a string or a list")
     calls: list[str] = []
-    output = response.get("output") or []
-    if not isinstance(output, list):
-        raise LineError("response.output must be a list")
+    output = _list(response.get("output") or [], "response.output")
     for i, item in enumerate(output):
         if not isinstance(item, Mapping):
             continue
@@ -378,6 +368,12 @@ def _usage(raw: Mapping[str, Any], where: str, **parts: str | int) -> Usage:
         for part, key in parts.items()
     }
     return Usage(**counts)
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise LineError(f"{where} must be a list")
+    return value
 
 
 def _openai_usage(response: Mapping[str, Any], prompt_key: str, output_key: str) -> Usage:
