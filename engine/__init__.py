@@ -3,7 +3,9 @@
 Pure Python and numpy; no I/O and no import of any other package of this project.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from learning_bot.engine.lazy import lazy_getattr, lazy_names
 
 # Every name is imported from its module on first use: a tool that needs one module (the
 # command line's settings need engine.config) does not pay for the others, and numpy waits for
@@ -58,7 +60,7 @@ _EXPORTS = {
     "learning_bot.engine.inventory": ("ArmSet", "align_posteriors", "PosteriorArrays"),
     "learning_bot.engine.selection": ("Selection", "include_everything", "select_arms"),
 }
-_LAZY = {name: module for module, names in _EXPORTS.items() for name in names}
+_LAZY = lazy_names(_EXPORTS)
 
 if TYPE_CHECKING:
     from learning_bot.engine.arms import (
@@ -111,15 +113,7 @@ if TYPE_CHECKING:
     from learning_bot.engine.selection import Selection, include_everything, select_arms
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'learning_bot.engine' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, globals(), _LAZY)
 
 
 __all__ = [

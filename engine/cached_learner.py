@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from learning_bot.engine.cache import CachedArm, PosteriorCache
 from learning_bot.engine.config import LearningConfig
@@ -30,37 +30,34 @@ changing under it (each refused write rebuilds the runs under the state read aga
 a forced refresh while local writes keep the cache refusing them."""
 
 
+@dataclass(eq=False)
 class CachedLearner:
     """The learner named `name` over a store's reads: opened (or created) on first use, its
     settings and posteriors read again when older than `cache_ttl` seconds."""
 
-    def __init__(
-        self,
-        store: StoreReads,
-        base_config: LearningConfig,
-        name: str,
-        cache_ttl: float,
-        clock: Callable[[], float],
-    ) -> None:
-        self.store = store
-        self.base_config = base_config
-        self.name = name
-        self.cache_ttl = cache_ttl
-        self.clock = clock
-        self.cache = PosteriorCache()
-        self.opened_id: int | None = None
-        """The learner's id once opened (None while storage has been down since start)."""
-        self.keep = keep_factor(base_config.half_life)
-        """What a posterior keeps of its evidence per unit of time (engine.forgetting)."""
-        self.settings = base_config
-        """The learner's settings (its stored ones once opened; the phase is the cache's)."""
-        self.built_under: str | None = None
-        """The stored settings `settings` were taken from, as JSON ("null": the learner has
-        none; None before it is opened): what observed runs are built under, which storage
-        checks as it writes them. Set after `settings`, read before it."""
-        self.settings_differ: str | None = None
-        """Set when the learner's stored settings differ from this process's configuration:
-        which, and how to change them."""
+    store: StoreReads
+    base_config: LearningConfig
+    name: str
+    cache_ttl: float
+    clock: Callable[[], float]
+    cache: PosteriorCache = field(default_factory=PosteriorCache, init=False)
+    opened_id: int | None = field(default=None, init=False)
+    """The learner's id once opened (None while storage has been down since start)."""
+    keep: float = field(init=False)
+    """What a posterior keeps of its evidence per unit of time (engine.forgetting)."""
+    settings: LearningConfig = field(init=False)
+    """The learner's settings (its stored ones once opened; the phase is the cache's)."""
+    built_under: str | None = field(default=None, init=False)
+    """The stored settings `settings` were taken from, as JSON ("null": the learner has
+    none; None before it is opened): what observed runs are built under, which storage
+    checks as it writes them. Set after `settings`, read before it."""
+    settings_differ: str | None = field(default=None, init=False)
+    """Set when the learner's stored settings differ from this process's configuration:
+    which, and how to change them."""
+
+    def __post_init__(self) -> None:
+        self.keep = keep_factor(self.base_config.half_life)
+        self.settings = self.base_config
 
     def open(self) -> int:
         """Open (or create) the learner; opening writes nothing but a new learner's row."""

@@ -5,6 +5,7 @@ once (a reward) or are read again (the rest)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from learning_bot.engine.bounds import MAX_REASON_CHARS, MAX_RESET_ARMS
@@ -21,22 +22,16 @@ MIN_TRACES_FOR_ACTIVE = 50
 """Switching to the active phase with fewer traces than this warns."""
 
 
+@dataclass(eq=False)
 class LearnerChanges:
     """reward, reset, undo_reset, set_phase and set_settings of one learner."""
 
-    def __init__(
-        self,
-        store: Store,
-        learner: CachedLearner,
-        wall_clock: Callable[[], int],
-        evidence_changed: Callable[[], None],
-    ) -> None:
-        """`evidence_changed`: called after a reset or an undo, which change the learner's
-        stored context evidence too."""
-        self.store = store
-        self.learner = learner
-        self._wall_clock = wall_clock
-        self._evidence_changed = evidence_changed
+    store: Store
+    learner: CachedLearner
+    _wall_clock: Callable[[], int]
+    _evidence_changed: Callable[[], None]
+    """Called after a reset or an undo, which change the learner's stored context evidence
+    too."""
 
     def reward(
         self,

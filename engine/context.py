@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -261,18 +261,9 @@ class RequestContext:
         message = _text(context, MESSAGE_KEYS, MAX_MESSAGE_CHARS)
         channel = _text(context, ("channel",), MAX_CONTEXT_FIELD_CHARS)
         model = _text(context, ("model",), MAX_CONTEXT_FIELD_CHARS)
-        raw = next((context[k] for k in _TOOLS_KEYS if k in context), None)
-        tools: tuple[str, ...] = ()
-        if raw is not None:
-            if not isinstance(raw, list | tuple):
-                raise InvalidInput("context.tools_called must be an array of tool names")
-            if len(raw) > MAX_TOOLS_CALLED:
-                raise InvalidInput(f"context.tools_called: at most {MAX_TOOLS_CALLED} names")
-            for i, name in enumerate(raw):
-                if not isinstance(name, str):
-                    raise InvalidInput(f"context.tools_called[{i}] must be a string")
-                check_text(f"context.tools_called[{i}]", name, MAX_TOOL_NAME_CHARS)
-            tools = tuple(raw)
+        tools = _names(
+            context, _TOOLS_KEYS, "context.tools_called", "tool names", MAX_TOOL_NAME_CHARS
+        )
         if not (message or channel or model or tools):
             return None
         return cls(message, channel, model, tools)
@@ -327,15 +318,26 @@ LOADED_KEYS = ("loaded", "deferred_loaded", "deferredLoaded")
 
 def loaded_arms(context: Mapping[str, Any]) -> tuple[str, ...]:
     """The deferred arms (ids or tool names) a run report says the model loaded."""
-    raw = next((context[k] for k in LOADED_KEYS if k in context), None)
+    return _names(
+        context, LOADED_KEYS, "context.loaded", "arm ids or tool names", MAX_TOOL_NAME_CHARS * 2
+    )
+
+
+def _names(
+    context: Mapping[str, Any], keys: Sequence[str], where: str, what: str, max_chars: int
+) -> tuple[str, ...]:
+    """The list of names under the first of `keys` in `context` (none when it has none), at
+    most MAX_TOOLS_CALLED of them, each a string of at most `max_chars`; InvalidInput naming
+    `where` otherwise."""
+    raw = next((context[k] for k in keys if k in context), None)
     if raw is None:
         return ()
     if not isinstance(raw, list | tuple):
-        raise InvalidInput("context.loaded must be an array of arm ids or tool names")
+        raise InvalidInput(f"{where} must be an array of {what}")
     if len(raw) > MAX_TOOLS_CALLED:
-        raise InvalidInput(f"context.loaded: at most {MAX_TOOLS_CALLED} names")
+        raise InvalidInput(f"{where}: at most {MAX_TOOLS_CALLED} names")
     for i, name in enumerate(raw):
         if not isinstance(name, str):
-            raise InvalidInput(f"context.loaded[{i}] must be a string")
-        check_text(f"context.loaded[{i}]", name, MAX_TOOL_NAME_CHARS * 2)
+            raise InvalidInput(f"{where}[{i}] must be a string")
+        check_text(f"{where}[{i}]", name, max_chars)
     return tuple(raw)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from learning_bot.engine.config import Phase
@@ -50,45 +50,32 @@ def count_deferrals(reports: Sequence[RunReport]) -> dict[str, tuple[int, int]]:
     return counts
 
 
+@dataclass(eq=False)
 class ContextLearning:
     """One learner's context evidence: read, learnt from observed runs, explained."""
 
-    def __init__(
-        self,
-        store: ContextStorage,
-        writer: EvidenceSpooler,
-        learner: str,
-        learner_id: Callable[[], int],
-        opened_id: Callable[[], int | None],
-        keep: Callable[[], float],
-        phase: Callable[[], Phase],
-        opening: Callable[[str], tuple[int, ...]],
-        clock: Callable[[], float],
-        cache_ttl: float,
-        settings: ContextSettings | None = None,
-    ) -> None:
-        self.store = store
-        self.writer = writer
-        self.learner = learner
-        self._learner_id = learner_id
-        self._opened_id = opened_id
-        self._keep = keep
-        self._phase = phase
-        self._opening = opening
-        self._clock = clock
-        self.cache_ttl = cache_ttl
-        self.settings = settings
-        """How the context-aware draw weighs lexical relevance and per-feature evidence
-        (engine.context_policy); None: the defaults."""
-        self._evidence: ContextEvidence | None = None
-        self._checked_at = float("-inf")
-        """When the stored evidence count was last compared with the one `_evidence` holds."""
-        self._synced = 0
-        """The stored evidence count up to which `_evidence` holds every replica's writes."""
-        self._generation = 0
-        """The stored evidence generation `_evidence` was read at (resets and undos move it)."""
-        self.written = DisplayWords()
-        """The forms message words were written in, for explanations (engine.feature_words)."""
+    store: ContextStorage
+    writer: EvidenceSpooler
+    learner: str
+    _learner_id: Callable[[], int]
+    _opened_id: Callable[[], int | None]
+    _keep: Callable[[], float]
+    _phase: Callable[[], Phase]
+    _opening: Callable[[str], tuple[int, ...]]
+    _clock: Callable[[], float]
+    cache_ttl: float
+    settings: ContextSettings | None = None
+    """How the context-aware draw weighs lexical relevance and per-feature evidence
+    (engine.context_policy); None: the defaults."""
+    _evidence: ContextEvidence | None = field(default=None, init=False)
+    _checked_at: float = field(default=float("-inf"), init=False)
+    """When the stored evidence count was last compared with the one `_evidence` holds."""
+    _synced: int = field(default=0, init=False)
+    """The stored evidence count up to which `_evidence` holds every replica's writes."""
+    _generation: int = field(default=0, init=False)
+    """The stored evidence generation `_evidence` was read at (resets and undos move it)."""
+    written: DisplayWords = field(default_factory=DisplayWords, init=False)
+    """The forms message words were written in, for explanations (engine.feature_words)."""
 
     def effective_settings(self) -> ContextSettings:
         from learning_bot.engine.context_policy import ContextSettings

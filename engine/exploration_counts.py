@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from learning_bot.engine.errors import Unavailable
@@ -27,27 +28,20 @@ class ExplorationReads(Protocol):
     def left_out_runs(self, learner_id: int, window: int) -> dict[str, int]: ...
 
 
+@dataclass(eq=False)
 class ExplorationCounts:
     """The arms owed a try, counted from the stored runs plus this process's selections."""
 
-    def __init__(
-        self,
-        store: ExplorationReads,
-        learner_id: Callable[[], int],
-        clock: Callable[[], float],
-        schedule: Schedule | None = None,
-        bound: ExplorationBound | None = None,
-    ) -> None:
-        self.store = store
-        self._learner_id = learner_id
-        self._clock = clock
-        self._schedule = schedule
-        self._bound = bound
-        self._owed: OwedTries | None = None
-        self._synced_at = float("-inf")
-        self._runs: int | None = None
-        """The learner's stored runs as of the last read, plus the runs this process stored
-        since: when storage holds no others, its count is the learner's."""
+    store: ExplorationReads
+    _learner_id: Callable[[], int]
+    _clock: Callable[[], float]
+    _schedule: Schedule | None = None
+    _bound: ExplorationBound | None = None
+    _owed: OwedTries | None = field(default=None, init=False)
+    _synced_at: float = field(default=float("-inf"), init=False)
+    _runs: int | None = field(default=None, init=False)
+    """The learner's stored runs as of the last read, plus the runs this process stored
+    since: when storage holds no others, its count is the learner's."""
 
     def owed(self) -> OwedTries:
         """The counts: read from the stored runs on first use, read again at most every

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from learning_bot.engine.arms import Arm, parse_arm_id
@@ -36,24 +36,16 @@ if TYPE_CHECKING:
     from learning_bot.engine.selection import Selection
 
 
+@dataclass(eq=False)
 class GatewayRuns:
     """`select_run`, `observe_arm` and `session_runs` for one learner."""
 
-    def __init__(
-        self,
-        store: RunSessions,
-        writer: ArmOutcomeWriter,
-        learner: CachedLearner,
-        selector: ArmSelector,
-        observer: Observer,
-        wall_clock: Callable[[], int],
-    ) -> None:
-        self.store = store
-        self.writer = writer
-        self.learner = learner
-        self.selector = selector
-        self.observer = observer
-        self._wall_clock = wall_clock
+    store: RunSessions
+    writer: ArmOutcomeWriter
+    learner: CachedLearner
+    selector: ArmSelector
+    observer: Observer
+    _wall_clock: Callable[[], int]
 
     def select_run(
         self,

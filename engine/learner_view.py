@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from learning_bot.engine.cache import PosteriorCache
 from learning_bot.engine.errors import Unavailable
@@ -15,24 +16,18 @@ SESSION_TURNS_SECONDS = 60.0
 """How long the learner's mean session length is trusted before it is read again."""
 
 
+@dataclass(eq=False)
 class CachedLearnerView:
     """Pulls and posterior means from the posterior cache; the mean session length from the
     learner's stored session usage, read at most every SESSION_TURNS_SECONDS."""
 
-    def __init__(
-        self,
-        cache: Callable[[], PosteriorCache],
-        store: SessionUsages,
-        learner_id: Callable[[], int],
-        clock: Callable[[], float],
-    ) -> None:
-        self._cache = cache
-        self._store = store
-        self._learner_id = learner_id
-        self._clock = clock
-        self._turns: float | None = None
-        self._turns_read_at = float("-inf")
-        self._lock = threading.Lock()
+    _cache: Callable[[], PosteriorCache]
+    _store: SessionUsages
+    _learner_id: Callable[[], int]
+    _clock: Callable[[], float]
+    _turns: float | None = field(default=None, init=False)
+    _turns_read_at: float = field(default=float("-inf"), init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def pulls(self, arm_id: str) -> int:
         entry = self._cache().arms.get(arm_id)

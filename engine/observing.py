@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from learning_bot.engine.cached_learner import RECORD_ATTEMPTS
@@ -36,28 +37,18 @@ SpoolByName = Callable[[str, Sequence[RunRecord]], RecordResult]
 """Keeps runs for a learner not opened yet (storage down since start), by its name."""
 
 
+@dataclass(eq=False)
 class Observer:
     """Writes observed runs, and runs recorded at selection time, for one learner."""
 
-    def __init__(
-        self,
-        store: RunSessions,
-        writer: RunWriter,
-        learner: CachedLearner,
-        selector: ArmSelector,
-        context: ContextLearning,
-        exploration: ExplorationCounts,
-        wall_clock: Callable[[], int],
-        spool_by_name: SpoolByName | None = None,
-    ) -> None:
-        self.store = store
-        self.writer = writer
-        self.learner = learner
-        self.selector = selector
-        self.context = context
-        self.exploration = exploration
-        self._wall_clock = wall_clock
-        self._spool_by_name = spool_by_name
+    store: RunSessions
+    writer: RunWriter
+    learner: CachedLearner
+    selector: ArmSelector
+    context: ContextLearning
+    exploration: ExplorationCounts
+    _wall_clock: Callable[[], int]
+    _spool_by_name: SpoolByName | None = None
 
     def observe_many(self, reports: Sequence[RunReport]) -> list[ObserveResult]:
         """See LearningService.observe_many."""

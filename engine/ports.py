@@ -5,9 +5,9 @@ The engine defines this protocol; `storage.SqlStore` implements it with SQLAlche
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from learning_bot.engine.config import Phase
 from learning_bot.engine.errors import Conflict
@@ -15,6 +15,8 @@ from learning_bot.engine.posterior import Posterior
 from learning_bot.engine.records import RunRecord
 from learning_bot.engine.savings import SessionUsage
 from learning_bot.engine.session_sets import SessionDecisions, SessionSet
+
+Outcome = TypeVar("Outcome")
 
 
 class LearnerChanged(Conflict):
@@ -240,6 +242,24 @@ class PendingArmOutcome:
     phase: Phase
     loaded: bool = False
     """The arm was left out of the run, then loaded by the model through tool search."""
+
+    def record_with(
+        self, record_arm_outcome: Callable[..., Outcome], learner_id: int, **extra: Any
+    ) -> Outcome:
+        """The outcome written through a `record_arm_outcome` (RunSessions' or a store's that
+        takes `extra` keywords too)."""
+        return record_arm_outcome(
+            learner_id,
+            self.arm_id,
+            self.reward,
+            referenced=self.referenced,
+            conversation=self.conversation,
+            apply_reward=self.apply_reward,
+            at=self.at,
+            phase=self.phase,
+            loaded=self.loaded,
+            **extra,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ with the arms the exploration bound owes a try (engine.exploration), and kept pe
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from learning_bot.engine.config import LearningConfig
@@ -54,25 +55,18 @@ def session_selector(
     )
 
 
+@dataclass(eq=False)
 class ArmSelector:
-    """One learner's draws over its cached posteriors: its random generator, its recall
-    target's calibration, its session sets."""
+    """One learner's draws over its cached posteriors: its random generator (made from
+    `_rng_seed` on first use), its recall target's calibration, its session sets."""
 
-    def __init__(
-        self,
-        learner: CachedLearner,
-        sessions: SessionSelector,
-        context: ContextLearning,
-        exploration: ExplorationCounts,
-        rng: np.random.Generator | int | None = None,
-    ) -> None:
-        self.learner = learner
-        self.sessions = sessions
-        self.context = context
-        self.exploration = exploration
-        self._rng_seed = rng
-        self._rng_made: np.random.Generator | None = None
-        self._target_made: SessionLevels | None = None
+    learner: CachedLearner
+    sessions: SessionSelector
+    context: ContextLearning
+    exploration: ExplorationCounts
+    _rng_seed: np.random.Generator | int | None = None
+    _rng_made: np.random.Generator | None = field(default=None, init=False)
+    _target_made: SessionLevels | None = field(default=None, init=False)
 
     def seed(self, seed: int) -> None:
         """Make the random draws repeatable from `seed` from now on."""

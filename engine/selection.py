@@ -23,6 +23,7 @@ from learning_bot.engine.inventory import (
     BoolArray,
     FloatArray,
     PosteriorArrays,
+    Seeds,
     align_posteriors,
 )
 from learning_bot.engine.packing import Taken, pack, pack_inventory, pack_ranked
@@ -320,18 +321,9 @@ def _select_vectorised(
     seeds = arm_set.seed_info(config.seed_arm_ids)
     budget = config.token_budget
     if gen.random() < config.baseline_rate:
-        forced = seeds.mask
-        rest = (~forced).nonzero()[0]
-        rest = rest[gen.permutation(rest.size)]
-        forced_cost = int(costs[forced].sum()) if seeds.positions else 0
-        taken, packed = pack(rest, costs, budget - forced_cost)
-        return _masked(arm_set, forced, taken, True, budget, forced_cost + packed)
+        return _baseline_run(arm_set, seeds, budget, gen)
     scores = scorer(post, config, gen)
-    forced = post.pulls < config.min_pulls
-    if seeds.positions:
-        forced |= seeds.mask
-    if force is not None:
-        forced |= force
+    forced = forced_arms(arm_set, post, config, force)
     rank = scores if config.packing == "score" else scores * arm_set.per_token
     if config.min_score <= 0.0:
         whole = pack_inventory(rank, forced, costs, budget)
@@ -371,12 +363,7 @@ def _select_to_target(
     seeds = arm_set.seed_info(config.seed_arm_ids)
     budget = config.token_budget
     if gen.random() < config.baseline_rate:
-        forced = seeds.mask
-        rest = (~forced).nonzero()[0]
-        rest = rest[gen.permutation(rest.size)]
-        forced_cost = int(costs[forced].sum()) if seeds.positions else 0
-        taken, packed = pack(rest, costs, budget - forced_cost)
-        return _masked(arm_set, forced, taken, True, budget, forced_cost + packed)
+        return _baseline_run(arm_set, seeds, budget, gen)
     means = target_means(post, config, scorer, gen)
     forced = forced_arms(arm_set, post, config, force)
     rank = ranked(means, costs)
@@ -431,6 +418,20 @@ def forced_arms(
     if force is not None:
         forced |= force
     return forced
+
+
+def _baseline_run(
+    arm_set: ArmSet, seeds: Seeds, budget: int, gen: np.random.Generator
+) -> Selection:
+    """A baseline run (the baseline coin came up): the seed arms, then the others in a random
+    order while the budget lasts."""
+    costs = arm_set.costs
+    forced = seeds.mask
+    rest = (~forced).nonzero()[0]
+    rest = rest[gen.permutation(rest.size)]
+    forced_cost = int(costs[forced].sum()) if seeds.positions else 0
+    taken, packed = pack(rest, costs, budget - forced_cost)
+    return _masked(arm_set, forced, taken, True, budget, forced_cost + packed)
 
 
 def _masked(

@@ -49,14 +49,4 @@ class StoreWriter:
         """The outcome as recorded; Unavailable for a learner storage has not opened."""
         if learner_id is None:
             raise Unavailable(f"storage is unavailable: learner {learner!r} is not open yet")
-        return self.store.record_arm_outcome(
-            learner_id,
-            pending.arm_id,
-            pending.reward,
-            referenced=pending.referenced,
-            conversation=pending.conversation,
-            apply_reward=pending.apply_reward,
-            at=pending.at,
-            phase=pending.phase,
-            loaded=pending.loaded,
-        )
+        return pending.record_with(self.store.record_arm_outcome, learner_id)

@@ -11,8 +11,8 @@ hours pass while it fires, default 24, 0 for never)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from learning_bot.bot.alerting import AlertScheduler, AlertSender, AlertSettings
 from learning_bot.engine.errors import InvalidConfig
@@ -22,53 +22,76 @@ if TYPE_CHECKING:
     from learning_bot.bot.surface import WorkspaceInstallations
 
 
+Number = TypeVar("Number", int, float)
+
+
+def _whole(raw: str) -> int:
+    if not raw.isdigit():
+        raise ValueError(raw)
+    return int(raw)
+
+
+def _number(
+    env: Mapping[str, str],
+    name: str,
+    default: Number,
+    parse: Callable[[str], Number],
+    fits: Callable[[Number], bool],
+    must: str,
+) -> Number:
+    """The variable `name` read by `parse` (`default` when unset or blank); InvalidConfig
+    saying what it `must` be when it does not parse or does not fit."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = parse(raw)
+    except ValueError:
+        raise InvalidConfig(name, f"{must}, got {raw!r}") from None
+    if not fits(value):
+        raise InvalidConfig(name, f"{must}, got {raw!r}")
+    return value
+
+
 def alert_settings(env: Mapping[str, str]) -> AlertSettings:
-    raw = env.get("LEARNING_BOT_ALERT_INTERVAL", "").strip()
-    interval = 60.0
-    if raw:
-        try:
-            interval = float(raw)
-        except ValueError:
-            interval = -1.0
-        if not 0.05 <= interval <= 86400:
-            raise InvalidConfig(
-                "LEARNING_BOT_ALERT_INTERVAL", f"must be seconds from 0.05 to 86400, got {raw!r}"
-            )
-    raw = env.get("LEARNING_BOT_ALERTS_PER_HOUR", "").strip()
-    per_hour = 10
-    if raw:
-        if not raw.isdigit() or not 1 <= int(raw) <= 1000:
-            raise InvalidConfig(
-                "LEARNING_BOT_ALERTS_PER_HOUR",
-                f"must be a whole number from 1 to 1000, got {raw!r}",
-            )
-        per_hour = int(raw)
-    raw = env.get("LEARNING_BOT_DIGEST_HOUR", "").strip()
-    hour = 9
-    if raw:
-        if not raw.isdigit() or not 0 <= int(raw) <= 23:
-            raise InvalidConfig(
-                "LEARNING_BOT_DIGEST_HOUR", f"must be an hour from 0 to 23, got {raw!r}"
-            )
-        hour = int(raw)
+    interval = _number(
+        env,
+        "LEARNING_BOT_ALERT_INTERVAL",
+        60.0,
+        float,
+        lambda v: 0.05 <= v <= 86400,
+        "must be seconds from 0.05 to 86400",
+    )
+    per_hour = _number(
+        env,
+        "LEARNING_BOT_ALERTS_PER_HOUR",
+        10,
+        _whole,
+        lambda v: 1 <= v <= 1000,
+        "must be a whole number from 1 to 1000",
+    )
+    hour = _number(
+        env,
+        "LEARNING_BOT_DIGEST_HOUR",
+        9,
+        _whole,
+        lambda v: 0 <= v <= 23,
+        "must be an hour from 0 to 23",
+    )
     raw = env.get("LEARNING_BOT_SKIP_EMPTY_DIGESTS", "").strip().lower()
     if raw not in ("", "true", "false", "1", "0", "yes", "no"):
         raise InvalidConfig(
             "LEARNING_BOT_SKIP_EMPTY_DIGESTS", f"must be true or false, got {raw!r}"
         )
     skip = raw not in ("false", "0", "no")
-    raw = env.get("LEARNING_BOT_ALERT_REMIND_HOURS", "").strip()
-    remind = 24.0
-    if raw:
-        try:
-            remind = float(raw)
-        except ValueError:
-            remind = -1.0
-        if not (remind == 0 or 0.01 <= remind <= 24 * 365):
-            raise InvalidConfig(
-                "LEARNING_BOT_ALERT_REMIND_HOURS",
-                f"must be hours from 0.01 to 8760, or 0 for never, got {raw!r}",
-            )
+    remind = _number(
+        env,
+        "LEARNING_BOT_ALERT_REMIND_HOURS",
+        24.0,
+        float,
+        lambda v: v == 0 or 0.01 <= v <= 24 * 365,
+        "must be hours from 0.01 to 8760, or 0 for never",
+    )
     return AlertSettings(
         interval=interval,
         per_channel_per_hour=per_hour,

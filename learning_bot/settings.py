@@ -7,7 +7,7 @@ import json
 import math
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,6 +87,17 @@ def _public_url(raw: str) -> str | None:
     return value
 
 
+_NUMBERS: dict[str, tuple[Callable[[str], float], str]] = {
+    "tokenBudget": (int, "must be a whole number"),
+    "minPulls": (int, "must be a whole number"),
+    "baselineRate": (float, "must be a number in [0, 1]"),
+    "recallTarget": (float, "must be a number in (0, 1] or null"),
+    "halfLife": (float, "must be a number of observations >= 0"),
+}
+"""The numeric learning options an environment variable may set: how each is read, and what
+it must be."""
+
+
 def _env_value(key: str, raw: str) -> Any:
     if key in ("enabled",):
         lowered = raw.strip().lower()
@@ -95,30 +106,14 @@ def _env_value(key: str, raw: str) -> Any:
         if lowered in ("0", "false", "no", "off"):
             return False
         raise InvalidConfig(f"{ENV_PREFIX}ENABLED", f"must be true or false, got {raw!r}")
-    if key in ("tokenBudget", "minPulls"):
+    if key == "recallTarget" and raw.strip().lower() in ("", "none", "null", "off"):
+        return None
+    if key in _NUMBERS:
+        parse, must = _NUMBERS[key]
         try:
-            return int(raw)
+            return parse(raw)
         except ValueError:
-            raise InvalidConfig(key, f"must be a whole number, got {raw!r}") from None
-    if key == "baselineRate":
-        try:
-            return float(raw)
-        except ValueError:
-            raise InvalidConfig(key, f"must be a number in [0, 1], got {raw!r}") from None
-    if key == "recallTarget":
-        if raw.strip().lower() in ("", "none", "null", "off"):
-            return None
-        try:
-            return float(raw)
-        except ValueError:
-            raise InvalidConfig(key, f"must be a number in (0, 1] or null, got {raw!r}") from None
-    if key == "halfLife":
-        try:
-            return float(raw)
-        except ValueError:
-            raise InvalidConfig(
-                key, f"must be a number of observations >= 0, got {raw!r}"
-            ) from None
+            raise InvalidConfig(key, f"{must}, got {raw!r}") from None
     if key in ("seedArmIds", "metaTools"):
         return [part.strip() for part in raw.split(",") if part.strip()]
     return raw.strip()
@@ -162,6 +157,21 @@ def _pairs(name: str, raw: str) -> dict[str, str]:
         except InvalidInput as exc:
             raise InvalidConfig(name, f"{exc} (in {item[:120]!r})") from None
     return out
+
+
+def _env_number(
+    env: Mapping[str, str], key: str, default: float, must: str, *, zero: bool = False
+) -> float:
+    """The number in the variable `key` (after the prefix), `default` when it is unset or
+    blank: finite and above 0, or at least 0 with `zero`; else InvalidConfig with `must`."""
+    raw = env.get(f"{ENV_PREFIX}{key}", "").strip()
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        raise InvalidConfig(f"{ENV_PREFIX}{key}", f"{must}, got {raw!r}")
+    return value
 
 
 def _check_env(env: Mapping[str, str]) -> None:
@@ -228,34 +238,15 @@ def load_settings(
         ) from None
     if rate_limit < 0:
         raise InvalidConfig(f"{ENV_PREFIX}RATE_LIMIT", "must be >= 0 (0 turns it off)")
-    lease_raw = env.get(f"{ENV_PREFIX}COMMAND_LEASE", "").strip()
-    try:
-        command_lease = float(lease_raw) if lease_raw else 60.0
-    except ValueError:
-        command_lease = math.nan
-    if not math.isfinite(command_lease) or command_lease <= 0:
-        raise InvalidConfig(
-            f"{ENV_PREFIX}COMMAND_LEASE", f"must be a positive number of seconds, got {lease_raw!r}"
-        )
-    spool_raw = env.get(f"{ENV_PREFIX}SPOOL_MAX_MB", "").strip()
-    try:
-        spool_max_mb = float(spool_raw) if spool_raw else 256.0
-    except ValueError:
-        spool_max_mb = math.nan
-    if not math.isfinite(spool_max_mb) or spool_max_mb <= 0:
-        raise InvalidConfig(
-            f"{ENV_PREFIX}SPOOL_MAX_MB", f"must be a positive number of MiB, got {spool_raw!r}"
-        )
-    adopt_raw = env.get(f"{ENV_PREFIX}SPOOL_ADOPT_SECONDS", "").strip()
-    try:
-        adopt_seconds = float(adopt_raw) if adopt_raw else 5.0
-    except ValueError:
-        adopt_seconds = math.nan
-    if not math.isfinite(adopt_seconds) or adopt_seconds < 0:
-        raise InvalidConfig(
-            f"{ENV_PREFIX}SPOOL_ADOPT_SECONDS",
-            f"must be a number of seconds >= 0 (0: never), got {adopt_raw!r}",
-        )
+    command_lease = _env_number(env, "COMMAND_LEASE", 60.0, "must be a positive number of seconds")
+    spool_max_mb = _env_number(env, "SPOOL_MAX_MB", 256.0, "must be a positive number of MiB")
+    adopt_seconds = _env_number(
+        env,
+        "SPOOL_ADOPT_SECONDS",
+        5.0,
+        "must be a number of seconds >= 0 (0: never)",
+        zero=True,
+    )
     public_url = _public_url(env.get(f"{ENV_PREFIX}PUBLIC_URL", ""))
     dashboard_url = (
         f"{public_url}{DASHBOARD_PATH}"

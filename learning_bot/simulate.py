@@ -33,6 +33,11 @@ from learning_bot.research.session_simulation import (
 from learning_bot.research.simulation import Workload, make_workload
 
 
+def _figure(template: str, value: float | None) -> str:
+    """`template` with `value`, or nothing when there is no value."""
+    return "" if value is None else template.format(value)
+
+
 @dataclass(frozen=True)
 class SimulationResult:
     traces: int
@@ -80,32 +85,23 @@ class SimulationResult:
                 if self.true_cost_savings_percent is not None
                 else "unknown (no baseline or no selected session)"
             )
-            against = (
-                f"; against the same sessions with every component: "
-                f"{self.counterfactual_cost_savings_percent:.1f}%"
-                if self.counterfactual_cost_savings_percent is not None
-                else ""
+            against = _figure(
+                "; against the same sessions with every component: {:.1f}%",
+                self.counterfactual_cost_savings_percent,
             )
             lines.append(
                 f"Prompt cost under the prompt cache, selected sessions against baseline "
                 f"sessions per run: {measured}(simulator: {truth}{against})."
             )
         if self.prompt_savings_percent is not None:
-            truth = (
-                f" (simulator: {self.true_prompt_savings_percent:.1f}%)"
-                if self.true_prompt_savings_percent is not None
-                else ""
-            )
+            truth = _figure(" (simulator: {:.1f}%)", self.true_prompt_savings_percent)
             lines.append(
                 f"Saved {self.prompt_savings_percent:.1f}% of prompt tokens compared with "
                 f"sending every component{truth}."
             )
         if self.estimated_recall is not None:
-            truth = (
-                f"; the simulator's true recall is {self.true_recall * 100:.1f}%"
-                if self.true_recall is not None
-                else ""
-            )
+            recall = None if self.true_recall is None else self.true_recall * 100
+            truth = _figure("; the simulator's true recall is {:.1f}%", recall)
             lines.append(
                 f"Kept about {self.estimated_recall * 100:.1f}% of the components the model "
                 f"used (estimated{truth})."

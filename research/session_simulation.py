@@ -160,34 +160,11 @@ class TurnPolicy(Protocol):
         ...
 
 
-class EveryArm:
-    """Every arm on every turn, in inventory order: the full prompt."""
+class FixedArms:
+    """The same arms on every turn, learning nothing: a policy to compare against."""
 
-    def __init__(self, arms: int) -> None:
-        self._all = list(range(arms))
-
-    def choose(self, session: Session, turn: int) -> list[int]:
-        return list(self._all)
-
-    def observe(self, session: Session, turn: int, included: Sequence[int], usage: Usage) -> None:
-        return None
-
-    def is_baseline(self) -> bool:
-        return False
-
-    def loaded(self, session: Session) -> Mapping[int, Sequence[int]]:
-        return {}
-
-
-class OracleArms:
-    """The set that maximises the expected used arms under the budget, knowing every arm's
-    usage probability (seeds in, as for every policy); the same set on every turn."""
-
-    def __init__(self, workload: Workload, config: LearningConfig) -> None:
-        arm_set = ArmSet(workload.arms)
-        forced = np.isin(np.array(arm_set.ids), np.array(config.seed_arm_ids))
-        mask, _ = oracle_mask(workload.usefulness, workload.costs, config.token_budget, forced)
-        self._set = [int(i) for i in np.flatnonzero(mask)]
+    def __init__(self, arms: Sequence[int]) -> None:
+        self._set = list(arms)
 
     def choose(self, session: Session, turn: int) -> list[int]:
         return list(self._set)
@@ -200,6 +177,24 @@ class OracleArms:
 
     def loaded(self, session: Session) -> Mapping[int, Sequence[int]]:
         return {}
+
+
+class EveryArm(FixedArms):
+    """Every arm on every turn, in inventory order: the full prompt."""
+
+    def __init__(self, arms: int) -> None:
+        super().__init__(range(arms))
+
+
+class OracleArms(FixedArms):
+    """The set that maximises the expected used arms under the budget, knowing every arm's
+    usage probability (seeds in, as for every policy); the same set on every turn."""
+
+    def __init__(self, workload: Workload, config: LearningConfig) -> None:
+        arm_set = ArmSet(workload.arms)
+        forced = np.isin(np.array(arm_set.ids), np.array(config.seed_arm_ids))
+        mask, _ = oracle_mask(workload.usefulness, workload.costs, config.token_budget, forced)
+        super().__init__([int(i) for i in np.flatnonzero(mask)])
 
 
 class ThompsonArms:

@@ -6,9 +6,9 @@ storage.lite) start without importing SQLAlchemy.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from learning_bot.engine.lazy import lazy_getattr
 from learning_bot.storage.revision import HEAD_REVISION
 
 _LAZY = {
@@ -27,13 +27,7 @@ if TYPE_CHECKING:
     from learning_bot.storage.store import SqlStore
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'learning_bot.storage' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, globals(), _LAZY)
 
 
 __all__ = [

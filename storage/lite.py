@@ -114,10 +114,7 @@ class LiteReader:
         return self.learner_state(found)
 
     def learner_state(self, learner_id: int) -> LearnerState:
-        row = self._read(self.learner_row, learner_id)
-        if row is None:
-            raise _not_found(learner_id)
-        return queries.learner_state(row)
+        return queries.learner_state(self._learner_read(self.learner_row, learner_id))
 
     def load_arms(self, learner_id: int) -> dict[str, ArmRecord]:
         return queries.arm_records(self._read(self.arm_rows, learner_id))
@@ -146,10 +143,7 @@ class LiteReader:
         return queries.session_usages(rows)
 
     def run_stats(self, learner_id: int) -> RunStats:
-        row = self._read(self.run_stats_row, learner_id)
-        if row is None:
-            raise _not_found(learner_id)
-        return queries.run_stats(row)
+        return queries.run_stats(self._learner_read(self.run_stats_row, learner_id))
 
     def last_reset(self, learner_id: int) -> ResetRecord | None:
         def read(learner: int) -> tuple[Any, ...] | None:
@@ -184,6 +178,13 @@ class LiteReader:
             from learning_bot.engine.errors import Unavailable
 
             raise Unavailable(f"storage is unavailable: {exc}") from None
+
+    def _learner_read(self, read: Callable[[int], T | None], learner_id: int) -> T:
+        """The learner's row `read` finds; NotFound when there is none."""
+        row = self._read(read, learner_id)
+        if row is None:
+            raise _not_found(learner_id)
+        return row
 
     def close(self) -> None:
         self.conn.close()

@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 SUMMARY_SECONDS = 60.0
 
@@ -24,30 +25,23 @@ def duration(seconds: float) -> str:
     return f"{whole // 3600} h {whole % 3600 // 60} min"
 
 
+@dataclass(eq=False)
 class StateLog:
     """One condition (`storage is unavailable`) of one logger. `occurred(reason)` at each
     occurrence, `count(what, n)` for what it cost (`run(s) spooled`), `ended()` when it is
     over; every method is thread-safe and cheap while the condition lasts."""
 
-    def __init__(
-        self,
-        log: logging.Logger,
-        condition: str,
-        *,
-        level: int = logging.WARNING,
-        every: float = SUMMARY_SECONDS,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.log = log
-        self.condition = condition
-        self.level = level
-        self.every = every
-        self.clock = clock
-        self._lock = threading.Lock()
-        self._since: float | None = None
-        self._summarised = 0.0
-        self._reason = ""
-        self._counts: dict[str, int] = {}
+    log: logging.Logger
+    condition: str
+    _: KW_ONLY
+    level: int = logging.WARNING
+    every: float = SUMMARY_SECONDS
+    clock: Callable[[], float] = time.monotonic
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _since: float | None = field(default=None, init=False)
+    _summarised: float = field(default=0.0, init=False)
+    _reason: str = field(default="", init=False)
+    _counts: dict[str, int] = field(default_factory=dict, init=False)
 
     @property
     def active(self) -> bool:

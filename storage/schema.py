@@ -8,6 +8,8 @@ A migration makes it, so a change to that write is a new migration replacing it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -36,6 +38,34 @@ metadata = MetaData(
         "pk": "pk_%(table_name)s",
     }
 )
+
+
+def _posterior_columns() -> list[Column[Any]]:
+    """An arm's posterior as posteriors holds it and reset_snapshots keeps it (new Column
+    objects on each call: a Column belongs to one table)."""
+    return [
+        Column("alpha", Float, nullable=False),
+        Column("beta", Float, nullable=False),
+        Column("pulls", Integer, nullable=False),
+        Column("last_updated", BigInteger, nullable=True),
+        Column("prior_alpha", Float, nullable=False),
+        Column("prior_beta", Float, nullable=False),
+        Column("prior_pulls", Integer, nullable=False),
+        Column("epoch", Integer, nullable=False),
+        # traces up to this id predate the arm's last reset; bootstrapping leaves them out
+        Column("reset_trace_pk", BigInteger, nullable=False),
+    ]
+
+
+def _reward_columns() -> list[Column[Any]]:
+    """The rewards an arm has received since its last reset, as recorded (never decayed by
+    forgetting): totalReward and accuracy read this. prior_rewards is the part its base holds,
+    as prior_pulls is for pulls (migration 0007)."""
+    return [
+        Column("rewards", Float, nullable=False, server_default="0"),
+        Column("prior_rewards", Float, nullable=False, server_default="0"),
+    ]
+
 
 learners = Table(
     "learners",
@@ -72,23 +102,10 @@ posteriors = Table(
     Column("arm_key", Integer, nullable=False),
     Column("label", String(512), nullable=False),
     Column("token_cost", Integer, nullable=False),
-    Column("alpha", Float, nullable=False),
-    Column("beta", Float, nullable=False),
-    Column("pulls", Integer, nullable=False),
-    Column("last_updated", BigInteger, nullable=True),
-    Column("prior_alpha", Float, nullable=False),
-    Column("prior_beta", Float, nullable=False),
-    Column("prior_pulls", Integer, nullable=False),
-    Column("epoch", Integer, nullable=False),
-    # traces up to this id predate the arm's last reset; bootstrapping leaves them out
-    Column("reset_trace_pk", BigInteger, nullable=False),
+    *_posterior_columns(),
     # When the row was made: what lastUpdated shows until the first update (migration 0006).
     Column("created_at", BigInteger, nullable=True),
-    # The rewards the arm has received since its last reset, as recorded (never decayed by
-    # forgetting): totalReward and accuracy read this. prior_rewards is the part its base
-    # holds, as prior_pulls is for pulls (migration 0007).
-    Column("rewards", Float, nullable=False, server_default="0"),
-    Column("prior_rewards", Float, nullable=False, server_default="0"),
+    *_reward_columns(),
     PrimaryKeyConstraint("learner_id", "arm_id"),
     UniqueConstraint("learner_id", "arm_key", name="uq_posteriors_learner_arm_key"),
 )
@@ -212,17 +229,8 @@ reset_snapshots = Table(
     metadata,
     Column("reset_id", Id, ForeignKey("resets.id", ondelete="CASCADE"), nullable=False),
     Column("arm_id", String(512), nullable=False),
-    Column("alpha", Float, nullable=False),
-    Column("beta", Float, nullable=False),
-    Column("pulls", Integer, nullable=False),
-    Column("last_updated", BigInteger, nullable=True),
-    Column("prior_alpha", Float, nullable=False),
-    Column("prior_beta", Float, nullable=False),
-    Column("prior_pulls", Integer, nullable=False),
-    Column("epoch", Integer, nullable=False),
-    Column("reset_trace_pk", BigInteger, nullable=False),
-    Column("rewards", Float, nullable=False, server_default="0"),
-    Column("prior_rewards", Float, nullable=False, server_default="0"),
+    *_posterior_columns(),
+    *_reward_columns(),
     PrimaryKeyConstraint("reset_id", "arm_id"),
 )
 

@@ -69,18 +69,7 @@ def record_outcome(
     """Record a per-arm outcome through a store's `record_arm_outcome`; `once`: by its key (a
     second write of it changes nothing)."""
     keyed = {"once": pending.key} if once else {}
-    return record_arm_outcome(
-        learner_id,
-        pending.arm_id,
-        pending.reward,
-        referenced=pending.referenced,
-        conversation=pending.conversation,
-        apply_reward=pending.apply_reward,
-        at=pending.at,
-        **keyed,
-        phase=pending.phase,
-        loaded=pending.loaded,
-    )
+    return pending.record_with(record_arm_outcome, learner_id, **keyed)
 
 
 def outcome_under_stored_phase(record_arm_outcome: Callable[..., object]) -> WriteOutcome:

@@ -5,8 +5,9 @@ Names are imported on first use, so a command line can declare the Discord subco
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from learning_bot.engine.lazy import lazy_getattr
 
 _LAZY = {
     "DiscordInteractions": "learning_bot.adapters.discord.interactions",
@@ -33,13 +34,7 @@ if TYPE_CHECKING:
     from learning_bot.adapters.discord.surface import DiscordSurface
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'learning_bot.adapters.discord' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, globals(), _LAZY)
 
 
 __all__ = [

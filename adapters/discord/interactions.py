@@ -8,10 +8,11 @@ is never missed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import discord
@@ -70,6 +71,18 @@ class Refused(app_commands.CheckFailure):
 def acknowledged_elsewhere(exc: discord.HTTPException) -> bool:
     """The interaction was already answered (delivered twice) or has expired."""
     return exc.code in _GONE
+
+
+@contextlib.contextmanager
+def answered_once(what: str, interaction: Interaction) -> Iterator[None]:
+    """Passes over Discord's refusal of an answer to an interaction already answered (delivered
+    twice) or expired, with a line in the log; any other error goes on."""
+    try:
+        yield
+    except discord.HTTPException as exc:
+        if not acknowledged_elsewhere(exc):
+            raise
+        log.info("%s %s was already answered (delivered twice?)", what, interaction.id)
 
 
 # -- option validation -------------------------------------------------------------------------
@@ -379,15 +392,11 @@ class DiscordInteractions:
             "allowed_mentions": NO_MENTIONS,
             "view": finished,
         }
-        try:
+        with answered_once("click", interaction):
             if deferred:
                 await interaction.edit_original_response(**edit)
             else:
                 await interaction.response.edit_message(**edit)
-        except discord.HTTPException as exc:
-            if not acknowledged_elsewhere(exc):
-                raise
-            log.info("click %s was already answered (delivered twice?)", interaction.id)
 
     async def route_orphan_click(self, interaction: Interaction) -> None:
         """A confirm/cancel click that no live view in this process took (the prompt came
@@ -444,17 +453,13 @@ class DiscordInteractions:
         }
         if message.content:
             kwargs["content"] = message.content
-        try:
+        with answered_once("interaction", interaction):
             if interaction.response.is_done() or deferred:
                 if interaction.extras.pop(_PENDING_THINKING, False):
                     await interaction.delete_original_response()
                 await interaction.followup.send(**kwargs)
             else:
                 await interaction.response.send_message(**kwargs)
-        except discord.HTTPException as exc:
-            if not acknowledged_elsewhere(exc):
-                raise
-            log.info("interaction %s was already answered (delivered twice?)", interaction.id)
 
     async def notice(self, interaction: Interaction, text: str) -> None:
         """A one-line message only the user sees, whether or not the interaction was

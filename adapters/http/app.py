@@ -68,6 +68,22 @@ def endpoint_app(endpoint: Endpoint) -> ASGIApp:
     return app
 
 
+DASHBOARD_CSP = (
+    "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+    "img-src 'self' data:; connect-src 'self'"
+)
+DOCS_CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+
+
+def _page(html: str, headers: Mapping[str, str]) -> Endpoint:
+    """An endpoint answering `html` with `headers`."""
+
+    async def page(_: Request) -> Response:
+        return HTMLResponse(html, headers=dict(headers))
+
+    return page
+
+
 def create_app(
     bus: CommandBus, settings: HttpSettings | None = None, extra_routes: Sequence[object] = ()
 ) -> ASGIApp:
@@ -75,37 +91,16 @@ def create_app(
     `DirectRoutes`)."""
     settings = settings or HttpSettings()
     api = Api(bus, settings)
-    page = dashboard_html(settings.refresh_seconds)
     spec = openapi_document()
-
-    async def dashboard(_: Request) -> Response:
-        return HTMLResponse(
-            page,
-            headers={
-                "Content-Security-Policy": (
-                    "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-                    "img-src 'self' data:; connect-src 'self'"
-                ),
-                "Cache-Control": "no-store",
-            },
-        )
+    dashboard = _page(
+        dashboard_html(settings.refresh_seconds),
+        {"Content-Security-Policy": DASHBOARD_CSP, "Cache-Control": "no-store"},
+    )
+    # The OpenAPI document as a page of our own (no script, nothing from elsewhere).
+    docs = _page(docs_html(spec), {"Content-Security-Policy": DOCS_CSP})
 
     async def openapi(_: Request) -> Response:
         return JSONResponse(spec)
-
-    docs_page = docs_html(spec)
-
-    async def docs(_: Request) -> Response:
-        """The OpenAPI document as a page of our own (no script, nothing from elsewhere)."""
-        return HTMLResponse(
-            docs_page,
-            headers={
-                "Content-Security-Policy": (
-                    "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; "
-                    "form-action 'none'"
-                )
-            },
-        )
 
     async def root(_: Request) -> Response:
         return RedirectResponse(f"{BASE}/dashboard")

@@ -6,8 +6,9 @@ Names are imported on first use, so a command line can declare `learning-bot sla
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from learning_bot.engine.lazy import lazy_getattr
 
 _LAZY = {
     "SlackInteractions": "learning_bot.adapters.slack.app",
@@ -43,13 +44,7 @@ if TYPE_CHECKING:
     from learning_bot.adapters.slack.surface import SlackSurface, slack_configured, slack_surface
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'learning_bot.adapters.slack' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, globals(), _LAZY)
 
 
 __all__ = [

@@ -6,12 +6,10 @@ imported without the command bus."""
 
 from __future__ import annotations
 
-from importlib import import_module
+from learning_bot.engine.lazy import lazy_getattr
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from learning_bot.adapters.terminal.commands import (
         EXIT_ERROR,
         EXIT_OK,
@@ -52,10 +50,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'learning_bot.adapters.terminal' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, globals(), _LAZY)

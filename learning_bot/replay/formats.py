@@ -184,13 +184,9 @@ def parse_line(data: Any, state: FileState) -> Exchange | None:
 def _anthropic(
     request: Mapping[str, Any], response: Mapping[str, Any], when: int | None
 ) -> Exchange:
-    messages = request.get("messages")
-    if not isinstance(messages, list):
-        raise LineError("request.messages must be a list")
+    messages = _list(request.get("messages"), "request.messages")
     calls: list[str] = []
-    content = response.get("content") or []
-    if not isinstance(content, list):
-        raise LineError("response.content must be a list")
+    content = _list(response.get("content") or [], "response.content")
     for i, block in enumerate(content):
         if isinstance(block, Mapping) and block.get("type") in ("tool_use", "server_tool_use"):
             calls.append(_name(block.get("name"), f"response.content[{i}].name"))
@@ -217,16 +213,12 @@ def _anthropic(
 
 
 def _chat(request: Mapping[str, Any], response: Mapping[str, Any], when: int | None) -> Exchange:
-    messages = request.get("messages")
-    if not isinstance(messages, list):
-        raise LineError("request.messages must be a list")
+    messages = _list(request.get("messages"), "request.messages")
     tools = tools_of(request.get("tools"), "request.tools")
     if request.get("functions") is not None:
         tools += tools_of(request.get("functions"), "request.functions")
     calls: list[str] = []
-    choices = response.get("choices") or []
-    if not isinstance(choices, list):
-        raise LineError("response.choices must be a list")
+    choices = _list(response.get("choices") or [], "response.choices")
     if choices:
         choice = _mapping(choices[0], "response.choices[0]")
         message = _mapping(choice.get("message"), "response.choices[0].message")
@@ -237,25 +229,14 @@ def _chat(request: Mapping[str, Any], response: Mapping[str, Any], when: int | N
         legacy = message.get("function_call")
         if isinstance(legacy, Mapping):
             calls.append(_name(legacy.get("name"), "response.choices[0].message.function_call"))
-    usage = _mapping(response.get("usage"), "response.usage")
-    prompt = _count(usage.get("prompt_tokens"), "response.usage.prompt_tokens")
-    details = _mapping(usage.get("prompt_tokens_details"), "response.usage.prompt_tokens_details")
-    cached = _count(
-        details.get("cached_tokens"), "response.usage.prompt_tokens_details.cached_tokens"
-    )
+    usage = _openai_usage(response, "prompt_tokens", "completion_tokens")
     return Exchange(
         format=OPENAI_CHAT,
         provider="openai",
         model=_text(response.get("model") or request.get("model"), "request.model"),
         tools=tools,
         calls=tuple(calls),
-        usage=_usage(
-            usage,
-            "response.usage",
-            input=max(prompt - cached, 0),
-            output="completion_tokens",
-            cache_read=min(cached, prompt) if prompt else cached,
-        ),
+        usage=usage,
         timestamp=when if when is not None else _timestamp(response.get("created"), "created"),
         messages=messages,
         response_id=_text(response.get("id"), "response.id"),
@@ -272,9 +253,7 @@ def _responses(
     if not isinstance(items, list):
         raise LineError("request.input must be a string or a list")
     calls: list[str] = []
-    output = response.get("output") or []
-    if not isinstance(output, list):
-        raise LineError("response.output must be a list")
+    output = _list(response.get("output") or [], "response.output")
     for i, item in enumerate(output):
         if not isinstance(item, Mapping):
             continue
@@ -283,12 +262,7 @@ def _responses(
             calls.append(_name(item.get("name"), f"response.output[{i}].name"))
         elif isinstance(kind, str) and kind.endswith("_call"):
             calls.append(kind.removesuffix("_call"))  # a built-in tool: web_search_call...
-    usage = _mapping(response.get("usage"), "response.usage")
-    prompt = _count(usage.get("input_tokens"), "response.usage.input_tokens")
-    details = _mapping(usage.get("input_tokens_details"), "response.usage.input_tokens_details")
-    cached = _count(
-        details.get("cached_tokens"), "response.usage.input_tokens_details.cached_tokens"
-    )
+    usage = _openai_usage(response, "input_tokens", "output_tokens")
     previous = request.get("previous_response_id")
     return Exchange(
         format=OPENAI_RESPONSES,
@@ -296,13 +270,7 @@ def _responses(
         model=_text(response.get("model") or request.get("model"), "request.model"),
         tools=tools_of(request.get("tools"), "request.tools"),
         calls=tuple(calls),
-        usage=_usage(
-            usage,
-            "response.usage",
-            input=max(prompt - cached, 0),
-            output="output_tokens",
-            cache_read=min(cached, prompt) if prompt else cached,
-        ),
+        usage=usage,
         timestamp=when
         if when is not None
         else _timestamp(response.get("created_at"), "created_at"),
@@ -400,6 +368,29 @@ def _usage(raw: Mapping[str, Any], where: str, **parts: str | int) -> Usage:
         for part, key in parts.items()
     }
     return Usage(**counts)
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise LineError(f"{where} must be a list")
+    return value
+
+
+def _openai_usage(response: Mapping[str, Any], prompt_key: str, output_key: str) -> Usage:
+    """Usage from an OpenAI response: the prompt's count under `prompt_key` holds its cached
+    tokens (under `<prompt_key>_details.cached_tokens`), which count apart as cache reads."""
+    usage = _mapping(response.get("usage"), "response.usage")
+    prompt = _count(usage.get(prompt_key), f"response.usage.{prompt_key}")
+    where = f"response.usage.{prompt_key}_details"
+    details = _mapping(usage.get(f"{prompt_key}_details"), where)
+    cached = _count(details.get("cached_tokens"), f"{where}.cached_tokens")
+    return _usage(
+        usage,
+        "response.usage",
+        input=max(prompt - cached, 0),
+        output=output_key,
+        cache_read=min(cached, prompt) if prompt else cached,
+    )
 
 
 def _error(response: Mapping[str, Any]) -> str | None:

@@ -36,6 +36,8 @@ from learning_bot.engine.ports import (
     LearnerState,
     PendingArmOutcome,
     RunStats,
+    Store,
+    StoreReads,
     TimeBucket,
 )
 from learning_bot.engine.posterior import Posterior
@@ -290,6 +292,28 @@ def test_the_read_only_store_passes_reads_on_reads_learnt_state_as_none_and_refu
         store.timeseries(7, "tokens", 1, None)
     store.close()
     assert reads.closed
+
+
+def test_the_read_only_store_answers_every_method_of_the_store_port() -> None:
+    reads = Reads()
+    store = ReadOnlyStore(reads)
+    declared = {
+        name
+        for cls in Store.__mro__
+        for name in vars(cls)
+        if not name.startswith("_") and callable(getattr(cls, name))
+    }
+    own = set(vars(ReadOnlyStore))
+    passed_on = {name for cls in StoreReads.__mro__ for name in vars(cls)} & declared
+    refused = declared - own - passed_on
+    assert {"record_runs", "record_arm_outcome", "reset", "verify", "iter_traces"} <= refused
+    for name in sorted(passed_on):
+        assert getattr(store, name) == getattr(reads, name), name
+    for name in sorted(refused):
+        with pytest.raises(Unavailable, match="status only"):
+            getattr(store, name)(7)
+    with pytest.raises(AttributeError, match="no attribute 'record_everything'"):
+        store.record_everything()
 
 
 class Outcomes:
