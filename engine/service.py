@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
     from learning_bot.engine.context_policy import ContextEvidence, ContextSettings
     from learning_bot.engine.exploration import ExplorationBound, OwedTries
     from learning_bot.engine.inventory import ArmSet
-    from learning_bot.engine.recall_target import SessionLevels
+    from learning_bot.engine.recall_levels import SharedLevels
     from learning_bot.engine.selection import Selection
 
 from learning_bot.engine.arms import Arm, parse_arm_id
@@ -282,9 +282,10 @@ class LearningService:
         self._owed_runs: int | None = None
         """The learner's stored runs as of the exploration bound's last read, plus the runs
         this process stored since: when storage holds no others, its count is the learner's."""
-        self._target_levels_made: SessionLevels | None = None
-        """The recall target's calibration: baseline sessions' uses (engine.recall_target),
-        made on first use (numpy is imported on first selection, not at start-up)."""
+        self._target_levels_made: SharedLevels | None = None
+        """The recall target's calibration: baseline sessions' uses (engine.recall_target), kept
+        in storage (engine.recall_levels), made on first use (numpy is imported on first
+        selection, not at start-up)."""
         self._exploration_bound = exploration_bound
         self._deferrals: dict[str, tuple[int, int]] = {}
         """Per tool: runs that deferred it, runs that loaded it (this process's count, for a
@@ -428,11 +429,17 @@ class LearningService:
         self._rng_made = None
 
     @property
-    def _target_levels(self) -> SessionLevels:
+    def _target_levels(self) -> SharedLevels:
         if self._target_levels_made is None:
-            from learning_bot.engine.recall_target import SessionLevels
+            from learning_bot.engine.recall_levels import SharedLevels
 
-            self._target_levels_made = SessionLevels()
+            self._target_levels_made = SharedLevels(
+                self.store,
+                lambda: self.learner_id,
+                self._clock,
+                self._wall_clock,
+                self._schedule,
+            )
         return self._target_levels_made
 
     @property
@@ -564,7 +571,7 @@ class LearningService:
 
             with cache.lock:
                 ranks = opening_ranks(arm_set, post, config, scores, force, self._rng)
-            target.opened(session_key, arm_set.ids, *ranks)
+            target.sessions.opened(session_key, arm_set.ids, *ranks)
         owed.included(arm_set, chosen.mask)
         return chosen
 
