@@ -11,7 +11,8 @@ The learner runs through the sessions in time order (BFCL: one seeded order) and
 throughout, as the product does; figures are measured on the sessions after the first
 `--train` share only, each served before anything was learnt from it. Recall is over the
 selected sessions (a baseline session offers every tool, recall 1 by construction) and counts
-each tool a turn needs once. The same policy at fixed budgets (shares of the inventory's tokens)
+each tool a turn needs once. The same policy at fixed budgets (shares of the inventory's tokens;
+with deferral, the tools beyond the budget deferred behind the search, searches priced)
 gives, for each target, the budget reaching the target's achieved recall (interpolated between
 the two budgets of the sweep around it) and its cost; the oracle offers each session the tools
 it will use.
@@ -114,27 +115,28 @@ def study(
     full = run_study(arms, sessions, "every", whole, seed=seed)
     known = [replace(s, expected=None) for s in sessions]  # the oracle: the session's own tools
     oracle = measure(run_study(arms, known, "oracle", whole, seed=seed), full, start)
-    sweep: list[tuple[float, Measured]] = []
-    for share in shares:
-        config = base.merged({"token_budget": max(1, round(share * total))})
-        sweep.append(
-            (share, measure(run_study(arms, sessions, "context", config, seed=seed), full, start))
-        )
+    sweeps: dict[str, list[tuple[float, Measured]]] = {"context": [], "context+deferral": []}
+    for policy, sweep in sweeps.items():
+        for share in shares:
+            config = base.merged({"token_budget": max(1, round(share * total))})
+            got = measure(run_study(arms, sessions, policy, config, seed=seed), full, start)
+            sweep.append((share, got))
     ideal = measure(run_study(arms, sessions, "search at best", whole, seed=seed), full, start)
     rows = []
     for policy, label in (("context", "context"), ("context+deferral", "with deferral")):
         for target in targets:
             config = whole.merged({"recall_target": target})
             got = measure(run_study(arms, sessions, policy, config, seed=seed), full, start)
-            reach = same_recall(sweep, got.recall)
+            reach = same_recall(sweeps[policy], got.recall)
             rows.append(
                 (
                     *row(name, f"{label}, target {target:.2f}", got, oracle),
                     "-" if reach is None else f"{reach[0]:.0%}: {reach[1]:.3f}",
                 )
             )
-    for share, m in sweep:
-        rows.append((*row(name, f"context, budget {share:.0%}", m, oracle), ""))
+    for policy, label in (("context", "context"), ("context+deferral", "with deferral")):
+        for share, m in sweeps[policy]:
+            rows.append((*row(name, f"{label}, budget {share:.0%}", m, oracle), ""))
     rows.append((*row(name, "search at best", ideal, oracle, learning=False), ""))
     rows.append((*row(name, "oracle", oracle, oracle, learning=False), ""))
     return rows

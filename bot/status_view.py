@@ -16,11 +16,11 @@ DEFAULT_TOP = 5
 """Arms per list in a status that asks for no number."""
 
 
-def value_headline(s: Summary) -> list[str]:
+def value_headline(s: Summary, target: float | None = None) -> list[str]:
     """The status headline: what the user pays, the prompt cost saved against full-prompt
     (baseline) sessions when it can be measured (or why not); then the estimated share of the
-    components the model used that selection kept, and prompt tokens saved against sending
-    every component."""
+    components the model used that selection kept (beside the learner's recall `target` when
+    it has one), and prompt tokens saved against sending every component."""
     lines: list[str] = []
     cost = s.prompt_cost_savings
     if cost is not None and cost.percent is not None:
@@ -33,7 +33,10 @@ def value_headline(s: Summary) -> list[str]:
     elif cost is not None and cost.reason and s.selected_runs:
         lines.append(f"Prompt cost saving not measured: {cost.reason}")
     if s.estimated_recall is not None:
-        lines.append(f"Kept about {s.estimated_recall * 100:.0f}% of the components the model used")
+        lines.append(
+            f"Kept about {s.estimated_recall * 100:.0f}% of the components the model used"
+            + (f" (recall target {target * 100:g}%)" if target is not None else "")
+        )
     if s.prompt_savings_percent is not None:
         assert s.offered_avg_tokens is not None
         assert s.selected_prompt_avg_tokens is not None
@@ -94,15 +97,21 @@ COMPACT_ITEMS = 3
 
 
 def headline(status: Status) -> tuple[tuple[str, str], ...]:
-    """The numbers a status leads with: phase, traces, prompt cost saved, estimated recall,
-    prompt tokens saved."""
+    """The numbers a status leads with: phase, traces, prompt cost saved, estimated recall (with
+    the recall target beside it when the learner has one), prompt tokens saved."""
     s = status.summary
     out = [("Phase", status.phase.value.upper()), ("Traces", fmt_int(s.trace_count))]
     cost = s.prompt_cost_savings
     if cost is not None and cost.percent is not None:
         out.append(("Cost savings", f"{cost.percent:.0f}%"))
+    target = status.config.recall_target
     if s.estimated_recall is not None:
-        out.append(("Estimated recall", f"{s.estimated_recall * 100:.0f}%"))
+        recall = f"{s.estimated_recall * 100:.0f}%"
+        if target is not None:
+            recall = f"{recall} (target {target * 100:g}%)"
+        out.append(("Estimated recall", recall))
+    elif target is not None:
+        out.append(("Recall target", f"{target * 100:g}% (not estimated yet)"))
     if s.prompt_savings_percent is not None:
         out.append(("Prompt savings", f"{s.prompt_savings_percent:.0f}%"))
     return tuple(out)

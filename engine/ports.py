@@ -383,6 +383,24 @@ class ContextWords(Protocol):
     def context_words(self, learner_id: int, features: Sequence[int]) -> dict[int, str]: ...
 
 
+class RecallLevels(Protocol):
+    """The recall target's calibration (engine.recall_target.RecallCalibration): the uses of
+    the learner's baseline sessions, each as (level, own level, session key), appended by
+    every replica and read back by a restarted process or another replica
+    (engine.recall_levels). Part of the Store port."""
+
+    def add_recall_levels(
+        self, learner_id: int, uses: Sequence[tuple[float, float, str]], *, at: int, keep: int
+    ) -> None:
+        """Append `uses` (oldest first; math.inf for a level no set reaches) at `at` (ms);
+        past the latest `keep` of the learner's the older ones may go."""
+        ...
+
+    def recall_levels(self, learner_id: int, last: int) -> list[tuple[float, float, str]]:
+        """The learner's latest `last` uses, oldest first."""
+        ...
+
+
 class LeftOutRuns(Protocol):
     """Per arm, the learner's latest runs since its last inclusion: the exploration bound's
     count across replicas and restarts (engine.exploration)."""
@@ -462,6 +480,7 @@ class Store(
     LeftOutRuns,
     SessionUsageSince,
     ProjectionStore,
+    RecallLevels,
     Protocol,
 ):
     """Persistence the LearningService needs: every read of StoreReads, the parts above, and

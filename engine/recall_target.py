@@ -30,6 +30,7 @@ import math
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -204,6 +205,15 @@ class SearchPricing:
         return cls(keep, search)
 
 
+class RecordedUse(NamedTuple):
+    """One use a calibration recorded: the arm's level (`search_levels` with tool search, else
+    `inclusion_levels`), its own level (`inclusion_levels`) and the session that used it."""
+
+    level: float
+    own: float
+    session: str
+
+
 class RecallCalibration:
     """The levels (`inclusion_levels`, or `search_levels` where the provider has tool search)
     of the arms baseline sessions used, the latest `keep`, and the threshold for a recall
@@ -232,19 +242,44 @@ class RecallCalibration:
         the search's finds."""
         return list(self._own)
 
+    def recorded(self) -> list[RecordedUse]:
+        """Every recorded use, oldest first: what a learner stores to keep its calibration
+        across restarts and replicas (`replace` takes it back)."""
+        return [
+            RecordedUse(level, own, session)
+            for level, own, session in zip(self._levels, self._own, self._sessions, strict=True)
+        ]
+
+    def replace(self, uses: Iterable[RecordedUse]) -> None:
+        """Forget the recorded uses and record `uses` (oldest first) instead: a calibration
+        read back from storage. Only the latest `keep` stay."""
+        self._levels.clear()
+        self._own.clear()
+        self._sessions.clear()
+        for use in uses:
+            self._levels.append(use.level)
+            self._own.append(use.own)
+            self._sessions.append(use.session)
+        self._sorted = None
+        self._own_sorted = None
+
     def record(
         self, levels: Iterable[float], own: Iterable[float] | None = None, session: str = ""
-    ) -> None:
+    ) -> list[RecordedUse]:
         """The levels of the arms one baseline session (or one of its turns) used, and with tool
         search their own levels (`inclusion_levels`) beside the levels at which they are
         offered kept or found (`search_levels`); `session` names the session (searches are
-        priced per session recorded)."""
+        priced per session recorded). Returns the uses recorded."""
         mine = list(levels)
+        theirs = mine if own is None else list(own)
+        if len(theirs) != len(mine):
+            raise ValueError(f"{len(mine)} levels but {len(theirs)} own levels")
         self._levels.extend(mine)
-        self._own.extend(mine if own is None else own)
+        self._own.extend(theirs)
         self._sessions.extend([session] * len(mine))
         self._sorted = None
         self._own_sorted = None
+        return [RecordedUse(a, b, session) for a, b in zip(mine, theirs, strict=True)]
 
     def priced_threshold(self, target: float, levels: FloatArray, costs: IntArray) -> float | None:
         """With tool search (`pricing` set): of the thresholds whose calibrated recall meets
@@ -315,13 +350,14 @@ class SessionLevels:
         while len(self._open) > self._keep:
             del self._open[next(iter(self._open))]
 
-    def observed(self, key: str, used: Iterable[str]) -> None:
+    def observed(self, key: str, used: Iterable[str]) -> list[RecordedUse]:
         """A run of session `key` used these arms: when the session is an open baseline
-        session, their levels calibrate the target."""
+        session, their levels calibrate the target. Returns the uses recorded."""
         hit = self._open.get(key)
         if hit is None:
-            return
+            return []
         position, means, rank, forced = hit
         mine = [position[a] for a in used if a in position]
-        if mine:
-            self.calibration.record(inclusion_levels(means, rank, forced, mine))
+        if not mine:
+            return []
+        return self.calibration.record(inclusion_levels(means, rank, forced, mine), session=key)

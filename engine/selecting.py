@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from learning_bot.engine.config import LearningConfig
 from learning_bot.engine.errors import Unavailable
 from learning_bot.engine.inputs import request_of
-from learning_bot.engine.ports import SessionSets, SessionUsages
+from learning_bot.engine.ports import RecallLevels, SessionSets, SessionUsages
 from learning_bot.engine.session_selection import SessionSelector, session_key_of, session_request
 
 if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
@@ -24,9 +24,9 @@ if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
     from learning_bot.engine.context import RequestContext
     from learning_bot.engine.context_learning import ContextLearning
     from learning_bot.engine.cost import PriceTable
-    from learning_bot.engine.exploration_counts import ExplorationCounts
+    from learning_bot.engine.exploration_counts import ExplorationCounts, Schedule
     from learning_bot.engine.inventory import ArmSet
-    from learning_bot.engine.recall_target import SessionLevels
+    from learning_bot.engine.recall_levels import SharedLevels
     from learning_bot.engine.selection import Selection
 
 
@@ -55,6 +55,24 @@ def session_selector(
     )
 
 
+def shared_levels(
+    store: RecallLevels,
+    learner_id: Callable[[], int],
+    clock: Callable[[], float],
+    wall_clock: Callable[[], int],
+    schedule: Schedule | None,
+) -> Callable[[], SharedLevels]:
+    """How the recall target's calibration kept in storage (engine.recall_levels) is made on
+    first use."""
+
+    def make() -> SharedLevels:
+        from learning_bot.engine.recall_levels import SharedLevels
+
+        return SharedLevels(store, learner_id, clock, wall_clock, schedule)
+
+    return make
+
+
 @dataclass(eq=False)
 class ArmSelector:
     """One learner's draws over its cached posteriors: its random generator (made from
@@ -64,9 +82,12 @@ class ArmSelector:
     sessions: SessionSelector
     context: ContextLearning
     exploration: ExplorationCounts
+    make_levels: Callable[[], SharedLevels]
+    """The recall target's calibration kept in storage (engine.recall_levels), made on first
+    use."""
     _rng_seed: np.random.Generator | int | None = None
     _rng_made: np.random.Generator | None = field(default=None, init=False)
-    _target_made: SessionLevels | None = field(default=None, init=False)
+    _target_made: SharedLevels | None = field(default=None, init=False)
 
     def seed(self, seed: int) -> None:
         """Make the random draws repeatable from `seed` from now on."""
@@ -74,13 +95,11 @@ class ArmSelector:
         self._rng_made = None
 
     @property
-    def target_levels(self) -> SessionLevels:
+    def target_levels(self) -> SharedLevels:
         """The recall target's calibration: baseline sessions' uses (engine.recall_target),
-        made on first use."""
+        kept in storage (engine.recall_levels), made on first use."""
         if self._target_made is None:
-            from learning_bot.engine.recall_target import SessionLevels
-
-            self._target_made = SessionLevels()
+            self._target_made = self.make_levels()
         return self._target_made
 
     @property
@@ -187,7 +206,7 @@ class ArmSelector:
 
             with cache.lock:
                 ranks = opening_ranks(arm_set, post, config, scores, force, self.rng)
-            target.opened(session_key, arm_set.ids, *ranks)
+            target.sessions.opened(session_key, arm_set.ids, *ranks)
         owed.included(arm_set, chosen.mask)
         return chosen
 

@@ -11,10 +11,8 @@ each concern is a collaborator of its own, handed what it needs as values or cal
 - engine.gateway_runs: runs recorded at selection and completed arm by arm;
 - engine.changes: rewards, resets and their undo, the phase, the stored settings;
 - engine.reports and engine.history: status, summaries, traces and time series.
-
-The service starts no thread and does no I/O of its own: the store does the I/O, and a
-`schedule` callable given by the composition root decides where a background read runs.
-"""
+It starts no thread and does no I/O of its own: the store does the I/O, and a `schedule`
+callable given by the composition root decides where a background read runs."""
 
 from __future__ import annotations
 
@@ -57,7 +55,7 @@ from learning_bot.engine.ports import (
 from learning_bot.engine.posterior import WallClock, now_ms
 from learning_bot.engine.records import RunRecord
 from learning_bot.engine.reports import RECALL_WINDOW, Reports
-from learning_bot.engine.selecting import ArmSelector, session_selector
+from learning_bot.engine.selecting import ArmSelector, session_selector, shared_levels
 from learning_bot.engine.starvation import StarvedArm
 from learning_bot.engine.store_writer import StoreWriter
 from learning_bot.engine.views import (
@@ -120,7 +118,8 @@ class LearningService:
             context_settings,
         )  # fmt: skip
         explore = ExplorationCounts(store, learner_id, clock, schedule, exploration_bound)
-        self._selector = ArmSelector(state, sessions, self._context, explore, rng)
+        levels = shared_levels(store, learner_id, clock, wall_clock, schedule)
+        self._selector = ArmSelector(state, sessions, self._context, explore, levels, rng)
         self._observer = Observer(
             store, self.writer, state, self._selector, self._context, explore, wall_clock,
             spool_by_name,

@@ -6,24 +6,30 @@ and the inventory is larger than the token budget (as real agents' inventories a
 figures match the study's (bench/learning.py). With `sessions`, the runs are the turns of
 multi-turn conversations (research.session_simulation) selected with their session keys and
 reporting the usage a model of the provider's prompt cache bills, so status measures the
-prompt-cost saving; the simulator's own figure is reported beside it."""
+prompt-cost saving; the simulator's own figure is reported beside it. With a recall target
+(the learner's `recallTarget`, or `recall_target` given to `simulate`, which sets it) the target
+is reported beside the recall status estimates and the simulator's true recall over the same
+runs."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
 from learning_bot.engine.config import Phase
 from learning_bot.engine.errors import Conflict, InvalidInput
 from learning_bot.engine.inventory import ArmSet
+from learning_bot.engine.observation import Usage
 from learning_bot.engine.posterior import now_ms
 from learning_bot.engine.service import RECALL_WINDOW, LearningService
 from learning_bot.research.session_simulation import (
     EveryArm,
     ServiceTurns,
+    Session,
     SessionRun,
     SimulatedClock,
     draw_sessions,
@@ -31,11 +37,6 @@ from learning_bot.research.session_simulation import (
     true_saving,
 )
 from learning_bot.research.simulation import Workload, make_workload
-
-
-def _figure(template: str, value: float | None) -> str:
-    """`template` with `value`, or nothing when there is no value."""
-    return "" if value is None else template.format(value)
 
 
 @dataclass(frozen=True)
@@ -67,12 +68,19 @@ class SimulationResult:
     counterfactual_cost_savings_percent: float | None = None
     """The simulator's cost of the selected sessions against the same sessions sent with
     every component (research.session_simulation.true_saving)."""
+    recall_target: float | None = None
+    """The learner's recall target the runs were selected under (None: the token budget)."""
 
     def report_lines(self) -> list[str]:
         """The closing figures, with the simulator's truth next to each estimate."""
         lines = [
             f"Inventory: {self.arms} arms, {self.inventory_tokens:,} tokens; token budget "
-            f"{self.token_budget:,}."
+            f"{self.token_budget:,}"
+            + (
+                f" (a cap); recall target {self.recall_target * 100:g}%."
+                if self.recall_target is not None
+                else "."
+            )
         ]
         if self.sessions:
             measured = (
@@ -85,26 +93,40 @@ class SimulationResult:
                 if self.true_cost_savings_percent is not None
                 else "unknown (no baseline or no selected session)"
             )
-            against = _figure(
-                "; against the same sessions with every component: {:.1f}%",
-                self.counterfactual_cost_savings_percent,
+            against = (
+                f"; against the same sessions with every component: "
+                f"{self.counterfactual_cost_savings_percent:.1f}%"
+                if self.counterfactual_cost_savings_percent is not None
+                else ""
             )
             lines.append(
                 f"Prompt cost under the prompt cache, selected sessions against baseline "
                 f"sessions per run: {measured}(simulator: {truth}{against})."
             )
         if self.prompt_savings_percent is not None:
-            truth = _figure(" (simulator: {:.1f}%)", self.true_prompt_savings_percent)
+            truth = (
+                f" (simulator: {self.true_prompt_savings_percent:.1f}%)"
+                if self.true_prompt_savings_percent is not None
+                else ""
+            )
             lines.append(
                 f"Saved {self.prompt_savings_percent:.1f}% of prompt tokens compared with "
                 f"sending every component{truth}."
             )
         if self.estimated_recall is not None:
-            recall = None if self.true_recall is None else self.true_recall * 100
-            truth = _figure("; the simulator's true recall is {:.1f}%", recall)
+            truth = (
+                f"; the simulator's true recall is {self.true_recall * 100:.1f}%"
+                if self.true_recall is not None
+                else ""
+            )
+            target = (
+                f", against a recall target of {self.recall_target * 100:g}%"
+                if self.recall_target is not None
+                else ""
+            )
             lines.append(
                 f"Kept about {self.estimated_recall * 100:.1f}% of the components the model "
-                f"used (estimated{truth})."
+                f"used (estimated{truth}){target}."
             )
         if self.token_savings_percent is not None and not self.sessions:
             lines.append(
@@ -125,6 +147,7 @@ def simulate(
     sessions: bool = False,
     phase: Phase = Phase.ACTIVE,
     clock: SimulatedClock | None = None,
+    recall_target: float | None = None,
 ) -> SimulationResult:
     """Run `traces` simulated agent runs over `arms` arms: select, run, observe. With
     `sessions`, the runs are the turns of multi-turn conversations selected with their session
@@ -132,7 +155,9 @@ def simulate(
     passive records the runs with every arm (the data `/learning phase` projects from), and
     needs a passive learner; active switches a passive learner to active first. `clock`: the
     sessions' own time, to be given to a service made with it as its `wall_clock` (so session
-    idle windows are counted as the sessions go, as they would be live)."""
+    idle windows are counted as the sessions go, as they would be live). `recall_target` sets
+    the learner's `recallTarget`, and its `tokenBudget` to the inventory's tokens so that the
+    target alone decides the sets (a learner's own target keeps its own budget as the cap)."""
     if not 1 <= traces <= 1_000_000:
         raise InvalidInput("--traces must be from 1 to 1,000,000")
     if not 1 <= arms <= 10_000:
@@ -153,8 +178,13 @@ def simulate(
     if phase is Phase.ACTIVE and service.phase() is Phase.PASSIVE:
         service.set_phase(Phase.ACTIVE, actor="simulate", bootstrap=True)
         switched = True
-    service.seed_draws(seed)  # the same seed, the same runs and the same selections
     workload = make_workload(arms, seed=seed)
+    if recall_target is not None:
+        service.set_settings(
+            {"recallTarget": recall_target, "tokenBudget": int(workload.costs.sum())},
+            actor="simulate",
+        )
+    service.seed_draws(seed)  # the same seed, the same runs and the same selections
     if sessions:
         return _simulate_sessions(
             service, workload, traces, seed, switched, progress, clock or SimulatedClock()
@@ -207,6 +237,7 @@ def simulate(
         true_prompt_savings_percent=100.0 * (1.0 - kept / offered) if offered else None,
         estimated_recall=summary.estimated_recall,
         true_recall=sum(h for h, _ in window) / used_total if used_total else None,
+        recall_target=service.config.recall_target,
     )
 
 
@@ -240,7 +271,7 @@ def _simulate_sessions(
     nonce = now_ms()
     span = int(drawn[-1].times[-1] * 1000)
     start = nonce - span - 60_000
-    policy = ServiceTurns(
+    policy = _CountedTurns(
         service,
         workload,
         clock,
@@ -269,12 +300,43 @@ def _simulate_sessions(
         prompt_savings_percent=summary.prompt_savings_percent,
         true_prompt_savings_percent=_tool_token_saving(run, float(workload.costs.sum())),
         estimated_recall=summary.estimated_recall,
-        true_recall=run.recall,
+        true_recall=policy.recall(RECALL_WINDOW),
         sessions=len(drawn),
         cost_savings_percent=savings.percent if savings is not None else None,
         true_cost_savings_percent=group_saving(run),
         counterfactual_cost_savings_percent=true_saving(run, full),
+        recall_target=service.config.recall_target,
     )
+
+
+class _CountedTurns(ServiceTurns):
+    """ServiceTurns that also counts, per selected run, the arms its turn used and how many of
+    them its prompt had: the simulator's truth for the runs status estimates recall over."""
+
+    def __init__(
+        self, service: LearningService, workload: Workload, clock: SimulatedClock, **options: Any
+    ) -> None:
+        super().__init__(service, workload, clock, **options)
+        self.selected: list[tuple[int, int] | None] = []
+        """Per selected run, in order: (used and kept, used); None for a conversational run
+        (status leaves those out, but they fill its window)."""
+
+    def observe(self, session: Session, turn: int, included: Sequence[int], usage: Usage) -> None:
+        if not self.is_baseline():
+            if session.conversational[turn]:
+                self.selected.append(None)
+            else:
+                used = np.flatnonzero(session.used[turn])
+                kept = int(np.isin(used, np.asarray(included, dtype=np.int64)).sum())
+                self.selected.append((kept, int(used.size)))
+        super().observe(session, turn, included, usage)
+
+    def recall(self, window: int) -> float | None:
+        """The share of the arms used that the prompt had, over the latest `window` selected
+        runs (the window status reads); None when they used none."""
+        counted = [c for c in self.selected[-window:] if c is not None]
+        used = sum(u for _, u in counted)
+        return sum(k for k, _ in counted) / used if used else None
 
 
 def _tool_token_saving(run: SessionRun, inventory_tokens: float) -> float | None:

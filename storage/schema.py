@@ -410,3 +410,19 @@ context_words = Table(
     Column("seen", BigInteger, nullable=False),
     PrimaryKeyConstraint("learner_id", "feature", "word"),
 )
+
+# The recall target's calibration (engine.recall_target, engine.recall_levels; migration 0022):
+# per learner, the uses its baseline sessions recorded, in the order they were stored (`id`),
+# each an arm's level at the session's opening (NULL: a level no set reaches), its own level,
+# and the session's key. Every replica appends; each reads the latest back; the older go.
+recall_levels = Table(
+    "recall_levels",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("learner_id", Id, ForeignKey("learners.id"), nullable=False),
+    Column("level", Float, nullable=True),
+    Column("own", Float, nullable=True),
+    Column("session_key", String(256), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Index("ix_recall_levels_learner", "learner_id", "id"),
+)

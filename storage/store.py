@@ -23,6 +23,7 @@ from learning_bot.storage.database import write_transaction
 from learning_bot.storage.exploration import ExplorationStore
 from learning_bot.storage.learners import Learners
 from learning_bot.storage.reads import Reads
+from learning_bot.storage.recall_levels import RecallLevelsStore
 from learning_bot.storage.resets import Resets
 from learning_bot.storage.rewards import Rewards
 from learning_bot.storage.runs import Runs
@@ -32,6 +33,7 @@ from learning_bot.storage.schema import (
     context_words,
     observations,
     posteriors,
+    recall_levels,
     run_stats,
     session_sets,
     trace_arms,
@@ -51,6 +53,7 @@ class SqlStore(
     SessionSetStore,
     ContextEvidenceStore,
     ContextWordsStore,
+    RecallLevelsStore,
     ExplorationStore,
     SessionCosts,
     Resets,
@@ -73,6 +76,7 @@ class SqlStore(
                 session_sets,
                 context_evidence,
                 context_words,
+                recall_levels,
             ):
                 conn.execute(delete(table).where(table.c.learner_id == learner_id))
             # Outcomes first: no key ties them to their trace (migration 0008).

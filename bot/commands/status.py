@@ -124,7 +124,7 @@ def status_reply(
     data: dict[str, Any] = {"summary": summary_json(s), "phase": status.phase.value}
     if config.recall_target is not None:
         data["recallTarget"] = config.recall_target
-    headline = value_headline(s)
+    headline = value_headline(s, config.recall_target)
     blocks[1:1] = [Text(line) for line in headline]
     if status.empty:
         blocks.append(Text("No traces recorded yet."))

@@ -49,6 +49,17 @@ def register(sub: Commands) -> None:
             "projects going active from"
         ),
     )
+    sim.add_argument(
+        "--recall-target",
+        type=float,
+        default=None,
+        metavar="SHARE",
+        help=(
+            "set the learner's recallTarget (e.g. 0.97), and its tokenBudget to the "
+            "inventory's tokens so the target alone decides each set; the report puts the "
+            "target beside the recall achieved (default: the learner's own settings)"
+        ),
+    )
     shape = sim.add_mutually_exclusive_group()
     shape.add_argument(
         "--sessions",
@@ -79,7 +90,14 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     app = build_app(settings, one_shot=True)
     try:
         return _simulate(
-            app, args.traces, args.arms, args.seed, args.force, args.sessions, args.phase
+            app,
+            args.traces,
+            args.arms,
+            args.seed,
+            args.force,
+            args.sessions,
+            args.phase,
+            args.recall_target,
         )
     finally:
         app.close()
@@ -93,6 +111,7 @@ def _simulate(
     force: bool,
     sessions: bool = False,
     phase: str = "active",
+    recall_target: float | None = None,
 ) -> int:
     from learning_bot.engine.config import Phase
     from learning_bot.simulate import progress_bar, simulate
@@ -107,6 +126,7 @@ def _simulate(
         progress=progress_bar(traces),
         sessions=sessions,
         phase=Phase(phase),
+        recall_target=recall_target,
     )
     if phase == "passive":
         print(
