@@ -162,15 +162,15 @@ def _pairs(name: str, raw: str) -> dict[str, str]:
 def _env_number(
     env: Mapping[str, str], key: str, default: float, must: str, *, zero: bool = False
 ) -> float:
-    """The number in the variable `key` (after the prefix), `default` when it is unset or
-    blank: finite and above 0, or at least 0 with `zero`; else InvalidConfig with `must`."""
-    raw = env.get(f"{ENV_PREFIX}{key}", "").strip()
+    """The number in the variable `key`, `default` when it is unset or blank: finite and
+    above 0, or at least 0 with `zero`; else InvalidConfig with `must`."""
+    raw = env.get(key, "").strip()
     try:
         value = float(raw) if raw else default
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
-        raise InvalidConfig(f"{ENV_PREFIX}{key}", f"{must}, got {raw!r}")
+        raise InvalidConfig(key, f"{must}, got {raw!r}")
     return value
 
 
@@ -238,11 +238,15 @@ def load_settings(
         ) from None
     if rate_limit < 0:
         raise InvalidConfig(f"{ENV_PREFIX}RATE_LIMIT", "must be >= 0 (0 turns it off)")
-    command_lease = _env_number(env, "COMMAND_LEASE", 60.0, "must be a positive number of seconds")
-    spool_max_mb = _env_number(env, "SPOOL_MAX_MB", 256.0, "must be a positive number of MiB")
+    command_lease = _env_number(
+        env, "LEARNING_BOT_COMMAND_LEASE", 60.0, "must be a positive number of seconds"
+    )
+    spool_max_mb = _env_number(
+        env, "LEARNING_BOT_SPOOL_MAX_MB", 256.0, "must be a positive number of MiB"
+    )
     adopt_seconds = _env_number(
         env,
-        "SPOOL_ADOPT_SECONDS",
+        "LEARNING_BOT_SPOOL_ADOPT_SECONDS",
         5.0,
         "must be a number of seconds >= 0 (0: never)",
         zero=True,
