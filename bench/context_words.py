@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from learning_bot.engine.arms import Arm
-from learning_bot.research.context_simulation import GENERIC_WORDS, ContextSession, ContextTurn
+from learning_bot.research.context_simulation import ContextSession, ContextTurn
+from learning_bot.research.task_types import GENERIC_WORDS
 
 WELL_KNOWN = (
     "k8s",

@@ -797,7 +797,8 @@ def context_study(seed: int) -> None:
     task word as technical words are written (`k8s`, `ec2`, `gpt4o`: bench/context_words.py)."""
     from bench.context_words import alphanumeric
     from learning_bot.engine.config import DEFAULT_POLICY
-    from learning_bot.research.context_simulation import run_study, task_type_workload
+    from learning_bot.research.context_simulation import run_study
+    from learning_bot.research.task_types import task_type_workload
 
     print(
         "### context: task-type workloads (60 tools and 8 types of 2-5 tools unless named, "
@@ -878,7 +879,8 @@ def context_service_run(url: str, sessions_count: int, seed: int, max_cells: int
     from learning_bot.engine.config import DEFAULT_POLICY
     from learning_bot.engine.context_policy import ContextSettings
     from learning_bot.engine.service import LearningService
-    from learning_bot.research.context_simulation import run_study, task_type_workload
+    from learning_bot.research.context_simulation import run_study
+    from learning_bot.research.task_types import task_type_workload
     from learning_bot.storage import SqlStore
     from learning_bot.storage.schema import context_evidence, traces
 

@@ -34,12 +34,8 @@ import numpy as np
 from bench.bfcl_context import bfcl_study_inputs, product_config
 from bench.table import print_table
 from learning_bot.engine import Arm
-from learning_bot.research.context_simulation import (
-    ContextSession,
-    StudyRun,
-    run_study,
-    task_type_workload,
-)
+from learning_bot.research.context_simulation import ContextSession, StudyRun, run_study
+from learning_bot.research.task_types import task_type_workload
 
 TARGETS = (0.90, 0.95, 0.97, 0.99)
 SHARES = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.85, 1.0)

@@ -252,7 +252,8 @@ def test_the_priced_threshold_keeps_an_arm_whose_searches_cost_more_than_it() ->
 
 
 def test_baseline_sessions_calibrate_the_study_learner() -> None:
-    from learning_bot.research.context_simulation import Learner, run_study, task_type_workload
+    from learning_bot.research.context_simulation import Learner, run_study
+    from learning_bot.research.task_types import task_type_workload
 
     arms, sessions = task_type_workload(tools=24, types=4, sessions=30, seed=3)
     total = sum(a.token_cost for a in arms)
@@ -266,7 +267,8 @@ def test_baseline_sessions_calibrate_the_study_learner() -> None:
 
 
 def test_with_deferral_the_study_learner_counts_what_the_search_would_find() -> None:
-    from learning_bot.research.context_simulation import Learner, run_study, task_type_workload
+    from learning_bot.research.context_simulation import Learner, run_study
+    from learning_bot.research.task_types import task_type_workload
 
     arms, sessions = task_type_workload(tools=24, types=4, sessions=40, seed=3)
     total = sum(a.token_cost for a in arms)

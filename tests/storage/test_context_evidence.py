@@ -152,7 +152,8 @@ def test_status_explains_what_an_arm_depends_on(store: SqlStore) -> None:
 
 def test_the_service_makes_the_study_selections_for_the_same_seed(store: SqlStore) -> None:
     from learning_bot.engine.config import DEFAULT_POLICY
-    from learning_bot.research.context_simulation import run_study, task_type_workload
+    from learning_bot.research.context_simulation import run_study
+    from learning_bot.research.task_types import task_type_workload
 
     arms, sessions = task_type_workload(tools=24, types=4, sessions=10, seed=3)
     total = sum(a.token_cost for a in arms)

@@ -15,7 +15,8 @@ from learning_bot.engine.inventory import ArmSet
 from learning_bot.engine.recall_levels import SharedLevels
 from learning_bot.engine.recall_target import RecordedUse
 from learning_bot.engine.service import LearningService
-from learning_bot.research.context_simulation import run_study, task_type_workload
+from learning_bot.research.context_simulation import run_study
+from learning_bot.research.task_types import task_type_workload
 from learning_bot.storage import SqlStore
 from learning_bot.storage.database import write_transaction
 from learning_bot.storage.schema import recall_levels

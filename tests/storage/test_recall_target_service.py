@@ -6,7 +6,8 @@ from __future__ import annotations
 from learning_bot.engine import LearningConfig, Phase
 from learning_bot.engine.config import DEFAULT_POLICY
 from learning_bot.engine.service import LearningService
-from learning_bot.research.context_simulation import Learner, run_study, task_type_workload
+from learning_bot.research.context_simulation import Learner, run_study
+from learning_bot.research.task_types import task_type_workload
 from learning_bot.storage import SqlStore
 
 
