@@ -69,14 +69,14 @@ def test_a_restarted_service_selects_as_before(store: SqlStore) -> None:
 
     first = chosen(before, "after-1")
     assert 0 < len(first) < len(arms)
-    kept = before._target_levels.calibration.recorded()
+    kept = before._selector.target_levels.calibration.recorded()
     assert len(kept) >= 10  # enough for the target's threshold: the set stops where it says
 
     restarted = SqlStore(store.url)
     try:
         after = LearningService(restarted, config, rng=5, cache_ttl=60, learner="target")
         assert chosen(after, "after-2") == first
-        assert after._target_levels.calibration.recorded() == kept
+        assert after._selector.target_levels.calibration.recorded() == kept
 
         # without the stored calibration the same request gets another set
         with write_transaction(restarted.engine) as conn:
