@@ -142,7 +142,7 @@ class Arm:
         if self.content is not None:
             check_text(f"content of {_shorten(self.id)!r}", self.content)
         if self.description is not None:
-            from learning_bot.engine.context import MAX_DESCRIPTION_CHARS
+            from learning_bot.engine.bounds import MAX_DESCRIPTION_CHARS
 
             where = f"description of {_shorten(self.id)!r}"
             check_text(where, self.description, MAX_DESCRIPTION_CHARS)

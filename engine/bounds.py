@@ -23,6 +23,8 @@ from typing import Any
 
 from learning_bot.engine.errors import InvalidInput
 
+MAX_DESCRIPTION_CHARS = 4_000
+"""An arm's `description` in a select body at most."""
 MAX_COUNT = 10**12
 MAX_TOKEN_COST = 2**31 - 1
 MAX_TIMESTAMP_MS = 253_402_300_799_999

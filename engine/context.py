@@ -28,8 +28,6 @@ MAX_CONTEXT_FIELD_CHARS = 256
 """`channel` and `model` at most."""
 MAX_MESSAGE_FEATURES = 48
 """Distinct message words that become learned features, at most (the first ones met)."""
-MAX_DESCRIPTION_CHARS = 4_000
-"""An arm's `description` in a select body at most."""
 
 MESSAGE_KEYS = ("message",)
 _TOOLS_KEYS = ("tools_called", "toolsCalled")

@@ -42,6 +42,7 @@ from learning_bot.bot.replies import ReplyKind
 from learning_bot.bot.shapes import reply_data_json
 from learning_bot.engine.arms import Arm, parse_arm_id
 from learning_bot.engine.bounds import (
+    MAX_DESCRIPTION_CHARS,
     MAX_TIMESTAMP_MS,
     MAX_TOKEN_COST,
     check_count,
@@ -50,7 +51,6 @@ from learning_bot.engine.bounds import (
     check_text,
 )
 from learning_bot.engine.config import Phase
-from learning_bot.engine.context import MAX_DESCRIPTION_CHARS
 from learning_bot.engine.errors import InvalidInput, LearningError, NotFound, Unavailable
 from learning_bot.engine.observation import MAX_ID_CHARS
 from learning_bot.engine.posterior import prior_parameters

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from learning_bot.engine.arms import estimate_tokens
-from learning_bot.engine.bounds import MAX_BATCH
-from learning_bot.engine.context import MAX_DESCRIPTION_CHARS
+from learning_bot.engine.bounds import MAX_BATCH, MAX_DESCRIPTION_CHARS
 from learning_bot.engine.observation import MAX_ID_CHARS, SkipReason
 from learning_bot.engine.wire.declare import decode, encode, wire, wire_type
 
