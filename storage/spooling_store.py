@@ -86,6 +86,9 @@ class SpoolingStore:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._thread_lock = threading.Lock()
+        self._replaying = threading.Lock()
+        """One replay at a time (the background thread's, a caller's): the runs a replay wrote
+        and the end of the outage are then told by the replay that emptied the spool."""
         if spool.pending() or any(spool.root.glob("p*/*.jsonl")) or adopt_seconds > 0:
             self._kick()
 
@@ -212,15 +215,16 @@ class SpoolingStore:
         """Replay synchronously (tests and shutdown); returns the runs written. Unavailable
         when storage still is (counted as the outage's occurrence: a summary line at most
         once a minute while it lasts)."""
-        try:
-            self._schema_ready()
-            replayed = self.spool.replay(
-                self.inner.record_runs, self._resolve, self._write_outcome, self._write_evidence
-            )
-        except Unavailable as exc:
-            self._unavailable.occurred(_unavailable_reason(exc), SPOOLING)
-            raise
-        self._replayed(replayed)
+        with self._replaying:
+            try:
+                self._schema_ready()
+                replayed = self.spool.replay(
+                    self.inner.record_runs, self._resolve, self._write_outcome, self._write_evidence
+                )
+            except Unavailable as exc:
+                self._unavailable.occurred(_unavailable_reason(exc), SPOOLING)
+                raise
+            self._replayed(replayed)
         return replayed
 
     def _replayed(self, replayed: int) -> None:
