@@ -48,8 +48,6 @@ log = logging.getLogger("learning_bot.discord")
 SURFACE = "discord"
 AUTOCOMPLETE_LIMIT = 25
 CHOICE_LIMIT = 100
-AUTOCOMPLETE_BUDGET = 2.0
-"""Seconds an autocomplete may take before it answers with no suggestions (it cannot defer)."""
 ADMIN_HINT = (
     "On Discord, admins are members with the Manage Server permission, a role listed in "
     "DISCORD_ADMIN_ROLE_IDS, or a user listed in DISCORD_ADMIN_USER_IDS."
@@ -434,7 +432,7 @@ class DiscordInteractions:
         invocation = self.invocation(interaction, ArmNamesQuery())
         try:
             arms = await asyncio.wait_for(
-                asyncio.to_thread(self._arm_names, invocation), timeout=AUTOCOMPLETE_BUDGET
+                asyncio.to_thread(self._arm_names, invocation), timeout=self.settings.autocomplete_budget
             )
         except (TimeoutError, LearningError) as exc:
             log.warning("no arm suggestions for guild %s: %s", interaction.guild_id, exc)

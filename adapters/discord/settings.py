@@ -14,6 +14,9 @@ MAX_SNOWFLAKE = 2**64 - 1
 DEFAULT_DEFER_AFTER = 0.2
 """Seconds to wait for a reply before deferring: well inside Discord's 3-second window, and
 short enough that the first response always lands within a few hundred milliseconds."""
+DEFAULT_AUTOCOMPLETE_BUDGET = 2.0
+"""Seconds an autocomplete may take before it answers with no suggestions: it cannot defer,
+and Discord drops an answer that comes after 3 seconds."""
 DEFAULT_CONFIRM_TIMEOUT = 14 * 60.0
 """Confirm/cancel buttons stop working after this long: under the 15 minutes an interaction
 token lives (the prompt can still be edited to show it expired) and under the bus's
@@ -33,6 +36,8 @@ class DiscordSettings:
     defer_after: float = DEFAULT_DEFER_AFTER
     """DISCORD_DEFER_AFTER: seconds to wait for a reply before deferring it."""
     confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT
+    autocomplete_budget: float = DEFAULT_AUTOCOMPLETE_BUDGET
+    """Seconds an autocomplete lookup may take before it answers with no suggestions."""
     api_url: str | None = None
     """DISCORD_API_URL: another REST API base than Discord's (`http://127.0.0.1:8000/api/v10`):
     a local stand-in for tests, or a proxy. Not needed to talk to Discord itself."""

@@ -123,25 +123,48 @@ def test_what_a_tool_depends_on_is_learnt_without_resending_the_context(
     assert shown.returncode == 0, shown.stderr
     depends = [line for line in shown.stdout.splitlines() if "Depends on" in line]
     assert depends, shown.stdout
-    # a word of the messages the forecast serves (they share their words: which of them ranks
-    # first depends on the draws), never a word the context was not sent with
-    words = {w.lower() for message in RAIN for w in message.split() if len(w) > 3}
+    # a word of the messages (those the forecast serves, or those it is not used under: which
+    # of them ranks first depends on the draws), never a word the context was not sent with
+    sent = {message for _, messages in SESSIONS for message in messages}
+    words = {w.lower() for message in sent for w in message.split() if len(w) > 3}
     named = {w for line in depends for w in words if f"the message mentions '{w}'" in line}
     assert named, shown.stdout
 
 
+def both_calculators(client: LearningClient, session: str) -> Selection:
+    """A select for an invoice turn, as the prompt that kept both calculate tools would have
+    been sent: which arms a draw keeps is random, the run the observe reports is not."""
+    selection = client.select(ARMS, session_key=session, context={"message": INVOICE[0]})
+    return Selection(
+        selected=(BILLING, TRAVEL),
+        excluded=tuple(a.arm_id for a in ARMS if a.arm_id not in (BILLING, TRAVEL)),
+        arms=selection.arms,
+        session_key=session,
+        context=selection.context,
+    )
+
+
 def test_a_call_naming_its_arm_credits_that_arm_only(
+    server: tuple[Served, dict[str, str]],
     agent: list[tuple[str, str, Selection, ObserveResult]],
 ) -> None:
-    both = [
+    live, _ = server
+    with LearningClient(live.url, retries=5, timeout=60) as client:
+        named = client.observe(
+            both_calculators(client, "agent:main:test:named"),
+            tool_calls=[{"name": "calculate", "arm": BILLING}],
+            texts=["done"],
+        )
+    assert named is not None and named.recorded, named
+    # and the agent's own invoice turns that happened to keep both
+    both = [named] + [
         result
         for _, message, selection, result in agent
         if message in INVOICE and selection.keeps(BILLING) and selection.keeps(TRAVEL)
     ]
-    assert both, "no invoice turn kept both calculate tools"
     for result in both:
         assert result.rewards[BILLING] == 1.0 and result.rewards[TRAVEL] == 0.0
-        assert result.referenced[TRAVEL] is False
+        assert result.referenced[BILLING] is True and result.referenced[TRAVEL] is False
         assert result.ambiguous == {}
 
 
@@ -150,16 +173,7 @@ def test_a_bare_name_two_included_arms_share_credits_neither(
 ) -> None:
     live, _ = server
     with LearningClient(live.url, retries=5, timeout=60) as client:
-        selection = client.select(
-            ARMS, session_key="agent:main:test:bare", context={"message": INVOICE[0]}
-        )
-        both = Selection(
-            selected=(BILLING, TRAVEL),
-            excluded=tuple(a.arm_id for a in ARMS if a.arm_id not in (BILLING, TRAVEL)),
-            arms=selection.arms,
-            session_key="agent:main:test:bare",
-            context=selection.context,
-        )
+        both = both_calculators(client, "agent:main:test:bare")
         result = client.observe(both, tool_calls=["calculate"], texts=["done"])
     assert result is not None and result.recorded, result
     assert result.rewards == {}  # which one was called cannot be told: neither learns

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -127,6 +128,30 @@ async def test_slow_confirmation_and_click(slow: Harness) -> None:
     assert "Confirmed by Ada." in edited["embeds"][0]["description"]
     assert all(b["disabled"] for row in edited["components"] for b in row["components"])
     assert posteriors(h.app)["tool:fs:Read"] == (1.0, 1.0, 0)
+
+
+async def test_an_autocomplete_slower_than_its_budget_offers_nothing(
+    fake: FakeDiscord, sqlite_app: App
+) -> None:
+    """Autocomplete cannot defer: a lookup still running when its budget is spent answers with
+    no suggestions (never an error), and the lookup it left behind does no harm."""
+    release = threading.Event()
+
+    class StuckBus(CommandBus):
+        def dispatch(self, invocation: Invocation) -> Reply:
+            release.wait(timeout=120)
+            return super().dispatch(invocation)
+
+    observe(sqlite_app, "seen", ["Read"])
+    bus = StuckBus(sqlite_app.services, sqlite_app.bus.commands, sqlite_app.bus.settings)
+    client = create_client(replace(SETTINGS, autocomplete_budget=0.05), bus)
+    await client.login(BOT_TOKEN)
+    try:
+        h = Harness(fake, client, sqlite_app)
+        assert await h.autocomplete("reward", "arm", "Read") == []
+    finally:
+        release.set()
+        await client.close()
 
 
 async def test_quick_replies_answer_directly(direct: Harness) -> None:
