@@ -432,7 +432,8 @@ class DiscordInteractions:
         invocation = self.invocation(interaction, ArmNamesQuery())
         try:
             arms = await asyncio.wait_for(
-                asyncio.to_thread(self._arm_names, invocation), timeout=self.settings.autocomplete_budget
+                asyncio.to_thread(self._arm_names, invocation),
+                timeout=self.settings.autocomplete_budget,
             )
         except (TimeoutError, LearningError) as exc:
             log.warning("no arm suggestions for guild %s: %s", interaction.guild_id, exc)
