@@ -107,48 +107,57 @@ def export_jsonl(service: LearningService) -> Iterator[str]:
         yield json.dumps(trace_json(trace)) + "\n"
 
 
+def _trace_rows(service: LearningService) -> Iterator[Sequence[CsvValue]]:
+    for trace in service.iter_traces(with_arms=False):
+        yield [
+            trace.trace_id,
+            trace.run_id,
+            trace.session_id,
+            trace.timestamp,
+            trace.provider,
+            trace.model,
+            trace.channel,
+            trace.is_baseline,
+            trace.usage.total,
+            trace.duration_ms,
+            trace.aborted,
+        ]
+
+
+def _arm_rows(service: LearningService) -> Iterator[Sequence[CsvValue]]:
+    for trace in service.iter_traces():
+        for arm in trace.arms:
+            yield [
+                trace.trace_id,
+                arm.arm_id,
+                arm.label,
+                arm.included,
+                arm.referenced,
+                arm.token_cost,
+                arm.reward,
+            ]
+
+
+def _posterior_rows(service: LearningService) -> Iterator[Sequence[CsvValue]]:
+    for v in service.posteriors():
+        p = v.posterior
+        yield [v.arm_id, p.alpha, p.beta, p.mean, p.pulls, p.last_updated]
+
+
+_CSV_ROWS = {
+    "traces": (TRACE_CSV_HEADER, _trace_rows),
+    "arms": (ARM_CSV_HEADER, _arm_rows),
+    "posteriors": (POSTERIOR_CSV_HEADER, _posterior_rows),
+}
+"""Each CSV table's header and rows."""
+
+
 def export_csv(service: LearningService, table: str) -> Iterator[str]:
     """One table as CSV: `traces` (one row per run, as docs/cli.md lists), `arms` (one row
     per arm of each run: what it was offered, kept and used) or `posteriors`."""
-    if table == "traces":
-        yield TRACE_CSV_HEADER + "\r\n"
-        for trace in service.iter_traces(with_arms=False):
-            yield _csv_row(
-                [
-                    trace.trace_id,
-                    trace.run_id,
-                    trace.session_id,
-                    trace.timestamp,
-                    trace.provider,
-                    trace.model,
-                    trace.channel,
-                    trace.is_baseline,
-                    trace.usage.total,
-                    trace.duration_ms,
-                    trace.aborted,
-                ]
-            )
-        return
-    if table == "arms":
-        yield ARM_CSV_HEADER + "\r\n"
-        for trace in service.iter_traces():
-            for arm in trace.arms:
-                yield _csv_row(
-                    [
-                        trace.trace_id,
-                        arm.arm_id,
-                        arm.label,
-                        arm.included,
-                        arm.referenced,
-                        arm.token_cost,
-                        arm.reward,
-                    ]
-                )
-        return
-    if table == "posteriors":
-        yield POSTERIOR_CSV_HEADER + "\r\n"
-        for v in service.posteriors():
-            p = v.posterior
-            yield _csv_row([v.arm_id, p.alpha, p.beta, p.mean, p.pulls, p.last_updated])
-        return
-    raise InvalidInput(f"--table must be one of {', '.join(CSV_TABLES)}, got {table!r}")
+    if table not in _CSV_ROWS:
+        raise InvalidInput(f"--table must be one of {', '.join(CSV_TABLES)}, got {table!r}")
+    header, rows = _CSV_ROWS[table]
+    yield header + "\r\n"
+    for row in rows(service):
+        yield _csv_row(row)

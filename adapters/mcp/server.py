@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable
-from dataclasses import MISSING
+from dataclasses import MISSING, dataclass
 from functools import partial
 from typing import Annotated, Any, Literal, TypeVar, cast
 
@@ -54,6 +54,77 @@ RESETS = ToolAnnotations(
 OptionalLearner = Annotated[
     str | None, Field(description="Learner name; omitted: the server's default learner.")
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayTool:
+    """One `qortex_learning_*` tool: it takes the parameters of its wire type and answers with
+    the LearningTools method of the name's last part (qortex_learning_select: `select`)."""
+
+    name: str
+    arguments: type[Any]
+    annotations: ToolAnnotations
+    description: str
+
+
+GATEWAY_TOOLS = (
+    GatewayTool(
+        "qortex_learning_select",
+        gateway.GatewaySelect,
+        RECORDS,
+        "Choose which prompt components (arms) go into the next model request, under a token "
+        "budget, and record the selection as a run. In the passive phase every candidate is "
+        "selected. Returns selected_arms and excluded_arms ({id, metadata, token_cost}; with "
+        "context.message or context.tools_called also deferred_arms: the left-out tools a "
+        "runtime with tool search can offer as deferred), is_baseline, scores (each "
+        "candidate's posterior mean), token_budget and used_tokens.",
+    ),
+    GatewayTool(
+        "qortex_learning_observe",
+        gateway.GatewayObserve,
+        RECORDS,
+        "Report one selected arm's outcome after the run: accepted (the model used it, reward "
+        "1), rejected (unused, reward 0) or partial (0.5), or an explicit reward in [0, 1]. "
+        "Attaches to the latest select with the same context.session_key. In the active phase "
+        "the posterior changes at once; returns {arm_id, alpha, beta, mean, pulls}.",
+    ),
+    GatewayTool(
+        "qortex_learning_posteriors",
+        gateway.GatewayPosteriors,
+        READS,
+        "The learner's posteriors: {learner, posteriors: {arm_id: {alpha, beta, pulls, "
+        "total_reward, last_updated, mean}}}. Context does not split posteriors.",
+    ),
+    GatewayTool(
+        "qortex_learning_metrics",
+        gateway.GatewayMetrics,
+        READS,
+        "Totals over the learner's arms: {learner, total_pulls, total_reward, accuracy "
+        "(total_reward / total_pulls), arm_count, explore_ratio (share of baseline runs)}.",
+    ),
+    GatewayTool(
+        "qortex_learning_session_start",
+        gateway.GatewaySessionStart,
+        RECORDS,
+        "Open a session named after the agent's session key; returns {session_id, learner}. "
+        "The id stays valid across server restarts.",
+    ),
+    GatewayTool(
+        "qortex_learning_session_end",
+        gateway.GatewaySessionEnd,
+        READS,
+        "Close a session; returns {session_id, learner, selected_arms, outcomes (arm_id -> "
+        "accepted|rejected|partial), started_at, ended_at}.",
+    ),
+    GatewayTool(
+        "qortex_learning_reset",
+        gateway.GatewayReset,
+        RESETS,
+        "Reset every arm (arm_ids null) or the listed ones to Beta(1, 1) with zero pulls, at "
+        "once (the caller confirms; learning_reset with undo=true restores them). Returns "
+        "{learner, reset_count, arm_ids}.",
+    ),
+)
 
 
 async def _call(fn: Callable[..., T], *args: Any) -> T:
@@ -133,76 +204,8 @@ def build_server(tools: LearningTools, *, version: str | None = None) -> MCPServ
         log_level="WARNING",
     )
 
-    @server.tool(
-        annotations=RECORDS,
-        description="Choose which prompt components (arms) go into the next model request, "
-        "under a token budget, and record the selection as a run. In the passive phase every "
-        "candidate is selected. Returns selected_arms and excluded_arms ({id, metadata, "
-        "token_cost}; with context.message or context.tools_called also deferred_arms: the "
-        "left-out tools a runtime with tool search can offer as deferred), is_baseline, "
-        "scores (each candidate's posterior mean), token_budget and used_tokens.",
-    )
-    @takes(gateway.GatewaySelect)
-    async def qortex_learning_select(**arguments: Any) -> dict[str, Any]:
-        return await _call(partial(tools.select, **arguments))
-
-    @server.tool(
-        annotations=RECORDS,
-        description="Report one selected arm's outcome after the run: accepted (the model used "
-        "it, reward 1), rejected (unused, reward 0) or partial (0.5), or an explicit reward in "
-        "[0, 1]. Attaches to the latest select with the same context.session_key. In the "
-        "active phase the posterior changes at once; returns {arm_id, alpha, beta, mean, pulls}.",
-    )
-    @takes(gateway.GatewayObserve)
-    async def qortex_learning_observe(**arguments: Any) -> dict[str, Any]:
-        return await _call(partial(tools.observe, **arguments))
-
-    @server.tool(
-        annotations=READS,
-        description="The learner's posteriors: {learner, posteriors: {arm_id: {alpha, beta, "
-        "pulls, total_reward, last_updated, mean}}}. Context does not split posteriors.",
-    )
-    @takes(gateway.GatewayPosteriors)
-    async def qortex_learning_posteriors(**arguments: Any) -> dict[str, Any]:
-        return await _call(partial(tools.posteriors, **arguments))
-
-    @server.tool(
-        annotations=READS,
-        description="Totals over the learner's arms: {learner, total_pulls, total_reward, "
-        "accuracy (total_reward / total_pulls), arm_count, explore_ratio (share of baseline "
-        "runs)}.",
-    )
-    @takes(gateway.GatewayMetrics)
-    async def qortex_learning_metrics(**arguments: Any) -> dict[str, Any]:
-        return await _call(partial(tools.metrics, **arguments))
-
-    @server.tool(
-        annotations=RECORDS,
-        description="Open a session named after the agent's session key; returns {session_id, "
-        "learner}. The id stays valid across server restarts.",
-    )
-    @takes(gateway.GatewaySessionStart)
-    async def qortex_learning_session_start(**arguments: Any) -> dict[str, Any]:
-        return await _call(partial(tools.session_start, **arguments))
-
-    @server.tool(
-        annotations=READS,
-        description="Close a session; returns {session_id, learner, selected_arms, outcomes "
-        "(arm_id -> accepted|rejected|partial), started_at, ended_at}.",
-    )
-    @takes(gateway.GatewaySessionEnd)
-    async def qortex_learning_session_end(**arguments: Any) -> dict[str, Any]:
-        return await _call(partial(tools.session_end, **arguments))
-
-    @server.tool(
-        annotations=RESETS,
-        description="Reset every arm (arm_ids null) or the listed ones to Beta(1, 1) with zero "
-        "pulls, at once (the caller confirms; learning_reset with undo=true restores them). "
-        "Returns {learner, reset_count, arm_ids}.",
-    )
-    @takes(gateway.GatewayReset)
-    async def qortex_learning_reset(**arguments: Any) -> dict[str, Any]:
-        return await _call(partial(tools.reset, **arguments))
+    for declared in GATEWAY_TOOLS:
+        _add_gateway_tool(server, tools, declared)
 
     @server.tool(
         annotations=READS,
@@ -295,6 +298,21 @@ def build_server(tools: LearningTools, *, version: str | None = None) -> MCPServ
         if spec.form is not None and spec.form.tool:
             _add_command_tool(server, tools, spec)
     return server
+
+
+def _add_gateway_tool(server: MCPServer, tools: LearningTools, declared: GatewayTool) -> None:
+    """A `qortex_learning_*` tool: its wire type's parameters, answered by its LearningTools
+    method with the structured result."""
+    method = getattr(tools, declared.name.removeprefix("qortex_learning_"))
+
+    @takes(declared.arguments)
+    async def tool(**arguments: Any) -> dict[str, Any]:
+        return cast(dict[str, Any], await _call(partial(method, **arguments)))
+
+    tool.__name__ = declared.name  # the schemas' titles: qortex_learning_selectArguments, ...
+    server.tool(
+        name=declared.name, annotations=declared.annotations, description=declared.description
+    )(tool)
 
 
 def _option_type(option: Option) -> Any:

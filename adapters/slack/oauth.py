@@ -62,13 +62,15 @@ class ThreadedInstallationStore(AsyncInstallationStore):
         with self._lock:
             self._cache.clear()
 
-    async def _cached(self, key: tuple[Any, ...], load: Callable[[], T]) -> T:
+    async def _cached(self, find: Callable[..., T], **lookup: Any) -> T:
+        """`find(**lookup)` on the store, in a thread, unless a recent answer is cached."""
+        key = (find.__name__, *lookup.values())
         now = self._clock()
         with self._lock:
             hit = self._cache.get(key)
         if hit is not None and hit[0] > now:
             return hit[1]  # type: ignore[no-any-return]
-        value = await asyncio.to_thread(load)
+        value = await asyncio.to_thread(find, **lookup)
         if value is not None:
             with self._lock:
                 self._cache[key] = (now + self._cache_seconds, value)
@@ -89,14 +91,12 @@ class ThreadedInstallationStore(AsyncInstallationStore):
         team_id: str | None,
         is_enterprise_install: bool | None = False,
     ) -> Bot | None:
-        def load() -> Bot | None:
-            return self.store.find_bot(
-                enterprise_id=enterprise_id,
-                team_id=team_id,
-                is_enterprise_install=is_enterprise_install,
-            )
-
-        return await self._cached(("bot", enterprise_id, team_id, is_enterprise_install), load)
+        return await self._cached(
+            self.store.find_bot,
+            enterprise_id=enterprise_id,
+            team_id=team_id,
+            is_enterprise_install=is_enterprise_install,
+        )
 
     async def async_find_installation(
         self,
@@ -106,21 +106,16 @@ class ThreadedInstallationStore(AsyncInstallationStore):
         user_id: str | None = None,
         is_enterprise_install: bool | None = False,
     ) -> Installation | None:
-        def load() -> Installation | None:
-            return self.store.find_installation(
-                enterprise_id=enterprise_id,
-                team_id=team_id,
-                user_id=user_id,
-                is_enterprise_install=is_enterprise_install,
-            )
-
-        key = ("installation", enterprise_id, team_id, user_id, is_enterprise_install)
-        return await self._cached(key, load)
+        return await self._cached(
+            self.store.find_installation,
+            enterprise_id=enterprise_id,
+            team_id=team_id,
+            user_id=user_id,
+            is_enterprise_install=is_enterprise_install,
+        )
 
     async def async_delete_bot(self, *, enterprise_id: str | None, team_id: str | None) -> None:
-        await asyncio.to_thread(
-            lambda: self.store.delete_bot(enterprise_id=enterprise_id, team_id=team_id)
-        )
+        await asyncio.to_thread(self.store.delete_bot, enterprise_id=enterprise_id, team_id=team_id)
         self._forget()
 
     async def async_delete_installation(
@@ -131,9 +126,10 @@ class ThreadedInstallationStore(AsyncInstallationStore):
         user_id: str | None = None,
     ) -> None:
         await asyncio.to_thread(
-            lambda: self.store.delete_installation(
-                enterprise_id=enterprise_id, team_id=team_id, user_id=user_id
-            )
+            self.store.delete_installation,
+            enterprise_id=enterprise_id,
+            team_id=team_id,
+            user_id=user_id,
         )
         self._forget()
 
