@@ -9,29 +9,37 @@ memory: that is a millisecond of CPU, less than the hop to a thread would cost.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from learning_bot.engine.config import Phase
-from learning_bot.engine.observation import RunReport
 from learning_bot.engine.service import LearningService
-from learning_bot.engine.views import (
-    ArmView,
-    ObserveResult,
-    PhaseChange,
-    ResetResult,
-    RewardResult,
-    Summary,
-)
 
 if TYPE_CHECKING:
     from learning_bot.engine.arms import Arm
     from learning_bot.engine.inventory import ArmSet
     from learning_bot.engine.selection import Selection
-    from learning_bot.engine.views import Status
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 INLINE_ARMS = 2000
 """A select from memory with at most this many arms runs on the event loop."""
+
+
+def _in_thread(
+    method: Callable[Concatenate[LearningService, P], R],
+) -> Callable[Concatenate[AsyncLearningService, P], Coroutine[Any, Any, R]]:
+    """The awaitable face of a `LearningService` method: the wrapped service's method, called
+    in a worker thread with the same arguments."""
+    name = method.__name__
+
+    async def call(self: AsyncLearningService, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(getattr(self.service, name), *args, **kwargs)
+
+    call.__name__ = name
+    call.__qualname__ = f"AsyncLearningService.{name}"
+    call.__doc__ = method.__doc__
+    return call
 
 
 class AsyncLearningService:
@@ -55,40 +63,14 @@ class AsyncLearningService:
             return service.select(arms, context, session_key=session_key)
         return await asyncio.to_thread(service.select, arms, context, session_key=session_key)
 
-    async def observe(self, report: RunReport) -> ObserveResult:
-        return await asyncio.to_thread(self.service.observe, report)
-
-    async def observe_many(self, reports: Sequence[RunReport]) -> list[ObserveResult]:
-        return await asyncio.to_thread(self.service.observe_many, reports)
-
-    async def reward(
-        self,
-        arm: str | None = None,
-        value: float | str = 1.0,
-        actor: str = "unknown",
-        reason: str | None = None,
-        conversation: str | None = None,
-    ) -> RewardResult:
-        return await asyncio.to_thread(self.service.reward, arm, value, actor, reason, conversation)
-
-    async def reset(
-        self, arm_ids: Iterable[str] | None = None, actor: str = "unknown"
-    ) -> ResetResult:
-        return await asyncio.to_thread(self.service.reset, arm_ids, actor)
-
-    async def set_phase(
-        self, phase: Phase | str, actor: str = "unknown", bootstrap: bool = True
-    ) -> PhaseChange:
-        return await asyncio.to_thread(self.service.set_phase, phase, actor, bootstrap)
-
-    async def posteriors(self) -> list[ArmView]:
-        return await asyncio.to_thread(self.service.posteriors)
-
-    async def summary(self) -> Summary:
-        return await asyncio.to_thread(self.service.summary)
-
-    async def status(self, top: int = 5) -> Status:
-        return await asyncio.to_thread(self.service.status, top)
+    observe = _in_thread(LearningService.observe)
+    observe_many = _in_thread(LearningService.observe_many)
+    reward = _in_thread(LearningService.reward)
+    reset = _in_thread(LearningService.reset)
+    set_phase = _in_thread(LearningService.set_phase)
+    posteriors = _in_thread(LearningService.posteriors)
+    summary = _in_thread(LearningService.summary)
+    status = _in_thread(LearningService.status)
 
 
 __all__ = ["AsyncLearningService"]

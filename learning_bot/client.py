@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Generic, Literal, Self, TypeVar
 
 import httpx
 
@@ -51,6 +51,7 @@ from learning_bot.engine.wire.runs import (
 
 log = logging.getLogger("learning_bot.client")
 T = TypeVar("T")
+TransportT = TypeVar("TransportT", httpx.BaseTransport, httpx.AsyncBaseTransport)
 
 DEFAULT_URL = "http://127.0.0.1:8787"
 """Where `learning-bot serve` (and `make run`) listens by default."""
@@ -244,12 +245,45 @@ def _answer(outcome: httpx.Response | Exception) -> Any:
         raise LearningClientError("the learning server answered something else than JSON") from None
 
 
-class LearningClient:
-    """The learning API from synchronous code. A context manager; `close()` otherwise.
+def _everything(
+    arms: Sequence[ArmSpec],
+    session_key: str | None,
+    context: Mapping[str, Any] | None,
+    exc: Exception,
+) -> Selection:
+    """select's answer when the server could not give one: every arm, the cause logged."""
+    log.warning("select fell back to every arm: %s", exc)
+    return Selection.everything(arms, session_key, f"learning server: {exc}", context)
 
-    `url` is the server (`http://HOST:PORT`, the API path is added); `token` defaults to
-    `LEARNING_BOT_API_TOKEN`; `learner` names a learner other than the server's default;
-    `retries` more tries after a 503 or a connection error, `backoff` seconds the first wait."""
+
+def _report_or_none(
+    selection: Selection,
+    tool_calls: Iterable[ToolCall | str | Mapping[str, Any]],
+    texts: Iterable[str],
+    trace_id: str | None,
+    usage: Usage | None,
+    extra: dict[str, Any],
+) -> RunReport | None:
+    """observe's report (`report_for`); None, logged, when it cannot be built."""
+    try:
+        return report_for(
+            selection, tool_calls=tool_calls, texts=texts, trace_id=trace_id, usage=usage, **extra
+        )
+    except Exception as exc:  # never fails the agent: logged, not raised
+        log.error("observe: the run report could not be built: %r", exc)
+        return None
+
+
+def _not_recorded(report: RunReport, exc: Exception) -> None:
+    log.error("observe of run %s was not recorded: %s", report.trace_id, exc)
+
+
+def _reward_request(arm: str, value: float, reason: str | None, actor: str | None) -> RewardRequest:
+    return RewardRequest(arm, "accepted" if value >= 0.5 else "rejected", value, reason, actor)
+
+
+class _Client(Generic[TransportT]):
+    """The constructor both clients share; each opens its own kind of HTTP client."""
 
     def __init__(
         self,
@@ -260,12 +294,25 @@ class LearningClient:
         retries: int = 3,
         backoff: float = 0.2,
         timeout: float = 5.0,
-        transport: httpx.BaseTransport | None = None,
+        transport: TransportT | None = None,
     ) -> None:
         self._settings = _Settings.of(url, token, learner, retries, backoff, timeout)
-        self._http = httpx.Client(
-            headers=self._settings.headers, timeout=timeout, transport=transport
-        )
+        self._open(transport)
+
+    def _open(self, transport: TransportT | None) -> None:
+        raise NotImplementedError
+
+
+class LearningClient(_Client[httpx.BaseTransport]):
+    """The learning API from synchronous code. A context manager; `close()` otherwise.
+
+    `url` is the server (`http://HOST:PORT`, the API path is added); `token` defaults to
+    `LEARNING_BOT_API_TOKEN`; `learner` names a learner other than the server's default;
+    `retries` more tries after a 503 or a connection error, `backoff` seconds the first wait."""
+
+    def _open(self, transport: httpx.BaseTransport | None) -> None:
+        s = self._settings
+        self._http = httpx.Client(headers=s.headers, timeout=s.timeout, transport=transport)
 
     def __enter__(self) -> Self:
         return self
@@ -305,8 +352,7 @@ class LearningClient:
             data = _answer(self._send("POST", "select", request.to_json()))
             return Selection.from_json(data, arms, session_key, context)
         except Exception as exc:  # never fails the agent: logged, not raised
-            log.warning("select fell back to every arm: %s", exc)
-            return Selection.everything(arms, session_key, f"learning server: {exc}", context)
+            return _everything(arms, session_key, context, exc)
 
     def observe(
         self,
@@ -320,26 +366,15 @@ class LearningClient:
     ) -> ObserveResult | None:
         """Report the run made with `selection` (see `report_for`); None, logged, when it
         could not be delivered."""
-        try:
-            report = report_for(
-                selection,
-                tool_calls=tool_calls,
-                texts=texts,
-                trace_id=trace_id,
-                usage=usage,
-                **extra,
-            )
-        except Exception as exc:  # never fails the agent: logged, not raised
-            log.error("observe: the run report could not be built: %r", exc)
-            return None
-        return self.observe_report(report)
+        report = _report_or_none(selection, tool_calls, texts, trace_id, usage, extra)
+        return None if report is None else self.observe_report(report)
 
     def observe_report(self, report: RunReport) -> ObserveResult | None:
         """Report one run; None, logged, when it could not be delivered (the run is lost)."""
         try:
             return ObserveResult.from_json(_answer(self._send("POST", "observe", report.to_json())))
         except Exception as exc:  # never fails the agent: logged, not raised
-            log.error("observe of run %s was not recorded: %s", report.trace_id, exc)
+            _not_recorded(report, exc)
             return None
 
     def reward(
@@ -351,9 +386,7 @@ class LearningClient:
         actor: str | None = None,
     ) -> RewardResult:
         """A manual reward for one arm (full id or label), 1.0 good to 0.0 bad."""
-        request = RewardRequest(
-            arm, "accepted" if value >= 0.5 else "rejected", value, reason, actor
-        )
+        request = _reward_request(arm, value, reason, actor)
         return _read(
             RewardResult.from_json, _answer(self._send("POST", "reward", request.to_json()))
         )
@@ -371,25 +404,13 @@ class LearningClient:
         return _read(PhaseResult.from_json, _answer(self._send("POST", "phase", body)))
 
 
-class AsyncLearningClient:
+class AsyncLearningClient(_Client[httpx.AsyncBaseTransport]):
     """`LearningClient` for asyncio code: the same calls, awaited, over `httpx.AsyncClient`.
     An async context manager; `await aclose()` otherwise."""
 
-    def __init__(
-        self,
-        url: str = DEFAULT_URL,
-        *,
-        token: str | None = None,
-        learner: str | None = None,
-        retries: int = 3,
-        backoff: float = 0.2,
-        timeout: float = 5.0,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        self._settings = _Settings.of(url, token, learner, retries, backoff, timeout)
-        self._http = httpx.AsyncClient(
-            headers=self._settings.headers, timeout=timeout, transport=transport
-        )
+    def _open(self, transport: httpx.AsyncBaseTransport | None) -> None:
+        s = self._settings
+        self._http = httpx.AsyncClient(headers=s.headers, timeout=s.timeout, transport=transport)
 
     async def __aenter__(self) -> Self:
         return self
@@ -430,8 +451,7 @@ class AsyncLearningClient:
             data = _answer(await self._send("POST", "select", request.to_json()))
             return Selection.from_json(data, arms, session_key, context)
         except Exception as exc:  # never fails the agent: logged, not raised
-            log.warning("select fell back to every arm: %s", exc)
-            return Selection.everything(arms, session_key, f"learning server: {exc}", context)
+            return _everything(arms, session_key, context, exc)
 
     async def observe(
         self,
@@ -444,26 +464,15 @@ class AsyncLearningClient:
         **extra: Any,
     ) -> ObserveResult | None:
         """See `LearningClient.observe`."""
-        try:
-            report = report_for(
-                selection,
-                tool_calls=tool_calls,
-                texts=texts,
-                trace_id=trace_id,
-                usage=usage,
-                **extra,
-            )
-        except Exception as exc:  # never fails the agent: logged, not raised
-            log.error("observe: the run report could not be built: %r", exc)
-            return None
-        return await self.observe_report(report)
+        report = _report_or_none(selection, tool_calls, texts, trace_id, usage, extra)
+        return None if report is None else await self.observe_report(report)
 
     async def observe_report(self, report: RunReport) -> ObserveResult | None:
         try:
             data = _answer(await self._send("POST", "observe", report.to_json()))
             return ObserveResult.from_json(data)
         except Exception as exc:  # never fails the agent: logged, not raised
-            log.error("observe of run %s was not recorded: %s", report.trace_id, exc)
+            _not_recorded(report, exc)
             return None
 
     async def reward(
@@ -474,9 +483,7 @@ class AsyncLearningClient:
         reason: str | None = None,
         actor: str | None = None,
     ) -> RewardResult:
-        request = RewardRequest(
-            arm, "accepted" if value >= 0.5 else "rejected", value, reason, actor
-        )
+        request = _reward_request(arm, value, reason, actor)
         data = _answer(await self._send("POST", "reward", request.to_json()))
         return _read(RewardResult.from_json, data)
 

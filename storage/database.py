@@ -275,16 +275,21 @@ _IDENTITIES: weakref.WeakKeyDictionary[Engine, tuple[int, int]] = weakref.WeakKe
 """Engine -> (device, inode) of its SQLite file when the schema was checked."""
 
 
+def _identity(path: Path) -> tuple[int, int]:
+    """The (device, inode) of a file: the same path naming another file changes it."""
+    info = path.stat()
+    return info.st_dev, info.st_ino
+
+
 def remember_identity(engine: Engine) -> None:
     """Note which file a SQLite engine serves, so a file removed or replaced later is seen."""
     path = sqlite_file(str(engine.url))
     if path is None:
         return
     try:
-        info = path.stat()
+        _IDENTITIES[engine] = _identity(path)
     except OSError:
         return
-    _IDENTITIES[engine] = (info.st_dev, info.st_ino)
 
 
 def check_identity(engine: Engine) -> None:
@@ -298,14 +303,14 @@ def check_identity(engine: Engine) -> None:
     if path is None:
         return
     try:
-        info = path.stat()
+        identity = _identity(path)
     except FileNotFoundError:
         raise Unavailable(
             f"storage is unavailable: the database file {path} was removed while serving"
         ) from None
     except OSError as exc:
         raise Unavailable(f"storage is unavailable: {exc}") from None
-    if (info.st_dev, info.st_ino) != known:
+    if identity != known:
         raise Unavailable(
             f"storage is unavailable: the database file {path} was replaced while serving "
             "(restart to use the new file)"

@@ -21,7 +21,7 @@ import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
 T = TypeVar("T")
 
@@ -386,6 +386,14 @@ def decode(cls: type[T], data: Any, **extra: Any) -> T:
             continue
         kwargs[f.py] = _decoded(f.type, data[f.json])
     return cls(**kwargs, **extra)
+
+
+class Answer:
+    """A wire type a client reads from an answer: `from_json` decodes it (see `decode`)."""
+
+    @classmethod
+    def from_json(cls, data: Any) -> Self:
+        return decode(cls, data)
 
 
 def _decoded(tp: Any, value: Any) -> Any:

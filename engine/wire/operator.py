@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from learning_bot.engine.bounds import MAX_RESET_ARMS
-from learning_bot.engine.wire.declare import decode, encode, wire, wire_type
+from learning_bot.engine.wire.declare import Answer, encode, wire, wire_type
 
 PHASES = ["passive", "active"]
 
@@ -41,7 +41,7 @@ _OUTCOME = frozenset({"outcome"})
 
 @wire_type(required=("ok", "arm_id", "alpha", "beta", "mean", "pulls"))
 @dataclass(frozen=True)
-class RewardResult:
+class RewardResult(Answer):
     """`POST reward`'s answer (OpenAPI `RewardResult`)."""
 
     ok: bool = wire()
@@ -52,10 +52,6 @@ class RewardResult:
     pulls: int | None = wire(default=None, nullable=False)
     reward: float | None = wire(default=None, nullable=False)
     lagged: bool = wire(default=True)
-
-    @classmethod
-    def from_json(cls, data: Any) -> RewardResult:
-        return decode(cls, data)
 
 
 @wire_type(tolerated=("confirm",))
@@ -93,7 +89,7 @@ class PhaseRequest:
 
 @wire_type(required=("phase", "previous", "changed"))
 @dataclass(frozen=True)
-class PhaseResult:
+class PhaseResult(Answer):
     """`POST phase`'s answer (OpenAPI `PhaseResult`)."""
 
     phase: str = wire()
@@ -101,10 +97,6 @@ class PhaseResult:
     changed: bool = wire(default=False)
     warning: str | None = wire(default=None)
     bootstrapped_traces: int = wire("bootstrappedTraces", default=0)
-
-    @classmethod
-    def from_json(cls, data: Any) -> PhaseResult:
-        return decode(cls, data)
 
 
 @wire_type()
@@ -137,7 +129,7 @@ class CommandRequest:
 
 @wire_type(required="all")
 @dataclass(frozen=True)
-class Reply:
+class Reply(Answer):
     """A `/learning` command's reply (OpenAPI `Reply`): `summary` is its text, `data` its
     figures (status: phase, traces, arms...)."""
 
@@ -146,7 +138,3 @@ class Reply:
     visibility: str = wire(default="private", enum=["private", "public"])
     blocks: tuple[Mapping[str, Any], ...] = wire(default=())
     data: Mapping[str, Any] = wire(default_factory=dict)
-
-    @classmethod
-    def from_json(cls, data: Any) -> Reply:
-        return decode(cls, data)

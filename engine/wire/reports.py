@@ -9,7 +9,7 @@ from typing import Any
 
 from learning_bot.engine.config import PACKINGS, POLICIES
 from learning_bot.engine.observation import SkipReason
-from learning_bot.engine.wire.declare import decode, wire, wire_type
+from learning_bot.engine.wire.declare import Answer, wire, wire_type
 from learning_bot.engine.wire.operator import PHASES
 from learning_bot.engine.wire.runs import Usage
 
@@ -66,7 +66,7 @@ class BaselineSplit:
     required=("traceCount", "armCount", "minTimestamp", "maxTimestamp", "totalTokens", "baseline")
 )
 @dataclass(frozen=True)
-class Summary:
+class Summary(Answer):
     """`GET summary`'s answer (OpenAPI `Summary`); None where a figure cannot be computed."""
 
     trace_count: int = wire("traceCount")
@@ -94,10 +94,6 @@ class Summary:
     explore_ratio: float | None = wire("exploreRatio", default=None)
     total_reward: float = wire("totalReward", default=0.0)
     baseline: Mapping[str, Any] = wire(default_factory=dict, shape=BaselineSplit)
-
-    @classmethod
-    def from_json(cls, data: Any) -> Summary:
-        return decode(cls, data)
 
 
 @wire_type(

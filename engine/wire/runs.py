@@ -10,7 +10,7 @@ from typing import Any
 from learning_bot.engine.arms import estimate_tokens
 from learning_bot.engine.bounds import MAX_BATCH, MAX_DESCRIPTION_CHARS
 from learning_bot.engine.observation import MAX_ID_CHARS, SkipReason
-from learning_bot.engine.wire.declare import decode, encode, wire, wire_type
+from learning_bot.engine.wire.declare import Answer, decode, encode, wire, wire_type
 
 ARM_ID_CHARS = 2 * MAX_ID_CHARS
 """The longest arm id (`type:category:name`)."""
@@ -316,7 +316,7 @@ class ObserveBatch:
 
 @wire_type(required="all")
 @dataclass(frozen=True)
-class ObserveResult:
+class ObserveResult(Answer):
     """`POST observe`'s answer for one run (OpenAPI `ObserveResult`)."""
 
     trace_id: str = wire("traceId")
@@ -333,10 +333,6 @@ class ObserveResult:
     )
     """Tool-call names several of the run's arms share, with their ids: credited to none."""
     message: str = wire(default="")
-
-    @classmethod
-    def from_json(cls, data: Any) -> ObserveResult:
-        return decode(cls, data)
 
 
 @wire_type()
