@@ -335,7 +335,35 @@ class CommandBus:
         )
         return confirmations.with_actions(prompt, token)
 
-    def _pending(self, invocation: Invocation, token: str) -> PendingConfirmation | Reply:
+    def _confirm(self, invocation: Invocation, token: str) -> Reply:
+        pending = self._unused(invocation, token)
+        if isinstance(pending, Reply):
+            return pending
+        if self.clock() > pending.expires_at:
+            return error_reply("This confirmation has expired; run the command again.")
+        command = command_from_json(pending.command)
+        self.authorise.check(invocation, command)
+
+        def run() -> Reply:
+            spec = spec_of(command)
+            confirmed = spec.confirmed(command) if spec.confirmed is not None else command
+            call = Call(invocation, confirmed, pending.learner)
+            reply = spec.run(self._context(call, create=True), confirmed)
+            return confirmations.outcome(reply, invocation.actor)
+
+        return self._spend(invocation, token, pending, run)
+
+    def _cancel(self, invocation: Invocation, token: str) -> Reply:
+        pending = self._unused(invocation, token)
+        if isinstance(pending, Reply):
+            return pending
+        return self._spend(
+            invocation, token, pending, lambda: confirmations.cancelled(pending, invocation.actor)
+        )
+
+    def _unused(self, invocation: Invocation, token: str) -> PendingConfirmation | Reply:
+        """The asker's pending confirmation, or the reply that it is missing, someone
+        else's, or already answered (a use whose process died past the lease is not)."""
         row = self.commands.get_confirmation(token)
         if row is None:
             return error_reply(
@@ -347,39 +375,25 @@ class CommandBus:
             return error_reply(
                 "Only the person who asked can confirm or cancel this.", code=FORBIDDEN.code
             )
+        if pending.used_at is not None and not _lapsed(
+            pending, self.settings.lease_ms, self.clock()
+        ):
+            return confirmations.already_done(pending)
         return pending
 
-    def _confirm(self, invocation: Invocation, token: str) -> Reply:
-        pending = self._pending(invocation, token)
-        if isinstance(pending, Reply):
-            return pending
+    def _spend(
+        self,
+        invocation: Invocation,
+        token: str,
+        pending: PendingConfirmation,
+        answer: Callable[[], Reply],
+    ) -> Reply:
+        """Use the confirmation (once: a second click gets the first one's outcome), answer
+        it, and keep that answer as its outcome."""
         lease = self.settings.lease_ms
-        if pending.used_at is not None and not _lapsed(pending, lease, self.clock()):
-            return confirmations.already_done(pending)
-        if self.clock() > pending.expires_at:
-            return error_reply("This confirmation has expired; run the command again.")
-        command = command_from_json(pending.command)
-        self.authorise.check(invocation, command)
         if not self.commands.use_confirmation(token, invocation.actor.id, self.clock(), lease):
             return self._already_done(token, pending)
-        spec = spec_of(command)
-        confirmed = spec.confirmed(command) if spec.confirmed is not None else command
-        call = Call(invocation, confirmed, pending.learner)
-        reply = spec.run(self._context(call, create=True), confirmed)
-        reply = confirmations.outcome(reply, invocation.actor)
-        self.commands.finish_confirmation(token, json.dumps(reply_json(reply)))
-        return reply
-
-    def _cancel(self, invocation: Invocation, token: str) -> Reply:
-        pending = self._pending(invocation, token)
-        if isinstance(pending, Reply):
-            return pending
-        lease = self.settings.lease_ms
-        if pending.used_at is not None and not _lapsed(pending, lease, self.clock()):
-            return confirmations.already_done(pending)
-        if not self.commands.use_confirmation(token, invocation.actor.id, self.clock(), lease):
-            return self._already_done(token, pending)
-        reply = confirmations.cancelled(pending, invocation.actor)
+        reply = answer()
         self.commands.finish_confirmation(token, json.dumps(reply_json(reply)))
         return reply
 

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from learning_bot.engine.service import LearningService
 
 MAX_INPUT_CHARS = 1000
+MAX_ARM_CHARS = 512
+"""The longest arm id or label a command takes."""
 C = TypeVar("C", bound=Command)
 
 ADMIN_LIST_HINT = "have your id added to the admin allow-list (LEARNING_BOT_ADMINS)"
@@ -69,6 +71,19 @@ def shown(word: str) -> str:
     return word if len(word) <= 40 else word[:37] + "..."
 
 
+def unexpected(word: str, after: str, command: str | None = None) -> UsageError:
+    """The error for a word a command does not take, `after` its name (or the words before
+    it); `command`: the command the usage is shown for, when `after` is more than its name."""
+    return UsageError(f"unexpected {shown(word)!r} after {after}", command or after)
+
+
+def ends_with(words: list[str], word: str) -> tuple[bool, list[str]]:
+    """Whether the words end with `word` (any case), and the words before it."""
+    if words and words[-1].lower() == word:
+        return True, words[:-1]
+    return False, words
+
+
 def setting_value(raw: str) -> Any:
     """A setting's value as typed (chat, `learning-bot learner set`): JSON when it reads as
     JSON (50, 0.2, true, null, ["a"]), else the text itself (seed). The learner's
@@ -84,7 +99,7 @@ def no_words(name: str, command: C) -> Callable[[list[str]], C]:
 
     def parse(rest: list[str]) -> C:
         if rest:
-            raise UsageError(f"unexpected {shown(rest[0])!r} after {name}", name)
+            raise unexpected(rest[0], name)
         return command
 
     return parse
@@ -253,6 +268,12 @@ def always(command: Any) -> bool:
 
 def no_learner(command: Any) -> str | None:
     return None
+
+
+def own_learner(command: Any) -> str | None:
+    """The learner the command's `learner` field names (None: the conversation's)."""
+    learner: str | None = command.learner
+    return learner
 
 
 @dataclass(frozen=True)

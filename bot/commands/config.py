@@ -19,8 +19,10 @@ from learning_bot.bot.commands.base import (
     Option,
     Terminal,
     UsageError,
+    own_learner,
     setting_value,
     shown,
+    unexpected,
 )
 from learning_bot.bot.formatting import command_prefix
 from learning_bot.bot.invocation import Command, Invocation
@@ -47,7 +49,7 @@ def parse(rest: list[str]) -> ConfigCommand:
             f"'config {shown(rest[0])}' needs a value, e.g. config halfLife 50", "config"
         )
     if len(rest) > 3:
-        raise UsageError(f"unexpected {shown(rest[3])!r} after config", "config")
+        raise unexpected(rest[3], "config")
     key = rest[0]
     if key.lower() == "phase":
         raise UsageError("the phase has its own command: phase passive|active", "config")
@@ -143,7 +145,7 @@ def _settings_reply(
     )
 
 
-# -- help, confirmations -----------------------------------------------------------------
+# -- the declaration -------------------------------------------------------------------
 
 
 def _from_options(values: Mapping[str, Any]) -> ConfigCommand:
@@ -168,7 +170,7 @@ SPEC = CommandSpec(
     access=access,
     guards_reads=True,
     mutating=lambda command: bool(command.changes),
-    learner=lambda command: command.learner,
+    learner=own_learner,
     from_json=lambda d: ConfigCommand(tuple((str(k), v) for k, v in d["changes"]), d["learner"]),
     terminal=Terminal(
         "config — show the learner's stored settings, or change one (admins; audited; every "

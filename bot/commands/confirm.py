@@ -3,9 +3,11 @@ console): never typed after `/learning`; the bus spends the confirmation exactly
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from learning_bot.bot.commands.base import CommandSpec, Context, anyone
+from learning_bot.bot.commands.base import C, CommandSpec, Context, always, anyone
 from learning_bot.bot.invocation import Command
 from learning_bot.bot.replies import Reply
 
@@ -17,16 +19,24 @@ class ConfirmCommand(Command):
     token: str
 
 
-def run(ctx: Context, command: ConfirmCommand) -> Reply:
-    return ctx.confirm(command.token)
+def button(
+    name: str, command: type[C], order: int, answer: Callable[[Context], Callable[[str], Reply]]
+) -> CommandSpec[C]:
+    """A button of a confirmation prompt: anyone may press it (the bus checks that it is
+    the asker), not rate-limited; `answer` is what the context does with its token."""
+
+    def run(ctx: Context, command: Any) -> Reply:
+        return answer(ctx)(command.token)
+
+    return CommandSpec(
+        name=name,
+        type=command,
+        run=run,
+        order=order,
+        access=anyone,
+        mutating=always,
+        rate_limited=False,
+    )
 
 
-SPEC = CommandSpec(
-    name="confirm",
-    type=ConfirmCommand,
-    run=run,
-    order=2000,
-    access=anyone,
-    mutating=lambda command: True,
-    rate_limited=False,
-)
+SPEC = button("confirm", ConfirmCommand, 2000, lambda ctx: ctx.confirm)

@@ -16,6 +16,7 @@ from learning_bot.bot.commands.base import (
     UsageError,
     anyone,
     shown,
+    unexpected,
 )
 from learning_bot.bot.commands.usage import help_reply
 from learning_bot.bot.invocation import Command
@@ -29,7 +30,7 @@ class HelpCommand(Command):
 
 def parse(rest: list[str]) -> HelpCommand:
     if len(rest) > 1:
-        raise UsageError(f"unexpected {shown(rest[1])!r} after help", "help")
+        raise unexpected(rest[1], "help")
     topic = rest[0].lower() if rest else None
     if topic is not None and registry.named(topic) is None:
         raise UsageError(

@@ -15,7 +15,9 @@ from learning_bot.bot.commands.base import (
     Terminal,
     UsageError,
     admins,
+    ends_with,
     shown,
+    unexpected,
     with_confirm,
 )
 from learning_bot.bot.formatting import command_prefix
@@ -42,16 +44,13 @@ class PhaseCommand(Command):
 
 
 def parse(rest: list[str]) -> PhaseCommand:
-    confirm = False
-    if rest and rest[-1].lower() == "confirm":
-        confirm = True
-        rest = rest[:-1]
+    confirm, rest = ends_with(rest, "confirm")
     if not rest:
         if confirm:
             raise UsageError("'confirm' needs a phase: phase active confirm", "phase")
         return PhaseCommand()
     if len(rest) > 1:
-        raise UsageError(f"unexpected {shown(rest[1])!r} after phase", "phase")
+        raise unexpected(rest[1], "phase")
     word = rest[0].lower()
     if word not in PHASES:
         raise UsageError(f"unknown phase {shown(rest[0])!r}; use passive or active", "phase")
@@ -152,7 +151,7 @@ def show_or_set(
     )
 
 
-# -- config ----------------------------------------------------------------------------
+# -- the declaration -------------------------------------------------------------------
 
 
 def _from_options(values: Mapping[str, Any]) -> PhaseCommand:

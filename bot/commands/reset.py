@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from learning_bot.bot.commands.base import (
+    MAX_ARM_CHARS,
     CommandSpec,
     Context,
     Form,
@@ -17,7 +18,9 @@ from learning_bot.bot.commands.base import (
     Terminal,
     UsageError,
     admins,
-    shown,
+    always,
+    ends_with,
+    unexpected,
     with_confirm,
 )
 from learning_bot.bot.formatting import command_prefix, fmt_time
@@ -26,8 +29,8 @@ from learning_bot.bot.replies import Reply, ReplyKind, Text
 from learning_bot.engine.bounds import MAX_CHAT_RESET_ARMS
 from learning_bot.engine.errors import InvalidInput
 from learning_bot.engine.service import LearningService
+from learning_bot.engine.views import ResetResult
 
-MAX_ARM_CHARS = 512
 MAX_ARMS_TEXT = 4000
 
 
@@ -40,13 +43,10 @@ class ResetCommand(Command):
 
 
 def parse(rest: list[str]) -> ResetCommand:
-    confirm = False
-    if rest and rest[-1].lower() == "confirm":
-        confirm = True
-        rest = rest[:-1]
+    confirm, rest = ends_with(rest, "confirm")
     if rest and rest[0].lower() == "undo":
         if len(rest) > 1:
-            raise UsageError(f"unexpected {shown(rest[1])!r} after reset undo", "reset")
+            raise unexpected(rest[1], "reset undo", "reset")
         return ResetCommand(undo=True, confirm=confirm)
     if not rest or (len(rest) == 1 and rest[0].lower() == "all"):
         return ResetCommand(arms=None, confirm=confirm)
@@ -99,22 +99,18 @@ def run(ctx: Context, command: ResetCommand) -> Reply:
             f"Undid reset #{undone.reset_id}: {undone.reset_count} arm(s) have their "
             "posteriors back."
         )
-        return Reply(
-            ReplyKind.OK,
-            (Text(text),),
-            text,
-            data={
-                "learner": undone.learner,
-                "reset_count": undone.reset_count,
-                "arm_ids": list(undone.arm_ids),
-            },
-        )
+        return _done(text, undone)
     result = service.reset(command.arms, actor=ctx.actor.id)
     what = "every arm" if result.all_arms else ", ".join(result.arm_ids)
     text = (
         f"Reset {what} ({result.reset_count} arm(s), reset #{result.reset_id}). "
         f"Undo with {command_prefix(ctx.surface)} reset undo."
     )
+    return _done(text, result)
+
+
+def _done(text: str, result: ResetResult) -> Reply:
+    """A reset, or its undoing, done: the text, and the arms it set."""
     return Reply(
         ReplyKind.OK,
         (Text(text),),
@@ -169,7 +165,7 @@ SPEC = CommandSpec(
     ),
     parse=parse,
     access=admins("reset posteriors"),
-    mutating=lambda command: True,
+    mutating=always,
     asks=lambda command: not command.confirm,
     confirmed=with_confirm,
     from_json=lambda d: ResetCommand(

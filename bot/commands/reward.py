@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from learning_bot.bot.commands.base import (
+    MAX_ARM_CHARS,
+    PUBLIC,
     CommandSpec,
     Context,
     Form,
@@ -16,6 +18,8 @@ from learning_bot.bot.commands.base import (
     Option,
     Terminal,
     UsageError,
+    always,
+    ends_with,
     members,
     shown,
 )
@@ -27,7 +31,6 @@ from learning_bot.engine.bounds import MAX_REASON_CHARS
 from learning_bot.engine.errors import Forbidden
 from learning_bot.engine.reward_words import REWARD_WORDS, reward_of_word
 
-MAX_ARM_CHARS = 512
 CHOICES = ("good", "bad")
 """The words Discord offers as the value's choices."""
 
@@ -51,10 +54,7 @@ def _looks_numeric(word: str) -> bool:
 def parse(rest: list[str]) -> RewardCommand:
     arm: str | None = None
     value = 1.0
-    public = False
-    if rest and rest[-1].lower() == "public":
-        public = True
-        rest = rest[:-1]
+    public, rest = ends_with(rest, "public")
     i = 0
     if i < len(rest) and rest[i].lower() not in REWARD_WORDS and not _looks_numeric(rest[i]):
         arm = rest[i]
@@ -124,7 +124,7 @@ def run(ctx: Context, command: RewardCommand) -> Reply:
     )
 
 
-# -- reset -----------------------------------------------------------------------------
+# -- the declaration -------------------------------------------------------------------
 
 
 def _from_options(values: Mapping[str, Any]) -> RewardCommand:
@@ -149,7 +149,7 @@ SPEC = CommandSpec(
     ),
     parse=parse,
     access=access,
-    mutating=lambda command: True,
+    mutating=always,
     from_json=lambda d: RewardCommand(d["arm"], d["value"], d["reason"], d["public"]),
     words=("good", "bad", "1", "0"),
     arms="first",
@@ -181,12 +181,7 @@ SPEC = CommandSpec(
                 low=1,
                 high=MAX_REASON_CHARS,
             ),
-            Option(
-                "public",
-                bool,
-                "Post the answer to the channel (default: only you see it)",
-                default=False,
-            ),
+            PUBLIC,
         ),
         build=_from_options,
         public=lambda command: command.public,

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from learning_bot.bot.commands.base import (
+    MAX_ARM_CHARS,
+    PUBLIC,
     CommandSpec,
     Context,
     Form,
@@ -16,6 +18,7 @@ from learning_bot.bot.commands.base import (
     UsageError,
     anyone,
     shown,
+    unexpected,
 )
 from learning_bot.bot.formatting import fmt_int, fmt_pct, fmt_time, posterior_table
 from learning_bot.bot.invocation import Command
@@ -40,7 +43,6 @@ from learning_bot.bot.status_view import (
 from learning_bot.engine.service import LearningService
 
 MAX_TOP = 25
-MAX_ARM_CHARS = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +79,7 @@ def parse(rest: list[str]) -> StatusCommand:
             arm = rest[i + 1]
             i += 1
         else:
-            raise UsageError(f"unexpected {shown(rest[i])!r} after status", "status")
+            raise unexpected(rest[i], "status")
         i += 1
     return StatusCommand(top=top, public=public, arm=arm)
 
@@ -253,7 +255,7 @@ def arm_detail(service: LearningService, command: StatusCommand) -> Reply:
     )
 
 
-# -- reward ----------------------------------------------------------------------------
+# -- the declaration -------------------------------------------------------------------
 
 
 def _from_options(values: Mapping[str, Any]) -> StatusCommand:
@@ -300,12 +302,7 @@ SPEC = CommandSpec(
                 limit=MAX_ARM_CHARS,
                 autocomplete="arm",
             ),
-            Option(
-                "public",
-                bool,
-                "Post the answer to the channel (default: only you see it)",
-                default=False,
-            ),
+            PUBLIC,
         ),
         build=_from_options,
         public=lambda command: command.public,

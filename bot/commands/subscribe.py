@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from learning_bot.bot.commands.base import (
     CommandSpec,
@@ -15,13 +15,19 @@ from learning_bot.bot.commands.base import (
     Option,
     UsageError,
     admins,
+    always,
+    own_learner,
     shown,
+    unexpected,
 )
 from learning_bot.bot.invocation import Command
 from learning_bot.bot.replies import Reply
 from learning_bot.engine.alert_records import SUBSCRIPTION_KINDS
 from learning_bot.engine.bounds import MAX_LEARNER_NAME, check_learner_name
 from learning_bot.engine.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from learning_bot.bot.subscriptions import SubscriptionHandlers
 
 KINDS = tuple(SUBSCRIPTION_KINDS)
 ACCESS = admins("change this channel's subscriptions")
@@ -53,7 +59,7 @@ def kind_and_learner(head: str, rest: list[str]) -> tuple[str | None, str | None
         kind, taken = None, 1
     learner = rest[taken] if len(rest) > taken else None
     if len(rest) > taken + 1:
-        raise UsageError(f"unexpected {shown(rest[taken + 1])!r} after {head}", head)
+        raise unexpected(rest[taken + 1], head)
     if learner is not None:
         try:
             check_learner_name(learner)
@@ -78,16 +84,28 @@ def parse(rest: list[str]) -> SubscribeCommand:
     return SubscribeCommand(kind, learner)
 
 
-def run(ctx: Context, command: SubscribeCommand) -> Reply:
+def handlers_for(ctx: Context) -> SubscriptionHandlers:
+    """The subscription handlers, once this channel can have subscriptions and the learner
+    exists."""
     handlers = ctx.subscription_handlers()
     handlers.check_channel(ctx.invocation)
     handlers.check_learner(ctx.learner)
-    return handlers.subscribe(command.kind, ctx.invocation, ctx.learner)
+    return handlers
+
+
+def run(ctx: Context, command: SubscribeCommand) -> Reply:
+    return handlers_for(ctx).subscribe(command.kind, ctx.invocation, ctx.learner)
 
 
 LEARNER = Option(
     "learner", str, "The learner (default: this server's)", low=1, high=MAX_LEARNER_NAME
 )
+
+
+def kind_option(description: str, choices: tuple[str, ...]) -> Option:
+    """The `kind` option (alerts when left out)."""
+    return Option("kind", str, description, default="alerts", choices=choices)
+
 
 SPEC = CommandSpec(
     name="subscribe",
@@ -102,17 +120,13 @@ SPEC = CommandSpec(
     ),
     parse=parse,
     access=ACCESS,
-    mutating=lambda command: True,
-    learner=lambda command: command.learner,
+    mutating=always,
+    learner=own_learner,
     form=Form(
         "Post a learner's alerts, digests or changes in this channel (admins)",
         (
-            Option(
-                "kind",
-                str,
-                "alerts (default), digest daily, digest weekly, or changes (phase, resets)",
-                default="alerts",
-                choices=KINDS,
+            kind_option(
+                "alerts (default), digest daily, digest weekly, or changes (phase, resets)", KINDS
             ),
             LEARNER,
         ),

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from learning_bot.bot.commands.base import CommandSpec, Context, Form, Option
+from learning_bot.bot.commands.base import CommandSpec, Context, Form, always, own_learner
 from learning_bot.bot.commands.subscribe import (
     ACCESS,
     KINDS,
     LEARNER,
+    handlers_for,
     kind_and_learner,
+    kind_option,
     learner_option,
 )
 from learning_bot.bot.invocation import Command
@@ -29,10 +31,7 @@ def parse(rest: list[str]) -> UnsubscribeCommand:
 
 
 def run(ctx: Context, command: UnsubscribeCommand) -> Reply:
-    handlers = ctx.subscription_handlers()
-    handlers.check_channel(ctx.invocation)
-    handlers.check_learner(ctx.learner)
-    return handlers.unsubscribe(command.kind, ctx.invocation, ctx.learner)
+    return handlers_for(ctx).unsubscribe(command.kind, ctx.invocation, ctx.learner)
 
 
 SPEC = CommandSpec(
@@ -47,17 +46,13 @@ SPEC = CommandSpec(
     ),
     parse=parse,
     access=ACCESS,
-    mutating=lambda command: True,
-    learner=lambda command: command.learner,
+    mutating=always,
+    learner=own_learner,
     form=Form(
         "Stop one of this channel's subscriptions (admins)",
         (
-            Option(
-                "kind",
-                str,
-                "alerts (default), digest daily, digest weekly, changes, or all",
-                default="alerts",
-                choices=(*KINDS, "all"),
+            kind_option(
+                "alerts (default), digest daily, digest weekly, changes, or all", (*KINDS, "all")
             ),
             LEARNER,
         ),
