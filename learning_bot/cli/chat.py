@@ -4,6 +4,7 @@ the terminal surface's words, sent to the local bus or to a running server's (--
 from __future__ import annotations
 
 import argparse
+import functools
 import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from learning_bot.adapters.terminal.commands import EXIT_USAGE, CliError
 from learning_bot.bot.commands.base import CommandSpec
 from learning_bot.bot.commands.registry import named, specs
-from learning_bot.cli.parser import Commands, close_match
+from learning_bot.cli.parser import Command, add_json_option, close_match
 
 if TYPE_CHECKING:
     from learning_bot.app import App
@@ -24,31 +25,41 @@ def terminal_commands() -> list[CommandSpec[Any]]:
     return [spec for spec in specs() if spec.terminal is not None]
 
 
-def register(sub: Commands) -> None:
-    commands = terminal_commands()
-    names = "|".join(spec.name for spec in commands)
-    for spec in commands:
-        terminal = spec.terminal
-        assert terminal is not None
-        name, summary = spec.name, terminal.summary
-        words = terminal.words.replace("{commands}", names)
-        p = sub.add_parser(name, help=summary.split(" — ", 1)[1], description=summary)
-        p.add_argument("words", nargs="*", metavar="WORD", help=words)
-        p.add_argument(
-            "--json",
-            action="store_true",
-            help=f"print the {name} data as JSON, for scripts (schema: docs/cli-json.md)",
+def commands() -> list[Command]:
+    """A command of the command line for each registered command with a terminal form."""
+    found = terminal_commands()
+    names = "|".join(spec.name for spec in found)
+    return [
+        Command(
+            name=spec.name,
+            help=spec.terminal.summary.split(" — ", 1)[1],
+            description=spec.terminal.summary,
+            arguments=functools.partial(_arguments, spec, names),
+            run=_chat,
+            no_url=None,
         )
-        if terminal.confirm:
-            p.add_argument("--confirm", action="store_true", help="do it without asking")
-        if terminal.conversation:
-            p.add_argument(
-                "--conversation",
-                default="",
-                metavar="ID",
-                help="without an arm, reward the latest run of this conversation",
-            )
-        p.set_defaults(run=_chat, no_url=None)
+        for spec in found
+        if spec.terminal is not None
+    ]
+
+
+def _arguments(spec: CommandSpec[Any], names: str, parser: argparse.ArgumentParser) -> None:
+    """A chat command's words and options; `names`: every chat command's, for `help`."""
+    terminal = spec.terminal
+    assert terminal is not None
+    parser.add_argument(
+        "words", nargs="*", metavar="WORD", help=terminal.words.replace("{commands}", names)
+    )
+    add_json_option(parser, f"the {spec.name} data")
+    if terminal.confirm:
+        parser.add_argument("--confirm", action="store_true", help="do it without asking")
+    if terminal.conversation:
+        parser.add_argument(
+            "--conversation",
+            default="",
+            metavar="ID",
+            help="without an arm, reward the latest run of this conversation",
+        )
 
 
 def _read_only(args: argparse.Namespace) -> bool:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from learning_bot.adapters.terminal.commands import EXIT_OK, EXIT_USAGE, CliError
 from learning_bot.cli.chat import terminal_commands
-from learning_bot.cli.parser import Commands
+from learning_bot.cli.parser import Command
 
 if TYPE_CHECKING:
     from learning_bot.settings import Settings
@@ -34,25 +34,13 @@ def arms_where() -> dict[str, str]:
     return {spec.name: spec.arms for spec in terminal_commands() if spec.arms}
 
 
-def register(sub: Commands) -> None:
-    completion = sub.add_parser(
-        "completion",
-        help="print a shell completion script (bash, zsh or fish)",
-        description=(
-            "Print a completion script for your shell, generated from this command line: "
-            "`source <(learning-bot completion bash)` in ~/.bashrc; "
-            "`source <(learning-bot completion zsh)` in ~/.zshrc; "
-            "`learning-bot completion fish > ~/.config/fish/completions/learning-bot.fish`. "
-            "Arm ids and labels complete from a SQLite database."
-        ),
-    )
-    completion.add_argument("shell", nargs="?", choices=SHELLS, help="the shell")
-    completion.add_argument(
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("shell", nargs="?", choices=SHELLS, help="the shell")
+    parser.add_argument(
         "--arms",
         action="store_true",
         help="print the learner's arm ids and labels, one a line (what the scripts call)",
     )
-    completion.set_defaults(run=_run, no_url="it prints a script")
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
@@ -65,6 +53,22 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     spec = CommandLine.of(args.root_parser)
     print({"bash": bash_script, "zsh": zsh_script, "fish": fish_script}[args.shell](spec))
     return EXIT_OK
+
+
+COMMAND = Command(
+    name="completion",
+    help="print a shell completion script (bash, zsh or fish)",
+    description=(
+        "Print a completion script for your shell, generated from this command line: "
+        "`source <(learning-bot completion bash)` in ~/.bashrc; "
+        "`source <(learning-bot completion zsh)` in ~/.zshrc; "
+        "`learning-bot completion fish > ~/.config/fish/completions/learning-bot.fish`. "
+        "Arm ids and labels complete from a SQLite database."
+    ),
+    arguments=_arguments,
+    run=_run,
+    no_url="it prints a script",
+)
 
 
 def arm_names(settings: Settings) -> list[str]:
@@ -92,7 +96,7 @@ def arm_names(settings: Settings) -> list[str]:
 
 
 @dataclass
-class Command:
+class ScriptCommand:
     """One command as the scripts complete it."""
 
     name: str
@@ -112,19 +116,19 @@ class CommandLine:
     options: list[str]
     valued: dict[str, list[str]]
     files: list[str]
-    commands: list[Command]
+    commands: list[ScriptCommand]
 
     @classmethod
     def of(cls, parser: argparse.ArgumentParser) -> CommandLine:
         valued: dict[str, list[str]] = {}
-        commands: list[Command] = []
+        commands: list[ScriptCommand] = []
         subparsers = _subparsers(parser)
         options = _options(parser, valued)
         if subparsers is not None:
             words, arms = chat_words(), arms_where()
             summaries = {a.dest: a.help or "" for a in subparsers._choices_actions}
             for name, child in subparsers.choices.items():
-                command = Command(name, summaries.get(name, ""), _options(child, valued))
+                command = ScriptCommand(name, summaries.get(name, ""), _options(child, valued))
                 for action in child._actions:
                     if isinstance(action, argparse._SubParsersAction):
                         command.words.extend(action.choices)

@@ -12,7 +12,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from learning_bot.adapters.terminal.commands import EXIT_OK, EXIT_USAGE, CliError
-from learning_bot.cli.parser import Commands
+from learning_bot.cli.parser import Command
 
 if TYPE_CHECKING:
     from learning_bot.app import App
@@ -20,30 +20,20 @@ if TYPE_CHECKING:
     from learning_bot.settings import Settings
 
 
-def register(sub: Commands) -> None:
-    learner = sub.add_parser(
-        "learner",
-        help="create a learner, show or change its stored settings",
-        description=(
-            "Create a learner (reads never create one), show its settings, or change them. "
-            "A learner's settings (policy, halfLife, tokenBudget, baselineRate, ...) are stored "
-            "with it: the configuration of the process that creates it gives them, and only "
-            "`learner set` changes them afterwards (every replica takes the change)."
-        ),
-    )
-    learner.add_argument(
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "action",
         choices=("create", "show", "set"),
         help="create: make the learner now; show: its settings; set: change them",
     )
-    learner.add_argument("name", help="1-64 letters, digits, '.', '_', ':' or '-'")
-    learner.add_argument(
+    parser.add_argument("name", help="1-64 letters, digits, '.', '_', ':' or '-'")
+    parser.add_argument(
         "settings",
         nargs="*",
         metavar="KEY=VALUE",
         help="set: the settings to change, e.g. halfLife=50 policy=seed (values as JSON)",
     )
-    learner.add_argument(
+    parser.add_argument(
         "--recall-target",
         metavar="SHARE",
         help=(
@@ -51,8 +41,7 @@ def register(sub: Commands) -> None:
             "estimated recall meets it, tokenBudget a cap); 'none' unsets it"
         ),
     )
-    learner.add_argument("--json", action="store_true", help="show/set: print JSON")
-    learner.set_defaults(run=_run, no_url=None)
+    parser.add_argument("--json", action="store_true", help="show/set: print JSON")
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
@@ -95,6 +84,21 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK
     finally:
         app.close()
+
+
+COMMAND = Command(
+    name="learner",
+    help="create a learner, show or change its stored settings",
+    description=(
+        "Create a learner (reads never create one), show its settings, or change them. "
+        "A learner's settings (policy, halfLife, tokenBudget, baselineRate, ...) are stored "
+        "with it: the configuration of the process that creates it gives them, and only "
+        "`learner set` changes them afterwards (every replica takes the change)."
+    ),
+    arguments=_arguments,
+    run=_run,
+    no_url=None,
+)
 
 
 def _check_name(name: str) -> None:

@@ -6,40 +6,31 @@ import argparse
 from typing import TYPE_CHECKING
 
 from learning_bot.adapters.terminal.commands import EXIT_OK
-from learning_bot.cli.parser import Commands
+from learning_bot.cli.parser import Command
 
 if TYPE_CHECKING:
     from learning_bot.app import App
     from learning_bot.settings import Settings
 
 
-def register(sub: Commands) -> None:
-    sim = sub.add_parser(
-        "simulate",
-        help="run a synthetic agent workload to watch it learn",
-        description=(
-            "Record synthetic runs of an agent whose arms help with hidden probabilities, so "
-            "status and the dashboard have something to show. Refuses a learner with real "
-            "traces unless --force."
-        ),
-    )
-    sim.add_argument(
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--traces", type=int, default=600, metavar="N", help="runs to simulate (default 600)"
     )
-    sim.add_argument(
+    parser.add_argument(
         "--arms", type=int, default=40, metavar="N", help="arms in the inventory (default 40)"
     )
-    sim.add_argument(
+    parser.add_argument(
         "--seed",
         type=int,
         default=0,
         metavar="N",
         help="random seed, for repeatable runs (default 0)",
     )
-    sim.add_argument(
+    parser.add_argument(
         "--force", action="store_true", help="simulate even into a learner with real traces"
     )
-    sim.add_argument(
+    parser.add_argument(
         "--phase",
         choices=("active", "passive"),
         default="active",
@@ -49,7 +40,7 @@ def register(sub: Commands) -> None:
             "projects going active from"
         ),
     )
-    sim.add_argument(
+    parser.add_argument(
         "--recall-target",
         type=float,
         default=None,
@@ -60,7 +51,7 @@ def register(sub: Commands) -> None:
             "target beside the recall achieved (default: the learner's own settings)"
         ),
     )
-    shape = sim.add_mutually_exclusive_group()
+    shape = parser.add_mutually_exclusive_group()
     shape.add_argument(
         "--sessions",
         dest="sessions",
@@ -81,7 +72,6 @@ def register(sub: Commands) -> None:
             "runtimes that name no session call select); no cache usage is reported"
         ),
     )
-    sim.set_defaults(run=_run, no_url="it writes synthetic runs into the database directly")
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
@@ -101,6 +91,20 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         )
     finally:
         app.close()
+
+
+COMMAND = Command(
+    name="simulate",
+    help="run a synthetic agent workload to watch it learn",
+    description=(
+        "Record synthetic runs of an agent whose arms help with hidden probabilities, so "
+        "status and the dashboard have something to show. Refuses a learner with real "
+        "traces unless --force."
+    ),
+    arguments=_arguments,
+    run=_run,
+    no_url="it writes synthetic runs into the database directly",
+)
 
 
 def _simulate(
