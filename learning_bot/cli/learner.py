@@ -141,33 +141,16 @@ def _opened_or_made(app: App, name: str, *, quiet: bool) -> LearningService:
 def _remote_set(url: str, name: str, changes: dict[str, Any], *, as_json: bool) -> int:
     """`POST settings?learner=NAME` on a running server (LEARNING_BOT_API_TOKEN as bearer):
     the server makes the learner when there is none, and answers its settings."""
-    import os
-    import urllib.error
     import urllib.parse
-    import urllib.request
 
-    from learning_bot.adapters.terminal.commands import api_base
+    from learning_bot.adapters.terminal.commands import api_base, post_json
 
     base = api_base(url)
-    token = os.environ.get("LEARNING_BOT_API_TOKEN", "").strip()
-    request = urllib.request.Request(
+    answer = post_json(
+        base,
         f"{base}/settings?" + urllib.parse.urlencode({"learner": name}),
-        data=json.dumps({"settings": changes}).encode(),
-        headers={"Content-Type": "application/json"}
-        | ({"Authorization": f"Bearer {token}"} if token else {}),
-        method="POST",
+        {"settings": changes},
     )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            answer = json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        try:
-            message = json.loads(exc.read()).get("error", str(exc))
-        except ValueError:
-            message = str(exc)
-        raise CliError(f"{base}: {message}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        raise CliError(f"cannot reach {base}: {getattr(exc, 'reason', exc)}") from None
     if as_json:
         print(json.dumps(answer, indent=2))
         return EXIT_OK
