@@ -197,6 +197,28 @@ def _valued_cases(spec: CommandLine, reply: str, files: str) -> str:
     return "\n".join(lines)
 
 
+def _word_case(valued: str, count: str) -> str:
+    """The shell `case` (shared by bash and zsh) that reads one word `w` before the cursor:
+    options pass, one that takes a value (`valued`) skips the next word, the first other word
+    is the command and the later ones are counted (`count`, in the shell's own arithmetic)."""
+    return f"""        case "$w" in
+            --*=*) ;;
+            {valued}) skip=1 ;;
+            -*) ;;
+            *) if [[ -z "$cmd" ]]; then cmd="$w"; else {count}; fi ;;
+        esac"""
+
+
+def _arms_case(words: str) -> str:
+    """The shell `case` (shared by bash and zsh) that sets `want` where arm ids complete (the
+    command's `arms`), emptying the variable `words` after the word `arm`."""
+    return f"""    case "$arms" in
+        any) want=1 ;;
+        first) ((n == 0)) && want=1 ;;
+        after-arm) [[ "$prev" == arm ]] && want=1 && {words}="" ;;
+    esac"""
+
+
 def bash_script(spec: CommandLine) -> str:
     """The bash script: `_learning_bot` for `complete -F` (also runs from COMP_WORDS and
     COMP_CWORD alone, without COMP_LINE)."""
@@ -237,12 +259,7 @@ _learning_bot() {{
     for ((i = 1; i < ${{#_lb_words[@]}}; i++)); do
         w="${{_lb_words[i]}}"
         if ((skip)); then skip=0; continue; fi
-        case "$w" in
-            --*=*) ;;
-            {valued}) skip=1 ;;
-            -*) ;;
-            *) if [[ -z "$cmd" ]]; then cmd="$w"; else n=$((n + 1)); fi ;;
-        esac
+{_word_case(valued, "n=$((n + 1))")}
     done
     ((${{#_lb_words[@]}} > 1)) && prev="${{_lb_words[${{#_lb_words[@]}}-1]}}"
     COMPREPLY=()
@@ -266,11 +283,7 @@ _learning_bot() {{
         return 0
     fi
     local want=0
-    case "$arms" in
-        any) want=1 ;;
-        first) ((n == 0)) && want=1 ;;
-        after-arm) [[ "$prev" == arm ]] && want=1 && words="" ;;
-    esac
+{_arms_case("words")}
     if ((want)); then
         local IFS=$'\\n'
         COMPREPLY=($(compgen -W "$(_learning_bot_arms)"$'\\n'"${{words// /$'\\n'}}" -- "$cur"))
@@ -301,12 +314,7 @@ _learning_bot() {{
     local -a global
     for w in "${{(@)words[2,CURRENT-1]}}"; do
         if (( skip )); then skip=0; continue; fi
-        case "$w" in
-            --*=*) ;;
-            {valued}) skip=1 ;;
-            -*) ;;
-            *) if [[ -z "$cmd" ]]; then cmd="$w"; else n+=1; fi ;;
-        esac
+{_word_case(valued, "n+=1")}
     done
     for ((w = 2; w < CURRENT; w++)); do
         case "${{words[w]}}" in
@@ -330,11 +338,7 @@ _learning_bot() {{
         return
     fi
     local -i want=0
-    case "$arms" in
-        any) want=1 ;;
-        first) ((n == 0)) && want=1 ;;
-        after-arm) [[ "$prev" == arm ]] && want=1 && words_="" ;;
-    esac
+{_arms_case("words_")}
     if ((want)); then
         compadd -- ${{(f)"$(${{words[1]}} $global completion --arms 2>/dev/null)"}}
     fi
