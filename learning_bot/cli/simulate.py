@@ -79,16 +79,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
     app = build_app(settings, one_shot=True)
     try:
-        return _simulate(
-            app,
-            args.traces,
-            args.arms,
-            args.seed,
-            args.force,
-            args.sessions,
-            args.phase,
-            args.recall_target,
-        )
+        return _simulate(app, args)
     finally:
         app.close()
 
@@ -107,34 +98,25 @@ COMMAND = Command(
 )
 
 
-def _simulate(
-    app: App,
-    traces: int,
-    arms: int,
-    seed: int,
-    force: bool,
-    sessions: bool = False,
-    phase: str = "active",
-    recall_target: float | None = None,
-) -> int:
+def _simulate(app: App, args: argparse.Namespace) -> int:
     from learning_bot.engine.config import Phase
     from learning_bot.simulate import progress_bar, simulate
 
     service = app.service(create=True)
     result = simulate(
         service,
-        traces=traces,
-        arms=arms,
-        seed=seed,
-        force=force,
-        progress=progress_bar(traces),
-        sessions=sessions,
-        phase=Phase(phase),
-        recall_target=recall_target,
+        traces=args.traces,
+        arms=args.arms,
+        seed=args.seed,
+        force=args.force,
+        progress=progress_bar(args.traces),
+        sessions=args.sessions,
+        phase=Phase(args.phase),
+        recall_target=args.recall_target,
     )
-    if phase == "passive":
+    if args.phase == "passive":
         print(
-            f"Recorded {result.traces:,} runs of a {result.arms}-arm agent (seed {seed}) into "
+            f"Recorded {result.traces:,} runs of a {result.arms}-arm agent (seed {args.seed}) into "
             f"learner '{service.learner}' in the passive phase, every component on every run"
             + (f", in {result.sessions:,} sessions." if result.sessions else ".")
         )
@@ -147,7 +129,7 @@ def _simulate(
     if result.switched_to_active:
         print(f"Switched learner '{service.learner}' to the active phase so selection runs.")
     print(
-        f"Simulated {result.traces:,} runs of a {result.arms}-arm agent (seed {seed}) into "
+        f"Simulated {result.traces:,} runs of a {result.arms}-arm agent (seed {args.seed}) into "
         f"learner '{service.learner}': {result.baseline_runs:,} baseline, "
         f"{result.selected_runs:,} selected"
         + (f", in {result.sessions:,} sessions." if result.sessions else ".")
