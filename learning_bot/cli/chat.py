@@ -4,9 +4,10 @@ the terminal surface's words, sent to the local bus or to a running server's (--
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from learning_bot.adapters.terminal.commands import EXIT_USAGE, CliError
@@ -105,11 +106,7 @@ def _chat(args: argparse.Namespace, settings: Settings) -> int:
                 return run_chat_command(local_sender(lite.bus), text, as_json=as_json)
             finally:
                 lite.close()
-    from learning_bot.app import build_app
-
-    app = build_app(settings, one_shot=True)
-    try:
-        check_learner(app, args)
+    with learner_app(settings, args) as app:
         return run_chat_command(
             local_sender(app.bus, conversation),
             text,
@@ -117,8 +114,6 @@ def _chat(args: argparse.Namespace, settings: Settings) -> int:
             as_json=as_json,
             preview=local_sender(app.bus, conversation, interactive=False),
         )
-    finally:
-        app.close()
 
 
 def _help_reply(command: object, commands: list[dict[str, str]]) -> Reply:
@@ -146,6 +141,20 @@ def cli_commands(parser: argparse.ArgumentParser) -> list[dict[str, str]]:
                 for choice in action._choices_actions
             ]
     return []
+
+
+@contextlib.contextmanager
+def learner_app(settings: Settings, args: argparse.Namespace) -> Iterator[App]:
+    """The app for one command on the learner --learner names (check_learner), closed when
+    the command ends."""
+    from learning_bot.app import build_app
+
+    app = build_app(settings, one_shot=True)
+    try:
+        check_learner(app, args)
+        yield app
+    finally:
+        app.close()
 
 
 def check_learner(app: App, args: argparse.Namespace) -> None:

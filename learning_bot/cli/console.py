@@ -17,15 +17,10 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
         return run_console(remote_sender(args.url, args.learner, "console"))
     from learning_bot.adapters.terminal import local_sender, run_console
-    from learning_bot.app import build_app
-    from learning_bot.cli.chat import check_learner
+    from learning_bot.cli.chat import learner_app
 
-    app = build_app(settings, one_shot=True)
-    try:
-        check_learner(app, args)
+    with learner_app(settings, args) as app:
         return run_console(local_sender(app.bus, "console", surface="console"))
-    finally:
-        app.close()
 
 
 COMMAND = Command(

@@ -35,15 +35,10 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
-    from learning_bot.app import build_app
-    from learning_bot.cli.chat import check_learner
+    from learning_bot.cli.chat import learner_app
 
-    app = build_app(settings, one_shot=True)
-    try:
-        check_learner(app, args)
+    with learner_app(settings, args) as app:
         return _export(app, args)
-    finally:
-        app.close()
 
 
 COMMAND = Command(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from typing import TYPE_CHECKING
 
 from learning_bot.adapters.terminal.commands import EXIT_OK
@@ -77,11 +78,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     from learning_bot.app import build_app
 
-    app = build_app(settings, one_shot=True)
-    try:
+    with contextlib.closing(build_app(settings, one_shot=True)) as app:
         return _simulate(app, args)
-    finally:
-        app.close()
 
 
 COMMAND = Command(
