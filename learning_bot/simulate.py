@@ -73,57 +73,39 @@ class SimulationResult:
 
     def report_lines(self) -> list[str]:
         """The closing figures, with the simulator's truth next to each estimate."""
+        target_percent = _percent(self.recall_target)
         lines = [
             f"Inventory: {self.arms} arms, {self.inventory_tokens:,} tokens; token budget "
-            f"{self.token_budget:,}"
-            + (
-                f" (a cap); recall target {self.recall_target * 100:g}%."
-                if self.recall_target is not None
-                else "."
-            )
+            f"{self.token_budget:,}" + _known(target_percent, " (a cap); recall target {:g}%.", ".")
         ]
         if self.sessions:
-            measured = (
-                f"status measures {self.cost_savings_percent:.1f}% "
-                if self.cost_savings_percent is not None
-                else "status cannot measure it yet (too few sessions) "
+            measured = _known(
+                self.cost_savings_percent,
+                "status measures {:.1f}% ",
+                "status cannot measure it yet (too few sessions) ",
             )
-            truth = (
-                f"{self.true_cost_savings_percent:.1f}%"
-                if self.true_cost_savings_percent is not None
-                else "unknown (no baseline or no selected session)"
+            truth = _known(
+                self.true_cost_savings_percent,
+                "{:.1f}%",
+                "unknown (no baseline or no selected session)",
             )
-            against = (
-                f"; against the same sessions with every component: "
-                f"{self.counterfactual_cost_savings_percent:.1f}%"
-                if self.counterfactual_cost_savings_percent is not None
-                else ""
+            against = _known(
+                self.counterfactual_cost_savings_percent,
+                "; against the same sessions with every component: {:.1f}%",
             )
             lines.append(
                 f"Prompt cost under the prompt cache, selected sessions against baseline "
                 f"sessions per run: {measured}(simulator: {truth}{against})."
             )
         if self.prompt_savings_percent is not None:
-            truth = (
-                f" (simulator: {self.true_prompt_savings_percent:.1f}%)"
-                if self.true_prompt_savings_percent is not None
-                else ""
-            )
+            truth = _known(self.true_prompt_savings_percent, " (simulator: {:.1f}%)")
             lines.append(
                 f"Saved {self.prompt_savings_percent:.1f}% of prompt tokens compared with "
                 f"sending every component{truth}."
             )
         if self.estimated_recall is not None:
-            truth = (
-                f"; the simulator's true recall is {self.true_recall * 100:.1f}%"
-                if self.true_recall is not None
-                else ""
-            )
-            target = (
-                f", against a recall target of {self.recall_target * 100:g}%"
-                if self.recall_target is not None
-                else ""
-            )
+            truth = _known(_percent(self.true_recall), "; the simulator's true recall is {:.1f}%")
+            target = _known(target_percent, ", against a recall target of {:g}%")
             lines.append(
                 f"Kept about {self.estimated_recall * 100:.1f}% of the components the model "
                 f"used (estimated{truth}){target}."
@@ -134,6 +116,15 @@ class SimulationResult:
                 "(both fill the same budget, so this stays near zero however well it learns)."
             )
         return lines
+
+
+def _percent(share: float | None) -> float | None:
+    return None if share is None else share * 100
+
+
+def _known(figure: float | None, text: str, otherwise: str = "") -> str:
+    """`text` with `figure` in it ("{:.1f}"), or `otherwise` when the figure is not known."""
+    return otherwise if figure is None else text.format(figure)
 
 
 def simulate(

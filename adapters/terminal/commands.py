@@ -11,6 +11,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
+from typing import Any
 
 from learning_bot.adapters.terminal.render import render
 from learning_bot.adapters.terminal.style import Style
@@ -74,41 +75,48 @@ def api_base(url: str) -> str:
     return base if API_BASE in base else base + API_BASE
 
 
+def post_json(base: str, endpoint: str, body: dict[str, Any]) -> Any:
+    """POST `body` as JSON to `endpoint` of the running server whose API is at `base`
+    (LEARNING_BOT_API_TOKEN as bearer): its decoded answer, or a CliError with what the server
+    said, or that it cannot be reached."""
+    token = os.environ.get("LEARNING_BOT_API_TOKEN", "").strip()
+    request = urllib.request.Request(
+        endpoint,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"}
+        | ({"Authorization": f"Bearer {token}"} if token else {}),
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            message = json.loads(exc.read()).get("error", str(exc))
+        except ValueError:
+            message = str(exc)
+        raise CliError(f"{base}: {message}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise CliError(f"cannot reach {base}: {getattr(exc, 'reason', exc)}") from None
+
+
 def remote_sender(url: str, learner: str | None, conversation: str = "") -> Send:
     """Commands sent to a running server's /command route (LEARNING_BOT_API_TOKEN as bearer)."""
     base = api_base(url)
     endpoint = base + "/command"
     if learner:
         endpoint += "?" + urllib.parse.urlencode({"learner": learner})
-    token = os.environ.get("LEARNING_BOT_API_TOKEN", "").strip()
     user = local_actor().name
 
     def send(command: Command | str) -> Reply:
-        body: dict[str, str] = {"actor": user, "conversation": conversation, "wording": "terminal"}
+        body: dict[str, Any] = {"actor": user, "conversation": conversation, "wording": "terminal"}
         if isinstance(command, ConfirmCommand):
             body["confirm"] = command.token
         elif isinstance(command, CancelCommand):
             body["cancel"] = command.token
         else:
             body["text"] = str(command)
-        request = urllib.request.Request(
-            endpoint,
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"}
-            | ({"Authorization": f"Bearer {token}"} if token else {}),
-            method="POST",
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return reply_from_json(json.loads(response.read()))
-        except urllib.error.HTTPError as exc:
-            try:
-                message = json.loads(exc.read()).get("error", str(exc))
-            except ValueError:
-                message = str(exc)
-            raise CliError(f"{base}: {message}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise CliError(f"cannot reach {base}: {getattr(exc, 'reason', exc)}") from None
+        return reply_from_json(post_json(base, endpoint, body))
 
     return send
 

@@ -4,14 +4,16 @@ the terminal surface's words, sent to the local bus or to a running server's (--
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from learning_bot.adapters.terminal.commands import EXIT_USAGE, CliError
 from learning_bot.bot.commands.base import CommandSpec
 from learning_bot.bot.commands.registry import named, specs
-from learning_bot.cli.parser import Commands, close_match
+from learning_bot.cli.parser import Command, add_json_option, close_match
 
 if TYPE_CHECKING:
     from learning_bot.app import App
@@ -24,31 +26,41 @@ def terminal_commands() -> list[CommandSpec[Any]]:
     return [spec for spec in specs() if spec.terminal is not None]
 
 
-def register(sub: Commands) -> None:
-    commands = terminal_commands()
-    names = "|".join(spec.name for spec in commands)
-    for spec in commands:
-        terminal = spec.terminal
-        assert terminal is not None
-        name, summary = spec.name, terminal.summary
-        words = terminal.words.replace("{commands}", names)
-        p = sub.add_parser(name, help=summary.split(" — ", 1)[1], description=summary)
-        p.add_argument("words", nargs="*", metavar="WORD", help=words)
-        p.add_argument(
-            "--json",
-            action="store_true",
-            help=f"print the {name} data as JSON, for scripts (schema: docs/cli-json.md)",
+def commands() -> list[Command]:
+    """A command of the command line for each registered command with a terminal form."""
+    found = terminal_commands()
+    names = "|".join(spec.name for spec in found)
+    return [
+        Command(
+            name=spec.name,
+            help=spec.terminal.summary.split(" — ", 1)[1],
+            description=spec.terminal.summary,
+            arguments=functools.partial(_arguments, spec, names),
+            run=_chat,
+            no_url=None,
         )
-        if terminal.confirm:
-            p.add_argument("--confirm", action="store_true", help="do it without asking")
-        if terminal.conversation:
-            p.add_argument(
-                "--conversation",
-                default="",
-                metavar="ID",
-                help="without an arm, reward the latest run of this conversation",
-            )
-        p.set_defaults(run=_chat, no_url=None)
+        for spec in found
+        if spec.terminal is not None
+    ]
+
+
+def _arguments(spec: CommandSpec[Any], names: str, parser: argparse.ArgumentParser) -> None:
+    """A chat command's words and options; `names`: every chat command's, for `help`."""
+    terminal = spec.terminal
+    assert terminal is not None
+    parser.add_argument(
+        "words", nargs="*", metavar="WORD", help=terminal.words.replace("{commands}", names)
+    )
+    add_json_option(parser, f"the {spec.name} data")
+    if terminal.confirm:
+        parser.add_argument("--confirm", action="store_true", help="do it without asking")
+    if terminal.conversation:
+        parser.add_argument(
+            "--conversation",
+            default="",
+            metavar="ID",
+            help="without an arm, reward the latest run of this conversation",
+        )
 
 
 def _read_only(args: argparse.Namespace) -> bool:
@@ -94,11 +106,7 @@ def _chat(args: argparse.Namespace, settings: Settings) -> int:
                 return run_chat_command(local_sender(lite.bus), text, as_json=as_json)
             finally:
                 lite.close()
-    from learning_bot.app import build_app
-
-    app = build_app(settings, one_shot=True)
-    try:
-        check_learner(app, args)
+    with learner_app(settings, args) as app:
         return run_chat_command(
             local_sender(app.bus, conversation),
             text,
@@ -106,8 +114,6 @@ def _chat(args: argparse.Namespace, settings: Settings) -> int:
             as_json=as_json,
             preview=local_sender(app.bus, conversation, interactive=False),
         )
-    finally:
-        app.close()
 
 
 def _help_reply(command: object, commands: list[dict[str, str]]) -> Reply:
@@ -135,6 +141,20 @@ def cli_commands(parser: argparse.ArgumentParser) -> list[dict[str, str]]:
                 for choice in action._choices_actions
             ]
     return []
+
+
+@contextlib.contextmanager
+def learner_app(settings: Settings, args: argparse.Namespace) -> Iterator[App]:
+    """The app for one command on the learner --learner names (check_learner), closed when
+    the command ends."""
+    from learning_bot.app import build_app
+
+    app = build_app(settings, one_shot=True)
+    try:
+        check_learner(app, args)
+        yield app
+    finally:
+        app.close()
 
 
 def check_learner(app: App, args: argparse.Namespace) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from learning_bot.adapters.terminal.commands import EXIT_OK, EXIT_USAGE, CliError
 from learning_bot.cli.chat import terminal_commands
-from learning_bot.cli.parser import Commands
+from learning_bot.cli.parser import Command
 
 if TYPE_CHECKING:
     from learning_bot.settings import Settings
@@ -34,25 +34,13 @@ def arms_where() -> dict[str, str]:
     return {spec.name: spec.arms for spec in terminal_commands() if spec.arms}
 
 
-def register(sub: Commands) -> None:
-    completion = sub.add_parser(
-        "completion",
-        help="print a shell completion script (bash, zsh or fish)",
-        description=(
-            "Print a completion script for your shell, generated from this command line: "
-            "`source <(learning-bot completion bash)` in ~/.bashrc; "
-            "`source <(learning-bot completion zsh)` in ~/.zshrc; "
-            "`learning-bot completion fish > ~/.config/fish/completions/learning-bot.fish`. "
-            "Arm ids and labels complete from a SQLite database."
-        ),
-    )
-    completion.add_argument("shell", nargs="?", choices=SHELLS, help="the shell")
-    completion.add_argument(
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("shell", nargs="?", choices=SHELLS, help="the shell")
+    parser.add_argument(
         "--arms",
         action="store_true",
         help="print the learner's arm ids and labels, one a line (what the scripts call)",
     )
-    completion.set_defaults(run=_run, no_url="it prints a script")
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
@@ -65,6 +53,22 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     spec = CommandLine.of(args.root_parser)
     print({"bash": bash_script, "zsh": zsh_script, "fish": fish_script}[args.shell](spec))
     return EXIT_OK
+
+
+COMMAND = Command(
+    name="completion",
+    help="print a shell completion script (bash, zsh or fish)",
+    description=(
+        "Print a completion script for your shell, generated from this command line: "
+        "`source <(learning-bot completion bash)` in ~/.bashrc; "
+        "`source <(learning-bot completion zsh)` in ~/.zshrc; "
+        "`learning-bot completion fish > ~/.config/fish/completions/learning-bot.fish`. "
+        "Arm ids and labels complete from a SQLite database."
+    ),
+    arguments=_arguments,
+    run=_run,
+    no_url="it prints a script",
+)
 
 
 def arm_names(settings: Settings) -> list[str]:
@@ -92,7 +96,7 @@ def arm_names(settings: Settings) -> list[str]:
 
 
 @dataclass
-class Command:
+class ScriptCommand:
     """One command as the scripts complete it."""
 
     name: str
@@ -112,19 +116,19 @@ class CommandLine:
     options: list[str]
     valued: dict[str, list[str]]
     files: list[str]
-    commands: list[Command]
+    commands: list[ScriptCommand]
 
     @classmethod
     def of(cls, parser: argparse.ArgumentParser) -> CommandLine:
         valued: dict[str, list[str]] = {}
-        commands: list[Command] = []
+        commands: list[ScriptCommand] = []
         subparsers = _subparsers(parser)
         options = _options(parser, valued)
         if subparsers is not None:
             words, arms = chat_words(), arms_where()
             summaries = {a.dest: a.help or "" for a in subparsers._choices_actions}
             for name, child in subparsers.choices.items():
-                command = Command(name, summaries.get(name, ""), _options(child, valued))
+                command = ScriptCommand(name, summaries.get(name, ""), _options(child, valued))
                 for action in child._actions:
                     if isinstance(action, argparse._SubParsersAction):
                         command.words.extend(action.choices)
@@ -193,6 +197,28 @@ def _valued_cases(spec: CommandLine, reply: str, files: str) -> str:
     return "\n".join(lines)
 
 
+def _word_case(valued: str, count: str) -> str:
+    """The shell `case` (shared by bash and zsh) that reads one word `w` before the cursor:
+    options pass, one that takes a value (`valued`) skips the next word, the first other word
+    is the command and the later ones are counted (`count`, in the shell's own arithmetic)."""
+    return f"""        case "$w" in
+            --*=*) ;;
+            {valued}) skip=1 ;;
+            -*) ;;
+            *) if [[ -z "$cmd" ]]; then cmd="$w"; else {count}; fi ;;
+        esac"""
+
+
+def _arms_case(words: str) -> str:
+    """The shell `case` (shared by bash and zsh) that sets `want` where arm ids complete (the
+    command's `arms`), emptying the variable `words` after the word `arm`."""
+    return f"""    case "$arms" in
+        any) want=1 ;;
+        first) ((n == 0)) && want=1 ;;
+        after-arm) [[ "$prev" == arm ]] && want=1 && {words}="" ;;
+    esac"""
+
+
 def bash_script(spec: CommandLine) -> str:
     """The bash script: `_learning_bot` for `complete -F` (also runs from COMP_WORDS and
     COMP_CWORD alone, without COMP_LINE)."""
@@ -233,12 +259,7 @@ _learning_bot() {{
     for ((i = 1; i < ${{#_lb_words[@]}}; i++)); do
         w="${{_lb_words[i]}}"
         if ((skip)); then skip=0; continue; fi
-        case "$w" in
-            --*=*) ;;
-            {valued}) skip=1 ;;
-            -*) ;;
-            *) if [[ -z "$cmd" ]]; then cmd="$w"; else n=$((n + 1)); fi ;;
-        esac
+{_word_case(valued, "n=$((n + 1))")}
     done
     ((${{#_lb_words[@]}} > 1)) && prev="${{_lb_words[${{#_lb_words[@]}}-1]}}"
     COMPREPLY=()
@@ -262,11 +283,7 @@ _learning_bot() {{
         return 0
     fi
     local want=0
-    case "$arms" in
-        any) want=1 ;;
-        first) ((n == 0)) && want=1 ;;
-        after-arm) [[ "$prev" == arm ]] && want=1 && words="" ;;
-    esac
+{_arms_case("words")}
     if ((want)); then
         local IFS=$'\\n'
         COMPREPLY=($(compgen -W "$(_learning_bot_arms)"$'\\n'"${{words// /$'\\n'}}" -- "$cur"))
@@ -297,12 +314,7 @@ _learning_bot() {{
     local -a global
     for w in "${{(@)words[2,CURRENT-1]}}"; do
         if (( skip )); then skip=0; continue; fi
-        case "$w" in
-            --*=*) ;;
-            {valued}) skip=1 ;;
-            -*) ;;
-            *) if [[ -z "$cmd" ]]; then cmd="$w"; else n+=1; fi ;;
-        esac
+{_word_case(valued, "n+=1")}
     done
     for ((w = 2; w < CURRENT; w++)); do
         case "${{words[w]}}" in
@@ -326,11 +338,7 @@ _learning_bot() {{
         return
     fi
     local -i want=0
-    case "$arms" in
-        any) want=1 ;;
-        first) ((n == 0)) && want=1 ;;
-        after-arm) [[ "$prev" == arm ]] && want=1 && words_="" ;;
-    esac
+{_arms_case("words_")}
     if ((want)); then
         compadd -- ${{(f)"$(${{words[1]}} $global completion --arms 2>/dev/null)"}}
     fi

@@ -5,23 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from learning_bot.cli.parser import Commands
+from learning_bot.cli.parser import Command
 
 if TYPE_CHECKING:
     from learning_bot.settings import Settings
-
-
-def register(sub: Commands) -> None:
-    console = sub.add_parser(
-        "console",
-        help="an interactive prompt for the commands, with history and Tab completion",
-        description=(
-            "An interactive prompt: type status, reward, reset, phase or help as after "
-            "`learning-bot`. Up and Down walk the history (kept in the data directory), Tab "
-            "completes commands and arm ids or labels, `quit` leaves."
-        ),
-    )
-    console.set_defaults(run=_run, no_url=None)
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
@@ -30,12 +17,20 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
         return run_console(remote_sender(args.url, args.learner, "console"))
     from learning_bot.adapters.terminal import local_sender, run_console
-    from learning_bot.app import build_app
-    from learning_bot.cli.chat import check_learner
+    from learning_bot.cli.chat import learner_app
 
-    app = build_app(settings, one_shot=True)
-    try:
-        check_learner(app, args)
+    with learner_app(settings, args) as app:
         return run_console(local_sender(app.bus, "console", surface="console"))
-    finally:
-        app.close()
+
+
+COMMAND = Command(
+    name="console",
+    help="an interactive prompt for the commands, with history and Tab completion",
+    description=(
+        "An interactive prompt: type status, reward, reset, phase or help as after "
+        "`learning-bot`. Up and Down walk the history (kept in the data directory), Tab "
+        "completes commands and arm ids or labels, `quit` leaves."
+    ),
+    run=_run,
+    no_url=None,
+)

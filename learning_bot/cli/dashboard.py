@@ -6,27 +6,14 @@ import argparse
 from typing import TYPE_CHECKING
 
 from learning_bot.adapters.terminal.commands import EXIT_OK, EXIT_USAGE, CliError
-from learning_bot.cli.parser import Commands
+from learning_bot.cli.parser import Command, add_json_option
 
 if TYPE_CHECKING:
     from learning_bot.settings import Settings
 
 
-def register(sub: Commands) -> None:
-    dashboard = sub.add_parser(
-        "dashboard",
-        help="print the dashboard's URL (of --url, or of LEARNING_BOT_PUBLIC_URL)",
-        description=(
-            "Print the dashboard's URL: that of the server --url names (after checking it "
-            "answers), else that of LEARNING_BOT_PUBLIC_URL."
-        ),
-    )
-    dashboard.add_argument(
-        "--json",
-        action="store_true",
-        help="print {url, docs} as JSON, for scripts (schema: docs/cli-json.md)",
-    )
-    dashboard.set_defaults(run=_run, no_url=None)
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    add_json_option(parser, "{url, docs}")
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
@@ -39,6 +26,19 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     else:
         print(url)
     return EXIT_OK
+
+
+COMMAND = Command(
+    name="dashboard",
+    help="print the dashboard's URL (of --url, or of LEARNING_BOT_PUBLIC_URL)",
+    description=(
+        "Print the dashboard's URL: that of the server --url names (after checking it "
+        "answers), else that of LEARNING_BOT_PUBLIC_URL."
+    ),
+    arguments=_arguments,
+    run=_run,
+    no_url=None,
+)
 
 
 def _dashboard_url(url: str | None, settings: Settings) -> str:

@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from learning_bot.adapters.terminal.commands import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
-from learning_bot.cli.parser import Commands
+from learning_bot.cli.parser import Command, add_json_option
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -17,32 +17,26 @@ if TYPE_CHECKING:
     from learning_bot.storage.spool_lines import Spooled
 
 
-def register(sub: Commands) -> None:
-    db = sub.add_parser("db", help="database maintenance", description="Database maintenance.")
-    db.add_argument(
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "action",
         choices=("upgrade", "verify", "url", "replay-dead-letters"),
         help="upgrade: migrate the schema; verify: recompute every posterior from its "
         "observations; url: print the database URL in use; replay-dead-letters: write the "
         "spooled runs the database refused, once what refused them is fixed",
     )
-    db.add_argument(
+    parser.add_argument(
         "--dry-run",
         action="store_true",
         help="replay-dead-letters: list what would be replayed, write nothing",
     )
-    db.add_argument(
+    parser.add_argument(
         "--spool-dir",
         metavar="DIR",
         help="replay-dead-letters: the spool directory (default: LEARNING_BOT_SPOOL_DIR, else "
         "the one the database URL gives)",
     )
-    db.add_argument(
-        "--json",
-        action="store_true",
-        help="print the result as JSON, for scripts (schema: docs/cli-json.md)",
-    )
-    db.set_defaults(run=_run, no_url="it maintains the database directly")
+    add_json_option(parser, "the result")
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
@@ -53,6 +47,16 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.action == "replay-dead-letters":
         return _replay_dead_letters(settings, args.spool_dir, dry_run=args.dry_run)
     return _db(args.action, settings.database_url, as_json=args.json)
+
+
+COMMAND = Command(
+    name="db",
+    help="database maintenance",
+    description="Database maintenance.",
+    arguments=_arguments,
+    run=_run,
+    no_url="it maintains the database directly",
+)
 
 
 def _replay_dead_letters(settings: Settings, spool_dir: str | None, *, dry_run: bool) -> int:

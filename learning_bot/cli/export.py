@@ -7,49 +7,48 @@ import sys
 from typing import TYPE_CHECKING
 
 from learning_bot.adapters.terminal.commands import EXIT_OK, EXIT_USAGE, CliError
-from learning_bot.cli.parser import Commands
+from learning_bot.cli.parser import Command
 
 if TYPE_CHECKING:
     from learning_bot.app import App
     from learning_bot.settings import Settings
 
 
-def register(sub: Commands) -> None:
-    export = sub.add_parser(
-        "export",
-        help="traces and posteriors as JSON, JSON lines or CSV (on stdout)",
-        description="Write the learner's traces and posteriors to stdout.",
-    )
-    export.add_argument(
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--format",
         choices=("json", "jsonl", "csv"),
         default="json",
         help="json: one document (default); jsonl: one trace per line, for large learners; "
         "csv: one table, chosen with --table",
     )
-    export.add_argument(
+    parser.add_argument(
         "--table",
         choices=("traces", "arms", "posteriors"),
         help="csv: the one table to write (arms: one row per arm of each trace)",
     )
-    export.add_argument("--no-traces", action="store_true", help="json: leave the traces out")
-    export.add_argument(
+    parser.add_argument("--no-traces", action="store_true", help="json: leave the traces out")
+    parser.add_argument(
         "--no-posteriors", action="store_true", help="json: leave the posteriors out"
     )
-    export.add_argument("--compact", action="store_true", help="json: one line, no indentation")
-    export.set_defaults(run=_run, no_url="it reads the database directly")
+    parser.add_argument("--compact", action="store_true", help="json: one line, no indentation")
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
-    from learning_bot.app import build_app
-    from learning_bot.cli.chat import check_learner
+    from learning_bot.cli.chat import learner_app
 
-    app = build_app(settings, one_shot=True)
-    try:
-        check_learner(app, args)
+    with learner_app(settings, args) as app:
         return _export(app, args)
-    finally:
-        app.close()
+
+
+COMMAND = Command(
+    name="export",
+    help="traces and posteriors as JSON, JSON lines or CSV (on stdout)",
+    description="Write the learner's traces and posteriors to stdout.",
+    arguments=_arguments,
+    run=_run,
+    no_url="it reads the database directly",
+)
 
 
 def _export(app: App, args: argparse.Namespace) -> int:

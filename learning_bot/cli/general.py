@@ -1,7 +1,7 @@
-"""The general command line: the parser, built from the commands' registrations (each command
-module adds its sub-parser with `set_defaults(run=..., no_url=...)`, and so does every registry
-entry of learning_bot.surfaces that brings a subcommand); the settings; the chosen command's
-handler; and whatever it raises turned into one line on stderr and an exit code.
+"""The general command line: the parser, built from the commands' declarations (each command
+module's `Command`, with the `run` and `no_url` its sub-parser hands on, and one for every
+registry entry of learning_bot.surfaces that brings a subcommand); the settings; the chosen
+command's handler; and whatever it raises turned into one line on stderr and an exit code.
 
 learning_bot.cli.main, the entry point, sends every command here."""
 
@@ -48,8 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
         serve,
         simulate,
     )
-    from learning_bot.cli.host import register_surface_commands
-    from learning_bot.cli.parser import CommandLineParser
+    from learning_bot.cli.host import surface_commands
+    from learning_bot.cli.parser import CommandLineParser, add_command
 
     parser = CommandLineParser(
         prog="learning-bot",
@@ -78,11 +78,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         dest="command", required=True, parser_class=CommandLineParser, metavar="<command>"
     )
-    for module in (chat, export, console, simulate, replay, learner, db, serve):
-        module.register(sub)
-    register_surface_commands(sub)
-    for module in (mcp, dashboard, completion):
-        module.register(sub)
+    for command in (
+        *chat.commands(),
+        export.COMMAND,
+        console.COMMAND,
+        simulate.COMMAND,
+        replay.COMMAND,
+        learner.COMMAND,
+        db.COMMAND,
+        serve.COMMAND,
+        *surface_commands(),
+        mcp.COMMAND,
+        dashboard.COMMAND,
+        completion.COMMAND,
+    ):
+        add_command(sub, command)
     _accept_after(sub, [a for a in parser._actions if a.dest in _GLOBAL])
     # what `help --json` and `completion` describe (the commands cannot import this module)
     parser.set_defaults(root_parser=parser)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from learning_bot.adapters.terminal.commands import EXIT_OK, CliError
 from learning_bot.bot.surface import Surface
-from learning_bot.cli.parser import Commands
+from learning_bot.cli.parser import Command
 from learning_bot.cli.serve import announce_public, run_loop, say, serve_until_stopped
 from learning_bot.surfaces import SURFACES, SurfaceEntry
 
@@ -22,15 +22,20 @@ if TYPE_CHECKING:
     from learning_bot.settings import Settings
 
 
-def register_surface_commands(sub: Commands) -> None:
-    """Add the subcommand of every registry entry that has one, in the registry's order."""
-    for entry in SURFACES:
-        command = entry.command
-        if command is None:
-            continue
-        parser = sub.add_parser(command.name, help=command.help, description=command.description)
-        command.add_arguments(parser)
-        parser.set_defaults(run=functools.partial(_run, entry), no_url=command.no_url)
+def surface_commands() -> list[Command]:
+    """The subcommand of every registry entry that has one, in the registry's order."""
+    return [
+        Command(
+            name=entry.command.name,
+            help=entry.command.help,
+            description=entry.command.description,
+            arguments=entry.command.add_arguments,
+            run=functools.partial(_run, entry),
+            no_url=entry.command.no_url,
+        )
+        for entry in SURFACES
+        if entry.command is not None
+    ]
 
 
 def _run(entry: SurfaceEntry, args: argparse.Namespace, settings: Settings) -> int:

@@ -12,7 +12,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from learning_bot.adapters.terminal.commands import EXIT_OK, EXIT_USAGE, CliError
-from learning_bot.cli.parser import Commands
+from learning_bot.cli.parser import Command
 
 if TYPE_CHECKING:
     from learning_bot.app import App
@@ -20,30 +20,20 @@ if TYPE_CHECKING:
     from learning_bot.settings import Settings
 
 
-def register(sub: Commands) -> None:
-    learner = sub.add_parser(
-        "learner",
-        help="create a learner, show or change its stored settings",
-        description=(
-            "Create a learner (reads never create one), show its settings, or change them. "
-            "A learner's settings (policy, halfLife, tokenBudget, baselineRate, ...) are stored "
-            "with it: the configuration of the process that creates it gives them, and only "
-            "`learner set` changes them afterwards (every replica takes the change)."
-        ),
-    )
-    learner.add_argument(
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "action",
         choices=("create", "show", "set"),
         help="create: make the learner now; show: its settings; set: change them",
     )
-    learner.add_argument("name", help="1-64 letters, digits, '.', '_', ':' or '-'")
-    learner.add_argument(
+    parser.add_argument("name", help="1-64 letters, digits, '.', '_', ':' or '-'")
+    parser.add_argument(
         "settings",
         nargs="*",
         metavar="KEY=VALUE",
         help="set: the settings to change, e.g. halfLife=50 policy=seed (values as JSON)",
     )
-    learner.add_argument(
+    parser.add_argument(
         "--recall-target",
         metavar="SHARE",
         help=(
@@ -51,8 +41,7 @@ def register(sub: Commands) -> None:
             "estimated recall meets it, tokenBudget a cap); 'none' unsets it"
         ),
     )
-    learner.add_argument("--json", action="store_true", help="show/set: print JSON")
-    learner.set_defaults(run=_run, no_url=None)
+    parser.add_argument("--json", action="store_true", help="show/set: print JSON")
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
@@ -97,6 +86,21 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         app.close()
 
 
+COMMAND = Command(
+    name="learner",
+    help="create a learner, show or change its stored settings",
+    description=(
+        "Create a learner (reads never create one), show its settings, or change them. "
+        "A learner's settings (policy, halfLife, tokenBudget, baselineRate, ...) are stored "
+        "with it: the configuration of the process that creates it gives them, and only "
+        "`learner set` changes them afterwards (every replica takes the change)."
+    ),
+    arguments=_arguments,
+    run=_run,
+    no_url=None,
+)
+
+
 def _check_name(name: str) -> None:
     from learning_bot.engine.bounds import check_learner_name
     from learning_bot.engine.errors import InvalidInput
@@ -137,33 +141,16 @@ def _opened_or_made(app: App, name: str, *, quiet: bool) -> LearningService:
 def _remote_set(url: str, name: str, changes: dict[str, Any], *, as_json: bool) -> int:
     """`POST settings?learner=NAME` on a running server (LEARNING_BOT_API_TOKEN as bearer):
     the server makes the learner when there is none, and answers its settings."""
-    import os
-    import urllib.error
     import urllib.parse
-    import urllib.request
 
-    from learning_bot.adapters.terminal.commands import api_base
+    from learning_bot.adapters.terminal.commands import api_base, post_json
 
     base = api_base(url)
-    token = os.environ.get("LEARNING_BOT_API_TOKEN", "").strip()
-    request = urllib.request.Request(
+    answer = post_json(
+        base,
         f"{base}/settings?" + urllib.parse.urlencode({"learner": name}),
-        data=json.dumps({"settings": changes}).encode(),
-        headers={"Content-Type": "application/json"}
-        | ({"Authorization": f"Bearer {token}"} if token else {}),
-        method="POST",
+        {"settings": changes},
     )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            answer = json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        try:
-            message = json.loads(exc.read()).get("error", str(exc))
-        except ValueError:
-            message = str(exc)
-        raise CliError(f"{base}: {message}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        raise CliError(f"cannot reach {base}: {getattr(exc, 'reason', exc)}") from None
     if as_json:
         print(json.dumps(answer, indent=2))
         return EXIT_OK

@@ -6,23 +6,23 @@ import argparse
 from typing import TYPE_CHECKING
 
 from learning_bot.adapters.terminal.commands import EXIT_OK
-from learning_bot.cli.parser import Commands
+from learning_bot.cli.parser import Command
 
 if TYPE_CHECKING:
     from learning_bot.settings import Settings
 
 
-def register(sub: Commands) -> None:
-    mcp = sub.add_parser(
-        "mcp",
-        help="serve the MCP tools over stdio (OpenClaw's learning backend; "
-        "also: python -m learning_bot mcp --database-url=...)",
-    )
-    mcp.set_defaults(run=_run, no_url="it works locally")
-
-
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     return _mcp_stdio(settings)
+
+
+COMMAND = Command(
+    name="mcp",
+    help="serve the MCP tools over stdio (OpenClaw's learning backend; "
+    "also: python -m learning_bot mcp --database-url=...)",
+    run=_run,
+    no_url="it works locally",
+)
 
 
 def _mcp_stdio(settings: Settings) -> int:

@@ -1,17 +1,54 @@
 """The `learning-bot` argument parser's class, which says what is wrong in one line with one
-hint, and what a command module's `register` adds its sub-parser to."""
+hint, and the `Command` each command module declares, which `add_command` adds to it."""
 
 from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Sequence
-from typing import NoReturn, TypeAlias
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
 from learning_bot.adapters.terminal.commands import EXIT_USAGE, CliError
 
+if TYPE_CHECKING:
+    from learning_bot.settings import Settings
+
 Commands: TypeAlias = "argparse._SubParsersAction[CommandLineParser]"
-"""What a command module's `register` adds its sub-parser to."""
+"""What `add_command` adds a command's sub-parser to."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Command:
+    """A `learning-bot <name>` command: what `--help` says of it, its own arguments, and what
+    runs it."""
+
+    name: str
+    help: str
+    description: str | None = None
+    arguments: Callable[[argparse.ArgumentParser], None] | None = None
+    """Adds the command's own arguments to its parser."""
+    run: Callable[[argparse.Namespace, Settings], int]
+    """Runs the command; its exit code."""
+    no_url: str | None
+    """Why the global --url (talk to a running server) does not apply to it; None: it does."""
+
+
+def add_command(sub: Commands, command: Command) -> None:
+    """Add `command`'s sub-parser, which hands the parsed arguments to its `run`."""
+    parser = sub.add_parser(command.name, help=command.help, description=command.description)
+    if command.arguments is not None:
+        command.arguments(parser)
+    parser.set_defaults(run=command.run, no_url=command.no_url)
+
+
+def add_json_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """The `--json` option of a command whose JSON docs/cli-json.md describes."""
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help=f"print {what} as JSON, for scripts (schema: docs/cli-json.md)",
+    )
 
 
 def close_match(word: str, choices: Sequence[str]) -> str | None:

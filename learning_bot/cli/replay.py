@@ -13,7 +13,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from learning_bot.adapters.terminal.commands import EXIT_OK, EXIT_USAGE, CliError
-from learning_bot.cli.parser import Commands
+from learning_bot.cli.parser import Command
 
 if TYPE_CHECKING:
     from learning_bot.engine.projection_report import Projection, SettingProjection
@@ -22,23 +22,11 @@ if TYPE_CHECKING:
     from learning_bot.settings import Settings
 
 
-def register(sub: Commands) -> None:
-    cmd = sub.add_parser(
-        "replay",
-        help="project what selection would save on your own agent logs (nothing is written)",
-        description=(
-            "Read agent logs you already have and show what selection would have kept and "
-            "saved on that traffic, with 95%% intervals. Reads JSON lines of Anthropic Messages "
-            'or OpenAI Chat Completions / Responses exchanges ({"request": ..., "response": '
-            "...} per line, as logging proxies write them) and OpenClaw session transcripts, "
-            "the shape recognised from each line. Lines that cannot be read are counted and "
-            "named, never fatal. No server or database is used."
-        ),
-    )
-    cmd.add_argument(
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "files", nargs="+", metavar="FILE", help="log files (JSON lines); - reads standard input"
     )
-    cmd.add_argument(
+    parser.add_argument(
         "--tools",
         metavar="FILE",
         help=(
@@ -47,14 +35,14 @@ def register(sub: Commands) -> None:
             "the transcripts called, at an assumed size each"
         ),
     )
-    cmd.add_argument(
+    parser.add_argument(
         "--runs",
         type=int,
         default=None,
         metavar="N",
         help="replay the latest N runs (default: the projection's own bound)",
     )
-    cmd.add_argument(
+    parser.add_argument(
         "--budget",
         type=int,
         action="append",
@@ -62,9 +50,8 @@ def register(sub: Commands) -> None:
         help="a token budget to project (repeat for several; default: the current one and "
         "a few around it)",
     )
-    cmd.add_argument("--seed", type=int, default=0, metavar="N", help="random seed (default 0)")
-    cmd.add_argument("--json", action="store_true", help="print one JSON object")
-    cmd.set_defaults(run=_run, no_url="it reads local files and needs no server")
+    parser.add_argument("--seed", type=int, default=0, metavar="N", help="random seed (default 0)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
@@ -111,6 +98,23 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         for line in report_lines(projection, summary, window):
             print(line)
     return EXIT_OK
+
+
+COMMAND = Command(
+    name="replay",
+    help="project what selection would save on your own agent logs (nothing is written)",
+    description=(
+        "Read agent logs you already have and show what selection would have kept and "
+        "saved on that traffic, with 95%% intervals. Reads JSON lines of Anthropic Messages "
+        'or OpenAI Chat Completions / Responses exchanges ({"request": ..., "response": '
+        "...} per line, as logging proxies write them) and OpenClaw session transcripts, "
+        "the shape recognised from each line. Lines that cannot be read are counted and "
+        "named, never fatal. No server or database is used."
+    ),
+    arguments=_arguments,
+    run=_run,
+    no_url="it reads local files and needs no server",
+)
 
 
 def _progress(total: int | None) -> Any:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from learning_bot.adapters.terminal.commands import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
-from learning_bot.cli.parser import Commands
+from learning_bot.cli.parser import Command
 
 if TYPE_CHECKING:
     from learning_bot.engine.posterior import WallClock
@@ -25,22 +25,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("learning_bot.serve")
 
 
-def register(sub: Commands) -> None:
-    serve = sub.add_parser(
-        "serve",
-        help="run the HTTP API, the dashboard and the chat surfaces",
-        description=(
-            "Serve the learning API and the dashboard, plus Slack and Discord when their "
-            "settings are present. Runs until SIGINT or SIGTERM."
-        ),
-    )
-    serve.add_argument(
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--host",
         default="127.0.0.1",
         help="address to listen on (default 127.0.0.1; another needs LEARNING_BOT_API_TOKEN)",
     )
-    serve.add_argument("--port", type=int, default=8787, help="port to listen on (default 8787)")
-    serve.add_argument(
+    parser.add_argument("--port", type=int, default=8787, help="port to listen on (default 8787)")
+    parser.add_argument(
         "--workers",
         type=int,
         metavar="N",
@@ -49,11 +41,23 @@ def register(sub: Commands) -> None:
         "one per core; a worker that dies is restarted; chat connections run in the first; "
         "refused with Slack over HTTP)",
     )
-    serve.set_defaults(run=_run, no_url="it is the server")
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     return _serve(settings, args.host, args.port, args.workers)
+
+
+COMMAND = Command(
+    name="serve",
+    help="run the HTTP API, the dashboard and the chat surfaces",
+    description=(
+        "Serve the learning API and the dashboard, plus Slack and Discord when their "
+        "settings are present. Runs until SIGINT or SIGTERM."
+    ),
+    arguments=_arguments,
+    run=_run,
+    no_url="it is the server",
+)
 
 
 def _serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:

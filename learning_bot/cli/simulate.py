@@ -3,43 +3,35 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from typing import TYPE_CHECKING
 
 from learning_bot.adapters.terminal.commands import EXIT_OK
-from learning_bot.cli.parser import Commands
+from learning_bot.cli.parser import Command
 
 if TYPE_CHECKING:
     from learning_bot.app import App
     from learning_bot.settings import Settings
 
 
-def register(sub: Commands) -> None:
-    sim = sub.add_parser(
-        "simulate",
-        help="run a synthetic agent workload to watch it learn",
-        description=(
-            "Record synthetic runs of an agent whose arms help with hidden probabilities, so "
-            "status and the dashboard have something to show. Refuses a learner with real "
-            "traces unless --force."
-        ),
-    )
-    sim.add_argument(
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--traces", type=int, default=600, metavar="N", help="runs to simulate (default 600)"
     )
-    sim.add_argument(
+    parser.add_argument(
         "--arms", type=int, default=40, metavar="N", help="arms in the inventory (default 40)"
     )
-    sim.add_argument(
+    parser.add_argument(
         "--seed",
         type=int,
         default=0,
         metavar="N",
         help="random seed, for repeatable runs (default 0)",
     )
-    sim.add_argument(
+    parser.add_argument(
         "--force", action="store_true", help="simulate even into a learner with real traces"
     )
-    sim.add_argument(
+    parser.add_argument(
         "--phase",
         choices=("active", "passive"),
         default="active",
@@ -49,7 +41,7 @@ def register(sub: Commands) -> None:
             "projects going active from"
         ),
     )
-    sim.add_argument(
+    parser.add_argument(
         "--recall-target",
         type=float,
         default=None,
@@ -60,7 +52,7 @@ def register(sub: Commands) -> None:
             "target beside the recall achieved (default: the learner's own settings)"
         ),
     )
-    shape = sim.add_mutually_exclusive_group()
+    shape = parser.add_mutually_exclusive_group()
     shape.add_argument(
         "--sessions",
         dest="sessions",
@@ -81,56 +73,48 @@ def register(sub: Commands) -> None:
             "runtimes that name no session call select); no cache usage is reported"
         ),
     )
-    sim.set_defaults(run=_run, no_url="it writes synthetic runs into the database directly")
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     from learning_bot.app import build_app
 
-    app = build_app(settings, one_shot=True)
-    try:
-        return _simulate(
-            app,
-            args.traces,
-            args.arms,
-            args.seed,
-            args.force,
-            args.sessions,
-            args.phase,
-            args.recall_target,
-        )
-    finally:
-        app.close()
+    with contextlib.closing(build_app(settings, one_shot=True)) as app:
+        return _simulate(app, args)
 
 
-def _simulate(
-    app: App,
-    traces: int,
-    arms: int,
-    seed: int,
-    force: bool,
-    sessions: bool = False,
-    phase: str = "active",
-    recall_target: float | None = None,
-) -> int:
+COMMAND = Command(
+    name="simulate",
+    help="run a synthetic agent workload to watch it learn",
+    description=(
+        "Record synthetic runs of an agent whose arms help with hidden probabilities, so "
+        "status and the dashboard have something to show. Refuses a learner with real "
+        "traces unless --force."
+    ),
+    arguments=_arguments,
+    run=_run,
+    no_url="it writes synthetic runs into the database directly",
+)
+
+
+def _simulate(app: App, args: argparse.Namespace) -> int:
     from learning_bot.engine.config import Phase
     from learning_bot.simulate import progress_bar, simulate
 
     service = app.service(create=True)
     result = simulate(
         service,
-        traces=traces,
-        arms=arms,
-        seed=seed,
-        force=force,
-        progress=progress_bar(traces),
-        sessions=sessions,
-        phase=Phase(phase),
-        recall_target=recall_target,
+        traces=args.traces,
+        arms=args.arms,
+        seed=args.seed,
+        force=args.force,
+        progress=progress_bar(args.traces),
+        sessions=args.sessions,
+        phase=Phase(args.phase),
+        recall_target=args.recall_target,
     )
-    if phase == "passive":
+    if args.phase == "passive":
         print(
-            f"Recorded {result.traces:,} runs of a {result.arms}-arm agent (seed {seed}) into "
+            f"Recorded {result.traces:,} runs of a {result.arms}-arm agent (seed {args.seed}) into "
             f"learner '{service.learner}' in the passive phase, every component on every run"
             + (f", in {result.sessions:,} sessions." if result.sessions else ".")
         )
@@ -143,7 +127,7 @@ def _simulate(
     if result.switched_to_active:
         print(f"Switched learner '{service.learner}' to the active phase so selection runs.")
     print(
-        f"Simulated {result.traces:,} runs of a {result.arms}-arm agent (seed {seed}) into "
+        f"Simulated {result.traces:,} runs of a {result.arms}-arm agent (seed {args.seed}) into "
         f"learner '{service.learner}': {result.baseline_runs:,} baseline, "
         f"{result.selected_runs:,} selected"
         + (f", in {result.sessions:,} sessions." if result.sessions else ".")
