@@ -22,8 +22,8 @@ offered, kept or found by the search replayed on the baseline turn's request
 search of the session, as a session's set grows with what its searches found
 (`session_search_levels`): the estimate counts a deferred arm at the search's hit rate. Of
 the thresholds that meet the target, the set takes the one of least estimated cost, kept
-tokens and searches priced (`SearchPricing`, `RecallCalibration.priced_threshold`; a use
-costs a search where it was not there when its turn began).
+tokens and searches priced (`SearchPricing`, `RecallCalibration.priced_threshold`; a turn
+costs one search where a tool it uses was not there when it began, `search_charges`).
 """
 
 from __future__ import annotations
@@ -195,6 +195,19 @@ def session_search_levels(
     return [above(offered[:, i]) for i in last], [above(there[:, i]) for i in last]
 
 
+def search_charges(there: Sequence[float]) -> list[float]:
+    """One turn's uses as the searches they cost, from the thresholds above which each is
+    there when the turn begins (`session_search_levels`): the turn runs one search below the
+    highest of them, charged to the first use at it; its other uses cost none (0). Counted
+    over the recorded uses, the uses charged at or above threshold t are the turns that
+    search below it (`RecallCalibration.priced_threshold`)."""
+    out = [0.0] * len(there)
+    if out:
+        first = max(range(len(there)), key=lambda i: (there[i], -i))
+        out[first] = float(there[first])
+    return out
+
+
 def pack_below(
     means: FloatArray,
     rank: FloatArray,
@@ -253,9 +266,9 @@ class SearchPricing:
 
 class RecordedUse(NamedTuple):
     """One use a calibration recorded: the arm's level (`session_search_levels` with tool
-    search, else `inclusion_levels`), its own level (the threshold above which it is there when
-    its turn begins, kept or loaded by an earlier search: `session_search_levels`; without
-    tool search `inclusion_levels`) and the session that used it."""
+    search, else `inclusion_levels`), its own level (with tool search the search its turn
+    runs, charged to one of the turn's uses, `search_charges`: below it the turn searches;
+    without, `inclusion_levels`) and the session that used it."""
 
     level: float
     own: float
@@ -286,8 +299,7 @@ class RecallCalibration:
         return list(self._levels)
 
     def own_levels(self) -> list[float]:
-        """The recorded uses' own levels (`RecordedUse.own`), oldest first: `levels` without
-        the finds of the search their turn ran."""
+        """The recorded uses' own levels (`RecordedUse.own`), oldest first."""
         return list(self._own)
 
     def recorded(self) -> list[RecordedUse]:
@@ -333,8 +345,9 @@ class RecallCalibration:
         """With tool search (`pricing` set): of the thresholds whose calibrated recall meets
         `target` (`threshold`), the one of least estimated cost for this request's arms
         (`levels`, `costs`): the tokens kept at `pricing.keep`, plus the searches at
-        `pricing.search`, one per recorded use of an arm not there when its turn began (own
-        level at or above the threshold) per recorded session. Without pricing, `threshold`."""
+        `pricing.search`, one per recorded use charged a search (own level at or above the
+        threshold, `search_charges`: one per turn that lacks a tool it uses) per recorded
+        session. Without pricing, `threshold`."""
         least = self.threshold(target)
         if least is None or self.pricing is None or not self._own:
             return least

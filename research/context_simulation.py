@@ -72,6 +72,7 @@ from learning_bot.engine.recall_target import (
     arm_levels,
     inclusion_levels,
     ranked,
+    search_charges,
     session_search_levels,
 )
 from learning_bot.engine.selection import Draw, forced_arms, select_arms, target_means
@@ -240,7 +241,7 @@ class Learner:
                 if used:
                     levels = arm_levels(means, rank, forced)
                     reached, there = session_search_levels(levels, self._replayed, SEARCH_TOP)
-                    self.calibration.record(reached, there, key)
+                    self.calibration.record(reached, search_charges(there), key)
 
     def select(
         self, request: RequestContext | None, gen: np.random.Generator, key: str

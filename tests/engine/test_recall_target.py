@@ -24,6 +24,7 @@ from learning_bot.engine.recall_target import (
     pack_below,
     pack_to_target,
     ranked,
+    search_charges,
     search_levels,
     session_search_levels,
 )
@@ -243,6 +244,19 @@ def test_a_tool_an_earlier_search_loaded_is_offered_on_the_sessions_later_turns(
     assert session_search_levels(inf, [(np.array([0, 0, 1.0]), [2])], top=5) == ([0.0], [math.inf])
 
 
+def test_a_turn_is_charged_one_search_below_the_highest_threshold_it_lacks_a_tool() -> None:
+    assert search_charges([]) == []
+    assert search_charges([10.0]) == [10.0]
+    # below 30 the turn lacks tool 1 (and below 10 tool 0 too): one search, charged to tool 1
+    assert search_charges([10.0, 30.0, 0.0]) == [0.0, 30.0, 0.0]
+    assert search_charges([30.0, 30.0]) == [30.0, 0.0]
+    # counted over the uses: the turns that search below t
+    turns = [[10.0, 30.0], [0.0, 0.0], [20.0]]
+    charges = [c for turn in turns for c in search_charges(turn)]
+    for t in (5.0, 15.0, 25.0, 35.0):
+        assert sum(c >= t for c in charges) == sum(max(turn) >= t for turn in turns)
+
+
 def test_the_calibrated_threshold_keeps_the_targets_share_of_recorded_uses() -> None:
     calibration = RecallCalibration(keep=100)
     assert calibration.threshold(0.9) is None  # nothing recorded: uncalibrated
@@ -311,11 +325,16 @@ def test_with_deferral_the_study_learner_counts_what_the_search_would_find() -> 
     assert learner.calibration.pricing is not None and learner.calibration.pricing.search > 0
     baseline = np.array(run.baseline)
     assert len(learner.calibration) == int(run.used[baseline].sum()) > 0
-    # a used tool is offered (kept or found) at a level no higher than its own, and lower
-    # for some: the search finds it below the level at which the set would keep it
+    # a turn's search is charged to one of its uses, at the highest threshold below which one
+    # of them is not there when the turn begins (not kept, not loaded by an earlier search):
+    # at most one charge a turn, at a level no lower than that use's offered level
     offered = np.array(learner.calibration.levels())
     own = np.array(learner.calibration.own_levels())
-    assert (offered <= own).all() and (offered < own).any()
+    charged = own > 0.0
+    assert 0 < charged.sum() <= int(run.turns[baseline].sum())
+    assert (offered[charged] <= own[charged]).all()
+    # the search finds some below the level at which the set would keep them
+    assert (offered[charged] < own[charged]).any()
 
 
 def test_the_study_learner_prices_a_search_at_the_prompts_its_requests_read() -> None:
