@@ -2,8 +2,9 @@
 and provider tool search at its best? The context-aware policy, session-stable, under the
 product's defaults (minPulls 5, baseline sessions 10%), given `recallTarget` 0.90, 0.95, 0.97
 and 0.99 (token budget: the whole inventory, so no cap), without and with deferral (the tools
-left out deferred behind the provider's tool search, the target counting a used tool the search
-would find, engine.recall_target.search_levels), on BFCL multi-turn (800 sessions, real
+left out deferred behind the provider's tool search, the target counting a used tool the
+session's searches would find or have loaded, engine.recall_target.session_search_levels), on
+BFCL multi-turn (800 sessions, real
 messages and gold calls) and on task-type workloads (research.context_simulation). Every row
 gives searches and round trips per session beside its cost.
 

@@ -18,9 +18,12 @@ bound, for sessions like the recorded ones). Until enough levels are recorded fo
 
 Where the provider has tool search, a used arm is recorded at the threshold above which it is
 offered, kept or found by the search replayed on the baseline turn's request
-(`search_levels`): the estimate counts a deferred arm at the search's hit rate. Of the
-thresholds that meet the target, the set takes the one of least estimated cost, kept tokens
-and searches priced (`SearchPricing`, `RecallCalibration.priced_threshold`).
+(`search_levels`), or, replayed on the baseline session's turns so far, loaded by an earlier
+search of the session, as a session's set grows with what its searches found
+(`session_search_levels`): the estimate counts a deferred arm at the search's hit rate. Of
+the thresholds that meet the target, the set takes the one of least estimated cost, kept
+tokens and searches priced (`SearchPricing`, `RecallCalibration.priced_threshold`; a turn
+costs one search where a tool it uses was not there when it began, `search_charges`).
 """
 
 from __future__ import annotations
@@ -149,6 +152,62 @@ def search_levels(
     return out
 
 
+def session_search_levels(
+    levels: FloatArray,
+    turns: Sequence[tuple[FloatArray, Sequence[int]]],
+    top: int,
+) -> tuple[list[float], list[float]]:
+    """For each arm the last of `turns` used, with tool search over the deferred arms and the
+    session's set growing with what its searches found (found tools stay loaded for the rest
+    of the session): (the threshold above which it is offered at that turn, kept, loaded by an
+    earlier search or found by this turn's; the threshold above which it is there when the
+    turn begins, kept or loaded, so that the turn needs no search for it). `levels` are every
+    arm's at the session's opening (`arm_levels`); `turns` the session's turns so far, each
+    the search's score of every arm for the turn's request (BM25 over its message) and the
+    arms the turn used. Below threshold t the arms of level >= t are deferred; a turn that
+    used an arm not there searches once, which returns the `top` best-scoring deferred arms
+    with a score above 0 (ties in inventory order). The session is replayed at every
+    threshold at which the set changes; a turn's search depends on what earlier turns loaded,
+    so an arm offered at t may not be at a higher t (an earlier search no longer ran): the
+    threshold returned is the lowest above which it is offered at every threshold. With one
+    turn, the first is `search_levels`."""
+    finite = np.unique(levels[np.isfinite(levels) & (levels > 0.0)])
+    points = np.append(finite, math.inf)  # the set below t is the set below the next point
+    kept = levels[None, :] < points[:, None]  # one row per threshold
+    there = offered = kept
+    for scores, used in turns:
+        hits = np.flatnonzero(scores > 0.0)
+        order = hits[np.argsort(-scores[hits], kind="stable")]
+        deferred = ~kept[:, order]  # the search runs over every arm the prompt does not keep
+        found = np.zeros_like(kept)
+        found[:, order] = deferred & (np.cumsum(deferred, axis=1) <= top)
+        need = np.zeros(len(levels), dtype=bool)
+        need[list(used)] = True
+        there = offered  # what earlier turns loaded stays
+        searched: BoolArray = np.asarray((need[None, :] & ~there).any(axis=1))
+        offered = there | (found & searched[:, None])
+    last = list(turns[-1][1]) if turns else []
+
+    def above(present: BoolArray) -> float:
+        missing = np.flatnonzero(~present)
+        return float(points[missing[-1]]) if missing.size else 0.0
+
+    return [above(offered[:, i]) for i in last], [above(there[:, i]) for i in last]
+
+
+def search_charges(there: Sequence[float]) -> list[float]:
+    """One turn's uses as the searches they cost, from the thresholds above which each is
+    there when the turn begins (`session_search_levels`): the turn runs one search below the
+    highest of them, charged to the first use at it; its other uses cost none (0). Counted
+    over the recorded uses, the uses charged at or above threshold t are the turns that
+    search below it (`RecallCalibration.priced_threshold`)."""
+    out = [0.0] * len(there)
+    if out:
+        first = max(range(len(there)), key=lambda i: (there[i], -i))
+        out[first] = float(there[first])
+    return out
+
+
 def pack_below(
     means: FloatArray,
     rank: FloatArray,
@@ -206,8 +265,10 @@ class SearchPricing:
 
 
 class RecordedUse(NamedTuple):
-    """One use a calibration recorded: the arm's level (`search_levels` with tool search, else
-    `inclusion_levels`), its own level (`inclusion_levels`) and the session that used it."""
+    """One use a calibration recorded: the arm's level (`session_search_levels` with tool
+    search, else `inclusion_levels`), its own level (with tool search the search its turn
+    runs, charged to one of the turn's uses, `search_charges`: below it the turn searches;
+    without, `inclusion_levels`) and the session that used it."""
 
     level: float
     own: float
@@ -215,9 +276,9 @@ class RecordedUse(NamedTuple):
 
 
 class RecallCalibration:
-    """The levels (`inclusion_levels`, or `search_levels` where the provider has tool search)
-    of the arms baseline sessions used, the latest `keep`, and the threshold for a recall
-    target."""
+    """The levels (`inclusion_levels`, or `session_search_levels` where the provider has tool
+    search) of the arms baseline sessions used, the latest `keep`, and the threshold for a
+    recall target."""
 
     def __init__(
         self, keep: int = CALIBRATION_LEVELS, pricing: SearchPricing | None = None
@@ -238,8 +299,7 @@ class RecallCalibration:
         return list(self._levels)
 
     def own_levels(self) -> list[float]:
-        """The recorded uses' own levels (`inclusion_levels`), oldest first: `levels` without
-        the search's finds."""
+        """The recorded uses' own levels (`RecordedUse.own`), oldest first."""
         return list(self._own)
 
     def recorded(self) -> list[RecordedUse]:
@@ -267,9 +327,9 @@ class RecallCalibration:
         self, levels: Iterable[float], own: Iterable[float] | None = None, session: str = ""
     ) -> list[RecordedUse]:
         """The levels of the arms one baseline session (or one of its turns) used, and with tool
-        search their own levels (`inclusion_levels`) beside the levels at which they are
-        offered kept or found (`search_levels`); `session` names the session (searches are
-        priced per session recorded). Returns the uses recorded."""
+        search their own levels (`RecordedUse.own`) beside the levels at which they are
+        offered (`session_search_levels`); `session` names the session (searches are priced
+        per session recorded). Returns the uses recorded."""
         mine = list(levels)
         theirs = mine if own is None else list(own)
         if len(theirs) != len(mine):
@@ -285,8 +345,9 @@ class RecallCalibration:
         """With tool search (`pricing` set): of the thresholds whose calibrated recall meets
         `target` (`threshold`), the one of least estimated cost for this request's arms
         (`levels`, `costs`): the tokens kept at `pricing.keep`, plus the searches at
-        `pricing.search`, one per recorded use of an arm left out (own level at or above the
-        threshold) per recorded session. Without pricing, `threshold`."""
+        `pricing.search`, one per recorded use charged a search (own level at or above the
+        threshold, `search_charges`: one per turn that lacks a tool it uses) per recorded
+        session. Without pricing, `threshold`."""
         least = self.threshold(target)
         if least is None or self.pricing is None or not self._own:
             return least

@@ -72,7 +72,8 @@ from learning_bot.engine.recall_target import (
     arm_levels,
     inclusion_levels,
     ranked,
-    search_levels,
+    search_charges,
+    session_search_levels,
 )
 from learning_bot.engine.selection import Draw, forced_arms, select_arms, target_means
 from learning_bot.research.session_simulation import SessionShape
@@ -165,13 +166,16 @@ class Learner:
         self.arm_set = arm_set
         self.search = search
         """The provider's tool search when left-out tools are deferred: the target's
-        calibration then counts a used tool the search would have found (search_levels)."""
+        calibration then counts a used tool the search would have found, or an earlier search of
+        the session loaded (session_search_levels)."""
         self.prices = prices
         self.history_tokens = history_tokens
         self._turns: dict[str, int] = {}
         """Turns per session of the latest sessions (what a runtime reports): the search's
         pricing."""
         self._offered_tokens = 0.0
+        self._prompt_tokens: float | None = None
+        """The running mean of the selected sessions' prompts (their requests' input tokens)."""
         post = align_posteriors(arm_set, None)
         self.prior_alpha = post.alpha.copy()
         self.prior_beta = post.beta.copy()
@@ -187,19 +191,34 @@ class Learner:
         self.calibration = RecallCalibration()
         """Under a recall target: the levels of the tools baseline sessions used."""
         self._levels: tuple[FloatArray, FloatArray, BoolArray] | None = None
+        self._replayed: list[tuple[FloatArray, list[int]]] = []
+        """The baseline session's turns so far: the search's scores and the tools called."""
 
     def arrays(self) -> PosteriorArrays:
         return PosteriorArrays(self.alpha, self.beta, self.pulls)
 
     def observe(
-        self, offered: Sequence[int], used: set[int], request: RequestContext | None, key: str
+        self,
+        offered: Sequence[int],
+        used: set[int],
+        request: RequestContext | None,
+        key: str,
+        prompt_tokens: float = 0.0,
     ) -> None:
+        """A turn of session `key` was offered `offered` and called `used`; `prompt_tokens`,
+        the size of its request's prompt (what the provider bills as input, 0 when not
+        known), prices the searches."""
         ids = self.arm_set.ids
         rewards: dict[str, float] = {}
         if self.search is not None:
             self._turns[key] = self._turns.get(key, 0) + 1
             while len(self._turns) > 200:
                 del self._turns[next(iter(self._turns))]
+            if prompt_tokens > 0.0 and not self.was_baseline:  # a running mean of the prompts
+                seen = self._prompt_tokens
+                self._prompt_tokens = (
+                    prompt_tokens if seen is None else seen + 0.05 * (prompt_tokens - seen)
+                )
         if used:
             keep = self.keep
             for i in offered:
@@ -210,20 +229,19 @@ class Learner:
                 rewards[ids[i]] = r
         features = request.features() if request is not None else np.zeros(0, dtype=np.int64)
         self.evidence.record(features.tolist(), rewards)
-        if self._levels is not None and used:
+        if self._levels is not None:
             # a baseline session offered every tool: what it called calibrates the target
             means, rank, forced = self._levels
             if self.search is None or request is None:
-                self.calibration.record(inclusion_levels(means, rank, forced, sorted(used)))
+                if used:
+                    self.calibration.record(inclusion_levels(means, rank, forced, sorted(used)))
             else:
-                scores = self.search.scores(words(request.message))
-                levels = arm_levels(means, rank, forced)
-                mine = sorted(used)
-                self.calibration.record(
-                    search_levels(levels, scores, mine, SEARCH_TOP),
-                    [levels[i] for i in mine],
-                    key,
-                )
+                # replayed on the session so far: what its searches found stays loaded
+                self._replayed.append((self.search.scores(words(request.message)), sorted(used)))
+                if used:
+                    levels = arm_levels(means, rank, forced)
+                    reached, there = session_search_levels(levels, self._replayed, SEARCH_TOP)
+                    self.calibration.record(reached, search_charges(there), key)
 
     def select(
         self, request: RequestContext | None, gen: np.random.Generator, key: str
@@ -249,6 +267,7 @@ class Learner:
             calibration=self.calibration,
         )
         self._levels = None
+        self._replayed = []
         if chosen.is_baseline and self.config.recall_target is not None:
             means = target_means(post, self.config, draw, gen)
             forced = forced_arms(self.arm_set, post, self.config, force)
@@ -263,15 +282,16 @@ class Learner:
         return np.flatnonzero(chosen.mask).tolist()
 
     def pricing(self) -> SearchPricing:
-        """What deferring costs, from the sessions seen: their mean turns, a prompt of the
-        history and the mean set offered, a search appending SEARCH_TOP definitions of the
-        inventory's mean cost."""
+        """What deferring costs, from the sessions seen: their mean turns, a search re-reading
+        the mean prompt of their requests (before any is seen: the history and the mean set
+        offered), appending SEARCH_TOP definitions of the inventory's mean cost."""
         turns = float(np.mean(list(self._turns.values()))) if self._turns else 1.0
         mean_cost = float(self.arm_set.costs.mean()) if len(self.arm_set) else 0.0
+        prompt = self._prompt_tokens
         return SearchPricing.of(
             self.prices,
             turns,
-            self.history_tokens + self._offered_tokens,
+            self.history_tokens + self._offered_tokens if prompt is None else prompt,
             SEARCH_RESULT_TOKENS + SEARCH_TOP * mean_cost,
             SEARCH_CALL_TOKENS,
         )
@@ -472,7 +492,8 @@ def run_study(
                 if isinstance(learner, ServiceLearner):
                     learner.observe(sorted(offered), kept, request, session.key, found)
                 else:
-                    learner.observe(sorted(offered), kept, request, session.key)
+                    tokens = float(sum(b.tokens for b in prompt))
+                    learner.observe(sorted(offered), kept, request, session.key, tokens)
             have = offered  # loaded: in the conversation for the rest of the session
             called += [names[i] for i in sorted(kept)]
             at += turn_gap

@@ -24,7 +24,9 @@ from learning_bot.engine.recall_target import (
     pack_below,
     pack_to_target,
     ranked,
+    search_charges,
     search_levels,
+    session_search_levels,
 )
 from learning_bot.engine.selection import select_arms
 
@@ -211,6 +213,50 @@ def test_a_deferred_arm_the_search_finds_is_offered_above_the_rivals_it_outranks
     assert search_levels(levels, np.array([0, 0, 0, 0, 0, 0.0]), [3], top=5) == [30.0]
 
 
+def test_a_tool_an_earlier_search_loaded_is_offered_on_the_sessions_later_turns() -> None:
+    levels = np.array([0.0, 10.0, 20.0, 30.0, 40.0, 50.0])
+    nothing = np.zeros(6)
+    first = np.array([0.0, 0.0, 0.0, 3.0, 1.0, 0.0])  # the search ranks 3, then 4
+    # one turn: the same as search_levels (offered; there when the turn begins: kept only)
+    assert session_search_levels(levels, [(first, [3])], top=1) == ([0.0], [30.0])
+    assert session_search_levels(levels, [(first, [3])], top=1)[0] == search_levels(
+        levels, first, [3], top=1
+    )
+    # turn 1's search would not find 3, but turn 0's found it below 30 and it stayed loaded
+    assert search_levels(levels, nothing, [3], top=1) == [30.0]
+    assert session_search_levels(levels, [(first, [3]), (nothing, [3])], top=1) == (
+        [0.0],
+        [0.0],
+    )
+    # a turn that needs nothing searches for nothing: 4 is loaded only by a search that ran
+    assert session_search_levels(levels, [(first, []), (nothing, [4])], top=2) == (
+        [40.0],
+        [40.0],
+    )
+    # turn 0 needs 3: below 30 its search loads 3 and 4; from 30 to 40 it no longer runs and
+    # turn 1's search does not find 4: offered at every threshold above 40 only
+    offered, there = session_search_levels(levels, [(first, [3]), (nothing, [4])], top=2)
+    assert (offered, there) == ([40.0], [40.0])
+    # no search finds it: its own level; one no set keeps: inf
+    assert session_search_levels(levels, [(nothing, [2])], top=5) == ([20.0], [20.0])
+    inf = np.array([0.0, 10.0, math.inf])
+    assert session_search_levels(inf, [(np.zeros(3), [2])], top=5) == ([math.inf], [math.inf])
+    assert session_search_levels(inf, [(np.array([0, 0, 1.0]), [2])], top=5) == ([0.0], [math.inf])
+
+
+def test_a_turn_is_charged_one_search_below_the_highest_threshold_it_lacks_a_tool() -> None:
+    assert search_charges([]) == []
+    assert search_charges([10.0]) == [10.0]
+    # below 30 the turn lacks tool 1 (and below 10 tool 0 too): one search, charged to tool 1
+    assert search_charges([10.0, 30.0, 0.0]) == [0.0, 30.0, 0.0]
+    assert search_charges([30.0, 30.0]) == [30.0, 0.0]
+    # counted over the uses: the turns that search below t
+    turns = [[10.0, 30.0], [0.0, 0.0], [20.0]]
+    charges = [c for turn in turns for c in search_charges(turn)]
+    for t in (5.0, 15.0, 25.0, 35.0):
+        assert sum(c >= t for c in charges) == sum(max(turn) >= t for turn in turns)
+
+
 def test_the_calibrated_threshold_keeps_the_targets_share_of_recorded_uses() -> None:
     calibration = RecallCalibration(keep=100)
     assert calibration.threshold(0.9) is None  # nothing recorded: uncalibrated
@@ -279,8 +325,34 @@ def test_with_deferral_the_study_learner_counts_what_the_search_would_find() -> 
     assert learner.calibration.pricing is not None and learner.calibration.pricing.search > 0
     baseline = np.array(run.baseline)
     assert len(learner.calibration) == int(run.used[baseline].sum()) > 0
-    # a used tool is offered (kept or found) at a level no higher than its own, and lower
-    # for some: the search finds it below the level at which the set would keep it
+    # a turn's search is charged to one of its uses, at the highest threshold below which one
+    # of them is not there when the turn begins (not kept, not loaded by an earlier search):
+    # at most one charge a turn, at a level no lower than that use's offered level
     offered = np.array(learner.calibration.levels())
     own = np.array(learner.calibration.own_levels())
-    assert (offered <= own).all() and (offered < own).any()
+    charged = own > 0.0
+    assert 0 < charged.sum() <= int(run.turns[baseline].sum())
+    assert (offered[charged] <= own[charged]).all()
+    # the search finds some below the level at which the set would keep them
+    assert (offered[charged] < own[charged]).any()
+
+
+def test_the_study_learner_prices_a_search_at_the_prompts_its_requests_read() -> None:
+    from learning_bot.engine.bm25 import BM25Index
+    from learning_bot.engine.cost import ANTHROPIC
+    from learning_bot.research.context_simulation import Learner
+
+    arm_set = ArmSet.of(ARMS)
+    search = BM25Index.of_texts([a.name for a in ARMS])
+    learner = Learner(
+        arm_set, config(recall_target=0.9), ContextSettings(), search, ANTHROPIC, 1_000.0
+    )
+    # nothing seen: the history and the mean set offered (none yet)
+    before = learner.pricing().search
+    learner.observe([0, 1], {0}, None, "s", prompt_tokens=5_000.0)
+    # a request read 5,000 tokens: a search reads that prompt again
+    assert learner.pricing().search - before == pytest.approx(ANTHROPIC.cache_read * 4_000.0)
+    # a baseline session's prompt (every tool) says nothing of the selected sessions'
+    learner.was_baseline = True
+    learner.observe([0, 1], {0}, None, "b", prompt_tokens=50_000.0)
+    assert learner.pricing().search - before == pytest.approx(ANTHROPIC.cache_read * 4_000.0)
