@@ -86,8 +86,11 @@ def run_command(
                 )
             )
         client = create_client(settings, bus)
-        # discord.py stops cleanly on Ctrl-C only: make SIGTERM (a service manager's stop)
-        # end the run the same way.
+        # discord.py stops cleanly on Ctrl-C only (asyncio.run cancels the client on SIGINT
+        # when SIGINT has Python's own handler). Give SIGINT that handler even when the process
+        # was started with SIGINT ignored (a script's `learning-bot discord run &` inherits
+        # that), and make SIGTERM (a service manager's stop) end the run the same way.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.default_int_handler)
         client.run(
             settings.require_token(),

@@ -126,11 +126,21 @@ class Process:
     started: float
 
     @classmethod
-    async def start(cls, argv: Sequence[str], env: Mapping[str, str], root: Path) -> Process:
+    async def start(
+        cls,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        root: Path,
+        *,
+        sigint_ignored: bool = False,
+    ) -> Process:
+        """Start `argv`; `sigint_ignored`: with SIGINT ignored, as a shell script's background
+        job (`learning-bot ... &`) starts it."""
         stdout, stderr = root / "stdout.txt", root / "stderr.txt"
+        command = ["sh", "-c", 'trap "" INT; exec "$@"', "sh", *argv] if sigint_ignored else argv
         with stdout.open("wb") as out, stderr.open("wb") as err:
             proc = await asyncio.create_subprocess_exec(
-                *argv,
+                *command,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,

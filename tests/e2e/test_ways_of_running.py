@@ -225,15 +225,18 @@ def request_checks(way: Way, fakes: Fakes, base: str) -> list[Check]:
     return checks
 
 
-async def run_way(way: Way, sig: signal.Signals, root: Path) -> None:
-    """Start the process, wait until it is up, send one request per surface, check it still
-    runs STAY_UP_SECONDS after it came up, send `sig`, and expect status 0 within
-    STOP_SECONDS."""
+async def run_way(
+    way: Way, sig: signal.Signals, root: Path, *, sigint_ignored: bool = False
+) -> None:
+    """Start the process (`sigint_ignored`: as a script's background job starts it, SIGINT
+    ignored), wait until it is up, send one request per surface, check it still runs
+    STAY_UP_SECONDS after it came up, send `sig`, and expect status 0 within STOP_SECONDS."""
     async with fakes_for(way.slack, way.discord) as fakes:
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         argv = [part.format(port=port) for part in way.argv]
-        process = await Process.start(argv, environment(root, fakes.env), root)
+        env = environment(root, fakes.env)
+        process = await Process.start(argv, env, root, sigint_ignored=sigint_ignored)
         try:
             for check in started_checks(way, fakes, base):
                 await step(process, check, START_SECONDS)
@@ -314,10 +317,15 @@ def scenario(key: str, root: Path) -> Awaitable[None]:
     if key.startswith("fails:"):
         return serve_with_failing_surface(key.removeprefix("fails:"), root)
     name, sig = key.split(":")
+    if sig == BACKGROUND:
+        return run_way(WAYS[name], signal.SIGINT, root, sigint_ignored=True)
     return run_way(WAYS[name], signal.Signals[sig], root)
 
 
-WAY_KEYS = [f"{name}:{sig.name}" for name in WAYS for sig in SIGNALS]
+BACKGROUND = "SIGINT-after-started-in-background"
+"""Started with SIGINT ignored, as `learning-bot ... &` in a shell script starts it, then sent
+SIGINT: every way still stops on it, as it says it does."""
+WAY_KEYS = [f"{name}:{sig}" for name in WAYS for sig in (*(s.name for s in SIGNALS), BACKGROUND)]
 FAIL_KEYS = [f"fails:{surface}" for surface in FAILING_SURFACES]
 
 
