@@ -136,7 +136,10 @@ async def test_discord_alerts_fire_once_are_edited_and_replied_to_when_resolved(
                 assert body["allowed_mentions"] == {"parse": []}, body
                 text = discord_texts(body)
                 assert not LIVE_MENTION.search(text), text
-            assert len(_posted(fake)) == 4 and not fake.violations
+            posted = _posted(fake)
+            # what each message was (its title and first line), should one more have come
+            assert len(posted) == 4, [discord_texts(p).split("\n")[1:3] for p in posted]
+            assert not fake.violations
     finally:
         await gateway.close()
         await fake.close()
