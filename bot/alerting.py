@@ -181,6 +181,11 @@ class AlertScheduler:
         self._down_since: int | None = None
         self._outage: dict[int, tuple[Subscription, str]] = {}
         """Subscription id -> (subscription, message ref) of the storage alert sent."""
+        self._unrecorded: dict[tuple[int, str, int, str], tuple[int, str | None]] = {}
+        """Messages sent whose sending could not be written yet (the database refused the
+        write): key -> (sent at, ref). Written before anything else each round, and never sent
+        again meanwhile: a claim left open would otherwise be taken over after the lease and
+        the message sent twice."""
 
     # -- storage outages (nothing can be claimed in the database: the last lease holder
     # speaks, from memory) ----------------------------------------------------------------
@@ -262,6 +267,8 @@ class AlertScheduler:
         self._holding = held
         if not held:
             return 0
+        if not await self._record_unrecorded():
+            return recovered
         self._known = [s for s in subs if s.kind == "alerts"]
         by_learner: dict[str, list[Subscription]] = {}
         for sub in subs:
@@ -336,7 +343,7 @@ class AlertScheduler:
             log.exception("could not send a digest to %s %s", sub.surface, sub.channel)
             await asyncio.to_thread(self.store.release_message, *key)
             return 0
-        await asyncio.to_thread(self.store.message_sent, *key, self.clock(), ref)
+        await self._record(key, self.clock(), ref)
         chart = await asyncio.to_thread(digest_chart, facts)
         if chart is not None:
             try:
@@ -437,6 +444,26 @@ class AlertScheduler:
                         sent += 1
         return sent
 
+    async def _record(self, key: tuple[int, str, int, str], at: int, ref: str | None) -> None:
+        """Write that the message was sent; kept to write next round if the database refuses
+        it now."""
+        try:
+            await asyncio.to_thread(self.store.message_sent, *key, at, ref)
+        except Exception:
+            log.exception("could not record that %s was sent; recording it next round", key[1])
+            self._unrecorded[key] = (at, ref)
+
+    async def _record_unrecorded(self) -> bool:
+        """Write the messages sent whose sending is not written yet; whether all are."""
+        for key, (at, ref) in list(self._unrecorded.items()):
+            try:
+                await asyncio.to_thread(self.store.message_sent, *key, at, ref)
+            except Exception:
+                log.warning("still cannot record that %s was sent", key[1])
+                return False
+            del self._unrecorded[key]
+        return True
+
     async def _within_rate(self, sub: Subscription, at: int) -> bool:
         count = await asyncio.to_thread(
             self.store.sent_since, sub.surface, sub.channel, at - HOUR_MS
@@ -481,5 +508,5 @@ class AlertScheduler:
             log.exception("could not send %s to %s %s", state.alert, sub.surface, sub.channel)
             await asyncio.to_thread(self.store.release_message, *key)
             return False
-        await asyncio.to_thread(self.store.message_sent, *key, self.clock(), ref)
+        await self._record(key, self.clock(), ref)
         return True

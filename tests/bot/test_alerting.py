@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -241,6 +242,42 @@ class FlakyAlertStore(SqlAlertStore):
         if self.down:
             raise Unavailable("database is unavailable")
         return super().acquire_lease(name, holder, at, ttl_ms)
+
+
+class ForgetfulAlertStore(SqlAlertStore):
+    """The database refusing the write that records a message as sent, `refusals` times."""
+
+    refusals = 0
+
+    def message_sent(self, *args: Any, **kwargs: Any) -> None:
+        if self.refusals > 0:
+            self.refusals -= 1
+            raise Unavailable("database is locked")
+        super().message_sent(*args, **kwargs)
+
+
+async def test_a_message_sent_whose_record_fails_is_recorded_later_and_never_sent_again(
+    store: SqlStore,
+) -> None:
+    services, service = _services(store)
+    alerts = ForgetfulAlertStore(store.engine)
+    _runs(service, 0, 100, poisoned=False)
+    alerts.subscribe(Subscription(0, "slack", "C1", "T1", "default", "alerts", "U1", 0))
+    sender = RecordingSender()
+    settings = AlertSettings(interval=0.05)
+    scheduler = AlertScheduler(alerts, services, [sender], settings, holder="a")
+    _runs(service, 100, 60, poisoned=True)
+    alerts.refusals = 2  # both cards go out; neither can be recorded
+    assert await scheduler.tick(now=2_000) == 2
+    # past the lease the open claims could be taken over: still nothing is sent again, and
+    # once the database takes the writes, the messages are recorded as sent
+    alerts.refusals = 1
+    assert await scheduler.tick(now=2_000 + settings.lease_ms + 1) == 0
+    assert await scheduler.tick(now=2_000 + 2 * settings.lease_ms + 2) == 0
+    assert len(sender.posts) == 2
+    other = AlertScheduler(alerts, services, [sender], settings, holder="b")
+    assert await other.tick(now=2_000 + 4 * settings.lease_ms) == 0
+    assert len(sender.posts) == 2
 
 
 async def test_storage_down_longer_than_the_threshold_alerts_and_resolves(
