@@ -800,6 +800,9 @@ async def run(args: argparse.Namespace, topology: Any, settings: dict[str, str])
     )
     checks.append(Check("db verify", "exit 0", f"exit {verify.returncode}", verify.returncode == 0))
 
+    ok = all(c.ok for c in checks)
+    if not ok:  # the deployment's logs first, so the report below is what a tail shows last
+        print(topology.logs()[-20000:], file=sys.stderr, flush=True)
     kills = sum("SIGKILLed" in e for e in ledger.events)
     turns = len(ledger.gw_selected) + len(ledger.gw_select_failed)
     outcomes = len(ledger.gw_acked) + ledger.gw_unacked
@@ -836,10 +839,10 @@ async def run(args: argparse.Namespace, topology: Any, settings: dict[str, str])
     for line in ledger.events:
         print("  " + line)
     print(verify.stdout.strip() or verify.stderr.strip())
-    ok = all(c.ok for c in checks)
-    print("result:", "PASS" if ok else "FAIL")
+    print("result:", "PASS" if ok else "FAIL", flush=True)
     if not ok:
-        print(topology.logs()[-20000:], file=sys.stderr)
+        failed = "; ".join(f"{c.name}: {c.found}" for c in checks if not c.ok)
+        print(f"soak: FAIL ({failed})", file=sys.stderr, flush=True)
     return 0 if ok else 1
 
 

@@ -198,8 +198,20 @@ def is_unavailable(exc: BaseException) -> bool:
     code = str(getattr(orig, "sqlstate", "") or "")
     if code.startswith(("08", "57P", "53", "58", "XX")) or code in _SESSION_STATE_LOST:
         return True
+    if not code and _is_postgres_operational(orig):
+        return True  # raised by the driver itself: the server could not be reached at all
     message = str(orig).lower()
     return any(needle in message for needle in _UNAVAILABLE)
+
+
+def _is_postgres_operational(orig: BaseException) -> bool:
+    """A PostgreSQL driver's OperationalError: without a SQLSTATE it never came from the server
+    (a host that does not resolve while its container restarts, a refused connection, a
+    timeout), so the server is out of reach."""
+    module = type(orig).__module__.split(".")[0]
+    return module in ("psycopg", "psycopg2") and any(
+        cls.__name__ == "OperationalError" for cls in type(orig).__mro__
+    )
 
 
 def is_database_error(exc: BaseException) -> bool:

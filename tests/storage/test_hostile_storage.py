@@ -238,3 +238,34 @@ def test_a_reset_of_1000_arms_is_one_request(
     assert svc.verify().ok
     sql.close()
     verify_passes(database_url, capsys)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        # what a replica sees while the compose file's postgres container restarts
+        "postgresql+psycopg://postgres@no-such-host.invalid:5432/test?connect_timeout=5",
+        "postgresql+psycopg://postgres@127.0.0.1:1/test?connect_timeout=5",
+    ],
+    ids=["host-does-not-resolve", "connection-refused"],
+)
+def test_a_server_out_of_reach_is_unavailable_not_an_internal_error(url: str) -> None:
+    """The driver raises these itself, without a SQLSTATE; a select whose session set cannot
+    be saved must answer "storage is unavailable" (503), never 500."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    from learning_bot.engine.errors import Unavailable
+    from learning_bot.storage.database import with_retries
+
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+
+        def run() -> None:
+            with engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+
+        with pytest.raises(Unavailable, match="storage is unavailable"):
+            with_retries(run)
+    finally:
+        engine.dispose()
