@@ -185,26 +185,33 @@ def test_spool_appends_are_fsynced(tmp_path: Path, sqlite_url: str, monkeypatch:
     sql.close()
 
 
-def _unreachable_engine(dialect: str, tmp_path: Path) -> Any:
-    """An engine of the same dialect whose database cannot be reached: a refused port, or a
-    SQLite file in a folder that does not exist."""
+def _unreachable_engine(dialect: str, tmp_path: Path, host: str = "127.0.0.1:1") -> Any:
+    """An engine of the same dialect whose database cannot be reached: a refused port (or a
+    host that does not resolve), or a SQLite file in a folder that does not exist."""
     from sqlalchemy import create_engine
     from sqlalchemy.pool import NullPool
 
     if dialect == "postgresql":
-        return create_engine("postgresql+psycopg://postgres@127.0.0.1:1/none", poolclass=NullPool)
+        return create_engine(f"postgresql+psycopg://postgres@{host}/none", poolclass=NullPool)
     return create_engine(f"sqlite:///{tmp_path}/gone/learning.sqlite", poolclass=NullPool)
 
 
+@pytest.mark.parametrize(
+    "host",
+    # a refused port; a host name that does not resolve, as the compose file's `postgres`
+    # while its container restarts (the replay once dead-lettered runs on it)
+    ["127.0.0.1:1", "no-such-host.invalid:5432"],
+    ids=["refused", "host-does-not-resolve"],
+)
 def test_a_database_gone_mid_life_reads_unavailable_and_observe_spools(
-    database_url: str, tmp_path: Path
+    database_url: str, tmp_path: Path, host: str
 ) -> None:
     sql = SqlStore(database_url)
     store = SpoolingStore(sql, Spool(tmp_path / "spool"), retry_seconds=0.1)
     svc = LearningService(sql, LearningConfig(phase=Phase.ACTIVE), cache_ttl=0, writer=store)
     assert svc.observe(report("before")).recorded
     working = sql.engine
-    sql.engine = _unreachable_engine(sql.dialect, tmp_path)
+    sql.engine = _unreachable_engine(sql.dialect, tmp_path, host)
     try:
         # Every read a surface makes says "unavailable" instead of leaking a driver error.
         with pytest.raises(Unavailable, match="storage is unavailable"):
@@ -220,5 +227,6 @@ def test_a_database_gone_mid_life_reads_unavailable_and_observe_spools(
     wait_until(lambda: not store.spool.pending())
     _, total = svc.traces(limit=10)
     assert total == 2
+    assert store.spool.dead_letter_count() == 0
     assert svc.verify().ok
     store.close()
