@@ -17,6 +17,7 @@ from learning_bot.bot.commands.registry import (
     asks_confirmation,
     command_from_json,
     command_to_json,
+    is_mutating,
     parse_command,
     spec_of,
 )
@@ -26,7 +27,7 @@ from learning_bot.bot.invocation import Actor, Command, Invocation, check_invoca
 from learning_bot.bot.middleware import Call, Middleware
 from learning_bot.bot.middleware.audit import Audit
 from learning_bot.bot.middleware.authorise import Authorise
-from learning_bot.bot.middleware.idempotency import IN_FLIGHT, Idempotency
+from learning_bot.bot.middleware.idempotency import IN_FLIGHT, RAN, Idempotency, scoped_key
 from learning_bot.bot.middleware.rate_limit import RateLimit
 from learning_bot.bot.ports import (
     CommandBatch,
@@ -48,6 +49,7 @@ log = logging.getLogger("learning_bot.bus")
 DEFAULT_LEARNER = "default"
 CONFIRMATION_TTL_MS = 15 * 60 * 1000
 IN_FLIGHT_WAIT_SECONDS = 2.0
+RAN_JSON = json.dumps(reply_json(RAN))
 RECORD_PAUSES = (0.25, 0.5, 1.0, 2.0, 4.0)
 """Pauses between attempts to record a command's reply after it changed something, while
 storage is unavailable (a database restarting between the change and its record): without
@@ -234,7 +236,7 @@ class CommandBus:
         early = self.commands.in_transaction(before) if stored else before(None)
         if early is IN_FLIGHT:
             return self._wait_for_first(call)
-        reply = self._answer(lambda: self._execute(call), call) if early is None else early
+        reply = self._answer(lambda: self._marked(call, stored), call) if early is None else early
         # A replayed answer was recorded by its first run; a refusal is recorded like a run.
         if early is None or early.error_code is not None:
 
@@ -282,6 +284,15 @@ class CommandBus:
             return error_reply(message, code=kind.code, detail=detail)
 
     # -- execution -----------------------------------------------------------------------------
+
+    def _marked(self, call: Call, stored: Sequence[Middleware]) -> Reply:
+        """Run the command; one that changes something under an idempotency claim marks the
+        claim in the transaction of its first change (CommandStore.marking)."""
+        key = scoped_key(call)
+        if key is None or not stored or not is_mutating(call.command):
+            return self._execute(call)
+        with self.commands.marking(key, RAN_JSON):
+            return self._execute(call)
 
     def _execute(self, call: Call) -> Reply:
         """The command's own handler, handed this call's context."""

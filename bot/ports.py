@@ -5,6 +5,7 @@ cross this boundary as plain values, so storage needs nothing from this package.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -70,6 +71,12 @@ class CommandStore(Protocol):
         ...
 
     def release_command(self, key: str) -> None: ...
+
+    def marking(self, key: str, reply: str) -> AbstractContextManager[None]:
+        """While the block runs (this thread), the first transaction that changes a learner
+        also stores `reply` as claim `key`'s reply, in that transaction (when the claim has
+        none yet): a change and the record that it was made commit together."""
+        ...
 
     def create_confirmation(self, confirmation: Mapping[str, Any]) -> None: ...
 

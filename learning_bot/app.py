@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -201,6 +202,9 @@ class _NoCommandLog:
 
     def release_command(self, key: str) -> None:
         raise self._refuse()
+
+    def marking(self, key: str, reply: str) -> AbstractContextManager[None]:
+        return nullcontext()  # nothing is claimed here, so there is nothing to mark
 
     def create_confirmation(self, confirmation: Mapping[str, Any]) -> None:
         raise self._refuse()

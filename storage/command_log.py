@@ -4,7 +4,8 @@ command audit and pending confirmations) on the same database as the learners.""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
 from sqlalchemy import (
@@ -22,7 +23,13 @@ from sqlalchemy import (
 )
 
 from learning_bot.engine.ports import AuditEntry
-from learning_bot.storage.database import dialect_insert, reading, with_retries, write_transaction
+from learning_bot.storage.database import (
+    dialect_insert,
+    marking_writes,
+    reading,
+    with_retries,
+    write_transaction,
+)
 from learning_bot.storage.schema import (
     audit_log,
     command_results,
@@ -129,16 +136,39 @@ class SqlCommandLog:
         self.engine = engine
         self._insert: Any = dialect_insert(engine.dialect.name)
 
+    @contextmanager
+    def _writing(self) -> Iterator[Connection]:
+        """A write transaction of the log itself: never a command's change (not marked)."""
+        with marking_writes(self.engine, None), write_transaction(self.engine) as conn:
+            yield conn
+
     def in_transaction(self, work: Callable[[_Batch], T]) -> T:
         def run() -> T:
-            with write_transaction(self.engine) as conn:
+            with self._writing() as conn:
                 return work(_Batch(conn, self._insert))
 
         return with_retries(run)
 
+    def marking(self, key: str, reply: str) -> AbstractContextManager[None]:
+        """While a claimed command runs: the first write transaction that changes a learner
+        (on this database) also stores `reply` as the claim's reply, in the same transaction.
+        A process killed after the change, before the command's own reply is recorded, leaves
+        that reply rather than a bare claim, so a retry past the lease answers it instead of
+        running the command a second time."""
+        column = command_results.c
+
+        def mark(conn: Connection) -> None:
+            conn.execute(
+                update(command_results)
+                .where(column.key == key, column.reply.is_(None))
+                .values(reply=reply)
+            )
+
+        return marking_writes(self.engine, mark)
+
     def release_command(self, key: str) -> None:
         def run() -> None:
-            with write_transaction(self.engine) as conn:
+            with self._writing() as conn:
                 conn.execute(delete(command_results).where(command_results.c.key == key))
 
         with_retries(run)
@@ -147,7 +177,7 @@ class SqlCommandLog:
         """Forget idempotency keys and spent confirmations older than `before`."""
 
         def run() -> int:
-            with write_transaction(self.engine) as conn:
+            with self._writing() as conn:
                 n = conn.execute(
                     delete(command_results).where(command_results.c.created_at < before)
                 ).rowcount
@@ -162,7 +192,7 @@ class SqlCommandLog:
         values = {k: confirmation[k] for k in _CONFIRMATION_FIELDS[:8]}
 
         def run() -> None:
-            with write_transaction(self.engine) as conn:
+            with self._writing() as conn:
                 conn.execute(insert(confirmations).values(**values))
 
         with_retries(run)
@@ -184,7 +214,7 @@ class SqlCommandLog:
             free = or_(free, and_(c.outcome.is_(None), c.used_at < at - lease_ms))
 
         def run() -> bool:
-            with write_transaction(self.engine) as conn:
+            with self._writing() as conn:
                 done = conn.execute(
                     update(confirmations)
                     .where(c.token == token, free)
@@ -196,7 +226,7 @@ class SqlCommandLog:
 
     def finish_confirmation(self, token: str, outcome: str) -> None:
         def run() -> None:
-            with write_transaction(self.engine) as conn:
+            with self._writing() as conn:
                 conn.execute(
                     update(confirmations)
                     .where(confirmations.c.token == token)

@@ -10,6 +10,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -354,6 +355,23 @@ def _sqlite_writer_turn(engine: Engine) -> Iterator[None]:
         fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+_MARK: ContextVar[tuple[Engine, Callable[[Connection], None]] | None] = ContextVar(
+    "learning_bot_write_mark", default=None
+)
+
+
+@contextmanager
+def marking_writes(engine: Engine, mark: Callable[[Connection], None] | None) -> Iterator[None]:
+    """Within the block (this thread's context), every write transaction on `engine` also runs
+    `mark` on its connection just before it commits: a change and the record that it was made
+    commit together or not at all. `mark` None: no marking in the block."""
+    token = _MARK.set(None if mark is None else (engine, mark))
+    try:
+        yield
+    finally:
+        _MARK.reset(token)
+
+
 @contextmanager
 def write_transaction(engine: Engine) -> Iterator[Connection]:
     """A connection inside a write transaction (BEGIN IMMEDIATE on SQLite, taken in turn)."""
@@ -361,6 +379,9 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
         conn.execution_options(write=True)
         with conn.begin():
             yield conn
+            marked = _MARK.get()
+            if marked is not None and marked[0] is engine:
+                marked[1](conn)
 
 
 @contextmanager

@@ -15,6 +15,19 @@ from learning_bot.engine.posterior import WallClock, now_ms
 IN_FLIGHT = Reply(ReplyKind.INFO, (Text("This request is already being handled."),), "")
 """Answered when the first execution of a key has not finished yet."""
 
+RAN = Reply(
+    ReplyKind.OK,
+    (
+        Text(
+            "Done: this request ran once, but its full answer is not available here (the"
+            " server running it may have stopped). `/learning status` shows the result."
+        ),
+    ),
+    "Done (this request ran once)",
+)
+"""Stored as a claim's reply in the transaction of the command's first change, so a retry of
+a command whose process died before recording its own reply is answered, not run twice."""
+
 
 def scoped_key(call: Call) -> str | None:
     key = call.invocation.idempotency_key
@@ -47,4 +60,4 @@ class Idempotency(Middleware):
             batch.finish(key, json.dumps(reply_json(reply)))
 
 
-__all__ = ["IN_FLIGHT", "Idempotency", "is_mutating", "scoped_key"]
+__all__ = ["IN_FLIGHT", "RAN", "Idempotency", "is_mutating", "scoped_key"]

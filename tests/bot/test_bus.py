@@ -237,6 +237,83 @@ def test_a_reply_lost_to_an_outage_is_recorded_when_storage_answers(
     assert {p[0]: p for p in state(bus)[0]}["tool:t:T1"][3] == 2  # type: ignore[union-attr]
 
 
+def test_a_command_killed_after_its_change_is_answered_and_never_run_twice(
+    store: SqlStore,
+) -> None:
+    """A replica killed after a reward's write committed and before its reply was recorded:
+    the write stored the claim's reply in its own transaction, so the retry that reaches
+    another replica past the lease is answered and rewards nothing twice (before, the claim
+    stayed without a reply and the retry took it over and rewarded a second time). A command
+    killed before its change runs on the retry, once."""
+    from learning_bot.storage.command_log import SqlCommandLog
+
+    class Killed(BaseException):
+        """The process dying: nothing after it runs."""
+
+    class Dying(SqlCommandLog):
+        """The real command log; the process dies before its transaction number `dies_at`
+        or just after number `dies_after` commits."""
+
+        calls = 0
+        dies_at = dies_after = 0
+
+        def in_transaction(self, work):  # type: ignore[no-untyped-def]
+            Dying.calls += 1
+            if Dying.calls == Dying.dies_at:
+                raise Killed
+            done = super().in_transaction(work)
+            if Dying.calls == Dying.dies_after:
+                raise Killed
+            return done
+
+    now = [1_000_000_000_000]
+    settings = BusSettings(command_lease=30.0)
+    first = make_bus(store, settings)
+
+    def replica(commands: SqlCommandLog) -> CommandBus:
+        return CommandBus(first.services, commands, settings, clock=lambda: now[0])
+
+    observe(first, "a", ["T1"])
+    pulls = {p[0]: p[3] for p in state(first)[0]}  # type: ignore[union-attr]
+
+    # Killed after the change: transaction 1 is the claim, then the reward's own write,
+    # then transaction 2 would record the reply.
+    Dying.calls, Dying.dies_at = 0, 2
+    with pytest.raises(Killed):
+        say(replica(Dying(store.engine)), "reward T1 good", actor=MEMBER, key="trigger-1")
+    after_kill = {p[0]: p[3] for p in state(first)[0]}  # type: ignore[union-attr]
+    assert after_kill["tool:t:T1"] == pulls["tool:t:T1"] + 1
+    now[0] += 31_000  # past the lease, on another replica
+    again = say(
+        replica(SqlCommandLog(store.engine)), "reward T1 good", actor=MEMBER, key="trigger-1"
+    )
+    assert again.kind is ReplyKind.OK and "ran once" in again.summary
+    assert {p[0]: p[3] for p in state(first)[0]}["tool:t:T1"] == after_kill["tool:t:T1"]  # type: ignore[union-attr]
+
+    # Killed after its claim, before any change: a retry within the lease is told it is
+    # being handled; one past the lease takes the claim over and runs it, once.
+    Dying.calls, Dying.dies_at, Dying.dies_after = 0, 0, 1
+    with pytest.raises(Killed):
+        say(replica(Dying(store.engine)), "reward T2 good", actor=MEMBER, key="trigger-2")
+    now[0] += 1_000
+    waiting = say(
+        replica(SqlCommandLog(store.engine)), "reward T2 good", actor=MEMBER, key="trigger-2"
+    )
+    assert "already being handled" in render_text(waiting)
+    assert {p[0]: p[3] for p in state(first)[0]}["tool:t:T2"] == pulls["tool:t:T2"]  # type: ignore[union-attr]
+    now[0] += 31_000
+    retried = say(
+        replica(SqlCommandLog(store.engine)), "reward T2 good", actor=MEMBER, key="trigger-2"
+    )
+    assert retried.kind is ReplyKind.OK and "ran once" not in retried.summary
+    twice = say(
+        replica(SqlCommandLog(store.engine)), "reward T2 good", actor=MEMBER, key="trigger-2"
+    )
+    assert reply_json(twice) == reply_json(retried)
+    final = {p[0]: p[3] for p in state(first)[0]}  # type: ignore[union-attr]
+    assert final["tool:t:T2"] == pulls["tool:t:T2"] + 1
+
+
 def test_reward_without_arm_credits_latest_run_here(bus: CommandBus) -> None:
     observe(bus, "old", ["T2"], conversation="C7", timestamp=1)
     observe(bus, "new", ["T3", "WebFetch"], conversation="C7", timestamp=2)
