@@ -70,6 +70,7 @@ CANDIDATES = [
     for i in range(8)
 ]
 IN_FLIGHT = "already being handled"
+UNAVAILABLE = "Storage is unavailable"
 LEASE_SECONDS = 10
 SLACK_USERS = ("U-soak-1", "U-soak-2", "U-soak-3")
 RETRYABLE = {409, 429, 500, 502, 503, 504}
@@ -525,6 +526,14 @@ class Check:
     ok: bool
 
 
+def described(ledger: Ledger, trigger: str) -> str:
+    """A Slack command, for a failed check: its text and what it was answered."""
+    command = ledger.slack.get(trigger)
+    if command is None:
+        return f"{trigger} (no command the soak sent)"
+    return f"{command.text!r} answered {[a[:80] for a in command.answers]!r}"
+
+
 def check_database(url: str, ledger: Ledger) -> list[Check]:
     import sqlalchemy as sa
 
@@ -632,12 +641,23 @@ def check_database(url: str, ledger: Ledger) -> list[Check]:
                 for r in q("SELECT key, reply FROM command_results WHERE key LIKE 'slack:%%'")
             }
             # A claim without a reply is stuck when its command writes (or is none the clients
-            # sent): a retry of a read past the lease (LEARNING_BOT_COMMAND_LEASE) takes the
-            # claim over and answers; a read's claim left by a replica killed mid-command, or
-            # by a reply lost to a PostgreSQL restart, is reported apart.
+            # sent) and may have changed something: a command's first change stores a reply on
+            # its claim in the same transaction, so a write whose claim has none changed
+            # nothing, and a retry past the lease (LEARNING_BOT_COMMAND_LEASE) takes the claim
+            # over and runs it once. Reported apart: reads (a replica killed mid-command, a
+            # reply lost to a PostgreSQL restart) and writes every answer of which said storage
+            # was unavailable (refused before any change, and the refusal's record lost too).
             claimed = [k for k, reply in replies.items() if reply is None]
-            stuck = [k for k in claimed if k not in ledger.slack or ledger.slack[k].write]
-            read_claims = len(claimed) - len(stuck)
+            reads = [k for k in claimed if k in ledger.slack and not ledger.slack[k].write]
+            refused = [
+                k
+                for k in claimed
+                if k in ledger.slack
+                and ledger.slack[k].write
+                and ledger.slack[k].answers
+                and all(UNAVAILABLE in a for a in ledger.slack[k].answers)
+            ]
+            stuck = [k for k in claimed if k not in reads and k not in refused]
             reward_ok, reward_bad = 0, []
             for command in ledger.slack.values():
                 if not command.text.startswith("reward "):
@@ -664,8 +684,10 @@ def check_database(url: str, ledger: Ledger) -> list[Check]:
                 Check(
                     "stuck commands",
                     "every claimed write has its reply and its answer",
-                    f"{len(stuck)} write claims without a reply ({read_claims} of reads); "
-                    f"{len(unanswered)} of {len(writes)} writes unanswered",
+                    f"{len(stuck)} write claims without a reply ({len(reads)} of reads, "
+                    f"{len(refused)} of writes refused while storage was unavailable); "
+                    f"{len(unanswered)} of {len(writes)} writes unanswered"
+                    + "".join(f"; stuck: {described(ledger, k)}" for k in stuck[:3]),
                     not stuck and not unanswered,
                 )
             )
