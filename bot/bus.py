@@ -27,7 +27,13 @@ from learning_bot.bot.invocation import Actor, Command, Invocation, check_invoca
 from learning_bot.bot.middleware import Call, Middleware
 from learning_bot.bot.middleware.audit import Audit
 from learning_bot.bot.middleware.authorise import Authorise
-from learning_bot.bot.middleware.idempotency import IN_FLIGHT, RAN, Idempotency, scoped_key
+from learning_bot.bot.middleware.idempotency import (
+    IN_FLIGHT,
+    Idempotency,
+    ran_mark,
+    scoped_key,
+    stored_answer,
+)
 from learning_bot.bot.middleware.rate_limit import RateLimit
 from learning_bot.bot.ports import (
     CommandBatch,
@@ -36,7 +42,7 @@ from learning_bot.bot.ports import (
     SubscriptionStore,
 )
 from learning_bot.bot.replies import Reply, error_reply
-from learning_bot.bot.shapes import reply_from_json, reply_json
+from learning_bot.bot.shapes import reply_json
 from learning_bot.bot.subscriptions import SubscriptionHandlers
 from learning_bot.engine.bounds import check_learner_name, unknown_learner_message
 from learning_bot.engine.config import LearningConfig
@@ -49,7 +55,6 @@ log = logging.getLogger("learning_bot.bus")
 DEFAULT_LEARNER = "default"
 CONFIRMATION_TTL_MS = 15 * 60 * 1000
 IN_FLIGHT_WAIT_SECONDS = 2.0
-RAN_JSON = json.dumps(reply_json(RAN))
 RECORD_PAUSES = (0.25, 0.5, 1.0, 2.0, 4.0)
 """Pauses between attempts to record a command's reply after it changed something, while
 storage is unavailable (a database restarting between the change and its record): without
@@ -266,8 +271,9 @@ class CommandBus:
         while time.monotonic() < deadline:
             time.sleep(0.05)
             _, stored = self.commands.in_transaction(lambda b: b.claim(key, self.clock()))
-            if stored is not None:
-                return reply_from_json(json.loads(stored))
+            answer = stored_answer(stored, self.clock(), self.settings.lease_ms)
+            if answer is not None:
+                return answer
         return IN_FLIGHT
 
     @staticmethod
@@ -291,7 +297,7 @@ class CommandBus:
         key = scoped_key(call)
         if key is None or not stored or not is_mutating(call.command):
             return self._execute(call)
-        with self.commands.marking(key, RAN_JSON):
+        with self.commands.marking(key, ran_mark(self.clock())):
             return self._execute(call)
 
     def _execute(self, call: Call) -> Reply:

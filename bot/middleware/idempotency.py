@@ -4,6 +4,7 @@ once and gets the first execution's reply."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from learning_bot.bot.commands.registry import is_mutating
 from learning_bot.bot.middleware import Call, Middleware
@@ -25,8 +26,32 @@ RAN = Reply(
     ),
     "Done (this request ran once)",
 )
-"""Stored as a claim's reply in the transaction of the command's first change, so a retry of
-a command whose process died before recording its own reply is answered, not run twice."""
+"""Stored as a claim's reply in the transaction of the command's first change (`ran_mark`),
+so a retry of a command whose process died before recording its own reply is answered, not
+run twice."""
+
+MARKED_AT = "ranOnceMarkedAt"
+"""The mark's `data` field: when the command started (ms), so a retry within the lease waits
+for the command's own reply (it may still be running) and one past it is answered `RAN`."""
+
+
+def ran_mark(at: int) -> str:
+    """The stored text of `RAN` for a command that started at `at`."""
+    return json.dumps(reply_json(replace(RAN, data={MARKED_AT: at})))
+
+
+def stored_answer(stored: str | None, now: int, lease_ms: int | None) -> Reply | None:
+    """What a claim's stored reply answers a retry: None while the first execution may still
+    be running (no reply yet, or only the mark of its first change, within the lease)."""
+    if stored is None:
+        return None
+    reply = reply_from_json(json.loads(stored))
+    started = reply.data.get(MARKED_AT)
+    if started is None:
+        return reply
+    if lease_ms is None or now - int(started) < lease_ms:
+        return None
+    return RAN
 
 
 def scoped_key(call: Call) -> str | None:
@@ -50,9 +75,8 @@ class Idempotency(Middleware):
         new, stored = batch.claim(key, self.clock(), self.lease_ms)
         if new:
             return None
-        if stored is None:
-            return IN_FLIGHT
-        return reply_from_json(json.loads(stored))
+        answer = stored_answer(stored, self.clock(), self.lease_ms)
+        return IN_FLIGHT if answer is None else answer
 
     def after(self, call: Call, reply: Reply, batch: CommandBatch | None) -> None:
         key = scoped_key(call)
@@ -60,4 +84,12 @@ class Idempotency(Middleware):
             batch.finish(key, json.dumps(reply_json(reply)))
 
 
-__all__ = ["IN_FLIGHT", "RAN", "Idempotency", "is_mutating", "scoped_key"]
+__all__ = [
+    "IN_FLIGHT",
+    "RAN",
+    "Idempotency",
+    "is_mutating",
+    "ran_mark",
+    "scoped_key",
+    "stored_answer",
+]

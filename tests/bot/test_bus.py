@@ -283,7 +283,12 @@ def test_a_command_killed_after_its_change_is_answered_and_never_run_twice(
         say(replica(Dying(store.engine)), "reward T1 good", actor=MEMBER, key="trigger-1")
     after_kill = {p[0]: p[3] for p in state(first)[0]}  # type: ignore[union-attr]
     assert after_kill["tool:t:T1"] == pulls["tool:t:T1"] + 1
-    now[0] += 31_000  # past the lease, on another replica
+    now[0] += 1_000  # within the lease the command may still be running: it is not answered
+    waiting = say(
+        replica(SqlCommandLog(store.engine)), "reward T1 good", actor=MEMBER, key="trigger-1"
+    )
+    assert "already being handled" in render_text(waiting)
+    now[0] += 30_000  # past the lease, on another replica
     again = say(
         replica(SqlCommandLog(store.engine)), "reward T1 good", actor=MEMBER, key="trigger-1"
     )
