@@ -218,7 +218,7 @@ def served(
     cwd: Path | None = None,
     stdout: int | IO[Any] | None = subprocess.PIPE,
     stderr: int | IO[Any] | None = subprocess.STDOUT,
-    timeout: float = 60.0,
+    timeout: float = 90.0,
 ) -> Iterator[Served]:
     """`learning-bot serve --port P [options]` under `env`, yielded once GET healthz answers
     2xx; stopped with SIGTERM (killed after 30 s) on leaving, unless the test stopped it.

@@ -441,7 +441,7 @@ def test_the_anthropic_example_run_from_a_fresh_clone(server: Served, env: dict[
     check_took_on(server, env, learner, kept, "run_sql")
 
 
-def wait_until_up(proc: subprocess.Popen[str], url: str, timeout: float = 60.0) -> None:
+def wait_until_up(proc: subprocess.Popen[str], url: str, timeout: float = 90.0) -> None:
     """Until `url` answers, or the process has exited (its stderr in the failure)."""
     deadline = time.monotonic() + timeout
     while True:
