@@ -118,7 +118,15 @@ class Observer:
             for run, ran, stored in zip(asked, outcomes, result.statuses, strict=True):
                 if run.session_key and stored in ("inserted", "spooled"):
                     used = [a for a, reward in ran.rewards.items() if reward == 1.0]
-                    self.selector.target_levels.observed(run.session_key, used)
+                    request = request_of(run.context)
+                    usage = run.usage
+                    self.selector.target_levels.observed(
+                        run.session_key,
+                        used,
+                        request.message if request is not None and request.message else None,
+                        usage.input + usage.cache_read + usage.cache_write,
+                        run.is_baseline,
+                    )
         if config.is_active:
             self.selector.sessions.note_runs(asked)
             self.selector.sessions.grow(asked, config)

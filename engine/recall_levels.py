@@ -85,10 +85,19 @@ class SharedLevels:
                     self.sync()
         return self.sessions.calibration
 
-    def observed(self, key: str, used: Iterable[str]) -> None:
-        """A run of session `key` used these arms (SessionLevels.observed); the uses it
-        records are stored at once (kept for the next read when storage is unavailable)."""
-        uses = self.sessions.observed(key, used)
+    def observed(
+        self,
+        key: str,
+        used: Iterable[str],
+        message: str | None = None,
+        prompt_tokens: float = 0.0,
+        baseline: bool = False,
+    ) -> None:
+        """A run of session `key` used these arms, with its request's `message` and the
+        `prompt_tokens` it read (SessionLevels.observed and .ran); the uses it records are
+        stored at once (kept for the next read when storage is unavailable)."""
+        self.sessions.ran(key, prompt_tokens, baseline)
+        uses = self.sessions.observed(key, used, message)
         if not uses or self._store is None:
             return
         with self._lock:

@@ -24,21 +24,32 @@ search of the session, as a session's set grows with what its searches found
 the thresholds that meet the target, the set takes the one of least estimated cost, kept
 tokens and searches priced (`SearchPricing`, `RecallCalibration.priced_threshold`; a turn
 costs one search where a tool it uses was not there when it began, `search_charges`).
+
+A learner (`SessionLevels`) keeps each baseline session's ranking at its opening and, where
+the provider has tool search, the search's index and the session's turns so far (each turn's
+scores for its message and the arms it used), and prices the search from what its runs report
+(`SessionTraffic`): the service's calibration and the study's learner
+(research/context_simulation.py) record the same uses.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+import threading
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import NamedTuple
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from learning_bot.engine.context import words
 from learning_bot.engine.cost import TokenPrices
 from learning_bot.engine.inventory import BoolArray, FloatArray, IntArray
+
+if TYPE_CHECKING:
+    from learning_bot.engine.bm25 import BM25Index
 
 SLACK = 1e-12
 """Rounding allowed when the estimate is compared with the target."""
@@ -49,6 +60,19 @@ CALIBRATION_LEVELS = 200
 as the learner learns (older levels make the sets too large). 200 is about the uses of 35
 baseline sessions on BFCL and 20 on the task-type workloads; 5,000 and 1,000 kept 0.02-0.08
 more than the target on BFCL, 150 0.024 less at 0.90 (BENCHMARKS.md)."""
+SEARCH_TOP = 5
+"""Tools one tool search loads (the providers' documented default)."""
+SEARCH_RESULT_TOKENS = 60
+"""The search call and its result, beside the loaded definitions."""
+SEARCH_CALL_TOKENS = 40
+"""Output tokens of the model's search call (its query), priced at the output price."""
+PRICED_SESSIONS = 200
+"""Sessions whose turns price a search (`SessionTraffic`): the latest."""
+PROMPT_WEIGHT = 0.05
+"""Weight of the latest request in the running means of the prompts (`SessionTraffic`)."""
+REPLAYED_TURNS = 16
+"""Turns of a baseline session its search replay keeps, the latest (`SessionLevels`): a tool
+loaded by an earlier search counts as loaded while that search's turn is among them."""
 
 
 def ranked(means: FloatArray, costs: IntArray) -> FloatArray:
@@ -264,6 +288,55 @@ class SearchPricing:
         return cls(keep, search)
 
 
+class SessionTraffic:
+    """What a learner's runs tell the price of a search (`SearchPricing`): the turns of its
+    latest `sessions` sessions, a running mean of the prompts its selected sessions' requests
+    read (the input tokens billed: uncached, cache read and cache write), and one of the tool
+    tokens its selected sets keep (the prompt's estimate before any is reported)."""
+
+    def __init__(self, sessions: int = PRICED_SESSIONS, weight: float = PROMPT_WEIGHT) -> None:
+        self._sessions = sessions
+        self._weight = weight
+        self._turns: dict[str, int] = {}
+        self._prompt: float | None = None
+        self._offered = 0.0
+
+    def ran(self, key: str, prompt_tokens: float = 0.0, selected: bool = True) -> None:
+        """A run of session `key` whose request read `prompt_tokens` (0: not reported); a
+        baseline session's (`selected` false) offers every tool, so its prompt says nothing
+        of the selected sessions'."""
+        self._turns[key] = self._turns.get(key, 0) + 1
+        while len(self._turns) > self._sessions:
+            del self._turns[next(iter(self._turns))]
+        if prompt_tokens > 0.0 and selected:
+            seen = self._prompt
+            self._prompt = (
+                prompt_tokens if seen is None else seen + self._weight * (prompt_tokens - seen)
+            )
+
+    def selected(self, tool_tokens: float) -> None:
+        """A set was selected (not a baseline one) keeping `tool_tokens` of tool definitions."""
+        self._offered += self._weight * (tool_tokens - self._offered)
+
+    def pricing(
+        self, prices: TokenPrices, costs: IntArray, history_tokens: float = 0.0
+    ) -> SearchPricing:
+        """What deferring costs for an inventory of these arm `costs`: sessions of the mean
+        turns seen (1 before any), a search re-reading the mean prompt of the selected
+        sessions' requests (before any is reported, `history_tokens` and the mean set
+        selected) and appending SEARCH_TOP definitions of the inventory's mean cost."""
+        turns = float(np.mean(list(self._turns.values()))) if self._turns else 1.0
+        mean_cost = float(costs.mean()) if len(costs) else 0.0
+        prompt = self._prompt
+        return SearchPricing.of(
+            prices,
+            turns,
+            history_tokens + self._offered if prompt is None else prompt,
+            SEARCH_RESULT_TOKENS + SEARCH_TOP * mean_cost,
+            SEARCH_CALL_TOKENS,
+        )
+
+
 class RecordedUse(NamedTuple):
     """One use a calibration recorded: the arm's level (`session_search_levels` with tool
     search, else `inclusion_levels`), its own level (with tool search the search its turn
@@ -387,15 +460,36 @@ class RecallCalibration:
         return level * (1.0 + 1e-9) + 1e-12
 
 
+@dataclass(slots=True)
+class _Opening:
+    """A baseline session's ranking at its opening and, with tool search, its replay."""
+
+    position: dict[str, int]
+    means: FloatArray
+    rank: FloatArray
+    forced: BoolArray
+    search: BM25Index | None
+    levels: FloatArray | None
+    turns: deque[tuple[IntArray, FloatArray, list[int]]] = field(
+        default_factory=lambda: deque(maxlen=REPLAYED_TURNS)
+    )
+    """The turns replayed so far: the arms the search scored above 0 for the turn's message,
+    their scores, and the arms the turn used."""
+
+
 class SessionLevels:
     """A learner's calibration and the baseline sessions waiting to report what they used:
     each one's ranking at its opening (arm ids, means, ranks, forced arms), by session key,
-    the latest `keep` sessions (at 1,000 arms about 24 KB each)."""
+    the latest `keep` sessions (at 1,000 arms about 24 KB each; with tool search about 8 KB
+    more, and the latest REPLAYED_TURNS turns of the session's search replay). `traffic`
+    prices the search from the runs reported."""
 
     def __init__(self, keep: int = 256) -> None:
         self.calibration = RecallCalibration()
+        self.traffic = SessionTraffic()
         self._keep = keep
-        self._open: dict[str, tuple[dict[str, int], FloatArray, FloatArray, BoolArray]] = {}
+        self._open: dict[str, _Opening] = {}
+        self._lock = threading.Lock()
 
     def opened(
         self,
@@ -404,21 +498,53 @@ class SessionLevels:
         means: FloatArray,
         rank: FloatArray,
         forced: BoolArray,
+        search: BM25Index | None = None,
     ) -> None:
-        """A baseline session `key` was decided: how its arms ranked at its opening."""
-        self._open.pop(key, None)
-        self._open[key] = ({a: i for i, a in enumerate(ids)}, means, rank, forced)
-        while len(self._open) > self._keep:
-            del self._open[next(iter(self._open))]
+        """A baseline session `key` was decided: how its arms ranked at its opening, and where
+        the provider has tool search, the search's index of the arms (BM25 over their texts,
+        as the providers document it) to replay it on the session's turns."""
+        levels = arm_levels(means, rank, forced) if search is not None else None
+        opening = _Opening({a: i for i, a in enumerate(ids)}, means, rank, forced, search, levels)
+        with self._lock:
+            self._open.pop(key, None)
+            self._open[key] = opening
+            while len(self._open) > self._keep:
+                del self._open[next(iter(self._open))]
 
-    def observed(self, key: str, used: Iterable[str]) -> list[RecordedUse]:
+    def observed(
+        self, key: str, used: Iterable[str], message: str | None = None
+    ) -> list[RecordedUse]:
         """A run of session `key` used these arms: when the session is an open baseline
-        session, their levels calibrate the target. Returns the uses recorded."""
+        session, their levels calibrate the target. Opened with tool search and given the
+        turn's `message`, the turn joins the session's replay and each use is recorded at the
+        threshold above which the session's searches offer it, and its turn's search charged
+        (`session_search_levels`, `search_charges`); else at its level (`inclusion_levels`).
+        Returns the uses recorded."""
         hit = self._open.get(key)
         if hit is None:
             return []
-        position, means, rank, forced = hit
-        mine = [position[a] for a in used if a in position]
+        mine = [hit.position[a] for a in used if a in hit.position]
         if not mine:
             return []
-        return self.calibration.record(inclusion_levels(means, rank, forced, mine), session=key)
+        if hit.search is None or hit.levels is None or message is None:
+            levels = inclusion_levels(hit.means, hit.rank, hit.forced, mine)
+            return self.calibration.record(levels, session=key)
+        scores = hit.search.scores(words(message))
+        hits = np.flatnonzero(scores > 0.0)
+        with self._lock:
+            hit.turns.append((hits, scores[hits], sorted(mine)))
+            replayed = list(hit.turns)
+        size = len(hit.levels)
+        turns: list[tuple[FloatArray, Sequence[int]]] = []
+        for where, values, turn_used in replayed:
+            dense = np.zeros(size)
+            dense[where] = values
+            turns.append((dense, turn_used))
+        reached, there = session_search_levels(hit.levels, turns, SEARCH_TOP)
+        return self.calibration.record(reached, search_charges(there), key)
+
+    def ran(self, key: str, prompt_tokens: float = 0.0, baseline: bool = False) -> None:
+        """A run of session `key` whose request read `prompt_tokens` (`SessionTraffic.ran`):
+        a baseline session's when the run says so or this learner opened it as one."""
+        with self._lock:
+            self.traffic.ran(key, prompt_tokens, not baseline and key not in self._open)

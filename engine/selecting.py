@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
     import numpy as np
 
     from learning_bot.engine.arms import Arm
+    from learning_bot.engine.bm25 import BM25Index
     from learning_bot.engine.cache import PosteriorCache
     from learning_bot.engine.cached_learner import CachedLearner
     from learning_bot.engine.context import RequestContext
@@ -27,6 +28,7 @@ if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
     from learning_bot.engine.exploration_counts import ExplorationCounts, Schedule
     from learning_bot.engine.inventory import ArmSet
     from learning_bot.engine.recall_levels import SharedLevels
+    from learning_bot.engine.recall_target import SearchPricing
     from learning_bot.engine.selection import Selection
 
 
@@ -176,6 +178,20 @@ class ArmSelector:
         force = owed.mask(arm_set)
         target = self.target_levels if config.recall_target is not None else None
         calibration = target.calibration if target is not None else None
+        search: BM25Index | None = None
+        if target is not None and calibration is not None:
+            from learning_bot.engine.providers import mechanics_for
+
+            # where the provider has tool search, the left-out tools are deferred: the
+            # calibration replays the search on baseline sessions and prices it
+            pricing: SearchPricing | None = None
+            if mechanics_for(config.provider, config.model).tool_search:
+                from learning_bot.engine.context_policy import lexical_index
+
+                search = lexical_index(arm_set)
+                prices = self.sessions.prices_for(config.provider, config.model)
+                pricing = target.sessions.traffic.pricing(prices, arm_set.costs)
+            calibration.pricing = pricing
         scores: Any = None
         if request is None:
             with cache.lock:
@@ -206,7 +222,9 @@ class ArmSelector:
 
             with cache.lock:
                 ranks = opening_ranks(arm_set, post, config, scores, force, self.rng)
-            target.sessions.opened(session_key, arm_set.ids, *ranks)
+            target.sessions.opened(session_key, arm_set.ids, *ranks, search=search)
+        elif target is not None and not chosen.is_baseline:
+            target.sessions.traffic.selected(float(chosen.used_tokens))
         owed.included(arm_set, chosen.mask)
         return chosen
 

@@ -52,7 +52,7 @@ from learning_bot.engine.session_sets import (
 )
 
 if TYPE_CHECKING:
-    from learning_bot.engine.cost import PriceTable
+    from learning_bot.engine.cost import PriceTable, TokenPrices
     from learning_bot.engine.inventory import ArmSet
     from learning_bot.engine.selection import Selection
 
@@ -180,6 +180,10 @@ class SessionSelector:
 
     def _mechanics(self, provider: str, model: str, config: LearningConfig) -> Mechanics:
         return mechanics_for(provider or config.provider, model or config.model)
+
+    def prices_for(self, provider: str, model: str) -> TokenPrices:
+        """The token prices of `model` at `provider` (engine.cost)."""
+        return self._prices().prices_for(provider, model)
 
     def select(
         self,

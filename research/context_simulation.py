@@ -64,11 +64,15 @@ from learning_bot.engine.inventory import (
     PosteriorArrays,
     align_posteriors,
 )
-from learning_bot.engine.observation import ReportedArm, RunReport, ToolCall
+from learning_bot.engine.observation import ReportedArm, RunReport, ToolCall, Usage
 from learning_bot.engine.prompt_cache import Block, PromptCache
 from learning_bot.engine.recall_target import (
+    SEARCH_CALL_TOKENS,
+    SEARCH_RESULT_TOKENS,
+    SEARCH_TOP,
     RecallCalibration,
     SearchPricing,
+    SessionTraffic,
     arm_levels,
     inclusion_levels,
     ranked,
@@ -81,14 +85,10 @@ from learning_bot.research.session_simulation import SessionShape
 if TYPE_CHECKING:
     from learning_bot.engine.service import LearningService
 
-SEARCH_TOP = 5
-"""Tools one tool search loads (the providers' documented default)."""
 SEARCH_TOOL_TOKENS = 300
-"""The tool-search tool's own definition, in the prompt of every deferred request."""
-SEARCH_RESULT_TOKENS = 60
-"""The search call and its result, beside the loaded definitions."""
-SEARCH_CALL_TOKENS = 40
-"""Output tokens of the model's search call (its query), priced at the output price."""
+"""The tool-search tool's own definition, in the prompt of every deferred request. The
+search's other sizes (SEARCH_TOP, SEARCH_RESULT_TOKENS, SEARCH_CALL_TOKENS) are
+engine.recall_target's, which prices the search in the service too."""
 POLICIES = (
     "every",
     "default",
@@ -170,12 +170,9 @@ class Learner:
         the session loaded (session_search_levels)."""
         self.prices = prices
         self.history_tokens = history_tokens
-        self._turns: dict[str, int] = {}
-        """Turns per session of the latest sessions (what a runtime reports): the search's
-        pricing."""
-        self._offered_tokens = 0.0
-        self._prompt_tokens: float | None = None
-        """The running mean of the selected sessions' prompts (their requests' input tokens)."""
+        self.traffic = SessionTraffic()
+        """Turns per session of the latest sessions and the running mean of the selected
+        sessions' prompts (what a runtime reports): the search's pricing."""
         post = align_posteriors(arm_set, None)
         self.prior_alpha = post.alpha.copy()
         self.prior_beta = post.beta.copy()
@@ -211,14 +208,7 @@ class Learner:
         ids = self.arm_set.ids
         rewards: dict[str, float] = {}
         if self.search is not None:
-            self._turns[key] = self._turns.get(key, 0) + 1
-            while len(self._turns) > 200:
-                del self._turns[next(iter(self._turns))]
-            if prompt_tokens > 0.0 and not self.was_baseline:  # a running mean of the prompts
-                seen = self._prompt_tokens
-                self._prompt_tokens = (
-                    prompt_tokens if seen is None else seen + 0.05 * (prompt_tokens - seen)
-                )
+            self.traffic.ran(key, prompt_tokens, not self.was_baseline)
         if used:
             keep = self.keep
             for i in offered:
@@ -273,8 +263,7 @@ class Learner:
             forced = forced_arms(self.arm_set, post, self.config, force)
             self._levels = (means, ranked(means, self.arm_set.costs), forced)
         if not chosen.is_baseline:  # a running mean of the prompts' tool tokens
-            tokens = float(self.arm_set.costs[chosen.mask].sum())
-            self._offered_tokens += 0.05 * (tokens - self._offered_tokens)
+            self.traffic.selected(float(self.arm_set.costs[chosen.mask].sum()))
         self.owed.included(self.arm_set, chosen.mask)
         self.was_baseline = chosen.is_baseline
         if chosen.is_baseline:  # a baseline session offers every arm (engine.session_sets)
@@ -284,23 +273,16 @@ class Learner:
     def pricing(self) -> SearchPricing:
         """What deferring costs, from the sessions seen: their mean turns, a search re-reading
         the mean prompt of their requests (before any is seen: the history and the mean set
-        offered), appending SEARCH_TOP definitions of the inventory's mean cost."""
-        turns = float(np.mean(list(self._turns.values()))) if self._turns else 1.0
-        mean_cost = float(self.arm_set.costs.mean()) if len(self.arm_set) else 0.0
-        prompt = self._prompt_tokens
-        return SearchPricing.of(
-            self.prices,
-            turns,
-            self.history_tokens + self._offered_tokens if prompt is None else prompt,
-            SEARCH_RESULT_TOKENS + SEARCH_TOP * mean_cost,
-            SEARCH_CALL_TOKENS,
-        )
+        offered), appending SEARCH_TOP definitions of the inventory's mean cost: as the
+        service prices it (SessionTraffic), the history known here."""
+        return self.traffic.pricing(self.prices, self.arm_set.costs, self.history_tokens)
 
 
 class ServiceLearner:
     """The same learner through a real LearningService (and its store): each session's first
     select names the session, each turn is observed as a run report whose context carries the
-    turn's message, channel and tools called so far, and the deferred tools it loaded."""
+    turn's message, channel and tools called so far, and the deferred tools it loaded, and whose
+    usage is the turn's request's (what a search re-reads)."""
 
     def __init__(self, service: LearningService, arm_set: ArmSet) -> None:
         self.service = service
@@ -326,6 +308,7 @@ class ServiceLearner:
         request: RequestContext | None,
         key: str,
         loaded: Sequence[int] = (),
+        usage: Usage | None = None,
     ) -> None:
         arms = self.arm_set.arms
         have = set(offered) - set(loaded)
@@ -340,6 +323,7 @@ class ServiceLearner:
                 arms=tuple(ReportedArm(a, i in have) for i, a in enumerate(arms)),
                 tool_calls=tuple(ToolCall(arms[i].name) for i in sorted(used)),
                 context=context,
+                usage=usage if usage is not None else Usage(),
             )
         )
 
@@ -456,7 +440,7 @@ def run_study(
                 head.append(Block("tool-search", SEARCH_TOOL_TOKENS))
                 out.tool_tokens[s] += SEARCH_TOOL_TOKENS
             prompt = shape.blocks(head, k, searched=searched)
-            usage = cache.request(session.key, at, prompt)
+            usage = asked = cache.request(session.key, at, prompt)
             out.prompt_cost[s] += prompt_cost(usage, prices)
             out.tool_tokens[s] += float(costs[sorted(have)].sum()) if have else 0.0
             need = set(turn.used)
@@ -490,7 +474,7 @@ def run_study(
             if learning:
                 # what the runtime reports: the offered tools the model called (`kept`)
                 if isinstance(learner, ServiceLearner):
-                    learner.observe(sorted(offered), kept, request, session.key, found)
+                    learner.observe(sorted(offered), kept, request, session.key, found, asked)
                 else:
                     tokens = float(sum(b.tokens for b in prompt))
                     learner.observe(sorted(offered), kept, request, session.key, tokens)

@@ -5,6 +5,7 @@ the service selected before."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 from sqlalchemy import delete
@@ -83,6 +84,30 @@ def test_a_restarted_service_selects_as_before(store: SqlStore) -> None:
             conn.execute(delete(recall_levels))
         forgot = LearningService(restarted, config, rng=5, cache_ttl=60, learner="target")
         assert chosen(forgot, "after-3") != first
+    finally:
+        restarted.close()
+
+
+def test_the_searched_levels_are_read_back_by_a_restart_and_a_replica(store: SqlStore) -> None:
+    arms, sessions = task_type_workload(tools=24, types=4, sessions=12, seed=3)
+    config = replace(
+        _config(sum(a.token_cost for a in arms)), baseline_rate=1.0, provider="anthropic"
+    )
+    service = LearningService(store, config, rng=5, cache_ttl=60, learner="searched")
+    replica = LearningService(store, config, rng=5, cache_ttl=60, learner="searched")
+    assert len(replica._selector.target_levels.calibration) == 0  # read once: nothing yet
+    run_study(arms, sessions, "context+deferral", config, seed=5, service=service)
+    kept = service._selector.target_levels.calibration.recorded()
+    # with tool search the uses are recorded where the session's searches offer them
+    assert any(use.level < use.own for use in kept)
+    assert any(use.own == 0.0 < use.level for use in kept)  # no search charged to it
+
+    replica._selector.target_levels.sync()  # as it does every SYNC_SECONDS
+    assert replica._selector.target_levels.calibration.recorded() == kept
+    restarted = SqlStore(store.url)
+    try:
+        after = LearningService(restarted, config, rng=5, cache_ttl=60, learner="searched")
+        assert after._selector.target_levels.calibration.recorded() == kept
     finally:
         restarted.close()
 

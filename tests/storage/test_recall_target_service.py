@@ -34,3 +34,52 @@ def test_the_service_calibrates_the_target_as_the_study_does(store: SqlStore) ->
     assert learner.calibration.threshold(0.8) is not None
     assert served.selections == alone.selections
     assert not all(len(s) == len(arms) for s in served.selections)
+
+
+def _deferring(baseline_rate: float) -> LearningConfig:
+    """The target with deferral: a provider with tool search (engine.providers)."""
+    return LearningConfig.for_policy(
+        DEFAULT_POLICY,
+        phase=Phase.ACTIVE,
+        seed_arm_ids=(),
+        min_pulls=0,
+        baseline_rate=baseline_rate,
+        token_budget=10**9,
+        recall_target=0.8,
+        provider="anthropic",
+    )
+
+
+def test_with_tool_search_the_service_records_the_uses_the_study_records(store: SqlStore) -> None:
+    arms, sessions = task_type_workload(tools=24, types=4, sessions=12, seed=3)
+    config = _deferring(baseline_rate=1.0)  # every session a baseline one
+    alone = run_study(arms, sessions, "context+deferral", config, seed=5)
+    learner = alone.learner
+    assert isinstance(learner, Learner) and learner.search is not None
+    service = LearningService(store, config, rng=5, cache_ttl=60, learner="target")
+    served = run_study(arms, sessions, "context+deferral", config, seed=5, service=service)
+    assert all(served.baseline) and all(alone.baseline)
+    recorded = service._selector.target_levels.calibration.recorded()
+    # one use per tool a turn used, each at the threshold above which the session's searches
+    # (replayed on its turns' messages) offer it and the same search charges
+    assert recorded == learner.calibration.recorded()
+    assert len(recorded) == int(alone.used.sum())
+    assert any(use.level < use.own for use in recorded)  # found below its own level
+
+
+def test_with_tool_search_the_service_selects_as_the_study_does(store: SqlStore) -> None:
+    arms, sessions = task_type_workload(tools=24, types=4, sessions=40, seed=3)
+    config = _deferring(baseline_rate=0.25)
+    alone = run_study(arms, sessions, "context+deferral", config, seed=5)
+    learner = alone.learner
+    assert isinstance(learner, Learner)
+    service = LearningService(store, config, rng=5, cache_ttl=60, learner="target")
+    served = run_study(arms, sessions, "context+deferral", config, seed=5, service=service)
+    assert served.baseline == alone.baseline and not all(alone.baseline)
+    calibration = service._selector.target_levels.calibration
+    assert calibration.recorded() == learner.calibration.recorded()
+    # the search priced from the runs reported as the study prices it, so the later sets
+    # stop at the same threshold and defer the same tools
+    assert calibration.pricing is not None and calibration.pricing == learner.calibration.pricing
+    assert served.selections == alone.selections
+    assert served.searches.sum() > 0
