@@ -625,6 +625,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--sessions", type=int, default=10_000, help="with --context-service")
     parser.add_argument(
+        "--recall-target",
+        type=float,
+        help="with --context-service: under this recall target (no budget cap, baseline "
+        "sessions 10%%, a provider with tool search) instead of a 20%% budget",
+    )
+    parser.add_argument(
         "--max-cells", type=int, default=200_000, help="with --context-service: evidence bound"
     )
     parser.add_argument(
@@ -633,7 +639,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     if args.context_service:
-        context_service_run(args.context_service, args.sessions, args.seed, args.max_cells)
+        context_service_run(
+            args.context_service, args.sessions, args.seed, args.max_cells, args.recall_target
+        )
         print(f"(run took {time.perf_counter() - started:.0f} s)")
         return 0
     if args.context:
@@ -870,10 +878,14 @@ def context_study(seed: int) -> None:
     )
 
 
-def context_service_run(url: str, sessions_count: int, seed: int, max_cells: int) -> None:
+def context_service_run(
+    url: str, sessions_count: int, seed: int, max_cells: int, target: float | None = None
+) -> None:
     """The task-type workload driven through LearningService on a real SqlStore at `url`
     (the context-aware policy with deferral): whether it makes the study's selections for the
-    same seed, and what the learner stores."""
+    same seed, and what the learner stores. With a recall `target`: no budget cap, baseline
+    sessions 10% and Anthropic's tool search (the calibration replays the search), and whether
+    the service calibrates and prices it as the study does."""
     from sqlalchemy import func, select
 
     from learning_bot.engine.config import DEFAULT_POLICY
@@ -894,6 +906,14 @@ def context_service_run(url: str, sessions_count: int, seed: int, max_cells: int
         baseline_rate=0.0,
         token_budget=round(0.2 * total),
     )
+    if target is not None:
+        config = replace(
+            config,
+            baseline_rate=0.1,
+            token_budget=total,
+            recall_target=target,
+            provider="anthropic",
+        )
     settings = ContextSettings(max_cells=max_cells)
     began = time.perf_counter()
     alone = run_study(arms, sessions, "context+deferral", config, seed=seed, settings=settings)
@@ -918,6 +938,23 @@ def context_service_run(url: str, sessions_count: int, seed: int, max_cells: int
             select(func.count()).select_from(traces).where(traces.c.learner_id == lid)
         ).scalar_one()
     report = service.verify()
+    if target is not None:
+        from learning_bot.research.context_simulation import Learner
+
+        mine = service._selector.target_levels.calibration
+        theirs = alone.learner.calibration if isinstance(alone.learner, Learner) else None
+        selected = ~np.array(served.baseline, dtype=bool)
+        same_uses = theirs is not None and mine.recorded() == theirs.recorded()
+        same_price = theirs is not None and mine.pricing == theirs.pricing
+        print(
+            f"target {target}: {int(np.sum(served.baseline)):,} baseline sessions; "
+            f"calibration {len(mine):,} uses, {'the same as' if same_uses else 'unlike'} the "
+            f"study's ({sum(u.level < u.own for u in mine.recorded()):,} found below their own "
+            f"level); pricing {'the same' if same_price else 'unlike the study'} "
+            f"({mine.pricing}); selected sessions: recall {_recall(served, selected):.3f} "
+            f"(study {_recall(alone, selected):.3f}), searches a session "
+            f"{served.searches[selected].mean():.2f} (study {alone.searches[selected].mean():.2f})"
+        )
     print(
         f"{store.dialect}: {len(sessions):,} sessions, {int(served.turns.sum()):,} turns; "
         f"same first-turn selection as the study in {same:,} of {len(sessions):,} sessions; "
@@ -928,6 +965,12 @@ def context_service_run(url: str, sessions_count: int, seed: int, max_cells: int
         f"service {service_s:.0f} s"
     )
     store.close()
+
+
+def _recall(run: Any, sessions: Any) -> float:
+    """The share of the used tools offered, over the `sessions` marked."""
+    used = float(run.used[sessions].sum())
+    return float(run.kept[sessions].sum()) / used if used else 1.0
 
 
 if __name__ == "__main__":
