@@ -113,6 +113,7 @@ class GatewayRuns:
                 full_baseline=not k,
                 opening=opening_features(request.message) if request is not None else (),
                 request=session_request(context_map, provider, model),
+                calibration=selector.calibration,
             )
         else:
             selection = draw(arm_set, config)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
     from learning_bot.engine.exploration_counts import ExplorationCounts, Schedule
     from learning_bot.engine.inventory import ArmSet
     from learning_bot.engine.recall_levels import SharedLevels
-    from learning_bot.engine.recall_target import SearchPricing
+    from learning_bot.engine.recall_target import RecallCalibration, SearchPricing
     from learning_bot.engine.selection import Selection
 
 
@@ -155,8 +155,26 @@ class ArmSelector:
                 draw,
                 opening=opening,
                 request=session_request(context),
+                calibration=self.calibration,
             )
         return draw(arm_set, config)
+
+    def calibration(self, arm_set: ArmSet, config: LearningConfig) -> RecallCalibration | None:
+        """The recall target's calibration a draw over `arm_set` under `config` reads (None:
+        no target): where the provider has tool search, the left-out tools are deferred, and
+        the calibration, which replays the search on baseline sessions, prices it."""
+        if config.recall_target is None:
+            return None
+        from learning_bot.engine.providers import mechanics_for
+
+        target = self.target_levels
+        calibration = target.calibration
+        pricing: SearchPricing | None = None
+        if mechanics_for(config.provider, config.model).tool_search:
+            prices = self.sessions.prices_for(config.provider, config.model)
+            pricing = target.sessions.traffic.pricing(prices, arm_set.costs)
+        calibration.pricing = pricing
+        return calibration
 
     def draw(
         self,
@@ -176,22 +194,13 @@ class ArmSelector:
         cache = self.learner.cache
         owed = self.exploration.owed()
         force = owed.mask(arm_set)
-        target = self.target_levels if config.recall_target is not None else None
-        calibration = target.calibration if target is not None else None
+        calibration = self.calibration(arm_set, config)
+        target = self.target_levels if calibration is not None else None
         search: BM25Index | None = None
-        if target is not None and calibration is not None:
-            from learning_bot.engine.providers import mechanics_for
+        if calibration is not None and calibration.pricing is not None:
+            from learning_bot.engine.context_policy import lexical_index
 
-            # where the provider has tool search, the left-out tools are deferred: the
-            # calibration replays the search on baseline sessions and prices it
-            pricing: SearchPricing | None = None
-            if mechanics_for(config.provider, config.model).tool_search:
-                from learning_bot.engine.context_policy import lexical_index
-
-                search = lexical_index(arm_set)
-                prices = self.sessions.prices_for(config.provider, config.model)
-                pricing = target.sessions.traffic.pricing(prices, arm_set.costs)
-            calibration.pricing = pricing
+            search = lexical_index(arm_set)  # the search the calibration replays
         scores: Any = None
         if request is None:
             with cache.lock:

@@ -11,7 +11,8 @@ set is a decision, not a freeze: it is drawn again
   exploration (cold start, `min_pulls`), it is drawn again as soon as those arms have their
   pulls;
 - when it pays (`priced`): the learner has learnt enough since the draw that the best set it
-  knows of (`best_known_set`) saves more over the session's expected remaining turns than
+  knows of (`best_known_set`: under a recall target, by the first draw's calibrated rule)
+  saves more over the session's expected remaining turns than
   rewriting the cached prompt costs.
 
 Prices are ratios to the model's uncached input token (engine.cost), so every figure here is
@@ -33,11 +34,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from itertools import compress
+from typing import TYPE_CHECKING, Protocol
 
 from learning_bot.engine.cost import TokenPrices
 from learning_bot.engine.providers import Mechanics
 from learning_bot.engine.session_sets import SessionSet
+
+if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
+    from learning_bot.engine.recall_target import RecallCalibration
 
 REVIEW_EVERY = 4
 """Selects of a live session between two priced reviews (each review draws a candidate)."""
@@ -152,14 +157,21 @@ def best_known_set(
     seeds: Iterable[str],
     per_token: bool,
     target: float | None = None,
+    calibration: RecallCalibration | None = None,
 ) -> tuple[str, ...]:
     """The set a review weighs against the kept one: seed arms, then the arms by posterior mean
     (per token with per-token packing, or under a recall target) packed greedily into the
-    budget, in inventory order; with a recall `target`, only until the share of the means kept
-    reaches it (engine.recall_target's estimate). A review compares what the learner knows,
-    not a fresh Thompson draw: weighing draw after draw would keep finding one that looks
-    better by chance."""
+    budget, in inventory order. With a recall `target`, the rule of a first draw
+    (engine.recall_target): the arms whose level is below the threshold `calibration` gives
+    for this inventory, or, while it has too few uses for the target (or there is none), the
+    arms until the share of the means kept reaches the target. A review compares what the
+    learner knows, not a fresh Thompson draw: weighing draw after draw would keep finding one
+    that looks better by chance."""
     seed_ids = frozenset(seeds)
+    if target is not None and calibration is not None:
+        calibrated = _below_threshold(arm_ids, costs, view, budget, seed_ids, target, calibration)
+        if calibrated is not None:
+            return calibrated
     chosen = {a for a in arm_ids if a in seed_ids}
     used = sum(costs[a] for a in chosen)
     means = {a: max(0.0, view.mean(a)) for a in arm_ids}
@@ -178,6 +190,34 @@ def best_known_set(
             used += costs[arm_id]
             kept += means[arm_id]
     return tuple(a for a in arm_ids if a in chosen)
+
+
+def _below_threshold(
+    arm_ids: Sequence[str],
+    costs: Mapping[str, int],
+    view: LearnerView,
+    budget: int,
+    seeds: frozenset[str],
+    target: float,
+    calibration: RecallCalibration,
+) -> tuple[str, ...] | None:
+    """The seed arms, then the arms whose level (from the posterior means) is below the
+    threshold `calibration` gives for `target`, its search priced for these arms where it
+    prices one (`RecallCalibration.priced_threshold`), under the budget as a cap, in inventory
+    order; None while the calibration has too few uses for the target."""
+    import numpy as np
+
+    from learning_bot.engine.recall_target import arm_levels, pack_below, ranked
+
+    means = np.array([max(0.0, view.mean(a)) for a in arm_ids], dtype=np.float64)
+    tokens = np.array([costs[a] for a in arm_ids], dtype=np.int64)
+    forced = np.array([a in seeds for a in arm_ids], dtype=bool)
+    rank = ranked(means, tokens)
+    threshold = calibration.priced_threshold(target, arm_levels(means, rank, forced), tokens)
+    if threshold is None:
+        return None
+    mask, _ = pack_below(means, rank, tokens, forced, threshold, budget)
+    return tuple(compress(arm_ids, mask.tolist()))
 
 
 def remaining_turns(session: SessionSet, view: LearnerView) -> float:

@@ -54,10 +54,15 @@ from learning_bot.engine.session_sets import (
 if TYPE_CHECKING:
     from learning_bot.engine.cost import PriceTable, TokenPrices
     from learning_bot.engine.inventory import ArmSet
+    from learning_bot.engine.recall_target import RecallCalibration
     from learning_bot.engine.selection import Selection
 
 Draw = Callable[["ArmSet", LearningConfig], "Selection"]
 """A selection over an inventory under a configuration (the service's, from its cache)."""
+
+Calibrate = Callable[["ArmSet", LearningConfig], "RecallCalibration | None"]
+"""The recall target's calibration a draw over an inventory under a configuration reads, its
+search priced for them (None: no target)."""
 
 
 SESSION_ATTEMPTS = 4
@@ -195,10 +200,12 @@ class SessionSelector:
         full_baseline: bool = True,
         opening: tuple[int, ...] = (),
         request: SessionRequest | None = None,
+        calibration: Calibrate | None = None,
     ) -> Selection:
         """The selection of session `key`: its stored set when it is live and worth keeping,
         else a new draw stored as its set (or the set another replica stored first), with
-        `opening`, the word features of the message it was drawn for. Storage that
+        `opening`, the word features of the message it was drawn for. A review under a recall
+        target weighs the set `calibration` calibrates, as `draw` does. Storage that
         cannot be reached gives a per-request draw: the run goes ahead, only its cached prefix
         is lost."""
         store = self.store
@@ -266,7 +273,7 @@ class SessionSelector:
                 mechanics = self._mechanics(
                     asked.provider or session.provider, asked.model or session.model, config
                 )
-                why, chosen = self._review(session, arm_set, config, asked, mechanics)
+                why, chosen = self._review(session, arm_set, config, asked, mechanics, calibration)
                 if why:
                     redrawn = self._redraw(session, arm_set, config, chosen, draw, now, why)
                     changed = stamped(redrawn[1], now)
@@ -306,9 +313,11 @@ class SessionSelector:
         config: LearningConfig,
         asked: SessionRequest,
         mechanics: Mechanics,
+        calibration: Calibrate | None,
     ) -> tuple[str, Selection | None]:
         """Whether the live `session` draws its set again now, and why ("" keeps it); the
-        set a priced review weighed (None when there was no review)."""
+        set a priced review weighed (None when there was no review): under a recall target,
+        the set `calibration` calibrates for the offered arms."""
         if session.is_baseline:
             return "", None
         view = self._view
@@ -327,6 +336,7 @@ class SessionSelector:
             config.seed_arm_ids,
             config.packing == "score_per_token",
             config.recall_target,
+            None if calibration is None else calibration(arm_set, config),
         )
         wanted = [a for a in session.wanted if a in costs and a not in best]
         new_ids = (*best, *wanted)

@@ -1,14 +1,20 @@
 """The service under a recall target: it calibrates the target from its baseline sessions as
-the study's learner does, so both make the same selections for the same seed."""
+the study's learner does, so both make the same selections for the same seed, and a live
+session's review weighs the set a first draw picks under that calibration."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from learning_bot.engine import LearningConfig, Phase
 from learning_bot.engine.config import DEFAULT_POLICY
+from learning_bot.engine.recall_target import pack_to_target, ranked
 from learning_bot.engine.service import LearningService
+from learning_bot.engine.session_review import PROVISIONAL
 from learning_bot.research.context_simulation import Learner, run_study
 from learning_bot.research.task_types import task_type_workload
 from learning_bot.storage import SqlStore
+from tests.storage.test_session_decisions import run, tools
 
 
 def test_the_service_calibrates_the_target_as_the_study_does(store: SqlStore) -> None:
@@ -83,3 +89,50 @@ def test_with_tool_search_the_service_selects_as_the_study_does(store: SqlStore)
     assert calibration.pricing is not None and calibration.pricing == learner.calibration.pricing
     assert served.selections == alone.selections
     assert served.searches.sum() > 0
+
+
+def test_a_long_lived_session_is_redrawn_by_the_calibrated_rule(store: SqlStore) -> None:
+    """One long-lived key (an OpenClaw channel) under a target: its cold set forces every arm
+    in; once those arms have their pulls and baseline sessions have calibrated the target,
+    the set replacing it is the one a new session's first draw picks, not the share of the
+    means."""
+    arms = tools(20, 100)
+    useful = [a.id for a in arms[:3]]
+    config = LearningConfig.for_policy(
+        DEFAULT_POLICY,
+        phase=Phase.ACTIVE,
+        seed_arm_ids=(),
+        min_pulls=2,
+        baseline_rate=0.0,
+        pooled_prior=False,
+        token_budget=sum(a.token_cost for a in arms),
+        recall_target=0.8,
+    )
+    service = LearningService(
+        store, config, rng=9, cache_ttl=0, clock=lambda: 0.0, wall_clock=lambda: 1_000_000
+    )
+    channel = {"session_key": "agent:main:slack:channel:c0"}
+    cold = service.select(arms, channel)
+    assert cold.session == "new" and len(cold.selected) == len(arms)  # every arm forced in
+    run(service, "agent:main:slack:channel:c0", 0, arms, cold.selected, useful)
+    warm = service.select(arms, {"session_key": "warm"})
+    run(service, "warm", 0, arms, warm.selected, useful)  # every arm has its two pulls
+    service.set_settings({"baselineRate": 1.0})
+    for n in range(4):  # baseline sessions offer every arm: their uses calibrate the target
+        key = f"baseline-{n}"
+        baseline = service.select(arms, {"session_key": key})
+        assert baseline.is_baseline
+        run(service, key, 0, arms, baseline.selected, useful)
+    service.set_settings({"baselineRate": 0.0})
+    assert service._selector.target_levels.calibration.threshold(0.8) is not None
+
+    redrawn = service.select(arms, channel)
+    assert (redrawn.session, redrawn.session_reason) == ("redrawn", PROVISIONAL)
+    fresh = service.select(arms, {"session_key": "new"})
+    assert fresh.session == "new" and not fresh.is_baseline
+    assert redrawn.selected == fresh.selected
+    means = np.array([v.mean for v in sorted(service.posteriors(), key=lambda v: v.arm_id)])
+    costs = np.array([a.token_cost for a in sorted(arms, key=lambda a: a.id)])
+    none = np.zeros(len(arms), dtype=bool)
+    share, _, _ = pack_to_target(means, ranked(means, costs), costs, none, 0.8, 10**9)
+    assert len(redrawn.selected) < int(share.sum())  # the uncalibrated set keeps more
