@@ -16,8 +16,9 @@ prefix cache (engine.prompt_cache) at Anthropic's prices:
 - every turn:  a new draw on every turn (the service asked without a session key);
 
 beside every tool (the reference, cost 1.00) and the oracle (the knapsack of the true usage
-probabilities, one set for every turn). The learner starts cold with the product's defaults
-(`minPulls` 5, baseline sessions 10%).
+probabilities under the 35% budget, one set for every turn). The learner starts cold with the
+product's defaults (`minPulls` 5, baseline sessions 10%); with `--recall-target`, under that
+recall target (engine.recall_target) and no budget cap, as bench/recall_target.py runs it.
 
 Workloads:
 
@@ -29,7 +30,7 @@ Workloads:
   one learner.
 
     .venv/bin/python -m bench.long_sessions [--envs N] [--turns N] [--bfcl-sessions N]
-        [--package-dir .../site-packages/bfcl_eval] [--seed N]
+        [--package-dir .../site-packages/bfcl_eval] [--seed N] [--recall-target T]
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -88,13 +90,15 @@ def compare(
     seed: int,
     shape: SessionShape,
 ) -> dict[str, SessionRun]:
-    """Every tool, the three rules and the oracle on the same sessions."""
+    """Every tool, the three rules and the oracle (at BUDGET_SHARE of the tokens, under a
+    recall target too) on the same sessions."""
     out = {
         "every tool": run_sessions(workload, sessions, EveryArm(len(workload.arms)), shape=shape)
     }
     for name, rule in RULES.items():
         out[name], _ = service_run(workload, sessions, config, seed, rule, shape)
-    out["oracle"] = run_sessions(workload, sessions, OracleArms(workload, config), shape=shape)
+    capped = replace(config, token_budget=token_budget(int(workload.costs.sum()), None))
+    out["oracle"] = run_sessions(workload, sessions, OracleArms(workload, capped), shape=shape)
     return out
 
 
@@ -128,9 +132,19 @@ def print_results(title: str, table: Sequence[tuple[str, ...]]) -> None:
     print()
 
 
-def synthetic(envs: int, turns: int, seed: int) -> list[dict[str, SessionRun]]:
+def token_budget(tokens: int, target: float | None) -> int:
+    """BUDGET_SHARE of an inventory's `tokens`; all of them (no cap) under a recall target."""
+    return tokens if target is not None else round(BUDGET_SHARE * tokens)
+
+
+def synthetic(
+    envs: int, turns: int, seed: int, target: float | None = None
+) -> list[dict[str, SessionRun]]:
     config = LearningConfig(
-        phase=Phase.ACTIVE, token_budget=round(BUDGET_SHARE * TOOL_TOKENS), baseline_rate=0.10
+        phase=Phase.ACTIVE,
+        token_budget=token_budget(TOOL_TOKENS, target),
+        baseline_rate=0.10,
+        recall_target=target,
     )
     results = []
     for env in range(envs):
@@ -140,7 +154,9 @@ def synthetic(envs: int, turns: int, seed: int) -> list[dict[str, SessionRun]]:
     return results
 
 
-def bfcl(package: Path | None, count: int, seed: int) -> dict[str, SessionRun]:
+def bfcl(
+    package: Path | None, count: int, seed: int, target: float | None = None
+) -> dict[str, SessionRun]:
     from bench.bfcl import load_sessions, load_tools, package_dir
     from bench.bfcl_cost import BFCL_SHAPE, as_sessions, inventory, usage_shares
 
@@ -167,8 +183,9 @@ def bfcl(package: Path | None, count: int, seed: int) -> dict[str, SessionRun]:
     workload = Workload(workload.arms, usage_shares(sessions, n))
     config = LearningConfig(
         phase=Phase.ACTIVE,
-        token_budget=round(BUDGET_SHARE * int(workload.costs.sum())),
+        token_budget=token_budget(int(workload.costs.sum()), target),
         baseline_rate=0.10,
+        recall_target=target,
     )
     return compare(workload, sessions, config, seed, BFCL_SHAPE)
 
@@ -180,19 +197,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--bfcl-sessions", type=int, default=BFCL_SESSIONS)
     parser.add_argument("--package-dir", type=Path, help="the installed bfcl_eval folder")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    began = time.perf_counter()
-    print_results(
-        f"Synthetic: one key of {args.turns} turns, {TURN_GAP_SECONDS:.0f} s apart, per "
-        f"environment ({args.envs} environments; {TOOLS} tools, {TOOL_TOKENS:,} tokens, budget "
-        f"{BUDGET_SHARE:.0%}, minPulls 5, baseline 10%, cold learner)",
-        rows(synthetic(args.envs, args.turns, args.seed)),
+    parser.add_argument(
+        "--recall-target", type=float, help="select under this recall target, no budget cap"
     )
+    args = parser.parse_args(argv)
+    target = args.recall_target
+    cap = f"budget {BUDGET_SHARE:.0%}" if target is None else f"recall target {target}, no cap"
+    began = time.perf_counter()
+    if args.envs:
+        print_results(
+            f"Synthetic: one key of {args.turns} turns, {TURN_GAP_SECONDS:.0f} s apart, per "
+            f"environment ({args.envs} environments; {TOOLS} tools, {TOOL_TOKENS:,} tokens, "
+            f"{cap}, minPulls 5, baseline 10%, cold learner)",
+            rows(synthetic(args.envs, args.turns, args.seed, target)),
+        )
     if args.bfcl_sessions:
         print_results(
             f"BFCL multi-turn, {args.bfcl_sessions} sessions, each {BFCL_REPEAT}x its length "
-            f"(128 tools, budget {BUDGET_SHARE:.0%}, minPulls 5, baseline 10%, one learner)",
-            rows([bfcl(args.package_dir, args.bfcl_sessions, args.seed)]),
+            f"(128 tools, {cap}, minPulls 5, baseline 10%, one learner)",
+            rows([bfcl(args.package_dir, args.bfcl_sessions, args.seed, target)]),
         )
     print(f"({time.perf_counter() - began:.0f} s)")
     return 0
