@@ -399,11 +399,28 @@ def opening_ranks(
     gen: np.random.Generator,
 ) -> tuple[FloatArray, FloatArray, BoolArray]:
     """(means, ranks, forced arms) as a selection under a recall target reads them: what a
-    baseline session's uses are measured against (engine.recall_target.inclusion_levels)."""
+    baseline session's uses are measured against (engine.recall_target.inclusion_levels). The
+    forced arms are those `calibration_forced` names."""
     from learning_bot.engine.recall_target import ranked
 
     means = target_means(post, config, draw_scores if draw is None else draw, gen)
-    return means, ranked(means, arm_set.costs), forced_arms(arm_set, post, config, force)
+    return means, ranked(means, arm_set.costs), calibration_forced(arm_set, config, force)
+
+
+def calibration_forced(
+    arm_set: ArmSet, config: LearningConfig, force: BoolArray | None
+) -> BoolArray:
+    """The forced arms a baseline session's uses are calibrated with: seeds and those `force`
+    marks (the exploration bound's owed tries, forced at a steady rate), not the arms under
+    minPulls. Their forcing ends after their first pulls, so a use of one counts at its
+    level: counted at 0 (offered at any threshold), the uses of a cold learner's baseline
+    sessions would calibrate a threshold below every level, and the sets chosen once those
+    arms have their pulls would keep little but seeds until the uses left the window."""
+    seeds = arm_set.seed_info(config.seed_arm_ids)
+    forced = seeds.mask.copy() if seeds.positions else np.zeros(len(arm_set), dtype=bool)
+    if force is not None:
+        forced |= force
+    return forced
 
 
 def forced_arms(

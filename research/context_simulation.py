@@ -79,7 +79,12 @@ from learning_bot.engine.recall_target import (
     search_charges,
     session_search_levels,
 )
-from learning_bot.engine.selection import Draw, forced_arms, select_arms, target_means
+from learning_bot.engine.selection import (
+    Draw,
+    calibration_forced,
+    select_arms,
+    target_means,
+)
 from learning_bot.research.session_simulation import SessionShape
 
 if TYPE_CHECKING:
@@ -260,7 +265,7 @@ class Learner:
         self._replayed = []
         if chosen.is_baseline and self.config.recall_target is not None:
             means = target_means(post, self.config, draw, gen)
-            forced = forced_arms(self.arm_set, post, self.config, force)
+            forced = calibration_forced(self.arm_set, self.config, force)
             self._levels = (means, ranked(means, self.arm_set.costs), forced)
         if not chosen.is_baseline:  # a running mean of the prompts' tool tokens
             self.traffic.selected(float(self.arm_set.costs[chosen.mask].sum()))

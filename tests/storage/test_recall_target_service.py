@@ -136,3 +136,40 @@ def test_a_long_lived_session_is_redrawn_by_the_calibrated_rule(store: SqlStore)
     none = np.zeros(len(arms), dtype=bool)
     share, _, _ = pack_to_target(means, ranked(means, costs), costs, none, 0.8, 10**9)
     assert len(redrawn.selected) < int(share.sum())  # the uncalibrated set keeps more
+
+
+def test_baseline_sessions_of_a_cold_learner_calibrate_the_ranking_not_the_cold_start(
+    store: SqlStore,
+) -> None:
+    """Baseline sessions opened while every arm is under minPulls (each forced in for its
+    first pulls) record their uses at the arms' levels: recorded as offered at any threshold,
+    they would calibrate a threshold below every level, and once the arms have their pulls
+    the sets would keep nothing."""
+    arms = tools(20, 100)
+    useful = [a.id for a in arms[:3]]
+    config = LearningConfig.for_policy(
+        DEFAULT_POLICY,
+        phase=Phase.ACTIVE,
+        seed_arm_ids=(),
+        min_pulls=6,
+        baseline_rate=1.0,
+        pooled_prior=False,
+        token_budget=sum(a.token_cost for a in arms),
+        recall_target=0.8,
+    )
+    service = LearningService(
+        store, config, rng=3, cache_ttl=0, clock=lambda: 0.0, wall_clock=lambda: 1_000_000
+    )
+    for n in range(6):  # each opens with every arm under its 6 pulls
+        key = f"baseline-{n}"
+        baseline = service.select(arms, {"session_key": key})
+        assert baseline.is_baseline
+        run(service, key, 0, arms, baseline.selected, useful)
+    calibration = service._selector.target_levels.calibration
+    assert len(calibration) == 18 and min(calibration.levels()) > 0.0
+    service.set_settings({"baselineRate": 0.0})
+
+    chosen = service.select(arms, {"session_key": "first-selected"})
+    assert not chosen.is_baseline
+    assert set(useful) <= set(chosen.selected)
+    assert len(chosen.selected) < len(arms)
