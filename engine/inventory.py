@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain, compress, repeat
-from operator import attrgetter, itemgetter
+from operator import attrgetter, is_, itemgetter
 from typing import Any, Protocol, cast
 
 import numpy as np
@@ -296,8 +296,7 @@ class ArmSetCache:
             if (
                 seen is not None
                 and given[0] is seen[0]
-                and given == seen
-                and _same_texts(given, seen)
+                and (all(map(is_, given, seen)) or (given == seen and _same_texts(given, seen)))
             ):
                 self._touch(k)
                 return k.arm_set
@@ -383,7 +382,9 @@ _INCLUDED = itemgetter("included")
 def _same_texts(given: Sequence[Arm], seen: Sequence[Arm]) -> bool:
     """Whether equal arms (id, cost, label) also carry the same description and content, which
     Arm equality leaves out: an inventory whose tool descriptions changed is another inventory
-    for lexical relevance (engine.context_policy), not the one seen before."""
+    for lexical relevance (engine.context_policy), not the one seen before. (The same Arm
+    objects again, a runtime's inventory list kept between requests, are told apart before:
+    one pass of `is`, without a Python frame per arm.)"""
     return all(
         a is b or (a.description == b.description and a.content == b.content)
         for a, b in zip(given, seen, strict=True)
