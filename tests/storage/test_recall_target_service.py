@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from learning_bot.engine import LearningConfig, Phase
+from learning_bot.engine import Arm, LearningConfig, Phase
 from learning_bot.engine.config import DEFAULT_POLICY
 from learning_bot.engine.recall_target import pack_to_target, ranked
 from learning_bot.engine.service import LearningService
@@ -98,19 +98,7 @@ def test_a_long_lived_session_is_redrawn_by_the_calibrated_rule(store: SqlStore)
     means."""
     arms = tools(20, 100)
     useful = [a.id for a in arms[:3]]
-    config = LearningConfig.for_policy(
-        DEFAULT_POLICY,
-        phase=Phase.ACTIVE,
-        seed_arm_ids=(),
-        min_pulls=2,
-        baseline_rate=0.0,
-        pooled_prior=False,
-        token_budget=sum(a.token_cost for a in arms),
-        recall_target=0.8,
-    )
-    service = LearningService(
-        store, config, rng=9, cache_ttl=0, clock=lambda: 0.0, wall_clock=lambda: 1_000_000
-    )
+    service = _targeted(store, arms, min_pulls=2, baseline_rate=0.0, rng=9)
     channel = {"session_key": "agent:main:slack:channel:c0"}
     cold = service.select(arms, channel)
     assert cold.session == "new" and len(cold.selected) == len(arms)  # every arm forced in
@@ -147,19 +135,7 @@ def test_baseline_sessions_of_a_cold_learner_calibrate_the_ranking_not_the_cold_
     the sets would keep nothing."""
     arms = tools(20, 100)
     useful = [a.id for a in arms[:3]]
-    config = LearningConfig.for_policy(
-        DEFAULT_POLICY,
-        phase=Phase.ACTIVE,
-        seed_arm_ids=(),
-        min_pulls=6,
-        baseline_rate=1.0,
-        pooled_prior=False,
-        token_budget=sum(a.token_cost for a in arms),
-        recall_target=0.8,
-    )
-    service = LearningService(
-        store, config, rng=3, cache_ttl=0, clock=lambda: 0.0, wall_clock=lambda: 1_000_000
-    )
+    service = _targeted(store, arms, min_pulls=6, baseline_rate=1.0, rng=3)
     for n in range(6):  # each opens with every arm under its 6 pulls
         key = f"baseline-{n}"
         baseline = service.select(arms, {"session_key": key})
@@ -173,3 +149,22 @@ def test_baseline_sessions_of_a_cold_learner_calibrate_the_ranking_not_the_cold_
     assert not chosen.is_baseline
     assert set(useful) <= set(chosen.selected)
     assert len(chosen.selected) < len(arms)
+
+
+def _targeted(
+    store: SqlStore, arms: list[Arm], *, min_pulls: int, baseline_rate: float, rng: int
+) -> LearningService:
+    """A service selecting `arms` under recall target 0.8, no seeds, no budget cap."""
+    config = LearningConfig.for_policy(
+        DEFAULT_POLICY,
+        phase=Phase.ACTIVE,
+        seed_arm_ids=(),
+        min_pulls=min_pulls,
+        baseline_rate=baseline_rate,
+        pooled_prior=False,
+        token_budget=sum(a.token_cost for a in arms),
+        recall_target=0.8,
+    )
+    return LearningService(
+        store, config, rng=rng, cache_ttl=0, clock=lambda: 0.0, wall_clock=lambda: 1_000_000
+    )
