@@ -9,12 +9,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
-from learning_bot.engine.config import Phase
 from learning_bot.engine.errors import Conflict
-from learning_bot.engine.posterior import Posterior
-from learning_bot.engine.records import RunRecord
-from learning_bot.engine.savings import SessionUsage
-from learning_bot.engine.session_sets import SessionDecisions, SessionSet
 
 Outcome = TypeVar("Outcome")
 
@@ -33,8 +28,13 @@ class LearnerChanged(Conflict):
         self.phase = phase
 
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # named in annotations only: a reader of the ports imports none of them
+    from learning_bot.engine.config import Phase
     from learning_bot.engine.context_policy import EvidenceCell
+    from learning_bot.engine.posterior import Posterior
+    from learning_bot.engine.records import RunRecord
+    from learning_bot.engine.savings import SessionUsage
+    from learning_bot.engine.session_sets import SessionDecisions, SessionSet
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from learning_bot.bot.alerting import AlertScheduler, AlertSender, AlertSettings
 from learning_bot.engine.errors import InvalidConfig
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the scheduler (asyncio, time zones) is imported when alerts are served
     from learning_bot.app import App
+    from learning_bot.bot.alerting import AlertScheduler, AlertSender, AlertSettings
     from learning_bot.bot.surface import WorkspaceInstallations
 
 
@@ -92,6 +92,8 @@ def alert_settings(env: Mapping[str, str]) -> AlertSettings:
         lambda v: v == 0 or 0.01 <= v <= 24 * 365,
         "must be hours from 0.01 to 8760, or 0 for never",
     )
+    from learning_bot.bot.alerting import AlertSettings
+
     return AlertSettings(
         interval=interval,
         per_channel_per_hour=per_hour,
@@ -175,6 +177,8 @@ class AlertSurface:
 def build(app: App, env: Mapping[str, str]) -> AlertSurface:
     if app.alerts is None:
         raise InvalidConfig("alerts", "need the database (subscriptions are stored there)")
+    from learning_bot.bot.alerting import AlertScheduler
+
     scheduler = AlertScheduler(
         app.alerts,
         app.services,

@@ -9,7 +9,7 @@ from typing import Any
 from learning_bot.adapters.http.api import BASE
 from learning_bot.adapters.http.body import STRICT_FIELDS_VERSION, TOLERATED
 from learning_bot.engine.service import TIMESERIES_METRICS
-from learning_bot.engine.wire import DOCUMENTED, schema_of
+from learning_bot.engine.wire import documented, schema_of
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -18,7 +18,7 @@ def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-SCHEMAS: dict[str, Any] = {name: schema_of(cls) for name, cls in DOCUMENTED.items()}
+SCHEMAS: dict[str, Any] = {name: schema_of(cls) for name, cls in documented().items()}
 """The components' schemas: every wire type the learning API exchanges (engine.wire)."""
 
 

@@ -7,15 +7,12 @@ import getpass
 import json
 import os
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from learning_bot.adapters.terminal.render import render
 from learning_bot.adapters.terminal.style import Style
-from learning_bot.bot.bus import CommandBus
 from learning_bot.bot.commands import (
     CancelCommand,
     Command,
@@ -29,6 +26,9 @@ from learning_bot.bot.errors import kind_of_code
 from learning_bot.bot.invocation import Actor, Invocation
 from learning_bot.bot.replies import Reply, ReplyKind
 from learning_bot.bot.shapes import reply_data_json, reply_from_json
+
+if TYPE_CHECKING:
+    from learning_bot.bot.bus import CommandBus
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 API_BASE = "/__openclaw__/api/learning"
@@ -79,6 +79,9 @@ def post_json(base: str, endpoint: str, body: dict[str, Any]) -> Any:
     """POST `body` as JSON to `endpoint` of the running server whose API is at `base`
     (LEARNING_BOT_API_TOKEN as bearer): its decoded answer, or a CliError with what the server
     said, or that it cannot be reached."""
+    import urllib.error  # with http.client and ssl, only for --url
+    import urllib.request
+
     token = os.environ.get("LEARNING_BOT_API_TOKEN", "").strip()
     request = urllib.request.Request(
         endpoint,

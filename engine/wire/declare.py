@@ -97,6 +97,9 @@ def wire(
     return dataclasses.field(default=default, metadata=metadata)
 
 
+PHASES = ["passive", "active"]
+"""The learner's phases, as every type that names one lists them."""
+
 _NAMES: dict[type[Any], str] = {}
 _TOLERATED: dict[type[Any], frozenset[str]] = {}
 _REQUIRED: dict[type[Any], Sequence[str] | Literal["all"] | None] = {}

@@ -8,9 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from learning_bot.engine.bounds import MAX_RESET_ARMS
-from learning_bot.engine.wire.declare import Answer, encode, wire, wire_type
-
-PHASES = ["passive", "active"]
+from learning_bot.engine.wire.declare import PHASES, Answer, encode, wire, wire_type
 
 
 @wire_type()

@@ -9,8 +9,7 @@ from typing import Any
 
 from learning_bot.engine.config import PACKINGS, POLICIES
 from learning_bot.engine.observation import SkipReason
-from learning_bot.engine.wire.declare import Answer, wire, wire_type
-from learning_bot.engine.wire.operator import PHASES
+from learning_bot.engine.wire.declare import PHASES, Answer, wire, wire_type
 from learning_bot.engine.wire.runs import Usage
 
 

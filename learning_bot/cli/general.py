@@ -33,6 +33,14 @@ def _version() -> str:
         return "unknown"
 
 
+class _Version(argparse.Action):
+    """--version, looked up in the installed metadata only when asked for."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(f"learning-bot {_version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The global options, then every command in the order `--help` lists them."""
     from learning_bot.cli import (
@@ -59,7 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
             "`learning-bot <command> --help` explains a command."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"learning-bot {_version()}")
+    parser.add_argument(
+        "--version", action=_Version, nargs=0, help="show program's version number and exit"
+    )
     parser.add_argument(
         "--database-url",
         metavar="URL",
