@@ -55,6 +55,20 @@ class ExplorationBound:
             raise InvalidInput("after_selections and per_select must be >= 0")
 
 
+class _Lasts:
+    """One inventory's last inclusions (`lasts`, in selections), the arms whose count its
+    selections changed since it was written back (`touched`), and a lower bound of `lasts`
+    (`floor`: inclusions only raise a count, so a bound once true stays one)."""
+
+    __slots__ = ("floor", "ids", "lasts", "touched")
+
+    def __init__(self, ids: tuple[str, ...], lasts: npt.NDArray[np.int64]) -> None:
+        self.ids = ids
+        self.lasts = lasts
+        self.touched = np.zeros(len(ids), dtype=bool)
+        self.floor = int(lasts.min()) if len(lasts) else 0
+
+
 class OwedTries:
     """Each arm's last inclusion, counted in selections, and the arms owed a try."""
 
@@ -66,19 +80,33 @@ class OwedTries:
         self._fresh: set[str] = set()
         """Arms this process included since the last `sync`."""
         self._lock = threading.Lock()
-        self._cached: tuple[tuple[str, ...], npt.NDArray[np.int64]] | None = None
+        self._cached: _Lasts | None = None
 
-    def _lasts(self, arm_set: ArmSet) -> npt.NDArray[np.int64]:
+    def _lasts(self, arm_set: ArmSet) -> _Lasts:
+        """The last inclusions of `arm_set`'s arms as an array, kept while the inventory is
+        the same; what its selections change is written back to the per-arm counts when
+        another inventory comes, or at `sync`."""
         cached = self._cached
-        if cached is not None and cached[0] is arm_set.ids:
-            return cached[1]
+        if cached is not None and cached.ids is arm_set.ids:
+            return cached
+        self._write_back()
         last = self._last
         count = self.count
         lasts = np.fromiter(
             (last.setdefault(a, count) for a in arm_set.ids), dtype=np.int64, count=len(arm_set)
         )
-        self._cached = (arm_set.ids, lasts)
-        return lasts
+        made = self._cached = _Lasts(arm_set.ids, lasts)
+        return made
+
+    def _write_back(self) -> None:
+        cached = self._cached
+        if cached is None or not cached.touched.any():
+            return
+        ids, lasts = cached.ids, cached.lasts
+        for i in np.flatnonzero(cached.touched).tolist():
+            self._last[ids[i]] = int(lasts[i])
+            self._fresh.add(ids[i])
+        cached.touched[:] = False
 
     def mask(self, arm_set: ArmSet) -> BoolArray | None:
         """The arms to force into this selection, or None (the usual case)."""
@@ -86,10 +114,14 @@ class OwedTries:
         if bound.after_selections <= 0 or bound.per_select <= 0 or not len(arm_set):
             return None
         with self._lock:
-            lasts = self._lasts(arm_set)
-            owed = self.count - lasts >= bound.after_selections
-            if not owed.any():
+            cached = self._lasts(arm_set)
+            if self.count - cached.floor < bound.after_selections:
+                return None  # the common case, without an array operation
+            lasts = cached.lasts
+            cached.floor = int(lasts.min())
+            if self.count - cached.floor < bound.after_selections:
                 return None
+            owed = self.count - lasts >= bound.after_selections
             candidates = np.flatnonzero(owed)
             if candidates.size > bound.per_select:
                 oldest = np.argsort(lasts[candidates], kind="stable")[: bound.per_select]
@@ -104,17 +136,9 @@ class OwedTries:
             return
         with self._lock:
             self.count += 1
-            lasts = self._lasts(arm_set)
-            lasts[mask] = self.count
-            if mask.all():
-                for a in arm_set.ids:
-                    self._last[a] = self.count
-                self._fresh.update(arm_set.ids)
-            else:
-                ids = arm_set.ids
-                for i in np.flatnonzero(mask).tolist():
-                    self._last[ids[i]] = self.count
-                    self._fresh.add(ids[i])
+            cached = self._lasts(arm_set)
+            cached.lasts[mask] = self.count
+            cached.touched |= mask
 
     def sync(self, left_out: Mapping[str, int]) -> None:
         """Take the learner's counts read from storage: arm id -> runs since its last
@@ -122,6 +146,7 @@ class OwedTries:
         the smaller count (its run may not be stored yet); an arm not in `left_out` keeps this
         process's count."""
         with self._lock:
+            self._write_back()
             count = self.count
             last = self._last
             fresh = self._fresh

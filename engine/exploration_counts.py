@@ -39,6 +39,8 @@ class ExplorationCounts:
     _bound: ExplorationBound | None = None
     _owed: OwedTries | None = field(default=None, init=False)
     _synced_at: float = field(default=float("-inf"), init=False)
+    _every: float = field(default=0.0, init=False)
+    """SYNC_SECONDS, read with the bound's module on first use."""
     _runs: int | None = field(default=None, init=False)
     """The learner's stored runs as of the last read, plus the runs this process stored
     since: when storage holds no others, its count is the learner's."""
@@ -46,16 +48,15 @@ class ExplorationCounts:
     def owed(self) -> OwedTries:
         """The counts: read from the stored runs on first use, read again at most every
         SYNC_SECONDS (in the background when a scheduler was given)."""
-        from learning_bot.engine.exploration import SYNC_SECONDS
-
         owed = self._owed
         if owed is None:
-            from learning_bot.engine.exploration import ExplorationBound, OwedTries
+            from learning_bot.engine.exploration import SYNC_SECONDS, ExplorationBound, OwedTries
 
+            self._every = SYNC_SECONDS
             owed = self._owed = OwedTries(self._bound or ExplorationBound())
             self._synced_at = self._clock()
             self.sync(first=True)
-        elif self._clock() - self._synced_at >= SYNC_SECONDS:
+        elif self._clock() - self._synced_at >= self._every:
             self._synced_at = self._clock()
             if self._schedule is not None:
                 self._schedule(self.sync)

@@ -14,6 +14,9 @@ from learning_bot.engine.service import LearningService
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
+_Series = tuple[Counter, Histogram, Counter | None]
+"""A request's count, its latency and, for an answered select or observe, that count."""
+
 
 class ServiceCollector(Collector):
     """Spool depth, dead letters and the posterior cache's age of the default learner, read
@@ -78,16 +81,34 @@ class HttpMetrics:
             "learning_bot_observes", "Observe requests accepted (2xx)", registry=self.registry
         )
         self.registry.register(ServiceCollector(service))
+        self._series: dict[tuple[str, str, int], _Series] = {}
 
     def record(self, route: str, method: str, status: int, seconds: float) -> None:
         """Count one finished request (a select or observe by its route's last segment)."""
-        self.requests.labels(route, method, str(status)).inc()
-        self.latency.labels(route).observe(seconds)
+        key = (route, method, status)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = self._labelled(route, method, status)
+        requests, latency, answered = series
+        requests.inc()
+        latency.observe(seconds)
+        if answered is not None:
+            answered.inc()
+
+    def _labelled(self, route: str, method: str, status: int) -> _Series:
+        """The series one (route, method, status) feeds, looked up once: `labels` takes a
+        lock and builds its key on every call."""
+        answered = None
         if 200 <= status < 300 and method == "POST":
             if route.endswith("/select"):
-                self.selects.inc()
+                answered = self.selects
             elif route.endswith("/observe"):
-                self.observes.inc()
+                answered = self.observes
+        return (
+            self.requests.labels(route, method, str(status)),
+            self.latency.labels(route),
+            answered,
+        )
 
     def exposition(self) -> bytes:
         """What `GET /metrics` answers: the text exposition format."""
