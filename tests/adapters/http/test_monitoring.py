@@ -131,3 +131,47 @@ def test_json_format_is_the_root_handlers_and_installing_twice_keeps_one(
     ours = [h for h in root.handlers if isinstance(h, ServerHandler)]
     assert len(ours) == 1 and isinstance(ours[0].formatter, JsonFormatter)
     assert root.level == logging.INFO
+
+
+def test_request_counts_expose_what_prometheus_clients_counter_and_histogram_would() -> None:
+    """The request series are kept as plain counts; scraped, they read as a labelled Counter
+    and Histogram fed the same requests do (a value on a bucket's bound counts in it)."""
+    from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+    from learning_bot.adapters.http.metrics import BUCKETS, HttpMetrics
+
+    def unavailable() -> Any:
+        raise RuntimeError("no service")
+
+    ours = HttpMetrics(unavailable)
+    registry = CollectorRegistry()
+    requests = Counter("learning_bot_http_requests", "r", ["route", "method", "status"],
+                       registry=registry)  # fmt: skip
+    latency = Histogram("learning_bot_http_request_duration_seconds", "l", ["route"],
+                        registry=registry)  # fmt: skip
+    selects = Counter("learning_bot_selects", "s", registry=registry)
+    observes = Counter("learning_bot_observes", "o", registry=registry)
+    seen = [
+        (SELECT, "POST", 200, 0.0004),
+        (SELECT, "POST", 200, BUCKETS[0]),
+        (SELECT, "POST", 422, 0.3),
+        (OBSERVE, "POST", 200, BUCKETS[-2]),
+        (OBSERVE, "POST", 503, 12.0),
+        ("unmatched", "GET", 404, 0.02),
+    ]
+    for route, method, status, seconds in seen:
+        ours.record(route, method, status, seconds)
+        requests.labels(route, method, str(status)).inc()
+        latency.labels(route).observe(seconds)
+        if status == 200:
+            (selects if route == SELECT else observes).inc()
+
+    def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        return {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if not s.name.endswith("_created")
+        }
+
+    assert samples(ours.exposition().decode()) == samples(generate_latest(registry).decode())
