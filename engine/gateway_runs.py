@@ -89,7 +89,8 @@ class GatewayRuns:
 
         def draw(offered: ArmSet, settings: LearningConfig) -> Selection:
             # a baseline session's uses calibrate a recall target when it offers every arm
-            chosen = selector.draw(offered, settings, request, "" if k else session_key or "")
+            key = "" if k else session_key or ""
+            chosen = selector.draw(offered, settings, request, key, provider, model)
             if settings.is_active and 0 < k < len(chosen.selected):
                 chosen = selector.cap(offered, chosen, k, settings)
             return chosen

@@ -13,7 +13,12 @@ from learning_bot.engine.config import LearningConfig
 from learning_bot.engine.errors import Unavailable
 from learning_bot.engine.inputs import request_of
 from learning_bot.engine.ports import RecallLevels, SessionSets, SessionUsages
-from learning_bot.engine.session_selection import SessionSelector, session_key_of, session_request
+from learning_bot.engine.session_selection import (
+    SessionRequest,
+    SessionSelector,
+    session_key_of,
+    session_request,
+)
 
 if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
     import numpy as np
@@ -140,9 +145,10 @@ class ArmSelector:
         config = learner.config
         key = session_key_of(context, session_key)
         request = request_of(context)
+        asked = session_request(context) if key and config.is_active else _runtime_of(context)
 
         def draw(offered: ArmSet, settings: LearningConfig) -> Selection:
-            return self.draw(offered, settings, request, key)
+            return self.draw(offered, settings, request, key, asked.provider, asked.model)
 
         if key and config.is_active:
             from learning_bot.engine.context import opening_features
@@ -154,24 +160,30 @@ class ArmSelector:
                 config,
                 draw,
                 opening=opening,
-                request=session_request(context),
+                request=asked,
                 calibration=self.calibration,
             )
         return draw(arm_set, config)
 
-    def calibration(self, arm_set: ArmSet, config: LearningConfig) -> RecallCalibration | None:
+    def calibration(
+        self, arm_set: ArmSet, config: LearningConfig, provider: str = "", model: str = ""
+    ) -> RecallCalibration | None:
         """The recall target's calibration a draw over `arm_set` under `config` reads (None:
         no target): where the provider has tool search, the left-out tools are deferred, and
-        the calibration, which replays the search on baseline sessions, prices it."""
+        the calibration, which replays the search on baseline sessions, prices it. The
+        provider and model are those the request names (a gateway's, a select's context),
+        else the learner's."""
         if config.recall_target is None:
             return None
         from learning_bot.engine.providers import mechanics_for
 
+        provider = provider or config.provider
+        model = model or config.model
         target = self.target_levels
         calibration = target.calibration
         pricing: SearchPricing | None = None
-        if mechanics_for(config.provider, config.model).tool_search:
-            prices = self.sessions.prices_for(config.provider, config.model)
+        if mechanics_for(provider, model).tool_search:
+            prices = self.sessions.prices_for(provider, model)
             pricing = target.sessions.traffic.pricing(prices, arm_set.costs)
         calibration.pricing = pricing
         return calibration
@@ -182,6 +194,8 @@ class ArmSelector:
         config: LearningConfig,
         request: RequestContext | None = None,
         session_key: str = "",
+        provider: str = "",
+        model: str = "",
     ) -> Selection:
         """`select_arms` under `config`: from the cached posteriors, under the cache's lock,
         when active; passive or disabled, every arm without reading a posterior. With a
@@ -194,7 +208,7 @@ class ArmSelector:
         cache = self.learner.cache
         owed = self.exploration.owed()
         force = owed.mask(arm_set)
-        calibration = self.calibration(arm_set, config)
+        calibration = self.calibration(arm_set, config, provider, model)
         target = self.target_levels if calibration is not None else None
         search: BM25Index | None = None
         if calibration is not None and calibration.pricing is not None:
@@ -268,3 +282,18 @@ class ArmSelector:
             used,
             used > selection.token_budget,
         )
+
+
+def _runtime_of(context: Mapping[str, Any] | None) -> SessionRequest:
+    """The provider and model a select without a session names in its context, read as
+    given: text, else none (the learner's then)."""
+    if not context:
+        return _NO_RUNTIME
+    provider, model = context.get("provider"), context.get("model")
+    return SessionRequest(
+        provider.strip() if isinstance(provider, str) else "",
+        model.strip() if isinstance(model, str) else "",
+    )
+
+
+_NO_RUNTIME = SessionRequest()

@@ -60,9 +60,10 @@ if TYPE_CHECKING:
 Draw = Callable[["ArmSet", LearningConfig], "Selection"]
 """A selection over an inventory under a configuration (the service's, from its cache)."""
 
-Calibrate = Callable[["ArmSet", LearningConfig], "RecallCalibration | None"]
+Calibrate = Callable[["ArmSet", LearningConfig, str, str], "RecallCalibration | None"]
 """The recall target's calibration a draw over an inventory under a configuration reads, its
-search priced for them (None: no target)."""
+search priced for them and for the provider and model a request names (empty: the learner's);
+None: no target."""
 
 
 SESSION_ATTEMPTS = 4
@@ -336,7 +337,14 @@ class SessionSelector:
             config.seed_arm_ids,
             config.packing == "score_per_token",
             config.recall_target,
-            None if calibration is None else calibration(arm_set, config),
+            None
+            if calibration is None
+            else calibration(
+                arm_set,
+                config,
+                asked.provider or session.provider,
+                asked.model or session.model,
+            ),
         )
         wanted = [a for a in session.wanted if a in costs and a not in best]
         new_ids = (*best, *wanted)

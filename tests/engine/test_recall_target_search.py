@@ -71,12 +71,16 @@ def turn(
     )
 
 
-def baseline_session(learner: LearningService) -> list[RecordedUse]:
+def baseline_session(
+    learner: LearningService, runtime: dict[str, str] | None = None
+) -> list[RecordedUse]:
     """A baseline session whose first turn asks for a translation and a rate and uses the
     translation tool, whose second uses the rate tool without naming it, and whose third,
-    without a message, uses the translation tool again: the uses it recorded."""
+    without a message, uses the translation tool again: the uses it recorded. `runtime`: the
+    provider and model the select names."""
     first = "please translate this note and look up the currency exchange rate"
-    chosen = learner.select(ArmSet.of(ARMS), {"session_key": "s", "message": first})
+    context = {"session_key": "s", "message": first, **(runtime or {})}
+    chosen = learner.select(ArmSet.of(ARMS), context)
     assert chosen.is_baseline and len(chosen.selected) == len(ARMS)
     turn(learner, "s", 1, TRANSLATE, first, BASELINE_PROMPT)
     turn(learner, "s", 2, CURRENCY, "thanks, now the other one", BASELINE_PROMPT)
@@ -128,3 +132,32 @@ def test_with_tool_search_the_search_is_priced_from_the_runs_reported(tmp_path: 
     assert pricing == SearchPricing.of(
         ANTHROPIC, 2.0, 5_000.0, SEARCH_RESULT_TOKENS + SEARCH_TOP * mean_cost, SEARCH_CALL_TOKENS
     )
+
+
+ANTHROPIC_RUNTIME = {"provider": "anthropic", "model": "claude-sonnet-4-5"}
+
+
+def test_the_provider_a_request_names_decides_whether_the_search_is_replayed_and_priced(
+    tmp_path: Path,
+) -> None:
+    """A learner set up without a provider, whose runtime names Anthropic on each select (as
+    OpenClaw's gateway and a select's context do): its calibration replays and prices the
+    search as a learner set up for Anthropic does; a select naming a provider without tool
+    search prices none, whatever the learner's."""
+    reference = baseline_session(service(tmp_path, "anthropic"))
+    learner = service(tmp_path, "")
+    assert baseline_session(learner, ANTHROPIC_RUNTIME) == reference
+    calibration = learner._selector.target_levels.calibration
+    assert calibration.pricing is not None
+    learner.select(ArmSet.of(ARMS), {"message": "hello", "provider": "openai", "model": "gpt-4.1"})
+    assert calibration.pricing is None
+    learner.select(ArmSet.of(ARMS), {"message": "hello", **ANTHROPIC_RUNTIME})
+    assert calibration.pricing is not None
+
+    gateway = service(tmp_path / "gateway", "")
+    first = "please translate this note and look up the currency exchange rate"
+    selection, _ = gateway.select_run(
+        ARMS, {"message": first}, session_key="g", **ANTHROPIC_RUNTIME
+    )
+    assert selection.is_baseline
+    assert gateway._selector.target_levels.calibration.pricing is not None
