@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from learning_bot.bot.commands.base import (
     ADMIN_LIST_HINT,
@@ -28,7 +28,9 @@ from learning_bot.bot.formatting import command_prefix
 from learning_bot.bot.invocation import Command, Invocation
 from learning_bot.bot.replies import Fields, Reply, ReplyKind, Text
 from learning_bot.engine.errors import Forbidden, InvalidConfig, InvalidInput
-from learning_bot.engine.service import LearningService
+
+if TYPE_CHECKING:
+    from learning_bot.engine.service import LearningService
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from learning_bot.bot.commands.base import (
     CommandSpec,
@@ -29,11 +29,14 @@ from learning_bot.bot.phase_view import (
     read_projection,
 )
 from learning_bot.bot.replies import Reply, ReplyKind, Text
+from learning_bot.engine.changes import MIN_TRACES_FOR_ACTIVE
 from learning_bot.engine.config import Phase
 from learning_bot.engine.phase_projection import keep_projection
-from learning_bot.engine.service import MIN_TRACES_FOR_ACTIVE, LearningService
 
 PHASES = ("passive", "active")
+
+if TYPE_CHECKING:
+    from learning_bot.engine.service import LearningService
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from learning_bot.bot.commands.base import (
     MAX_ARM_CHARS,
@@ -28,10 +28,12 @@ from learning_bot.bot.invocation import Command
 from learning_bot.bot.replies import Reply, ReplyKind, Text
 from learning_bot.engine.bounds import MAX_CHAT_RESET_ARMS
 from learning_bot.engine.errors import InvalidInput
-from learning_bot.engine.service import LearningService
 from learning_bot.engine.views import ResetResult
 
 MAX_ARMS_TEXT = 4000
+
+if TYPE_CHECKING:
+    from learning_bot.engine.service import LearningService
 
 
 @dataclass(frozen=True, slots=True)

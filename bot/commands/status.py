@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from learning_bot.bot.commands.base import (
     MAX_ARM_CHARS,
@@ -40,9 +40,11 @@ from learning_bot.bot.status_view import (
     starved_line,
     value_headline,
 )
-from learning_bot.engine.service import LearningService
 
 MAX_TOP = 25
+
+if TYPE_CHECKING:
+    from learning_bot.engine.service import LearningService
 
 
 @dataclass(frozen=True, slots=True)
