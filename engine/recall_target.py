@@ -291,50 +291,71 @@ class SearchPricing:
 class SessionTraffic:
     """What a learner's runs tell the price of a search (`SearchPricing`): the turns of its
     latest `sessions` sessions, a running mean of the prompts its selected sessions' requests
-    read (the input tokens billed: uncached, cache read and cache write), and one of the tool
-    tokens its selected sets keep (the prompt's estimate before any is reported)."""
+    read (the input tokens billed: uncached, cache read and cache write), and, for the
+    prompt's estimate before any is reported, one of the tool tokens its selected sets keep and
+    one of what a baseline session's request read beside the tools it offered (the system
+    prompt and the conversation: its reported prompt less every tool's tokens)."""
 
     def __init__(self, sessions: int = PRICED_SESSIONS, weight: float = PROMPT_WEIGHT) -> None:
         self._sessions = sessions
         self._weight = weight
         self._turns: dict[str, int] = {}
         self._prompt: float | None = None
-        self._offered = 0.0
+        self._offered: float | None = None
+        self._rest: float | None = None
 
-    def ran(self, key: str, prompt_tokens: float = 0.0, selected: bool = True) -> None:
+    def ran(
+        self,
+        key: str,
+        prompt_tokens: float = 0.0,
+        selected: bool = True,
+        offered_tokens: float = 0.0,
+    ) -> None:
         """A run of session `key` whose request read `prompt_tokens` (0: not reported); a
-        baseline session's (`selected` false) offers every tool, so its prompt says nothing
-        of the selected sessions'."""
+        baseline session's (`selected` false) offers every tool, `offered_tokens` of them
+        (0: not known), so its prompt says nothing of the selected sessions' but, less those
+        tools, tells what the rest of a request reads."""
         self._turns[key] = self._turns.get(key, 0) + 1
         while len(self._turns) > self._sessions:
             del self._turns[next(iter(self._turns))]
-        if prompt_tokens > 0.0 and selected:
-            seen = self._prompt
-            self._prompt = (
-                prompt_tokens if seen is None else seen + self._weight * (prompt_tokens - seen)
-            )
+        if prompt_tokens <= 0.0:
+            return
+        if selected:
+            self._prompt = _running(self._prompt, prompt_tokens, self._weight)
+        elif offered_tokens > 0.0:
+            rest = max(prompt_tokens - offered_tokens, 0.0)
+            self._rest = _running(self._rest, rest, self._weight)
 
     def selected(self, tool_tokens: float) -> None:
         """A set was selected (not a baseline one) keeping `tool_tokens` of tool definitions."""
-        self._offered += self._weight * (tool_tokens - self._offered)
+        self._offered = _running(self._offered, tool_tokens, self._weight)
 
     def pricing(
         self, prices: TokenPrices, costs: IntArray, history_tokens: float = 0.0
     ) -> SearchPricing:
         """What deferring costs for an inventory of these arm `costs`: sessions of the mean
         turns seen (1 before any), a search re-reading the mean prompt of the selected
-        sessions' requests (before any is reported, `history_tokens` and the mean set
-        selected) and appending SEARCH_TOP definitions of the inventory's mean cost."""
+        sessions' requests (before any is reported, the mean set selected and the rest of a
+        baseline session's request, or `history_tokens` before one is reported either) and
+        appending SEARCH_TOP definitions of the inventory's mean cost."""
         turns = float(np.mean(list(self._turns.values()))) if self._turns else 1.0
         mean_cost = float(costs.mean()) if len(costs) else 0.0
         prompt = self._prompt
+        if prompt is None:
+            rest = self._rest if self._rest is not None else history_tokens
+            prompt = rest + (self._offered or 0.0)
         return SearchPricing.of(
             prices,
             turns,
-            history_tokens + self._offered if prompt is None else prompt,
+            prompt,
             SEARCH_RESULT_TOKENS + SEARCH_TOP * mean_cost,
             SEARCH_CALL_TOKENS,
         )
+
+
+def _running(seen: float | None, value: float, weight: float) -> float:
+    """An exponentially weighted running mean: `value` first, then moved by `weight`."""
+    return value if seen is None else seen + weight * (value - seen)
 
 
 class RecordedUse(NamedTuple):
@@ -470,6 +491,8 @@ class _Opening:
     forced: BoolArray
     search: BM25Index | None
     levels: FloatArray | None
+    tokens: float
+    """Every offered arm's tokens: what the session's requests offered beside the rest."""
     turns: deque[tuple[IntArray, FloatArray, list[int]]] = field(
         default_factory=lambda: deque(maxlen=REPLAYED_TURNS)
     )
@@ -499,12 +522,15 @@ class SessionLevels:
         rank: FloatArray,
         forced: BoolArray,
         search: BM25Index | None = None,
+        tokens: float = 0.0,
     ) -> None:
         """A baseline session `key` was decided: how its arms ranked at its opening, and where
         the provider has tool search, the search's index of the arms (BM25 over their texts,
-        as the providers document it) to replay it on the session's turns."""
+        as the providers document it) to replay it on the session's turns; `tokens`, its
+        arms' tokens (every one offered)."""
         levels = arm_levels(means, rank, forced) if search is not None else None
-        opening = _Opening({a: i for i, a in enumerate(ids)}, means, rank, forced, search, levels)
+        position = {a: i for i, a in enumerate(ids)}
+        opening = _Opening(position, means, rank, forced, search, levels, tokens)
         with self._lock:
             self._open.pop(key, None)
             self._open[key] = opening
@@ -547,4 +573,7 @@ class SessionLevels:
         """A run of session `key` whose request read `prompt_tokens` (`SessionTraffic.ran`):
         a baseline session's when the run says so or this learner opened it as one."""
         with self._lock:
-            self.traffic.ran(key, prompt_tokens, not baseline and key not in self._open)
+            opened = self._open.get(key)
+            selected = not baseline and opened is None
+            offered = opened.tokens if opened is not None else 0.0
+            self.traffic.ran(key, prompt_tokens, selected, offered)

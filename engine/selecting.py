@@ -245,7 +245,8 @@ class ArmSelector:
 
             with cache.lock:
                 ranks = opening_ranks(arm_set, post, config, scores, force, self.rng)
-            target.sessions.opened(session_key, arm_set.ids, *ranks, search=search)
+            tokens = float(arm_set.costs.sum())
+            target.sessions.opened(session_key, arm_set.ids, *ranks, search=search, tokens=tokens)
         elif target is not None and not chosen.is_baseline:
             target.sessions.traffic.selected(float(chosen.used_tokens))
         owed.included(arm_set, chosen.mask)

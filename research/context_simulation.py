@@ -166,7 +166,6 @@ class Learner:
         settings: ContextSettings,
         search: BM25Index | None = None,
         prices: TokenPrices = ANTHROPIC,
-        history_tokens: float = 0.0,
     ) -> None:
         self.arm_set = arm_set
         self.search = search
@@ -174,7 +173,6 @@ class Learner:
         calibration then counts a used tool the search would have found, or an earlier search of
         the session loaded (session_search_levels)."""
         self.prices = prices
-        self.history_tokens = history_tokens
         self.traffic = SessionTraffic()
         """Turns per session of the latest sessions and the running mean of the selected
         sessions' prompts (what a runtime reports): the search's pricing."""
@@ -213,7 +211,9 @@ class Learner:
         ids = self.arm_set.ids
         rewards: dict[str, float] = {}
         if self.search is not None:
-            self.traffic.ran(key, prompt_tokens, not self.was_baseline)
+            # a baseline turn offers every tool: what its request read beside them is the rest
+            tools = float(self.arm_set.costs[list(offered)].sum()) if self.was_baseline else 0.0
+            self.traffic.ran(key, prompt_tokens, not self.was_baseline, tools)
         if used:
             keep = self.keep
             for i in offered:
@@ -277,10 +277,11 @@ class Learner:
 
     def pricing(self) -> SearchPricing:
         """What deferring costs, from the sessions seen: their mean turns, a search re-reading
-        the mean prompt of their requests (before any is seen: the history and the mean set
-        offered), appending SEARCH_TOP definitions of the inventory's mean cost: as the
-        service prices it (SessionTraffic), the history known here."""
-        return self.traffic.pricing(self.prices, self.arm_set.costs, self.history_tokens)
+        the mean prompt of their requests (before any is seen: the mean set selected and what
+        baseline sessions' requests read beside their tools), appending SEARCH_TOP definitions
+        of the inventory's mean cost: as the service prices it (SessionTraffic), from what the
+        runs report only."""
+        return self.traffic.pricing(self.prices, self.arm_set.costs)
 
 
 class ServiceLearner:
@@ -383,7 +384,6 @@ def run_study(
             settings,
             search if policy == "context+deferral" else None,
             prices,
-            shape.history_tokens + shape.message_tokens,
         )
         if service is None
         else ServiceLearner(service, arm_set)

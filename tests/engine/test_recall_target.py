@@ -344,15 +344,24 @@ def test_the_study_learner_prices_a_search_at_the_prompts_its_requests_read() ->
 
     arm_set = ArmSet.of(ARMS)
     search = BM25Index.of_texts([a.name for a in ARMS])
-    learner = Learner(
-        arm_set, config(recall_target=0.9), ContextSettings(), search, ANTHROPIC, 1_000.0
-    )
-    # nothing seen: the history and the mean set offered (none yet)
-    before = learner.pricing().search
-    learner.observe([0, 1], {0}, None, "s", prompt_tokens=5_000.0)
+
+    def learner() -> Learner:
+        return Learner(arm_set, config(recall_target=0.9), ContextSettings(), search, ANTHROPIC)
+
+    read = learner()
+    # nothing reported: a search re-reads nothing but appends its result
+    before = read.pricing().search
+    read.observe([0, 1], {0}, None, "s", prompt_tokens=5_000.0)
     # a request read 5,000 tokens: a search reads that prompt again
-    assert learner.pricing().search - before == pytest.approx(ANTHROPIC.cache_read * 4_000.0)
+    assert read.pricing().search - before == pytest.approx(ANTHROPIC.cache_read * 5_000.0)
     # a baseline session's prompt (every tool) says nothing of the selected sessions'
-    learner.was_baseline = True
-    learner.observe([0, 1], {0}, None, "b", prompt_tokens=50_000.0)
-    assert learner.pricing().search - before == pytest.approx(ANTHROPIC.cache_read * 4_000.0)
+    read.was_baseline = True
+    read.observe([0, 1], {0}, None, "b", prompt_tokens=50_000.0)
+    assert read.pricing().search - before == pytest.approx(ANTHROPIC.cache_read * 5_000.0)
+    # before a selected session reports its prompt, a baseline session's tells the rest of a
+    # request: what it read beside the tools it offered (no study constant is told)
+    first = learner()
+    first.was_baseline = True
+    first.observe([0, 1], {0}, None, "b", prompt_tokens=50_000.0)
+    rest = 50_000.0 - float(arm_set.costs[[0, 1]].sum())
+    assert first.pricing().search - before == pytest.approx(ANTHROPIC.cache_read * rest)

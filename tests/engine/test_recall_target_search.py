@@ -161,3 +161,22 @@ def test_the_provider_a_request_names_decides_whether_the_search_is_replayed_and
     )
     assert selection.is_baseline
     assert gateway._selector.target_levels.calibration.pricing is not None
+
+
+def test_before_a_selected_run_reports_its_prompt_a_search_is_priced_from_the_baseline_runs(
+    tmp_path: Path,
+) -> None:
+    """Before any selected session reports its usage, a search re-reads what a baseline
+    session's request read beside the tools it offered (its reported prompt less every tool's
+    tokens: the system prompt and the conversation), not nothing."""
+    learner = service(tmp_path, "anthropic")
+    baseline_session(learner)
+    learner.select(ArmSet.of(ARMS), {"session_key": "next", "message": "hello"})
+    pricing = learner._selector.target_levels.calibration.pricing
+    mean_cost = sum(a.token_cost for a in ARMS) / len(ARMS)
+    rest = BASELINE_PROMPT - sum(a.token_cost for a in ARMS)
+    # one session of 3 turns; no selected set yet: the rest of the request alone
+    assert pricing == SearchPricing.of(
+        ANTHROPIC, 3.0, float(rest), SEARCH_RESULT_TOKENS + SEARCH_TOP * mean_cost,
+        SEARCH_CALL_TOKENS,
+    )  # fmt: skip
