@@ -4,6 +4,7 @@ its own idiom. No block holds markup: every string may have come from a user or 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -94,6 +95,35 @@ class CompactStatus:
     more: str
 
 
+class LazyData(Mapping[str, Any]):
+    """Reply data made on first read: a reply whose details cost more than its blocks (a
+    status's JSON shapes, which import the wire types) builds them only for a surface that
+    sends them, not for the terminal's text."""
+
+    __slots__ = ("_made", "_make")
+
+    def __init__(self, make: Callable[[], dict[str, Any]]) -> None:
+        self._make = make
+        self._made: dict[str, Any] | None = None
+
+    def _data(self) -> dict[str, Any]:
+        if self._made is None:
+            self._made = self._make()
+        return self._made
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data())
+
+    def __len__(self) -> int:
+        return len(self._data())
+
+    def __repr__(self) -> str:
+        return repr(self._data())
+
+
 @dataclass(frozen=True, slots=True)
 class Reply:
     kind: ReplyKind
@@ -101,9 +131,9 @@ class Reply:
     summary: str
     """One line saying what happened; surfaces use it as the notification text."""
     visibility: Visibility = Visibility.PRIVATE
-    data: dict[str, Any] = field(default_factory=dict)
+    data: Mapping[str, Any] = field(default_factory=dict)
     """Machine-readable details (for the HTTP surface and for tests); bot.shapes writes them
-    on the wire together with the typed fields below."""
+    on the wire together with the typed fields below. A `LazyData` is made when first read."""
     usage: tuple[str, ...] | None = None
     """A usage error's grammar lines: one command's, or the whole grammar's."""
     detail: str | None = None

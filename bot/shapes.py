@@ -5,6 +5,7 @@ MCP, exports, reply data) uses these; the engine's results stay plain data."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from learning_bot.bot.replies import (
@@ -32,12 +33,15 @@ from learning_bot.engine.records import RunRecord, record_to_json
 from learning_bot.engine.savings import CostSavings
 from learning_bot.engine.session_sets import SessionDecisions
 from learning_bot.engine.views import ArmView, ObserveResult, Summary
-from learning_bot.engine.wire import reports
-from learning_bot.engine.wire import runs as wire
 from learning_bot.engine.wire.declare import answer_encoder
 
 if TYPE_CHECKING:
     from learning_bot.engine.selection import Selection
+    from learning_bot.engine.wire import reports
+
+# The wire types are imported where a shape is built (`learning-bot status` in a terminal
+# builds none), and each one's encoder is made once, on first use.
+_encoder = cache(answer_encoder)
 
 _ORIGINAL_CONFIDENCE = {
     Confidence.NONE: "low",
@@ -52,6 +56,8 @@ high from 20): its clients know only these."""
 
 def _posterior(view: ArmView) -> dict[str, Any]:
     """The fields of the wire type `Posterior` for an arm (by their Python names)."""
+    from learning_bot.engine.wire import reports
+
     low, high = view.interval
     p = view.posterior
     return {
@@ -69,17 +75,16 @@ def _posterior(view: ArmView) -> dict[str, Any]:
     }
 
 
-_POSTERIOR = answer_encoder(reports.Posterior)
-_ARM_DETAIL = answer_encoder(reports.ArmDetail)
-_EXPLANATION = answer_encoder(reports.Explanation)
-
-
 def arm_json(view: ArmView) -> dict[str, Any]:
     """A posterior as `GET posteriors` lists it (the wire type `Posterior`)."""
-    return _POSTERIOR(reports.Posterior(**_posterior(view)))
+    from learning_bot.engine.wire import reports
+
+    return _encoder(reports.Posterior)(reports.Posterior(**_posterior(view)))
 
 
 def _explanation(explanation: Explanation, pulls: float) -> reports.Explanation:
+    from learning_bot.engine.wire import reports
+
     lifts, deferred, loaded = explanation
     return reports.Explanation(
         depends_on=tuple(
@@ -105,36 +110,44 @@ def explanation_json(explanation: Explanation, pulls: float) -> dict[str, Any]:
     """What an arm's usefulness depends on and how often it was deferred, then loaded
     (`LearningService.context_explanation`; `pulls`: the arm's runs), each with the words
     `status arm` shows for it (the wire type `Explanation`)."""
-    return _EXPLANATION(_explanation(explanation, pulls))
+    from learning_bot.engine.wire import reports
+
+    return _encoder(reports.Explanation)(_explanation(explanation, pulls))
 
 
 def arm_detail_json(view: ArmView, explanation: Explanation) -> dict[str, Any]:
     """One arm as `GET arms/{armId}` answers it: its posterior as `GET posteriors` lists it,
     with its explanation (the wire type `ArmDetail`)."""
+    from learning_bot.engine.wire import reports
+
     detail = _explanation(explanation, view.posterior.pulls)
-    return _ARM_DETAIL(reports.ArmDetail(**_posterior(view), explanation=detail))
+    return _encoder(reports.ArmDetail)(reports.ArmDetail(**_posterior(view), explanation=detail))
 
 
-cost_savings_json: Callable[[CostSavings], dict[str, Any]] = answer_encoder(reports.CostSavings)
-"""The measured prompt-cost saving: percent with its 95% interval and the sessions behind
-it, or the reason it cannot be measured (percent null)."""
+def cost_savings_json(savings: CostSavings) -> dict[str, Any]:
+    """The measured prompt-cost saving: percent with its 95% interval and the sessions behind
+    it, or the reason it cannot be measured (percent null)."""
+    from learning_bot.engine.wire import reports
 
-_DECISIONS = answer_encoder(reports.SessionDecisions)
-_BASELINE = answer_encoder(reports.BaselineSplit)
-_SUMMARY = answer_encoder(reports.Summary)
+    return _encoder(reports.CostSavings)(savings)
 
 
 def session_decisions_json(d: SessionDecisions) -> dict[str, Any]:
     """What the learner's sessions of the last day did with their sets."""
+    from learning_bot.engine.wire import reports
+
     reasons = tuple(reports.RedrawReason(reason, n) for reason, n in d.by_reason)
-    return _DECISIONS(reports.SessionDecisions(d.sessions, d.redrawn, d.redraws, reasons, d.grown))
+    decisions = reports.SessionDecisions(d.sessions, d.redrawn, d.redraws, reasons, d.grown)
+    return _encoder(reports.SessionDecisions)(decisions)
 
 
 def summary_json(summary: Summary) -> dict[str, Any]:
     """`GET summary` (the wire type `Summary`)."""
+    from learning_bot.engine.wire import reports
+
     cost = summary.prompt_cost_savings
     decisions = summary.session_decisions
-    return _SUMMARY(
+    return _encoder(reports.Summary)(
         reports.Summary(
             trace_count=summary.trace_count,
             arm_count=summary.arm_count,
@@ -151,7 +164,7 @@ def summary_json(summary: Summary) -> dict[str, Any]:
             accuracy=summary.accuracy,
             explore_ratio=summary.explore_ratio,
             total_reward=summary.total_reward,
-            baseline=_BASELINE(summary),
+            baseline=_encoder(reports.BaselineSplit)(summary),
         )
     )
 
@@ -167,11 +180,18 @@ def config_json(config: LearningConfig) -> dict[str, Any]:
     return data
 
 
-selection_json: Callable[[Selection], dict[str, Any]] = answer_encoder(wire.Selection)
-"""`POST select`'s answer (the wire type `Selection`)."""
+def selection_json(selection: Selection) -> dict[str, Any]:
+    """`POST select`'s answer (the wire type `Selection`)."""
+    from learning_bot.engine.wire.runs import Selection
 
-observe_json: Callable[[ObserveResult], dict[str, Any]] = answer_encoder(wire.ObserveResult)
-"""`POST observe`'s answer for one run (the wire type `ObserveResult`)."""
+    return _encoder(Selection)(selection)
+
+
+def observe_json(result: ObserveResult) -> dict[str, Any]:
+    """`POST observe`'s answer for one run (the wire type `ObserveResult`)."""
+    from learning_bot.engine.wire.runs import ObserveResult
+
+    return _encoder(ObserveResult)(result)
 
 
 def trace_json(record: RunRecord) -> dict[str, Any]:

@@ -15,8 +15,9 @@ from JSON (the `traces` row is storage's, `storage.trace_rows`):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import cache
 from typing import Any, NamedTuple
 
 from learning_bot.engine.arms import Arm
@@ -43,7 +44,6 @@ from learning_bot.engine.observation import (
 )
 from learning_bot.engine.wire import runs as wire
 from learning_bot.engine.wire.declare import answer_encoder, json_names, sent_fields
-from learning_bot.engine.wire.reports import StoredTrace, Trace
 
 
 class ArmOutcomeRecord(NamedTuple):
@@ -168,11 +168,17 @@ def record_to_json(record: RunRecord, *, public: bool = False) -> dict[str, Any]
     """The record as a JSON-ready object. `public` gives the trace of the HTTP API (the wire
     type `Trace`); otherwise every field is kept (`StoredTrace`: the spool), and
     `record_from_json` reads it back to an equal record."""
-    return _TRACE(record) if public else _STORED(record)
+    trace, stored = _trace_encoders()
+    return trace(record) if public else stored(record)
 
 
-_TRACE = answer_encoder(Trace)
-_STORED = answer_encoder(StoredTrace)
+@cache
+def _trace_encoders() -> tuple[Callable[[Any], dict[str, Any]], Callable[[Any], dict[str, Any]]]:
+    """The encoders of `Trace` and `StoredTrace`, made on first use: a status read from the
+    database imports the report wire types only when it sends them."""
+    from learning_bot.engine.wire.reports import StoredTrace, Trace
+
+    return answer_encoder(Trace), answer_encoder(StoredTrace)
 
 
 def _pick(data: Mapping[str, Any], camel: str, snake: str, default: Any = None) -> Any:

@@ -26,6 +26,7 @@ from learning_bot.bot.phase_view import achieved_data, achieved_line
 from learning_bot.bot.replies import (
     Fields,
     Heading,
+    LazyData,
     Reply,
     ReplyKind,
     Text,
@@ -125,7 +126,8 @@ def status_reply(
             )
         ),
     ]
-    data: dict[str, Any] = {"summary": summary_json(s), "phase": status.phase.value}
+    # the JSON details (the wire types' shapes) are made when a surface sends them
+    data: dict[str, Any] = {"phase": status.phase.value}
     if config.recall_target is not None:
         data["recallTarget"] = config.recall_target
     headline = value_headline(s, config.recall_target)
@@ -192,8 +194,14 @@ def status_reply(
                     muted=True,
                 )
             )
-        data["bottom"] = [arm_json(v) for v in status.bottom]
-    data["top"] = [arm_json(v) for v in status.top]
+
+    def details() -> dict[str, Any]:
+        out = {"summary": summary_json(s), **data}
+        if status.bottom:
+            out["bottom"] = [arm_json(v) for v in status.bottom]
+        out["top"] = [arm_json(v) for v in status.top]
+        return out
+
     dashboard_url = dashboard_url or None
     if dashboard_url:
         blocks.append(Text(f"Dashboard: {dashboard_url}", muted=True))
@@ -212,7 +220,7 @@ def status_reply(
         tuple(blocks),
         summary,
         visibility,
-        data,
+        LazyData(details),
         dashboard_url=dashboard_url,
         compact=compact,
     )
