@@ -5,7 +5,6 @@ attached to the session's latest run, spooled while storage is down."""
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -29,6 +28,8 @@ from learning_bot.engine.records import ArmOutcomeRecord, RunRecord
 from learning_bot.engine.session_selection import keyed, session_request
 
 if TYPE_CHECKING:
+    from uuid import UUID
+
     from learning_bot.engine.cached_learner import CachedLearner
     from learning_bot.engine.inventory import ArmSet
     from learning_bot.engine.observing import Observer
@@ -118,7 +119,7 @@ class GatewayRuns:
             )
         else:
             selection = draw(arm_set, config)
-        trace_id = f"sel-{uuid.uuid4().hex}"
+        trace_id = f"sel-{uuid4().hex}"
         run = _selection_run(trace_id, arm_set, selection, config, context_map, self._wall_clock())
         self.observer.record_selection(
             replace(
@@ -147,7 +148,7 @@ class GatewayRuns:
         learner = self.learner
         with contextlib.suppress(Unavailable):
             learner.refresh()
-        key = f"arm-outcome:{uuid.uuid4().hex}"
+        key = f"arm-outcome:{uuid4().hex}"
         for attempt in range(RECORD_ATTEMPTS):
             # the write checks the learner's phase in its own transaction: one changed on
             # another replica since this process read it writes nothing, and is read again
@@ -234,3 +235,10 @@ def _selection_run(
             for a in arm_set.arms
         ),
     )
+
+
+def uuid4() -> UUID:
+    """A random UUID (the uuid module, with `platform`, imported when a gateway first asks)."""
+    import uuid
+
+    return uuid.uuid4()

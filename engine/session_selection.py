@@ -6,7 +6,6 @@ per-request draw."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import threading
 from collections import OrderedDict
@@ -84,6 +83,8 @@ def _tool_name(arm_id: str) -> str | None:
 
 def keyed(session_key: str, options: Mapping[str, Any], k: int) -> str:
     """The key a session's set is kept under for one set of per-call options."""
+    import hashlib
+
     shown = json.dumps({"k": k, **options}, sort_keys=True, default=str)
     digest = hashlib.sha256(shown.encode()).hexdigest()[:16]
     base = (

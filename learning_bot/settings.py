@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,8 +125,13 @@ def _read_file(path: Path) -> tuple[dict[str, Any], Any]:
     except OSError as exc:
         raise InvalidConfig("config file", f"cannot read {path}: {exc.strerror}") from None
     try:
-        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        if path.suffix == ".toml":
+            import tomllib  # only for a TOML file
+
+            data = tomllib.loads(text)
+        else:
+            data = json.loads(text)
+    except ValueError as exc:  # tomllib.TOMLDecodeError is one
         raise InvalidConfig("config file", f"{path} is not valid: {exc}") from None
     if not isinstance(data, dict):
         raise InvalidConfig("config file", f"{path} must hold an object")

@@ -8,7 +8,6 @@ import contextlib
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -19,6 +18,8 @@ from learning_bot.adapters.terminal.commands import EXIT_ERROR, EXIT_OK, EXIT_US
 from learning_bot.cli.parser import Command
 
 if TYPE_CHECKING:
+    import socket
+
     from learning_bot.engine.posterior import WallClock
     from learning_bot.settings import Settings
 
@@ -139,6 +140,8 @@ def supervise_workers(
     forked again (after 0.5 s, doubling to at most 30 s while it keeps dying young) while
     the others keep serving; the parent returns only after SIGINT or SIGTERM, once every
     worker has stopped."""
+    import socket
+
     from learning_bot.adapters.http.server import fork_worker
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
