@@ -52,7 +52,7 @@ import numpy as np
 
 from bench.table import print_table
 from learning_bot.engine import Arm, LearningConfig, Phase
-from learning_bot.engine.records import report_to_json
+from learning_bot.engine.report_json import report_to_json
 from learning_bot.engine.service import LearningService
 from learning_bot.research.simulation import Workload, make_workload
 from learning_bot.storage import SqlStore
@@ -377,7 +377,7 @@ def main() -> None:
             args.policy or LearningConfig().policy, phase=Phase.ACTIVE
         )
         service = LearningService(store, config)
-        from learning_bot.engine.records import report_from_json
+        from learning_bot.engine.report_json import report_from_json
 
         for size in SIZES:
             service.observe_many([report_from_json(r) for r in warm[size]])

@@ -34,7 +34,7 @@ from learning_bot.adapters.http.app import create_app
 from learning_bot.adapters.http.settings import LOOPBACK_NAMES, HttpSettings
 from learning_bot.app import build_app
 from learning_bot.engine import Arm, LearningConfig, Phase
-from learning_bot.engine.records import report_from_json, report_to_json
+from learning_bot.engine.report_json import report_from_json, report_to_json
 from learning_bot.research.simulation import make_workload
 from learning_bot.settings import Settings
 

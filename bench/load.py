@@ -51,7 +51,7 @@ import aiohttp
 import numpy as np
 
 from bench.table import print_table
-from learning_bot.engine.records import report_to_json
+from learning_bot.engine.report_json import report_to_json
 from learning_bot.research.simulation import make_workload
 
 TOKEN = "load-token-0123456789abcdef"

@@ -94,7 +94,7 @@ class ArmSet:
     @classmethod
     def from_json(cls, data: Any, name: str = "arms") -> ArmSet:
         """The ArmSet of a select body's `arms` array ([{armId, tokenCost, label?,
-        content?}, ...], as `engine.records.arms_from_json` reads it, with its checks and
+        content?}, ...], as `engine.report_json.arms_from_json` reads it, with its checks and
         messages), found again without reading each arm when the same array comes back.
         `data` is what JSON decoding gives (dicts, lists, strings, numbers, booleans, None)."""
         return ARM_SETS.for_json(data, name)
@@ -268,7 +268,7 @@ class ArmSetCache:
     only parts of an arm that selection reads; the set it returns keeps the arms it was built
     from in `arms`. `for_json` recognises a select body's `arms` array equal to one it read
     before (with its numbers of the same kinds, since JSON equality takes `true` for 1);
-    anything else goes through `engine.records.arms_from_json`, with its checks and messages.
+    anything else goes through `engine.report_json.arms_from_json`, with its checks and messages.
     Safe to share between threads: entries are replaced, never changed in place.
     """
 
@@ -326,7 +326,7 @@ class ArmSetCache:
                         self._touch(k)
                         return k.arm_set
                     break
-        from learning_bot.engine.records import arms_from_json
+        from learning_bot.engine.report_json import arms_from_json
 
         arms = arms_from_json(data, name)
         arm_set = self.for_arms(arms)

@@ -13,7 +13,7 @@ from learning_bot.bot.shapes import observe_json
 from learning_bot.engine.bounds import MAX_BATCH
 from learning_bot.engine.errors import InvalidInput, Unavailable
 from learning_bot.engine.observation import RunReport
-from learning_bot.engine.records import report_from_json
+from learning_bot.engine.report_json import report_from_json
 from learning_bot.engine.service import LearningService
 
 _Waiting = tuple[Any, "asyncio.Future[Any]"]

@@ -17,11 +17,8 @@ from learning_bot.engine.observation import (
     referenced_arms,
     rewards_for_run,
 )
-from learning_bot.engine.records import (
-    record_from_report,
-    report_from_json,
-    report_to_json,
-)
+from learning_bot.engine.records import record_from_report
+from learning_bot.engine.report_json import report_from_json, report_to_json
 
 BILLING = Arm("tool:billing:calculate", 10)
 TRAVEL = Arm("tool:travel:calculate", 10)

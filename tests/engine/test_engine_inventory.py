@@ -24,7 +24,7 @@ from learning_bot.engine import (
     select_arms,
 )
 from learning_bot.engine.inventory import ArmSetCache, align_posteriors
-from learning_bot.engine.records import arms_from_json
+from learning_bot.engine.report_json import arms_from_json
 
 
 def arms(n: int = 5, cost: int = 10) -> list[Arm]:

@@ -14,8 +14,8 @@ from learning_bot.engine.records import (
     record_from_json,
     record_from_report,
     record_to_json,
-    report_from_json,
 )
+from learning_bot.engine.report_json import report_from_json
 
 
 def body(usage: dict[str, Any]) -> dict[str, Any]:

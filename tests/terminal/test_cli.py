@@ -331,6 +331,8 @@ UNUSED_BY_STATUS = (
     "numpy",
     # the reply's JSON details (the wire types) are made only for a surface that sends them
     "learning_bot.engine.wire.reports",
+    # nor the codec of the bodies runtimes send (engine.report_json)
+    "learning_bot.engine.wire.runs",
     # --url's HTTP client, the alert scheduler and the installed metadata (--version)
     "urllib.request",
     "asyncio",

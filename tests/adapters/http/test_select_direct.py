@@ -23,7 +23,7 @@ from learning_bot.bot.bus import BusSettings, CommandBus, LearnerServices
 from learning_bot.bot.shapes import selection_json
 from learning_bot.engine import LearningConfig, Phase
 from learning_bot.engine.inventory import ArmSet
-from learning_bot.engine.records import report_from_json, report_to_json
+from learning_bot.engine.report_json import report_from_json, report_to_json
 from learning_bot.engine.selection import Selection
 from learning_bot.engine.service import LearningService
 from learning_bot.research.simulation import make_workload
