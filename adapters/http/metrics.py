@@ -28,11 +28,10 @@ _LE = tuple("+Inf" if bound == float("inf") else repr(bound) for bound in BUCKET
 
 
 class _Latency:
-    __slots__ = ("buckets", "count", "total")
+    __slots__ = ("buckets", "total")
 
     def __init__(self) -> None:
         self.buckets = [0] * len(BUCKETS)
-        self.count = 0
         self.total = 0.0
 
 
@@ -55,7 +54,6 @@ class RequestCounts:
             if latency is None:
                 latency = self.latency[route] = _Latency()
             latency.buckets[bisect_left(BUCKETS, seconds)] += 1  # le: a bound counts in
-            latency.count += 1
             latency.total += seconds
             if 200 <= status < 300 and method == "POST":
                 if route.endswith("/select"):
