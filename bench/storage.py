@@ -78,10 +78,10 @@ from learning_bot.engine import (
     observation_guard,
     rewards_for_run,
 )
-from learning_bot.engine.ports import RewardChange
 from learning_bot.engine.records import record_from_report
 from learning_bot.engine.selection import select_arms
 from learning_bot.engine.service import LearningService
+from learning_bot.engine.store_records import RewardChange
 from learning_bot.research.simulation import Workload, make_workload
 from learning_bot.storage import SqlStore
 from learning_bot.storage.database import HEAD_REVISION, SchemaError, is_retryable

@@ -5,13 +5,15 @@ give, and the line status puts the achieved figures beside."""
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from learning_bot.engine.errors import Unavailable
 from learning_bot.engine.phase_projection import kept_projection, learner_projection
-from learning_bot.engine.projection_report import Projection, SettingProjection
-from learning_bot.engine.service import LearningService
-from learning_bot.engine.views import Summary
+
+if TYPE_CHECKING:
+    from learning_bot.engine.projection_report import Projection, SettingProjection
+    from learning_bot.engine.service import LearningService
+    from learning_bot.engine.views import Summary
 
 
 def _cut(setting: SettingProjection) -> str:
@@ -73,6 +75,8 @@ def read_projection(service: LearningService, cancel: threading.Event | None = N
     try:
         return learner_projection(service, cancel=cancel)
     except Unavailable as exc:
+        from learning_bot.engine.projection_report import Projection
+
         return Projection(0, 0, reason=f"its runs could not be read ({exc})")
 
 

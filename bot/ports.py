@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from learning_bot.engine.alert_records import AlertState, SentMessage, Subscription
-from learning_bot.engine.ports import AuditEntry
+if TYPE_CHECKING:
+    from learning_bot.engine.alert_records import AlertState, SentMessage, Subscription
+    from learning_bot.engine.store_records import AuditEntry
 
 T = TypeVar("T")
 

@@ -11,11 +11,9 @@ from typing import TYPE_CHECKING, Any
 from learning_bot.bot.replies import (
     Action,
     Actions,
-    Block,
     Column,
     CompactList,
     CompactStatus,
-    Explanation,
     Fields,
     Heading,
     Reply,
@@ -26,22 +24,31 @@ from learning_bot.bot.replies import (
     deferred_text,
     depends_on_text,
 )
-from learning_bot.engine.config import LearningConfig
-from learning_bot.engine.ports import TimeBucket
 from learning_bot.engine.posterior import Confidence
-from learning_bot.engine.records import RunRecord, record_to_json
-from learning_bot.engine.savings import CostSavings
-from learning_bot.engine.session_sets import SessionDecisions
-from learning_bot.engine.views import ArmView, ObserveResult, Summary
-from learning_bot.engine.wire.declare import answer_encoder
 
 if TYPE_CHECKING:
+    from learning_bot.bot.replies import (
+        Block,
+        Explanation,
+    )
+    from learning_bot.engine.config import LearningConfig
+    from learning_bot.engine.records import RunRecord
+    from learning_bot.engine.savings import CostSavings
     from learning_bot.engine.selection import Selection
+    from learning_bot.engine.session_sets import SessionDecisions
+    from learning_bot.engine.store_records import TimeBucket
+    from learning_bot.engine.views import ArmView, ObserveResult, Summary
     from learning_bot.engine.wire import reports
 
-# The wire types are imported where a shape is built (`learning-bot status` in a terminal
-# builds none), and each one's encoder is made once, on first use.
-_encoder = cache(answer_encoder)
+
+@cache
+def _encoder(wire_type: type) -> Callable[[Any], dict[str, Any]]:
+    """The JSON writer of a wire type, made once. The wire types and their declarations are
+    imported where a shape is built: `learning-bot status` in a terminal builds none."""
+    from learning_bot.engine.wire.declare import answer_encoder
+
+    return answer_encoder(wire_type)
+
 
 _ORIGINAL_CONFIDENCE = {
     Confidence.NONE: "low",
@@ -196,6 +203,8 @@ def observe_json(result: ObserveResult) -> dict[str, Any]:
 
 def trace_json(record: RunRecord) -> dict[str, Any]:
     """A trace as `GET traces` and exports show it."""
+    from learning_bot.engine.records import record_to_json
+
     return record_to_json(record, public=True)
 
 

@@ -42,7 +42,6 @@ _EXPORTS = {
         "RunText",
         "SkipReason",
         "ToolCall",
-        "Usage",
         "detect_reference",
         "observation_guard",
         "referenced_arms",
@@ -59,6 +58,7 @@ _EXPORTS = {
     "learning_bot.engine.guidance": ("excluded_tools_guidance",),
     "learning_bot.engine.inventory": ("ArmSet", "align_posteriors", "PosteriorArrays"),
     "learning_bot.engine.selection": ("Selection", "include_everything", "select_arms"),
+    "learning_bot.engine.usage": ("Usage",),
 }
 _LAZY = lazy_names(_EXPORTS)
 
@@ -96,7 +96,6 @@ if TYPE_CHECKING:
         RunText,
         SkipReason,
         ToolCall,
-        Usage,
         detect_reference,
         observation_guard,
         referenced_arms,
@@ -111,6 +110,7 @@ if TYPE_CHECKING:
         now_ms,
     )
     from learning_bot.engine.selection import Selection, include_everything, select_arms
+    from learning_bot.engine.usage import Usage
 
 
 __getattr__ = lazy_getattr(__name__, globals(), _LAZY)

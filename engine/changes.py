@@ -12,7 +12,7 @@ from learning_bot.engine.bounds import MAX_REASON_CHARS, MAX_RESET_ARMS
 from learning_bot.engine.config import LearningConfig, Phase
 from learning_bot.engine.errors import InvalidConfig, InvalidInput, NotFound
 from learning_bot.engine.inputs import clean_text, recorded_actor, reward_value
-from learning_bot.engine.ports import RewardChange, Store
+from learning_bot.engine.ports import Store
 from learning_bot.engine.views import PhaseChange, ResetResult, RewardResult
 
 if TYPE_CHECKING:
@@ -63,6 +63,8 @@ class LearnerChanges:
                     f"the latest run here ({trace.trace_id}) used no arms; name an arm instead"
                 )
             trace_id = trace.trace_id
+        from learning_bot.engine.store_records import RewardChange
+
         at = self._wall_clock()
         cache = learner.cache
         with cache.writing():  # a reload read meanwhile would count it twice

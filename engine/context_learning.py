@@ -201,7 +201,7 @@ class ContextLearning:
         """Evidence storage could not take (an outage) waits in the writer's spool behind the
         runs it came from, and is added when they are written; without a spool it is lost,
         and the next check reads storage's again."""
-        from learning_bot.engine.ports import PendingEvidence
+        from learning_bot.engine.store_records import PendingEvidence
 
         self._checked_at = float("-inf")
         pending = PendingEvidence(

@@ -29,7 +29,7 @@ from typing import Any
 
 from learning_bot.engine.bounds import check_finite, check_text
 from learning_bot.engine.errors import InvalidConfig, InvalidInput
-from learning_bot.engine.observation import Usage
+from learning_bot.engine.usage import Usage
 
 MAX_RATIO = 1000.0
 """Largest price ratio accepted (output tokens of the dearest models are about 8x input)."""

@@ -15,17 +15,13 @@ from learning_bot.engine.cached_learner import RECORD_ATTEMPTS
 from learning_bot.engine.config import LearningConfig
 from learning_bot.engine.errors import Conflict, InvalidConfig, InvalidInput, Unavailable
 from learning_bot.engine.inputs import request_of, stored
-from learning_bot.engine.observation import MAX_ID_CHARS, SkipReason, Usage
-from learning_bot.engine.ports import (
-    ArmOutcome,
-    ArmOutcomeWriter,
-    LearnerChanged,
-    PendingArmOutcome,
-    RunSessions,
-)
+from learning_bot.engine.observation import MAX_ID_CHARS, SkipReason
+from learning_bot.engine.ports import ArmOutcomeWriter, LearnerChanged, RunSessions
 from learning_bot.engine.posterior import check_reward, initial_prior
 from learning_bot.engine.records import ArmOutcomeRecord, RunRecord
 from learning_bot.engine.session_selection import keyed, session_request
+from learning_bot.engine.store_records import ArmOutcome, PendingArmOutcome
+from learning_bot.engine.usage import Usage
 
 if TYPE_CHECKING:
     from uuid import UUID

@@ -6,15 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from learning_bot.engine.cache import CachedArm
 from learning_bot.engine.cached_learner import CachedLearner
 from learning_bot.engine.cost import PriceTable
 from learning_bot.engine.errors import InvalidInput
 from learning_bot.engine.inputs import check_page
-from learning_bot.engine.ports import Store, TimeBucket
-from learning_bot.engine.records import RunRecord
+from learning_bot.engine.ports import Store
 from learning_bot.engine.savings import cost_series
+
+if TYPE_CHECKING:
+    from learning_bot.engine.records import RunRecord
+    from learning_bot.engine.store_records import TimeBucket
 
 WINDOWS = {"1h": 3_600_000, "1d": 86_400_000}
 TIMESERIES_METRICS = ("tokens", "totalTokens", "convergence", "sessionCost")
@@ -67,6 +71,8 @@ class History:
         since = ((self._wall_clock() if at is None else at) // width - buckets + 1) * width
         learner_id = self.learner.learner_id
         if metric == "sessionCost":
+            from learning_bot.engine.store_records import TimeBucket
+
             usages = self.store.session_usage_since(learner_id, since)
             return [
                 TimeBucket(p.t, p.cost_per_session, None, p.sessions, p.group)
@@ -87,6 +93,8 @@ def convergence(rows: list[TimeBucket], arms: Mapping[str, CachedArm]) -> list[T
     """Each arm's posterior mean at the end of each window: walked back from its current
     posterior (`arms`) through the observations each window's row counts (`count` of them,
     `value` their mean reward)."""
+    from learning_bot.engine.store_records import TimeBucket
+
     by_arm: dict[str, list[TimeBucket]] = {}
     for row in rows:
         if row.arm_id is not None:

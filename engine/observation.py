@@ -13,8 +13,6 @@ from typing import Any
 
 from learning_bot.engine.arms import Arm, ArmType, parse_arm_id
 from learning_bot.engine.bounds import (
-    MAX_COUNT,
-    check_count,
     check_json,
     check_text,
     check_timestamp,
@@ -23,6 +21,7 @@ from learning_bot.engine.config import LearningConfig
 from learning_bot.engine.errors import InvalidInput
 from learning_bot.engine.posterior import now_ms, to_ms
 from learning_bot.engine.text import has_controls
+from learning_bot.engine.usage import Usage, check_usage_count
 
 MAX_ARMS_PER_RUN = 10_000
 """Most arms one run report may carry."""
@@ -140,44 +139,6 @@ class ReportedArm:
         return self.included or self.loaded
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """Token usage of one run; `total` defaults to the sum of the parts.
-
-    `input` is the uncached prompt; `cache_read` the prompt read from the provider's prefix
-    cache and `cache_write` the prompt written to it (Anthropic's cache_creation_input_tokens),
-    priced apart by `engine.cost`. `cache_write` follows `total` so positional callers keep
-    their meaning."""
-
-    input: int = 0
-    output: int = 0
-    cache_read: int = 0
-    total: int = -1
-    cache_write: int = 0
-
-    def __post_init__(self) -> None:
-        for name in ("input", "output", "cache_read", "cache_write"):
-            _check_count(f"usage.{name}", getattr(self, name))
-        if self.total == -1:
-            parts = self.input + self.output + self.cache_read + self.cache_write
-            object.__setattr__(self, "total", parts)
-        _check_count("usage.total", self.total)
-
-    def to_dict(self) -> dict[str, int]:
-        return {
-            "input": self.input,
-            "output": self.output,
-            "cacheRead": self.cache_read,
-            "cacheWrite": self.cache_write,
-            "total": self.total,
-        }
-
-
-def _check_count(name: str, value: Any) -> None:
-    if type(value) is not int or value < 0 or value > MAX_COUNT:
-        check_count(name, value)
-
-
 def _check_identifier(name: str, value: Any, required: bool = False) -> None:
     if not isinstance(value, str):
         raise InvalidInput(f"{name} must be a string, got {type(value).__name__}")
@@ -259,8 +220,8 @@ class RunReport:
                 raise InvalidInput(f"{name} must be true or false")
         if not isinstance(self.usage, Usage):
             raise InvalidInput("usage must be a Usage")
-        _check_count("duration_ms", self.duration_ms)
-        _check_count("system_prompt_chars", self.system_prompt_chars)
+        check_usage_count("duration_ms", self.duration_ms)
+        check_usage_count("system_prompt_chars", self.system_prompt_chars)
         if self.error is not None:
             check_text("error", self.error, MAX_ERROR_CHARS)
         if not isinstance(self.context, Mapping):

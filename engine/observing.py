@@ -23,8 +23,9 @@ from learning_bot.engine.observation import (
     observation_guard,
     rewards_for_run,
 )
-from learning_bot.engine.ports import LearnerChanged, RecordResult, RunSessions, RunWriter
+from learning_bot.engine.ports import LearnerChanged, RunSessions, RunWriter
 from learning_bot.engine.records import RunRecord, record_from_report, under_phase
+from learning_bot.engine.store_records import RecordResult
 from learning_bot.engine.views import ObserveResult
 
 if TYPE_CHECKING:

@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from learning_bot.engine.errors import Unavailable
 from learning_bot.engine.posterior import now_ms
-from learning_bot.engine.projection import DEFAULT_RUNS, project
-from learning_bot.engine.projection_report import Projection, SettingProjection
 
 if TYPE_CHECKING:
+    from learning_bot.engine.projection_report import Projection, SettingProjection
     from learning_bot.engine.records import RunRecord
     from learning_bot.engine.service import LearningService
 
@@ -54,13 +53,20 @@ def _latest_runs(service: LearningService, limit: int) -> list[RunRecord]:
 def learner_projection(
     service: LearningService,
     *,
-    limit: int = DEFAULT_RUNS,
+    limit: int | None = None,
     cancel: threading.Event | None = None,
     seconds: float = PROJECTION_SECONDS,
     clock: Callable[[], float] = time.monotonic,
 ) -> Projection:
     """The projection of the learner's latest `limit` runs under its settings and price
-    table; gives up after `seconds` or when `cancel` is set (a `reason` says so)."""
+    table (`limit`: engine.projection_report.DEFAULT_RUNS when None); gives up after
+    `seconds` or when `cancel` is set (a `reason` says so)."""
+    from learning_bot.engine.projection import project
+    from learning_bot.engine.projection_report import DEFAULT_RUNS
+
+    if limit is None:
+        limit = DEFAULT_RUNS
+
     config = service.config
     page, total = service.traces(limit=1)
     reset = service.last_reset()
@@ -124,4 +130,6 @@ def kept_projection(service: LearningService) -> tuple[SettingProjection, int, i
     current = next((s for s in data.get("settings", ()) if s.get("current")), None)
     if current is None:
         return None
+    from learning_bot.engine.projection_report import SettingProjection
+
     return SettingProjection.from_json(current), int(data.get("runs", 0)), at

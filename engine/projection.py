@@ -47,14 +47,12 @@ from learning_bot.engine.arms import Arm
 from learning_bot.engine.config import LearningConfig, Phase
 from learning_bot.engine.cost import PriceTable
 from learning_bot.engine.errors import InvalidInput
-from learning_bot.engine.ports import ResetRecord
 from learning_bot.engine.projection_replay import replay_policy
-from learning_bot.engine.projection_report import Projection, figures
+from learning_bot.engine.projection_report import DEFAULT_RUNS, Projection, figures
 from learning_bot.engine.projection_runs import LEFT_OUT_WHY, RunInventory, prepare
 from learning_bot.engine.records import RunRecord
+from learning_bot.engine.store_records import ResetRecord
 
-DEFAULT_RUNS = 2_000
-"""Runs a projection reads at most: the latest this many, sessions kept together."""
 MAX_RUNS = 100_000
 MIN_RUNS = 100
 MIN_SESSIONS = 20

@@ -145,10 +145,11 @@ def replay_policy(
     from learning_bot.engine.exploration import ExplorationBound, OwedTries
     from learning_bot.engine.forgetting import keep_factor
     from learning_bot.engine.inventory import ArmSet, PosteriorArrays
-    from learning_bot.engine.observation import ReportedArm, RunReport, ToolCall, Usage
+    from learning_bot.engine.observation import ReportedArm, RunReport, ToolCall
     from learning_bot.engine.selection import select_arms
     from learning_bot.engine.session_review import CACHE_MISS_SHARE
     from learning_bot.engine.session_selection import SessionRequest, SessionSelector
+    from learning_bot.engine.usage import Usage
 
     everything = ArmSet(inventory.arms)
     prior_alpha = np.array(everything.prior_alpha, dtype=np.float64)

@@ -11,6 +11,9 @@ from typing import Any
 
 from learning_bot.engine.errors import InvalidInput
 
+DEFAULT_RUNS = 2_000
+"""Runs a projection reads at most: the latest this many, sessions kept together."""
+
 Z95 = 1.959963984540054
 
 

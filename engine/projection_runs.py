@@ -15,8 +15,8 @@ from learning_bot.engine.arms import Arm
 from learning_bot.engine.config import LearningConfig, Phase
 from learning_bot.engine.cost import PriceTable, TokenPrices
 from learning_bot.engine.errors import InvalidInput
-from learning_bot.engine.ports import ResetRecord
 from learning_bot.engine.records import RunRecord
+from learning_bot.engine.store_records import ResetRecord
 
 if TYPE_CHECKING:  # numpy is imported on first use, not at start-up
     from learning_bot.engine.inventory import ArmSet, BoolArray, IntArray

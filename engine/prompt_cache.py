@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from learning_bot.engine.bounds import check_count
 from learning_bot.engine.errors import InvalidInput
-from learning_bot.engine.observation import Usage
+from learning_bot.engine.usage import Usage
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,8 +39,8 @@ from learning_bot.engine.observation import (
     RunOutcome,
     RunReport,
     SkipReason,
-    Usage,
 )
+from learning_bot.engine.usage import Usage
 from learning_bot.engine.wire.declare import answer_encoder
 
 

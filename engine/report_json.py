@@ -15,14 +15,9 @@ from learning_bot.engine.bounds import (
     check_count,
 )
 from learning_bot.engine.errors import InvalidInput
-from learning_bot.engine.observation import (
-    MAX_ARMS_PER_RUN,
-    ReportedArm,
-    RunReport,
-    ToolCall,
-    Usage,
-)
+from learning_bot.engine.observation import MAX_ARMS_PER_RUN, ReportedArm, RunReport, ToolCall
 from learning_bot.engine.records import checked_flag, pick
+from learning_bot.engine.usage import Usage
 from learning_bot.engine.wire import runs as wire
 from learning_bot.engine.wire.declare import json_names, sent_fields
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from learning_bot.engine.cache import CachedArm
 from learning_bot.engine.cached_learner import CachedLearner, arm_view
@@ -16,11 +17,13 @@ from learning_bot.engine.cost import PriceTable
 from learning_bot.engine.errors import InvalidInput
 from learning_bot.engine.metrics import estimated_recall, usefulness_estimates
 from learning_bot.engine.ports import StoreReads
-from learning_bot.engine.records import RunRecord
 from learning_bot.engine.savings import CostSavings, cost_savings, price_sessions
 from learning_bot.engine.starvation import STARVATION_WINDOW, StarvedArm, starved_arms
 from learning_bot.engine.starvation import ArmRecord as StarvationArm
 from learning_bot.engine.views import ArmView, Status, Summary, summarise
+
+if TYPE_CHECKING:
+    from learning_bot.engine.records import RunRecord
 
 RECALL_WINDOW = 300
 """The estimated recall reads the inclusion rates of this many latest selected runs: recent

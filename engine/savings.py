@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from learning_bot.engine.cost import PriceTable, prompt_cost
-from learning_bot.engine.observation import Usage
+from learning_bot.engine.usage import Usage
 
 MIN_SESSIONS = 2
 """Sessions each group needs before a saving is shown (an interval needs two)."""

@@ -9,6 +9,8 @@ each concern is a collaborator of its own, handed what it needs as values or cal
 - engine.context_learning: context evidence, deferral counts and written word forms;
 - engine.observing: observe, its retries, and what a run teaches beyond its rewards;
 - engine.gateway_runs: runs recorded at selection and completed arm by arm;
+  (these five are wired on first use by engine.run_side: a process that only reads never
+  imports them);
 - engine.changes: rewards, resets and their undo, the phase, the stored settings;
 - engine.reports and engine.history: status, summaries, traces and time series.
 It starts no thread and does no I/O of its own: the store does the I/O, and a `schedule`
@@ -23,53 +25,46 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
     import numpy as np
 
+    from learning_bot.engine.arms import Arm
     from learning_bot.engine.cache import PosteriorCache
+    from learning_bot.engine.config import Phase
     from learning_bot.engine.context_policy import ContextEvidence, ContextSettings
     from learning_bot.engine.exploration import ExplorationBound
+    from learning_bot.engine.exploration_counts import Schedule
     from learning_bot.engine.inventory import ArmSet
+    from learning_bot.engine.observation import RunReport
+    from learning_bot.engine.observing import SpoolByName
+    from learning_bot.engine.ports import ArmRecord, ObservationWriter, SpoolHealth, Store
+    from learning_bot.engine.posterior import WallClock
+    from learning_bot.engine.records import RunRecord
+    from learning_bot.engine.selecting import ArmSelector
     from learning_bot.engine.selection import Selection
     from learning_bot.engine.session_selection import SessionSelector
+    from learning_bot.engine.starvation import StarvedArm
+    from learning_bot.engine.store_records import ArmOutcome, ResetRecord, TimeBucket, VerifyReport
+    from learning_bot.engine.views import (
+        ArmView,
+        ObserveResult,
+        PhaseChange,
+        ResetResult,
+        RewardResult,
+        Status,
+        Summary,
+    )
 
-from learning_bot.engine.arms import Arm
 from learning_bot.engine.cached_learner import RECORD_ATTEMPTS, CachedLearner
 from learning_bot.engine.changes import MIN_TRACES_FOR_ACTIVE, LearnerChanges
-from learning_bot.engine.config import LearningConfig, Phase
-from learning_bot.engine.context_learning import ContextLearning
+from learning_bot.engine.config import LearningConfig
 from learning_bot.engine.cost import PriceTable
 from learning_bot.engine.errors import Unavailable
-from learning_bot.engine.exploration_counts import ExplorationCounts, Schedule
-from learning_bot.engine.gateway_runs import GatewayRuns
 from learning_bot.engine.history import TIMESERIES_METRICS, WINDOWS, History
-from learning_bot.engine.observation import RunReport
-from learning_bot.engine.observing import Observer, SpoolByName
-from learning_bot.engine.ports import (
-    ArmOutcome,
-    ArmRecord,
-    ObservationWriter,
-    ResetRecord,
-    SpoolHealth,
-    Store,
-    TimeBucket,
-    VerifyReport,
-)
-from learning_bot.engine.posterior import WallClock, now_ms
-from learning_bot.engine.records import RunRecord
+from learning_bot.engine.posterior import now_ms
 from learning_bot.engine.reports import RECALL_WINDOW, Reports
-from learning_bot.engine.selecting import ArmSelector, session_selector, shared_levels
-from learning_bot.engine.starvation import StarvedArm
+from learning_bot.engine.run_side import LazyRunSide, RunParts
 from learning_bot.engine.store_writer import StoreWriter
-from learning_bot.engine.views import (
-    ArmView,
-    ObserveResult,
-    PhaseChange,
-    ResetResult,
-    RewardResult,
-    Status,
-    Summary,
-)
 
 __all__ = ["MIN_TRACES_FOR_ACTIVE", "RECALL_WINDOW", "RECORD_ATTEMPTS", "TIMESERIES_METRICS"]
-__all__ += ["WINDOWS", "LearningService", "Schedule", "SpoolByName"]
+__all__ += ["WINDOWS", "LearningService"]
 
 
 class LearningService:
@@ -108,26 +103,13 @@ class LearningService:
         """How the context-aware draw weighs its evidence (engine.context_policy)."""
         state = self._learner = CachedLearner(store, self.base_config, learner, cache_ttl, clock)
 
-        def learner_id() -> int:
-            return state.learner_id
-
-        sessions = session_selector(store, state, wall_clock, self.prices)
-        self._context = ContextLearning(
-            store, self.writer, learner, learner_id, lambda: state.opened_id,
-            lambda: state.keep, lambda: state.config.phase, sessions.opening, clock, cache_ttl,
-            context_settings,
+        self._run_side = LazyRunSide(
+            RunParts(
+                store, self.writer, state, self.prices, clock, wall_clock, rng, schedule,
+                exploration_bound, spool_by_name, context_settings,
+            )
         )  # fmt: skip
-        explore = ExplorationCounts(store, learner_id, clock, schedule, exploration_bound)
-        levels = shared_levels(store, learner_id, clock, wall_clock, schedule)
-        self._selector = ArmSelector(state, sessions, self._context, explore, levels, rng)
-        self._observer = Observer(
-            store, self.writer, state, self._selector, self._context, explore, wall_clock,
-            spool_by_name,
-        )  # fmt: skip
-        self._gateway = GatewayRuns(
-            store, self.writer, state, self._selector, self._observer, wall_clock
-        )
-        self._changes = LearnerChanges(store, state, wall_clock, self._context.stale)
+        self._changes = LearnerChanges(store, state, wall_clock, self._run_side.context_stale)
         self._reports = Reports(store, state, self.prices)
         self._history = History(store, state, wall_clock, self.prices)
         try:
@@ -138,6 +120,10 @@ class LearningService:
             state.cache.phase = self.base_config.phase  # the configured one, until opened
             # Storage is down: select falls back to every arm and observe spools under the
             # learner's name until the learner can be opened (or created).
+
+    @property
+    def _selector(self) -> ArmSelector:
+        return self._run_side.get().selector
 
     @property
     def learner_id(self) -> int:
@@ -201,13 +187,14 @@ class LearningService:
     def context_evidence(self) -> ContextEvidence:
         """This learner's per-feature evidence (engine.context_policy), kept in step with the
         stored one (engine.context_learning)."""
-        return self._context.evidence()
+        return self._run_side.get().context.evidence()
 
     def context_explanation(self, arm_id: str) -> tuple[list[Any], int, int]:
         """The features an arm's usefulness depends on, and its deferred and loaded counts."""
         view = self._learner.view(arm_id)
         rewards = view.rewards if view.rewards is not None else 0.0
-        return self._context.explanation(arm_id, rewards, float(view.posterior.pulls))
+        pulls = float(view.posterior.pulls)
+        return self._run_side.get().context.explanation(arm_id, rewards, pulls)
 
     def observe(self, report: RunReport) -> ObserveResult:
         """Store the run's trace (both phases), apply the guard, update posteriors; a trace id
@@ -219,7 +206,7 @@ class LearningService:
         already stored, or given twice, is recorded once: the store decides which. A write
         made under a phase or settings another replica changed meanwhile writes nothing, and
         is built and written again under the learner's state read again."""
-        return self._observer.observe_many(reports)
+        return self._run_side.get().observer.observe_many(reports)
 
     def select_run(
         self,
@@ -250,7 +237,7 @@ class LearningService:
             "seed_arm_ids": seed_arm_ids,
             "seed_boost": seed_boost,
         }
-        return self._gateway.select_run(
+        return self._run_side.get().gateway.select_run(
             arms, context, k, options, session_key, channel, provider, model
         )
 
@@ -268,11 +255,12 @@ class LearningService:
         passive: the run records the outcome and the posterior stays (a switch to active
         can bootstrap from it). `loaded`: the run left the arm out and the model loaded it
         through tool search (the run then counts it as included)."""
-        return self._gateway.observe_arm(arm_id, reward, referenced, session_key, loaded)
+        gateway = self._run_side.get().gateway
+        return gateway.observe_arm(arm_id, reward, referenced, session_key, loaded)
 
     def session_runs(self, session_key: str, since: int) -> list[RunRecord]:
         """The runs `select_run` recorded for `session_key` from `since` (ms) on."""
-        return self._gateway.session_runs(session_key, since)
+        return self._run_side.get().gateway.session_runs(session_key, since)
 
     def arms(self) -> dict[str, ArmRecord]:
         """Every arm this learner knows, read fresh from storage."""

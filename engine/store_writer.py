@@ -5,18 +5,22 @@ down), and evidence storage could not take is not kept (the next check reads sto
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from learning_bot.engine.errors import Unavailable
 from learning_bot.engine.ports import (
-    ArmOutcome,
-    PendingArmOutcome,
-    PendingEvidence,
-    RecordResult,
     RunSessions,
     RunWriter,
 )
-from learning_bot.engine.records import RunRecord
+
+if TYPE_CHECKING:
+    from learning_bot.engine.records import RunRecord
+    from learning_bot.engine.store_records import (
+        ArmOutcome,
+        PendingArmOutcome,
+        PendingEvidence,
+        RecordResult,
+    )
 
 
 class DirectStorage(RunWriter, RunSessions, Protocol):

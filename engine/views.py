@@ -6,15 +6,19 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from learning_bot.engine.config import LearningConfig, Phase
 from learning_bot.engine.metrics import token_savings_percent
-from learning_bot.engine.observation import SkipReason
-from learning_bot.engine.ports import ResetRecord, RunStats
-from learning_bot.engine.posterior import Confidence, Posterior
-from learning_bot.engine.savings import CostSavings
-from learning_bot.engine.session_sets import SessionDecisions
-from learning_bot.engine.starvation import StarvedArm
+
+if TYPE_CHECKING:
+    from learning_bot.engine.config import LearningConfig, Phase
+    from learning_bot.engine.observation import SkipReason
+    from learning_bot.engine.ports import RunStats
+    from learning_bot.engine.posterior import Confidence, Posterior
+    from learning_bot.engine.savings import CostSavings
+    from learning_bot.engine.session_sets import SessionDecisions
+    from learning_bot.engine.starvation import StarvedArm
+    from learning_bot.engine.store_records import ResetRecord
 
 
 @dataclass(frozen=True, slots=True)

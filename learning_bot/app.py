@@ -9,18 +9,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from learning_bot.bot.bus import DEFAULT_LEARNER, BusSettings, CommandBus, LearnerServices
-from learning_bot.bot.ports import CommandBatch, SubscriptionStore
-from learning_bot.engine.config import Phase
 from learning_bot.engine.errors import Unavailable
-from learning_bot.engine.ports import ObservationWriter, RunWriter, SpoolHealth, Store
-from learning_bot.engine.posterior import WallClock, now_ms
-from learning_bot.engine.service import LearningService, SpoolByName
-from learning_bot.settings import Settings
+from learning_bot.engine.posterior import now_ms
+from learning_bot.engine.service import LearningService
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from learning_bot.bot.ports import CommandBatch, SubscriptionStore
     from learning_bot.bot.surface import WorkspaceInstallations
+    from learning_bot.engine.config import Phase
+    from learning_bot.engine.observing import SpoolByName
+    from learning_bot.engine.ports import ObservationWriter, RunWriter, SpoolHealth, Store
+    from learning_bot.engine.posterior import WallClock
+    from learning_bot.settings import Settings
 
 T = TypeVar("T")
 

@@ -23,9 +23,9 @@ import numpy as np
 from learning_bot.engine.config import Phase
 from learning_bot.engine.errors import Conflict, InvalidInput
 from learning_bot.engine.inventory import ArmSet
-from learning_bot.engine.observation import Usage
 from learning_bot.engine.posterior import now_ms
 from learning_bot.engine.service import RECALL_WINDOW, LearningService
+from learning_bot.engine.usage import Usage
 from learning_bot.research.session_simulation import (
     EveryArm,
     ServiceTurns,

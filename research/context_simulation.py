@@ -64,7 +64,7 @@ from learning_bot.engine.inventory import (
     PosteriorArrays,
     align_posteriors,
 )
-from learning_bot.engine.observation import ReportedArm, RunReport, ToolCall, Usage
+from learning_bot.engine.observation import ReportedArm, RunReport, ToolCall
 from learning_bot.engine.prompt_cache import Block, PromptCache
 from learning_bot.engine.recall_target import (
     SEARCH_CALL_TOKENS,
@@ -85,6 +85,7 @@ from learning_bot.engine.selection import (
     select_arms,
     target_means,
 )
+from learning_bot.engine.usage import Usage
 from learning_bot.research.session_simulation import SessionShape
 
 if TYPE_CHECKING:

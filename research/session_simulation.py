@@ -31,9 +31,10 @@ from learning_bot.engine.cost import ANTHROPIC, TokenPrices, output_cost, prompt
 from learning_bot.engine.errors import InvalidInput
 from learning_bot.engine.forgetting import keep_factor
 from learning_bot.engine.inventory import ArmSet, BoolArray, FloatArray, IntArray, PosteriorArrays
-from learning_bot.engine.observation import ToolCall, Usage
+from learning_bot.engine.observation import ToolCall
 from learning_bot.engine.prompt_cache import Block, PromptCache
 from learning_bot.engine.selection import select_arms
+from learning_bot.engine.usage import Usage
 from learning_bot.research.simulation import Workload, observe_arrays, oracle_mask
 
 if TYPE_CHECKING:

@@ -22,8 +22,9 @@ from learning_bot.engine.config import DEFAULT_SEED_ARM_IDS, LearningConfig
 from learning_bot.engine.errors import InvalidInput
 from learning_bot.engine.forgetting import keep_factor
 from learning_bot.engine.inventory import ArmSet, BoolArray, FloatArray, IntArray, PosteriorArrays
-from learning_bot.engine.observation import ReportedArm, RunReport, ToolCall, Usage
+from learning_bot.engine.observation import ReportedArm, RunReport, ToolCall
 from learning_bot.engine.selection import select_arms
+from learning_bot.engine.usage import Usage
 
 PROFILES = ("two-tier", "realistic")
 

@@ -9,7 +9,7 @@ from sqlalchemy import Connection, select, text, update
 
 from learning_bot.engine.config import Phase
 from learning_bot.engine.forgetting import fold, forget
-from learning_bot.engine.ports import PhaseChangeRecord
+from learning_bot.engine.store_records import PhaseChangeRecord
 from learning_bot.storage.database import with_retries, write_transaction
 from learning_bot.storage.forgetting import forgets_toward, locked_keep
 from learning_bot.storage.schema import learners, posteriors, traces

@@ -22,7 +22,7 @@ from sqlalchemy import (
     update,
 )
 
-from learning_bot.engine.ports import AuditEntry
+from learning_bot.engine.store_records import AuditEntry
 from learning_bot.storage.database import (
     dialect_insert,
     marking_writes,

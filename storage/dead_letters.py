@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from learning_bot.engine.errors import InvalidInput, NotFound, Unavailable
-from learning_bot.engine.ports import PendingArmOutcome, PendingEvidence
 from learning_bot.engine.posterior import now_ms
+from learning_bot.engine.store_records import PendingArmOutcome, PendingEvidence
 from learning_bot.storage.spool_lines import Spooled, line_key, read_line
 from learning_bot.storage.spool_writes import (
     Resolve,

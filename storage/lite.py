@@ -19,14 +19,10 @@ from learning_bot.storage.revision import HEAD_REVISION
 
 if TYPE_CHECKING:
     from learning_bot.engine.config import Phase
-    from learning_bot.engine.ports import (
-        ArmRecord,
-        LearnerState,
-        ResetRecord,
-        RunStats,
-    )
+    from learning_bot.engine.ports import ArmRecord, LearnerState, RunStats
     from learning_bot.engine.savings import SessionUsage
     from learning_bot.engine.session_sets import SessionDecisions
+    from learning_bot.engine.store_records import ResetRecord
 
 
 T = TypeVar("T")

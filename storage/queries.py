@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from learning_bot.engine.ports import ArmRecord, LearnerState, ResetRecord, RunStats
+    from learning_bot.engine.ports import ArmRecord, LearnerState, RunStats
     from learning_bot.engine.savings import SessionUsage
+    from learning_bot.engine.store_records import ResetRecord
 
 LEARNER_BY_NAME = "SELECT id FROM learners WHERE name = ?"
 
@@ -167,7 +168,7 @@ def run_stats(row: Sequence[Any]) -> RunStats:
 def reset_record(row: Sequence[Any] | None) -> ResetRecord | None:
     if row is None:
         return None
-    from learning_bot.engine.ports import ResetRecord
+    from learning_bot.engine.store_records import ResetRecord
 
     return ResetRecord(
         int(row[0]),

@@ -9,8 +9,9 @@ from typing import Any
 from sqlalchemy import Connection, Select, func, select, text
 
 from learning_bot.engine.errors import InvalidInput
-from learning_bot.engine.ports import RunStats, TimeBucket
+from learning_bot.engine.ports import RunStats
 from learning_bot.engine.records import ArmOutcomeRecord, RunRecord
+from learning_bot.engine.store_records import TimeBucket
 from learning_bot.storage import queries
 from learning_bot.storage.database import reading
 from learning_bot.storage.schema import posteriors, trace_arms, traces

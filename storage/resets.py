@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from sqlalchemy import Connection, bindparam, func, insert, select, update
 
 from learning_bot.engine.errors import Conflict, InvalidInput, NotFound
-from learning_bot.engine.ports import ResetRecord
+from learning_bot.engine.store_records import ResetRecord
 from learning_bot.storage import queries
 from learning_bot.storage.context_evidence import clear_evidence, restore_evidence
 from learning_bot.storage.database import reading, with_retries, write_transaction

@@ -11,7 +11,7 @@ from sqlalchemy import Connection, Insert, insert, select, update
 
 from learning_bot.engine.errors import InvalidInput, NotFound
 from learning_bot.engine.forgetting import keep_factor
-from learning_bot.engine.ports import RewardChange
+from learning_bot.engine.store_records import RewardChange
 from learning_bot.storage.database import with_retries, write_transaction
 from learning_bot.storage.forgetting import add_reward, locked_half_life, locked_keep
 from learning_bot.storage.schema import learners, observations, posteriors, traces

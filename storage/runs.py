@@ -11,9 +11,10 @@ from sqlalchemy import URL, Engine, create_engine, event
 
 from learning_bot.engine.config import Phase
 from learning_bot.engine.errors import Conflict, InvalidInput
-from learning_bot.engine.ports import LearnerChanged, RecordResult, RunStatus
+from learning_bot.engine.ports import LearnerChanged
 from learning_bot.engine.posterior import now_ms
 from learning_bot.engine.records import RunRecord
+from learning_bot.engine.store_records import RecordResult, RunStatus
 from learning_bot.storage.arm_keys import ArmKeys
 from learning_bot.storage.database import (
     lost_session_state,

@@ -11,9 +11,10 @@ from sqlalchemy import Connection, select, true, update
 from learning_bot.engine.arms import parse_arm_id
 from learning_bot.engine.config import Phase
 from learning_bot.engine.errors import NotFound
-from learning_bot.engine.ports import ArmOutcome, LearnerChanged
+from learning_bot.engine.ports import LearnerChanged
 from learning_bot.engine.posterior import Posterior
 from learning_bot.engine.records import RunRecord
+from learning_bot.engine.store_records import ArmOutcome
 from learning_bot.storage.arm_keys import ArmKeys
 from learning_bot.storage.command_log import claim_key
 from learning_bot.storage.database import reading, with_retries, write_transaction

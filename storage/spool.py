@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import BinaryIO, NoReturn
 
 from learning_bot.engine.errors import Unavailable
-from learning_bot.engine.ports import PendingArmOutcome, PendingEvidence
 from learning_bot.engine.records import RunRecord
+from learning_bot.engine.store_records import PendingArmOutcome, PendingEvidence
 from learning_bot.storage.dead_letters import DeadLetterFile
 from learning_bot.storage.outage_log import StateLog
 from learning_bot.storage.spool_dirs import ProcessDir

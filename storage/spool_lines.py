@@ -11,8 +11,8 @@ import json
 from typing import Any
 
 from learning_bot.engine.config import Phase
-from learning_bot.engine.ports import PendingArmOutcome, PendingEvidence
 from learning_bot.engine.records import RunRecord, record_from_json, record_to_json
+from learning_bot.engine.store_records import PendingArmOutcome, PendingEvidence
 
 
 def spool_line(learner_id: int, record: RunRecord, name: str | None = None) -> str:

@@ -11,13 +11,9 @@ from dataclasses import replace
 
 from learning_bot.engine.config import Phase
 from learning_bot.engine.errors import Conflict, Unavailable
-from learning_bot.engine.ports import (
-    LearnerChanged,
-    PendingArmOutcome,
-    PendingEvidence,
-    RecordResult,
-)
+from learning_bot.engine.ports import LearnerChanged
 from learning_bot.engine.records import RunRecord, under_phase
+from learning_bot.engine.store_records import PendingArmOutcome, PendingEvidence, RecordResult
 from learning_bot.storage.spool_lines import (
     Spooled,
     evidence_line,

@@ -13,16 +13,15 @@ from typing import Any, cast
 
 from learning_bot.engine.config import Phase
 from learning_bot.engine.errors import Conflict, NotFound, Unavailable
-from learning_bot.engine.ports import (
+from learning_bot.engine.ports import LearnerChanged, RunWriter
+from learning_bot.engine.records import RunRecord
+from learning_bot.engine.store_records import (
     ArmOutcome,
-    LearnerChanged,
     PendingArmOutcome,
     PendingEvidence,
     RecordResult,
     RunStatus,
-    RunWriter,
 )
-from learning_bot.engine.records import RunRecord
 from learning_bot.storage.outage_log import StateLog
 from learning_bot.storage.spool import Spool, SpoolFull
 from learning_bot.storage.spool_lines import Spooled

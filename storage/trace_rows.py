@@ -12,8 +12,9 @@ import json
 from typing import Any
 
 from learning_bot.engine.config import Phase
-from learning_bot.engine.observation import SkipReason, Usage
+from learning_bot.engine.observation import SkipReason
 from learning_bot.engine.records import ArmOutcomeRecord, RunRecord
+from learning_bot.engine.usage import Usage
 
 TRACE_COLUMNS = (
     "learner_id",

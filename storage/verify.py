@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, func, select, text
 
 from learning_bot.engine.forgetting import forget, keep_factor
-from learning_bot.engine.ports import VerifyProblem, VerifyReport
+from learning_bot.engine.store_records import VerifyProblem, VerifyReport
 from learning_bot.storage.database import reading
 from learning_bot.storage.forgetting import forgets_toward
 from learning_bot.storage.reads import Reads

@@ -3,12 +3,17 @@ what came of it, in the learner's audit log."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from learning_bot.bot.commands.registry import command_to_json, is_mutating
-from learning_bot.bot.middleware import Call, Middleware
-from learning_bot.bot.ports import CommandBatch
-from learning_bot.bot.replies import Reply
-from learning_bot.engine.ports import AuditEntry
-from learning_bot.engine.posterior import WallClock, now_ms
+from learning_bot.bot.middleware import Middleware
+from learning_bot.engine.posterior import now_ms
+
+if TYPE_CHECKING:
+    from learning_bot.bot.middleware import Call
+    from learning_bot.bot.ports import CommandBatch
+    from learning_bot.bot.replies import Reply
+    from learning_bot.engine.posterior import WallClock
 
 
 class Audit(Middleware):
@@ -21,6 +26,8 @@ class Audit(Middleware):
     def after(self, call: Call, reply: Reply, batch: CommandBatch | None) -> None:
         if batch is None or not is_mutating(call.command):
             return
+        from learning_bot.engine.store_records import AuditEntry
+
         invocation = call.invocation
         entry = AuditEntry(
             kind="command",

@@ -55,7 +55,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
-    from learning_bot.engine.projection import DEFAULT_RUNS, MAX_RUNS, project
+    from learning_bot.engine.projection import MAX_RUNS, project
+    from learning_bot.engine.projection_report import DEFAULT_RUNS
     from learning_bot.replay.reader import STDIN, LogReader, load_tools
     from learning_bot.replay.window import latest_runs
 

@@ -35,7 +35,7 @@ from typing import Any
 from learning_bot.engine.arms import Arm, estimate_tokens
 from learning_bot.engine.bounds import MAX_TIMESTAMP_MS
 from learning_bot.engine.errors import InvalidInput
-from learning_bot.engine.observation import Usage
+from learning_bot.engine.usage import Usage
 
 ANTHROPIC = "anthropic"
 OPENAI_CHAT = "openai-chat"

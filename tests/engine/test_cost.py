@@ -15,7 +15,7 @@ from learning_bot.engine.cost import (
     prompt_cost,
 )
 from learning_bot.engine.errors import InvalidConfig
-from learning_bot.engine.observation import Usage
+from learning_bot.engine.usage import Usage
 
 
 def test_prompt_cost_prices_reads_and_writes_at_their_ratios() -> None:

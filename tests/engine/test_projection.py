@@ -10,11 +10,12 @@ import pytest
 
 from learning_bot.engine import LearningConfig, Phase
 from learning_bot.engine.errors import InvalidInput
-from learning_bot.engine.observation import SkipReason, Usage
-from learning_bot.engine.ports import ResetRecord
+from learning_bot.engine.observation import SkipReason
 from learning_bot.engine.projection import MIN_RUNS, MIN_SESSIONS, alternative_budgets, project
 from learning_bot.engine.projection_report import Projection, SettingProjection
 from learning_bot.engine.records import ArmOutcomeRecord, RunRecord
+from learning_bot.engine.store_records import ResetRecord
+from learning_bot.engine.usage import Usage
 
 TOOLS = [f"tool:t:T{i}" for i in range(10)]
 COST = 1_000

@@ -6,8 +6,8 @@ import pytest
 
 from learning_bot.engine.cost import ANTHROPIC, prompt_cost
 from learning_bot.engine.errors import InvalidInput
-from learning_bot.engine.observation import Usage
 from learning_bot.engine.prompt_cache import Block, PromptCache, shared_prefix_tokens
+from learning_bot.engine.usage import Usage
 
 TOOLS_AB = (Block("tool:a", 1_000), Block("tool:b", 3_000))
 TOOLS_AC = (Block("tool:a", 1_000), Block("tool:c", 500))

@@ -12,7 +12,6 @@ from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunRepo
 from learning_bot.engine.config import DEFAULT_POLICY
 from learning_bot.engine.cost import ANTHROPIC
 from learning_bot.engine.inventory import ArmSet
-from learning_bot.engine.observation import Usage
 from learning_bot.engine.recall_target import (
     SEARCH_CALL_TOKENS,
     SEARCH_RESULT_TOKENS,
@@ -21,6 +20,7 @@ from learning_bot.engine.recall_target import (
     SearchPricing,
 )
 from learning_bot.engine.service import LearningService
+from learning_bot.engine.usage import Usage
 from learning_bot.storage import SqlStore
 
 FILLERS = [

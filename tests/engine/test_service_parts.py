@@ -31,17 +31,10 @@ from learning_bot.engine.inputs import (
     reward_value,
     with_loaded,
 )
-from learning_bot.engine.ports import (
-    ArmRecord,
-    LearnerState,
-    PendingArmOutcome,
-    RunStats,
-    Store,
-    StoreReads,
-    TimeBucket,
-)
+from learning_bot.engine.ports import ArmRecord, LearnerState, RunStats, Store, StoreReads
 from learning_bot.engine.posterior import Posterior
 from learning_bot.engine.read_only import ReadOnlyStore
+from learning_bot.engine.store_records import PendingArmOutcome, TimeBucket
 from learning_bot.engine.store_writer import StoreWriter
 
 READ = Arm("tool:test:Read", 100)

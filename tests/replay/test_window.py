@@ -4,8 +4,8 @@ left out up to their next idle gap."""
 from __future__ import annotations
 
 from learning_bot.engine.config import Phase
-from learning_bot.engine.observation import Usage
 from learning_bot.engine.records import ArmOutcomeRecord, RunRecord
+from learning_bot.engine.usage import Usage
 from learning_bot.replay.window import latest_runs
 
 ARM = ArmOutcomeRecord("tool:agent:search", "search", True, True, 100, None)

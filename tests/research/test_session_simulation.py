@@ -12,7 +12,7 @@ from learning_bot.engine.arms import Arm
 from learning_bot.engine.config import LearningConfig, Phase
 from learning_bot.engine.cost import ANTHROPIC
 from learning_bot.engine.errors import InvalidInput
-from learning_bot.engine.observation import Usage
+from learning_bot.engine.usage import Usage
 from learning_bot.research.session_simulation import (
     EveryArm,
     OracleArms,

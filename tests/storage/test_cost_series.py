@@ -10,9 +10,10 @@ from learning_bot.engine import LearningConfig, Phase
 from learning_bot.engine.arms import Arm
 from learning_bot.engine.cost import ANTHROPIC, prompt_cost
 from learning_bot.engine.errors import InvalidInput
-from learning_bot.engine.observation import ReportedArm, RunReport, Usage
+from learning_bot.engine.observation import ReportedArm, RunReport
 from learning_bot.engine.posterior import now_ms
 from learning_bot.engine.service import LearningService
+from learning_bot.engine.usage import Usage
 from learning_bot.storage import SqlStore
 
 HOUR = 3_600_000

@@ -14,9 +14,9 @@ from sqlalchemy import text
 
 from learning_bot.cli import main
 from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport, ToolCall
-from learning_bot.engine.observation import Usage
 from learning_bot.engine.records import RunRecord
 from learning_bot.engine.service import LearningService
+from learning_bot.engine.usage import Usage
 from learning_bot.storage import SqlStore
 from learning_bot.storage.dead_letters import DEAD_LETTER, dead_letters
 from learning_bot.storage.hotpath import COUNTER_CAP, SHARDS

@@ -185,7 +185,7 @@ def test_writers_beside_resets_rewards_and_half_life_changes_stay_exact(
     order it was applied, with the half-life in force when it was)."""
     import threading
 
-    from learning_bot.engine.ports import RewardChange
+    from learning_bot.engine.store_records import RewardChange
 
     stores = [SqlStore(database_url) for _ in range(3)]
     services = [LearningService(s, ACTIVE, cache_ttl=0.01) for s in stores]

@@ -261,7 +261,7 @@ def test_a_per_arm_outcome_after_another_replica_went_active_updates_the_posteri
 def test_a_dead_lettered_outcome_is_replayed_under_the_phase_current_at_replay(
     database_url: str, tmp_path: Path
 ) -> None:
-    from learning_bot.engine.ports import PendingArmOutcome
+    from learning_bot.engine.store_records import PendingArmOutcome
     from learning_bot.storage.dead_letters import DEAD_LETTER
     from learning_bot.storage.spool_lines import outcome_line
     from learning_bot.storage.spool_writes import outcome_under_stored_phase

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from learning_bot.engine import Arm, ReportedArm, RunReport
-from learning_bot.engine.observation import ToolCall, Usage
+from learning_bot.engine.observation import ToolCall
 from learning_bot.engine.service import LearningService
 from learning_bot.engine.session_review import (
     BASELINE_DONE,
@@ -18,6 +18,7 @@ from learning_bot.engine.session_review import (
     PROVISIONAL,
 )
 from learning_bot.engine.session_selection import BASELINE_TURNS
+from learning_bot.engine.usage import Usage
 from learning_bot.storage import SqlStore
 from tests.storage.test_session_selection import config
 from tests.storage.test_session_selection import tools as session_tools

@@ -188,7 +188,7 @@ def test_dead_lettered_arm_outcomes_replay_once_by_their_key(
     """A per-arm outcome (a `reward` of one arm) the database refused waits in the dead-letter
     file like a run; `db replay-dead-letters` records it, by learner name, and its key makes a
     second copy of the same entry change nothing."""
-    from learning_bot.engine.ports import PendingArmOutcome
+    from learning_bot.engine.store_records import PendingArmOutcome
     from learning_bot.storage.spool_lines import outcome_line
 
     root = tmp_path / "spool"
@@ -224,7 +224,7 @@ def test_dead_lettered_evidence_is_added_by_replay_dead_letters(
     """Per-feature evidence spooled in an outage and refused on replay waits in the dead-letter
     file too; `db replay-dead-letters` adds it to the learner's evidence, by name."""
     from learning_bot.engine.context import feature_hash
-    from learning_bot.engine.ports import PendingEvidence
+    from learning_bot.engine.store_records import PendingEvidence
     from learning_bot.storage.spool_lines import evidence_line
 
     root = tmp_path / "spool"
@@ -256,7 +256,7 @@ def test_dead_lettered_evidence_is_added_by_replay_dead_letters(
 def test_a_spooled_reward_outside_zero_to_one_is_refused_on_reading(reward: float) -> None:
     """A spool line edited or damaged on disk cannot put an impossible reward into a posterior
     or the evidence: reading it fails, so replay dead-letters it with the reason."""
-    from learning_bot.engine.ports import PendingArmOutcome, PendingEvidence
+    from learning_bot.engine.store_records import PendingArmOutcome, PendingEvidence
     from learning_bot.storage.spool_lines import (
         evidence_line,
         outcome_line,

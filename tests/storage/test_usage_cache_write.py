@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from learning_bot.engine.observation import Usage
 from learning_bot.engine.service import LearningService
+from learning_bot.engine.usage import Usage
 
 from .helpers import report
 

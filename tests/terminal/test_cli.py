@@ -337,6 +337,17 @@ UNUSED_BY_STATUS = (
     "urllib.request",
     "asyncio",
     "importlib.metadata",
+    # the select and observe side, wired on first use (engine.run_side)
+    "learning_bot.engine.selecting",
+    "learning_bot.engine.context_learning",
+    "learning_bot.engine.observing",
+    "learning_bot.engine.gateway_runs",
+    # a run report and a stored run; the records a store trades beyond a status's reads
+    "learning_bot.engine.observation",
+    "learning_bot.engine.records",
+    "learning_bot.engine.store_records",
+    # the projection's replay, for `phase` (a kept projection is read as JSON)
+    "learning_bot.engine.projection",
 )
 """Modules a terminal's `learning-bot status` on the local database does not import."""
 

@@ -24,7 +24,7 @@ from learning_bot.adapters.http.settings import http_settings
 from learning_bot.app import App, build_app
 from learning_bot.cli import main
 from learning_bot.engine import LearningConfig, Phase
-from learning_bot.engine.ports import PendingArmOutcome
+from learning_bot.engine.store_records import PendingArmOutcome
 from learning_bot.settings import Settings
 from learning_bot.surfaces import SURFACES
 

@@ -17,9 +17,9 @@ from learning_bot.adapters.http.observe_line import ObserveLine, _observe_answer
 from learning_bot.adapters.http.responses import ApiError
 from learning_bot.engine import LearningConfig, Phase
 from learning_bot.engine.errors import InvalidInput, Unavailable
-from learning_bot.engine.ports import RecordResult
 from learning_bot.engine.records import RunRecord
 from learning_bot.engine.service import LearningService
+from learning_bot.engine.store_records import RecordResult
 from learning_bot.storage import SqlStore
 from tests.adapters.http.conftest import TOKEN, Live
 

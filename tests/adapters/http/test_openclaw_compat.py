@@ -12,7 +12,8 @@ import pytest
 from learning_bot.app import build_app
 from learning_bot.engine import LearningConfig, Phase
 from learning_bot.engine.arms import Arm
-from learning_bot.engine.observation import ReportedArm, RunReport, ToolCall, Usage
+from learning_bot.engine.observation import ReportedArm, RunReport, ToolCall
+from learning_bot.engine.usage import Usage
 from learning_bot.settings import Settings
 
 from .conftest import Live, start_server, stop_server

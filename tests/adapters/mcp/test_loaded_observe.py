@@ -14,7 +14,7 @@ from learning_bot.adapters.mcp.tools import LearningTools
 from learning_bot.app import App, build_app
 from learning_bot.engine import LearningConfig, Phase
 from learning_bot.engine.errors import InvalidInput
-from learning_bot.engine.ports import PendingArmOutcome
+from learning_bot.engine.store_records import PendingArmOutcome
 from learning_bot.settings import Settings
 from learning_bot.storage.spool_lines import outcome_line, read_outcome_line
 from learning_bot.surfaces import mcp_tools
