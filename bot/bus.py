@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -336,6 +335,8 @@ class CommandBus:
     def _ask_confirmation(self, call: Call, prompt: Reply) -> Reply:
         if not call.invocation.interactive:
             return prompt  # the caller confirms on its own side: nothing to store
+        import secrets  # with hmac and hashlib: only where a confirmation is stored
+
         token = secrets.token_urlsafe(18)
         at = self.clock()
         self.commands.create_confirmation(

@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from statistics import NormalDist
 
 from learning_bot.engine.arms import Arm, ArmType, parse_arm_id
 from learning_bot.engine.errors import InvalidInput
@@ -118,7 +117,12 @@ class Posterior:
         """Normal-approximation interval mean ± z·sd, clamped to [0, 1] (z = 1.96 at 95%)."""
         if not (isinstance(level, (int, float)) and 0.0 < level < 1.0):
             raise InvalidInput(f"level must be strictly between 0 and 1, got {level!r}")
-        z = _Z95 if level == 0.95 else NormalDist().inv_cdf((1.0 + level) / 2.0)
+        if level == 0.95:
+            z = _Z95
+        else:
+            from statistics import NormalDist  # with decimal and fractions: not at start-up
+
+            z = NormalDist().inv_cdf((1.0 + level) / 2.0)
         half = z * math.sqrt(self.variance)
         mean = self.mean
         return max(0.0, mean - half), min(1.0, mean + half)
