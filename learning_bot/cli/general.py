@@ -18,7 +18,7 @@ from learning_bot.adapters.terminal.commands import EXIT_ERROR, EXIT_OK, EXIT_US
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(argv).parse_args(argv)
         return _run(args)
     except BaseException as exc:
         return failed(exc)
@@ -41,8 +41,13 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The global options, then every command in the order `--help` lists them."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The global options, then every command in the order `--help` lists them.
+
+    Given the words of a command line (`argv`), a command they do not name gets its name and
+    help only: its own arguments could not be read, and a one-shot `learning-bot status`
+    does not build the other commands' (`help` and `completion` describe every command, so
+    they get them all)."""
     from learning_bot.cli import (
         chat,
         completion,
@@ -59,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     from learning_bot.cli.host import surface_commands
     from learning_bot.cli.parser import CommandLineParser, add_command
 
+    named = None if argv is None or _DESCRIBE_ALL & set(argv) else frozenset(argv)
     parser = CommandLineParser(
         prog="learning-bot",
         description="The learning layer for LLM agent prompts, and its chat-ops front end.",
@@ -102,8 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
         dashboard.COMMAND,
         completion.COMMAND,
     ):
-        add_command(sub, command)
-    _accept_after(sub, [a for a in parser._actions if a.dest in _GLOBAL])
+        add_command(sub, command, arguments=named is None or command.name in named)
+    _accept_after(sub, [a for a in parser._actions if a.dest in _GLOBAL], named)
     # what `help --json` and `completion` describe (the commands cannot import this module)
     parser.set_defaults(root_parser=parser)
     return parser
@@ -112,14 +118,24 @@ def build_parser() -> argparse.ArgumentParser:
 _GLOBAL = ("database_url", "learner", "config", "url")
 """The options that come before the command, and are taken after it as well."""
 
+_DESCRIBE_ALL = frozenset({"help", "completion"})
+"""The commands that describe every command's arguments (`help --json`, shell completion)."""
 
-def _accept_after(sub: argparse._SubParsersAction[Any], options: list[argparse.Action]) -> None:
+
+def _accept_after(
+    sub: argparse._SubParsersAction[Any],
+    options: list[argparse.Action],
+    named: frozenset[str] | None = None,
+) -> None:
     """Let every command (and a surface's own subcommands, e.g. Discord's `sync` and `run`)
     take the global options after its name too: `learning-bot status --database-url=...` reads
     as `learning-bot --database-url=... status`, and OpenClaw's gateway spawns `<python> -m
     learning_bot mcp --database-url=...`. Given there, an option overrides the one given before
-    the command; not given, it leaves that one (its default here is to set nothing)."""
-    for child in sub.choices.values():
+    the command; not given, it leaves that one (its default here is to set nothing). With
+    `named`, only the commands named there (the others are never parsed)."""
+    for name, child in sub.choices.items():
+        if named is not None and name not in named:
+            continue
         for option in options:
             child.add_argument(
                 *option.option_strings,

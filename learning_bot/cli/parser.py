@@ -34,10 +34,11 @@ class Command:
     """Why the global --url (talk to a running server) does not apply to it; None: it does."""
 
 
-def add_command(sub: Commands, command: Command) -> None:
-    """Add `command`'s sub-parser, which hands the parsed arguments to its `run`."""
+def add_command(sub: Commands, command: Command, arguments: bool = True) -> None:
+    """Add `command`'s sub-parser, which hands the parsed arguments to its `run`; without
+    `arguments`, its name and help only (a command line that does not name it)."""
     parser = sub.add_parser(command.name, help=command.help, description=command.description)
-    if command.arguments is not None:
+    if arguments and command.arguments is not None:
         command.arguments(parser)
     parser.set_defaults(run=command.run, no_url=command.no_url)
 
