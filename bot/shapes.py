@@ -33,11 +33,12 @@ if TYPE_CHECKING:
     )
     from learning_bot.engine.config import LearningConfig
     from learning_bot.engine.records import RunRecord
+    from learning_bot.engine.results import ObserveResult
     from learning_bot.engine.savings import CostSavings
     from learning_bot.engine.selection import Selection
     from learning_bot.engine.session_sets import SessionDecisions
     from learning_bot.engine.store_records import TimeBucket
-    from learning_bot.engine.views import ArmView, ObserveResult, Summary
+    from learning_bot.engine.views import ArmView, Summary
     from learning_bot.engine.wire import reports
 
 

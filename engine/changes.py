@@ -13,7 +13,7 @@ from learning_bot.engine.config import LearningConfig, Phase
 from learning_bot.engine.errors import InvalidConfig, InvalidInput, NotFound
 from learning_bot.engine.inputs import clean_text, recorded_actor, reward_value
 from learning_bot.engine.ports import Store
-from learning_bot.engine.views import PhaseChange, ResetResult, RewardResult
+from learning_bot.engine.results import PhaseChange, ResetResult, RewardResult
 
 if TYPE_CHECKING:
     from learning_bot.engine.cached_learner import CachedLearner

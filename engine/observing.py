@@ -25,8 +25,8 @@ from learning_bot.engine.observation import (
 )
 from learning_bot.engine.ports import LearnerChanged, RunSessions, RunWriter
 from learning_bot.engine.records import RunRecord, record_from_report, under_phase
+from learning_bot.engine.results import ObserveResult
 from learning_bot.engine.store_records import RecordResult
-from learning_bot.engine.views import ObserveResult
 
 if TYPE_CHECKING:
     from learning_bot.engine.cached_learner import CachedLearner

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np
@@ -29,56 +29,58 @@ if TYPE_CHECKING:
     from learning_bot.engine.selecting import ArmSelector
 
 
-class RunSide(NamedTuple):
-    context: ContextLearning
-    selector: ArmSelector
-    observer: Observer
-    gateway: GatewayRuns
+class RunSide:
+    """The wired collaborators."""
+
+    __slots__ = ("context", "gateway", "observer", "selector")
+
+    def __init__(
+        self,
+        context: ContextLearning,
+        selector: ArmSelector,
+        observer: Observer,
+        gateway: GatewayRuns,
+    ) -> None:
+        self.context = context
+        self.selector = selector
+        self.observer = observer
+        self.gateway = gateway
 
 
-class RunParts(NamedTuple):
-    """What the select and observe side is built from (the service's constructor's values)."""
-
-    store: Store
-    writer: ObservationWriter
-    state: CachedLearner
-    prices: PriceTable
-    clock: Callable[[], float]
-    wall_clock: WallClock
-    rng: np.random.Generator | int | None
-    schedule: Schedule | None
-    exploration_bound: ExplorationBound | None
-    spool_by_name: SpoolByName | None
-    context_settings: ContextSettings | None
-
-
-def wire(parts: RunParts) -> RunSide:
-    """The collaborators, each handed what it needs as values or callables."""
+def wire(
+    store: Store,
+    writer: ObservationWriter,
+    state: CachedLearner,
+    prices: PriceTable,
+    clock: Callable[[], float],
+    wall_clock: WallClock,
+    rng: np.random.Generator | int | None,
+    schedule: Schedule | None,
+    exploration_bound: ExplorationBound | None,
+    spool_by_name: SpoolByName | None,
+    context_settings: ContextSettings | None,
+) -> RunSide:
+    """The collaborators, each handed what it needs as values or callables (the service's
+    constructor's values)."""
     from learning_bot.engine.context_learning import ContextLearning
     from learning_bot.engine.exploration_counts import ExplorationCounts
     from learning_bot.engine.gateway_runs import GatewayRuns
     from learning_bot.engine.observing import Observer
     from learning_bot.engine.selecting import ArmSelector, session_selector, shared_levels
 
-    store, writer, state, clock, wall_clock = (
-        parts.store, parts.writer, parts.state, parts.clock, parts.wall_clock,
-    )  # fmt: skip
-
     def learner_id() -> int:
         return state.learner_id
 
-    sessions = session_selector(store, state, wall_clock, parts.prices)
+    sessions = session_selector(store, state, wall_clock, prices)
     context = ContextLearning(
         store, writer, state.name, learner_id, lambda: state.opened_id, lambda: state.keep,
         lambda: state.config.phase, sessions.opening, clock, state.cache_ttl,
-        parts.context_settings,
+        context_settings,
     )  # fmt: skip
-    explore = ExplorationCounts(store, learner_id, clock, parts.schedule, parts.exploration_bound)
-    levels = shared_levels(store, learner_id, clock, wall_clock, parts.schedule)
-    selector = ArmSelector(state, sessions, context, explore, levels, parts.rng)
-    observer = Observer(
-        store, writer, state, selector, context, explore, wall_clock, parts.spool_by_name
-    )
+    explore = ExplorationCounts(store, learner_id, clock, schedule, exploration_bound)
+    levels = shared_levels(store, learner_id, clock, wall_clock, schedule)
+    selector = ArmSelector(state, sessions, context, explore, levels, rng)
+    observer = Observer(store, writer, state, selector, context, explore, wall_clock, spool_by_name)
     gateway = GatewayRuns(store, writer, state, selector, observer, wall_clock)
     return RunSide(context, selector, observer, gateway)
 
@@ -86,8 +88,8 @@ def wire(parts: RunParts) -> RunSide:
 class LazyRunSide:
     """The side, wired once on first use (under a lock: concurrent first requests share it)."""
 
-    def __init__(self, parts: RunParts) -> None:
-        self._parts = parts
+    def __init__(self, wire: Callable[[], RunSide]) -> None:
+        self._wire = wire
         self._made: RunSide | None = None
         self._lock = threading.Lock()
 
@@ -107,5 +109,5 @@ class LazyRunSide:
             with self._lock:
                 side = self._made
                 if side is None:
-                    side = self._made = wire(self._parts)
+                    side = self._made = self._wire()
         return side

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
@@ -27,6 +28,7 @@ if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
 
     from learning_bot.engine.arms import Arm
     from learning_bot.engine.cache import PosteriorCache
+    from learning_bot.engine.changes import LearnerChanges
     from learning_bot.engine.config import Phase
     from learning_bot.engine.context_policy import ContextEvidence, ContextSettings
     from learning_bot.engine.exploration import ExplorationBound
@@ -37,33 +39,25 @@ if TYPE_CHECKING:  # numpy is imported on first selection, not at start-up
     from learning_bot.engine.ports import ArmRecord, ObservationWriter, SpoolHealth, Store
     from learning_bot.engine.posterior import WallClock
     from learning_bot.engine.records import RunRecord
+    from learning_bot.engine.results import ObserveResult, PhaseChange, ResetResult, RewardResult
     from learning_bot.engine.selecting import ArmSelector
     from learning_bot.engine.selection import Selection
     from learning_bot.engine.session_selection import SessionSelector
     from learning_bot.engine.starvation import StarvedArm
     from learning_bot.engine.store_records import ArmOutcome, ResetRecord, TimeBucket, VerifyReport
-    from learning_bot.engine.views import (
-        ArmView,
-        ObserveResult,
-        PhaseChange,
-        ResetResult,
-        RewardResult,
-        Status,
-        Summary,
-    )
+    from learning_bot.engine.views import ArmView, Status, Summary
 
 from learning_bot.engine.cached_learner import RECORD_ATTEMPTS, CachedLearner
-from learning_bot.engine.changes import MIN_TRACES_FOR_ACTIVE, LearnerChanges
 from learning_bot.engine.config import LearningConfig
 from learning_bot.engine.cost import PriceTable
 from learning_bot.engine.errors import Unavailable
 from learning_bot.engine.history import TIMESERIES_METRICS, WINDOWS, History
 from learning_bot.engine.posterior import now_ms
 from learning_bot.engine.reports import RECALL_WINDOW, Reports
-from learning_bot.engine.run_side import LazyRunSide, RunParts
+from learning_bot.engine.run_side import LazyRunSide, wire
 from learning_bot.engine.store_writer import StoreWriter
 
-__all__ = ["MIN_TRACES_FOR_ACTIVE", "RECALL_WINDOW", "RECORD_ATTEMPTS", "TIMESERIES_METRICS"]
+__all__ = ["RECALL_WINDOW", "RECORD_ATTEMPTS", "TIMESERIES_METRICS"]
 __all__ += ["WINDOWS", "LearningService"]
 
 
@@ -104,12 +98,12 @@ class LearningService:
         state = self._learner = CachedLearner(store, self.base_config, learner, cache_ttl, clock)
 
         self._run_side = LazyRunSide(
-            RunParts(
-                store, self.writer, state, self.prices, clock, wall_clock, rng, schedule,
+            partial(
+                wire, store, self.writer, state, self.prices, clock, wall_clock, rng, schedule,
                 exploration_bound, spool_by_name, context_settings,
             )
         )  # fmt: skip
-        self._changes = LearnerChanges(store, state, wall_clock, self._run_side.context_stale)
+        self._wall_clock = wall_clock
         self._reports = Reports(store, state, self.prices)
         self._history = History(store, state, wall_clock, self.prices)
         try:
@@ -120,6 +114,13 @@ class LearningService:
             state.cache.phase = self.base_config.phase  # the configured one, until opened
             # Storage is down: select falls back to every arm and observe spools under the
             # learner's name until the learner can be opened (or created).
+
+    @cached_property
+    def _changes(self) -> LearnerChanges:
+        from learning_bot.engine.changes import LearnerChanges
+
+        stale = self._run_side.context_stale
+        return LearnerChanges(self.store, self._learner, self._wall_clock, stale)
 
     @property
     def _selector(self) -> ArmSelector:

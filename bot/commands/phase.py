@@ -29,7 +29,6 @@ from learning_bot.bot.phase_view import (
     read_projection,
 )
 from learning_bot.bot.replies import Reply, ReplyKind, Text
-from learning_bot.engine.changes import MIN_TRACES_FOR_ACTIVE
 from learning_bot.engine.config import Phase
 from learning_bot.engine.phase_projection import keep_projection
 
@@ -76,6 +75,8 @@ def confirmation(service: LearningService, command: PhaseCommand, surface: str =
     data: dict[str, Any] = {}
     projected: list[str] = []
     if command.phase is Phase.ACTIVE:
+        from learning_bot.engine.changes import MIN_TRACES_FOR_ACTIVE
+
         lines.append(
             "Thompson Sampling will start leaving unhelpful arms out of prompts, "
             "and the traces recorded while passive are folded into the posteriors."

@@ -28,11 +28,11 @@ from learning_bot.bot.invocation import Command
 from learning_bot.bot.replies import Reply, ReplyKind, Text
 from learning_bot.engine.bounds import MAX_CHAT_RESET_ARMS
 from learning_bot.engine.errors import InvalidInput
-from learning_bot.engine.views import ResetResult
 
 MAX_ARMS_TEXT = 4000
 
 if TYPE_CHECKING:
+    from learning_bot.engine.results import ResetResult
     from learning_bot.engine.service import LearningService
 
 

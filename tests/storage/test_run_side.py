@@ -6,11 +6,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import pytest
-
 from learning_bot.engine import Arm, LearningConfig, Phase, ReportedArm, RunReport
-from learning_bot.engine import run_side as run_side_module
-from learning_bot.engine.run_side import LazyRunSide, RunParts
+from learning_bot.engine.run_side import LazyRunSide
 from learning_bot.engine.service import LearningService
 from learning_bot.storage import SqlStore
 
@@ -43,24 +40,21 @@ def test_a_reset_after_wiring_makes_the_context_evidence_read_again(store: SqlSt
     assert context._checked_at == float("-inf")
 
 
-def test_concurrent_first_uses_wire_the_side_once(
-    store: SqlStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_concurrent_first_uses_wire_the_side_once(store: SqlStore) -> None:
     """The first caller wires while the others wait on the lock: every caller gets the same
     side, so no select's session state is kept in a side thrown away."""
     entered, release = threading.Event(), threading.Event()
     calls: list[int] = []
-    wire = run_side_module.wire
+    service = LearningService(store, LearningConfig(phase=Phase.ACTIVE), rng=1)
+    wire = service._run_side._wire
 
-    def slow_wire(parts: RunParts) -> Any:
+    def slow_wire() -> Any:
         calls.append(1)
         entered.set()
         assert release.wait(30)
-        return wire(parts)
+        return wire()
 
-    monkeypatch.setattr(run_side_module, "wire", slow_wire)
-    service = LearningService(store, LearningConfig(phase=Phase.ACTIVE), rng=1)
-    lazy: LazyRunSide = service._run_side
+    lazy = LazyRunSide(slow_wire)
     got: list[Any] = []
     first = threading.Thread(target=lambda: got.append(lazy.get()))
     first.start()

@@ -348,6 +348,9 @@ UNUSED_BY_STATUS = (
     "learning_bot.engine.store_records",
     # the projection's replay, for `phase` (a kept projection is read as JSON)
     "learning_bot.engine.projection",
+    # reward, reset and phase changes, and what they answer
+    "learning_bot.engine.changes",
+    "learning_bot.engine.results",
 )
 """Modules a terminal's `learning-bot status` on the local database does not import."""
 
