@@ -4,12 +4,17 @@ command line can declare them without importing discord.py."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from learning_bot.adapters.discord.settings import DiscordSettings, parse_snowflakes
 from learning_bot.engine.errors import InvalidConfig
+
+if TYPE_CHECKING:
+    from learning_bot.adapters.discord.settings import DiscordSettings
 
 
 def _guild_id(raw: str) -> int:
+    from learning_bot.adapters.discord.settings import parse_snowflakes
+
     try:
         (value,) = parse_snowflakes("--guild", raw)
     except (InvalidConfig, ValueError):

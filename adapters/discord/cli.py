@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from learning_bot.adapters.discord.arguments import add_arguments, sync_targets
-from learning_bot.adapters.discord.settings import DiscordSettings
 from learning_bot.bot.surface import SurfaceCommand
 from learning_bot.engine.errors import InvalidConfig
 
 if TYPE_CHECKING:
+    from learning_bot.adapters.discord.settings import DiscordSettings
     from learning_bot.bot.bus import CommandBus
     from learning_bot.bot.surface import SurfaceHost
 
