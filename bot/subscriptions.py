@@ -5,15 +5,17 @@ bot.alerting; these only store who wants them."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from learning_bot.bot.formatting import fmt_time
 from learning_bot.bot.invocation import Invocation
 from learning_bot.bot.ports import SubscriptionStore
 from learning_bot.bot.replies import Column, Reply, ReplyKind, Table, Text
-from learning_bot.engine.alert_records import SUBSCRIPTION_KINDS, Subscription
 from learning_bot.engine.errors import InvalidInput, Unavailable
 from learning_bot.engine.posterior import WallClock, now_ms
+
+if TYPE_CHECKING:
+    from learning_bot.engine.alert_records import Subscription
 
 
 class Learners(Protocol):
@@ -31,6 +33,10 @@ WHAT = {
     "digest weekly": "a weekly digest",
     "changes": "phase changes, resets and undos",
 }
+"""What a channel can subscribe to, and how a reply names it."""
+
+SUBSCRIPTION_KINDS = tuple(WHAT)
+"""What a channel can subscribe to: alerts, a daily or weekly digest, phase changes/resets."""
 
 
 def subscription_state(sub: Subscription) -> str:
@@ -84,6 +90,8 @@ class SubscriptionHandlers:
     def subscribe(self, kind: str, invocation: Invocation, learner: str) -> Reply:
         if kind not in SUBSCRIPTION_KINDS:
             raise InvalidInput(f"cannot subscribe to {kind!r}")
+        from learning_bot.engine.alert_records import Subscription
+
         sub, created = self.store.subscribe(
             Subscription(
                 id=0,

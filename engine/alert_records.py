@@ -6,9 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SUBSCRIPTION_KINDS = ("alerts", "digest daily", "digest weekly", "changes")
-"""What a channel can subscribe to: alerts, a daily or weekly digest, phase changes/resets."""
-
 
 @dataclass(frozen=True, slots=True)
 class Subscription:

@@ -22,7 +22,7 @@ from learning_bot.bot.commands.base import (
 )
 from learning_bot.bot.invocation import Command
 from learning_bot.bot.replies import Reply
-from learning_bot.engine.alert_records import SUBSCRIPTION_KINDS
+from learning_bot.bot.subscriptions import SUBSCRIPTION_KINDS
 from learning_bot.engine.bounds import MAX_LEARNER_NAME, check_learner_name
 from learning_bot.engine.errors import InvalidInput
 
@@ -38,7 +38,7 @@ class SubscribeCommand(Command):
     """Subscribe this channel to a learner's alerts, digests or changes (admins)."""
 
     kind: str = "alerts"
-    """One of engine.alert_records.SUBSCRIPTION_KINDS."""
+    """One of bot.subscriptions.SUBSCRIPTION_KINDS."""
     learner: str | None = None
     """None: the learner this workspace or guild is mapped to."""
 
