@@ -190,26 +190,16 @@ def _anthropic(
     for i, block in enumerate(content):
         if isinstance(block, Mapping) and block.get("type") in ("tool_use", "server_tool_use"):
             calls.append(_name(block.get("name"), f"response.content[{i}].name"))
-    usage = _mapping(response.get("usage"), "response.usage")
-    return Exchange(
-        format=ANTHROPIC,
-        provider="anthropic",
-        model=_text(response.get("model") or request.get("model"), "request.model"),
-        tools=tools_of(request.get("tools"), "request.tools"),
-        calls=tuple(calls),
-        usage=_usage(
-            usage,
-            "response.usage",
-            input="input_tokens",
-            output="output_tokens",
-            cache_read="cache_read_input_tokens",
-            cache_write="cache_creation_input_tokens",
-        ),
-        timestamp=when,
-        messages=messages,
-        response_id=_text(response.get("id"), "response.id"),
-        error=_error(response),
+    usage = _usage(
+        _mapping(response.get("usage"), "response.usage"),
+        "response.usage",
+        input="input_tokens",
+        output="output_tokens",
+        cache_read="cache_read_input_tokens",
+        cache_write="cache_creation_input_tokens",
     )
+    tools = tools_of(request.get("tools"), "request.tools")
+    return _exchange(ANTHROPIC, "anthropic", request, response, tools, calls, usage, when, messages)
 
 
 def _chat(request: Mapping[str, Any], response: Mapping[str, Any], when: int | None) -> Exchange:
@@ -230,18 +220,9 @@ def _chat(request: Mapping[str, Any], response: Mapping[str, Any], when: int | N
         if isinstance(legacy, Mapping):
             calls.append(_name(legacy.get("name"), "response.choices[0].message.function_call"))
     usage = _openai_usage(response, "prompt_tokens", "completion_tokens")
-    return Exchange(
-        format=OPENAI_CHAT,
-        provider="openai",
-        model=_text(response.get("model") or request.get("model"), "request.model"),
-        tools=tools,
-        calls=tuple(calls),
-        usage=usage,
-        timestamp=when if when is not None else _timestamp(response.get("created"), "created"),
-        messages=messages,
-        response_id=_text(response.get("id"), "response.id"),
-        error=_error(response),
-    )
+    if when is None:
+        when = _timestamp(response.get("created"), "created")
+    return _exchange(OPENAI_CHAT, "openai", request, response, tools, calls, usage, when, messages)
 
 
 def _responses(
@@ -263,20 +244,40 @@ def _responses(
         elif isinstance(kind, str) and kind.endswith("_call"):
             calls.append(kind.removesuffix("_call"))  # a built-in tool: web_search_call...
     usage = _openai_usage(response, "input_tokens", "output_tokens")
-    previous = request.get("previous_response_id")
+    if when is None:
+        when = _timestamp(response.get("created_at"), "created_at")
+    tools = tools_of(request.get("tools"), "request.tools")
+    previous = _text(request.get("previous_response_id"), "request.previous_response_id")
+    return _exchange(
+        OPENAI_RESPONSES, "openai", request, response, tools, calls, usage, when, items, previous
+    )
+
+
+def _exchange(
+    fmt: str,
+    provider: str,
+    request: Mapping[str, Any],
+    response: Mapping[str, Any],
+    tools: tuple[Arm, ...] | None,
+    calls: list[str],
+    usage: Usage,
+    when: int | None,
+    messages: Sequence[Any],
+    previous: str = "",
+) -> Exchange:
+    """An exchange of a provider's request and response: what the three shapes read alike (the
+    model, the response's id and error)."""
     return Exchange(
-        format=OPENAI_RESPONSES,
-        provider="openai",
+        format=fmt,
+        provider=provider,
         model=_text(response.get("model") or request.get("model"), "request.model"),
-        tools=tools_of(request.get("tools"), "request.tools"),
+        tools=tools,
         calls=tuple(calls),
         usage=usage,
-        timestamp=when
-        if when is not None
-        else _timestamp(response.get("created_at"), "created_at"),
-        messages=items,
+        timestamp=when,
+        messages=messages,
         response_id=_text(response.get("id"), "response.id"),
-        previous_id=_text(previous, "request.previous_response_id"),
+        previous_id=previous,
         error=_error(response),
     )
 
