@@ -249,3 +249,8 @@ def unknown_learner_message(name: str, known: Sequence[str]) -> str:
     if close:
         message += f"; did you mean {close[0]!r}?"
     return message
+
+
+MAX_SEED = 2**63 - 1
+"""The largest random seed a simulation or a replay takes (numpy's generators take any
+non-negative integer; this keeps it to 64 bits)."""

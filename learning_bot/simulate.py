@@ -13,6 +13,7 @@ runs."""
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from learning_bot.engine.bounds import MAX_SEED
 from learning_bot.engine.config import Phase
 from learning_bot.engine.errors import Conflict, InvalidInput
 from learning_bot.engine.inventory import ArmSet
@@ -127,6 +129,21 @@ def _known(figure: float | None, text: str, otherwise: str = "") -> str:
     return otherwise if figure is None else text.format(figure)
 
 
+def check_options(traces: int, arms: int, seed: int, recall_target: float | None) -> None:
+    """InvalidInput for options a simulation cannot run with, before it changes anything (a
+    command line checks them before it opens or creates the learner)."""
+    if not 1 <= traces <= 1_000_000:
+        raise InvalidInput("--traces must be from 1 to 1,000,000")
+    if not 1 <= arms <= 10_000:
+        raise InvalidInput("--arms must be from 1 to 10,000")
+    if not 0 <= seed <= MAX_SEED:
+        raise InvalidInput(f"--seed must be from 0 to {MAX_SEED:,}, got {seed}")
+    if recall_target is not None and not (
+        math.isfinite(recall_target) and 0.0 < recall_target <= 1.0
+    ):
+        raise InvalidInput(f"--recall-target must be a share in (0, 1], got {recall_target}")
+
+
 def simulate(
     service: LearningService,
     *,
@@ -149,10 +166,7 @@ def simulate(
     idle windows are counted as the sessions go, as they would be live). `recall_target` sets
     the learner's `recallTarget`, and its `tokenBudget` to the inventory's tokens so that the
     target alone decides the sets (a learner's own target keeps its own budget as the cap)."""
-    if not 1 <= traces <= 1_000_000:
-        raise InvalidInput("--traces must be from 1 to 1,000,000")
-    if not 1 <= arms <= 10_000:
-        raise InvalidInput("--arms must be from 1 to 10,000")
+    check_options(traces, arms, seed, recall_target)
     page, total = service.traces(limit=1)
     if total and page and page[0].provider != "simulated" and not force:
         raise Conflict(
@@ -166,15 +180,15 @@ def simulate(
             f"learner '{service.learner}' is in the active phase; simulate the passive phase "
             "into another learner (--learner demo)"
         )
-    if phase is Phase.ACTIVE and service.phase() is Phase.PASSIVE:
-        service.set_phase(Phase.ACTIVE, actor="simulate", bootstrap=True)
-        switched = True
     workload = make_workload(arms, seed=seed)
-    if recall_target is not None:
+    if recall_target is not None:  # refused (the seed policy) before the phase changes
         service.set_settings(
             {"recallTarget": recall_target, "tokenBudget": int(workload.costs.sum())},
             actor="simulate",
         )
+    if phase is Phase.ACTIVE and service.phase() is Phase.PASSIVE:
+        service.set_phase(Phase.ACTIVE, actor="simulate", bootstrap=True)
+        switched = True
     service.seed_draws(seed)  # the same seed, the same runs and the same selections
     if sessions:
         return _simulate_sessions(

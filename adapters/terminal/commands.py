@@ -71,6 +71,19 @@ def local_sender(
 
 
 def api_base(url: str) -> str:
+    """The API's base under a server's `--url` (http or https, with a host); CliError
+    (usage) for anything else."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError on a port that is not a number)
+    except ValueError as exc:
+        raise CliError(f"--url: not a valid URL: {exc}", EXIT_USAGE) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise CliError(
+            f"--url: expected http:// or https:// and a host, got {url!r}",
+            EXIT_USAGE,
+            hint="e.g. --url http://127.0.0.1:8787",
+        )
     base = url.rstrip("/")
     return base if API_BASE in base else base + API_BASE
 

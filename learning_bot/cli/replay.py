@@ -55,9 +55,13 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
+    from learning_bot.engine.bounds import MAX_SEED
     from learning_bot.engine.projection import MAX_RUNS, project
     from learning_bot.engine.projection_report import DEFAULT_RUNS
     from learning_bot.replay.reader import STDIN, LogReader, load_tools
+
+    if not 0 <= args.seed <= MAX_SEED:
+        raise CliError(f"--seed must be from 0 to {MAX_SEED:,}, got {args.seed}", EXIT_USAGE)
     from learning_bot.replay.window import latest_runs
 
     if args.runs is not None and not 1 <= args.runs <= MAX_RUNS:

@@ -78,6 +78,7 @@ def _serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
             hint="set a token, or bind to 127.0.0.1",
         )
     if workers == 1:
+        check_port_free(host, port)
         return _serve_one(settings, host, port, None, surfaces=True)
     refusal = workers_refusal(os.environ)
     if refusal is not None:
@@ -89,6 +90,36 @@ def _serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
             raise SystemExit(code)
 
     return supervise_workers(worker, host=host, port=port, workers=workers)
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to `host:port` as the server binds it (SO_REUSEADDR: a port left in
+    TIME_WAIT is free), not yet listening; CliError when the port is taken or the address is
+    not this machine's."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        import errno
+
+        if exc.errno == errno.EADDRINUSE:
+            raise CliError(
+                f"port {port} on {host} is already in use",
+                EXIT_ERROR,
+                hint="stop what listens there, or give another --port",
+            ) from None
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
+def check_port_free(host: str, port: int) -> None:
+    """CliError, before the application is built, when the server could not bind its port."""
+    listening_socket(host, port).close()
 
 
 WORKERS_HINT = (
@@ -140,14 +171,9 @@ def supervise_workers(
     forked again (after 0.5 s, doubling to at most 30 s while it keeps dying young) while
     the others keep serving; the parent returns only after SIGINT or SIGTERM, once every
     worker has stopped."""
-    import socket
-
     from learning_bot.adapters.http.server import fork_worker
 
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    sock = listening_socket(host, port)
     sock.listen(2048)
     sock.set_inheritable(True)
     children: dict[int, tuple[int, float]] = {}  # pid -> (index, started)

@@ -98,8 +98,9 @@ COMMAND = Command(
 
 def _simulate(app: App, args: argparse.Namespace) -> int:
     from learning_bot.engine.config import Phase
-    from learning_bot.simulate import progress_bar, simulate
+    from learning_bot.simulate import check_options, progress_bar, simulate
 
+    check_options(args.traces, args.arms, args.seed, args.recall_target)
     service = app.service(create=True)
     result = simulate(
         service,
