@@ -302,7 +302,7 @@ class CommandBus:
     def _execute(self, call: Call) -> Reply:
         """The command's own handler, handed this call's context."""
         spec = spec_of(call.command)
-        return spec.run(self._context(call, spec.mutating(call.command)), call.command)
+        return spec.run(self._context(call, spec.may_create(call.command)), call.command)
 
     def _context(self, call: Call, create: bool) -> Context:
         invocation = call.invocation
@@ -366,7 +366,7 @@ class CommandBus:
             spec = spec_of(command)
             confirmed = spec.confirmed(command) if spec.confirmed is not None else command
             call = Call(invocation, confirmed, pending.learner)
-            reply = spec.run(self._context(call, create=True), confirmed)
+            reply = spec.run(self._context(call, spec.may_create(confirmed)), confirmed)
             return confirmations.outcome(reply, invocation.actor)
 
         return self._spend(invocation, token, pending, run)

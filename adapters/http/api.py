@@ -45,7 +45,7 @@ from learning_bot.bot.shapes import (
 )
 from learning_bot.engine.bounds import MAX_RESET_ARMS
 from learning_bot.engine.config import Phase
-from learning_bot.engine.errors import Unavailable
+from learning_bot.engine.errors import InvalidInput, Unavailable
 from learning_bot.engine.records import RunRecord
 from learning_bot.engine.service import TIMESERIES_METRICS, LearningService
 
@@ -53,6 +53,20 @@ BASE = "/__openclaw__/api/learning"
 API_ACTOR = Actor("api", "api", is_admin=True)
 WORKER_THREADS = 40
 """Threads serving storage calls (as many as Starlette's thread pool has)."""
+
+
+def learner_param(scope: Scope) -> str | None:
+    """The learner a request's `?learner=` names, None when it names none; an empty name is
+    refused (400), not taken for the default learner."""
+    query = scope.get("query_string")
+    if not query:
+        return None
+    named = QueryParams(query).get("learner")
+    if named is not None and not named.strip():
+        raise InvalidInput(
+            "learner: the ?learner= parameter is empty; leave it out for the default learner"
+        )
+    return named
 
 
 class Api:
@@ -80,8 +94,7 @@ class Api:
     def service_for(self, scope: Scope, *, create: bool = False) -> LearningService:
         """`service` for a request's ASGI scope (its query string, as `request.query_params`
         reads it)."""
-        query = scope.get("query_string")
-        named = QueryParams(query).get("learner") if query else None
+        named = learner_param(scope)
         return self.bus.services.get(named or self.bus.settings.default_learner, create=create)
 
     def handler(
@@ -226,7 +239,7 @@ class Api:
     # -- commands, through the bus -------------------------------------------------------------
 
     async def _dispatch(self, request: Request, command: Command | str, **kwargs: Any) -> Reply:
-        learner = request.query_params.get("learner") or None
+        learner = learner_param(request.scope)
         kwargs.setdefault("actor", API_ACTOR)
         kwargs.setdefault("interactive", False)
         invocation = Invocation("api", command=command, learner=learner, **kwargs)

@@ -304,6 +304,10 @@ class CommandSpec(Generic[C]):
     """The command as its confirmation runs it."""
     learner: Callable[[C], str | None] = no_learner
     """A learner the command names itself (else the conversation's)."""
+    creates: Callable[[C], bool] | None = None
+    """Whether this call may create a learner that does not exist yet (None: when it changes
+    something); a command that only acts on what a learner holds (reward, reset) answers
+    NotFound for an unknown one instead of leaving an empty learner behind."""
     from_json: Callable[[dict[str, Any]], C] | None = None
     """The command from its stored JSON fields (a pending confirmation); None: not stored."""
     words: tuple[str, ...] = ()
@@ -312,6 +316,10 @@ class CommandSpec(Generic[C]):
     """Where an arm id or label completes: "after-arm", "first", "any", or nowhere."""
     terminal: Terminal | None = None
     form: Form | None = None
+
+    def may_create(self, command: C) -> bool:
+        """Whether running `command` may create its learner."""
+        return (self.mutating if self.creates is None else self.creates)(command)
 
     def __post_init__(self) -> None:
         if self.grammar and self.parse is None:

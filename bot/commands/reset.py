@@ -20,6 +20,7 @@ from learning_bot.bot.commands.base import (
     admins,
     always,
     ends_with,
+    never,
     unexpected,
     with_confirm,
 )
@@ -168,6 +169,7 @@ SPEC = CommandSpec(
     parse=parse,
     access=admins("reset posteriors"),
     mutating=always,
+    creates=never,
     asks=lambda command: not command.confirm,
     confirmed=with_confirm,
     from_json=lambda d: ResetCommand(

@@ -21,6 +21,7 @@ from learning_bot.bot.commands.base import (
     always,
     ends_with,
     members,
+    never,
     shown,
 )
 from learning_bot.bot.formatting import POSTERIOR_COLUMNS, posterior_row
@@ -150,6 +151,7 @@ SPEC = CommandSpec(
     parse=parse,
     access=access,
     mutating=always,
+    creates=never,
     from_json=lambda d: RewardCommand(d["arm"], d["value"], d["reason"], d["public"]),
     words=("good", "bad", "1", "0"),
     arms="first",

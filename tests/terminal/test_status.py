@@ -418,12 +418,32 @@ def test_an_unreachable_server_is_one_line(simulated: str, server: _Server) -> N
     for target, base in (
         (url, url),
         ("http://localhost:1/x/", "http://localhost:1/x"),
-        ("http://127.0.0.1:99999", "http://127.0.0.1:99999"),
     ):
         code, out, err = _run(["--url", target, "status"], _env(simulated))
         assert (code, out) == (1, "")
         assert err.startswith(f"learning-bot: cannot reach {base}/__openclaw__/api/learning: ")
         assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("notaurl", "expected http:// or https:// and a host, got 'notaurl'"),
+        ("ftp://example.org", "expected http:// or https:// and a host"),
+        ("http://", "expected http:// or https:// and a host"),
+        ("http://[::1", "not a valid URL: Invalid IPv6 URL"),
+        ("http://127.0.0.1:99999", "not a valid URL: Port out of range"),
+        ("http://127.0.0.1:port", "not a valid URL: Port could not be cast"),
+    ],
+)
+def test_a_malformed_url_is_a_usage_error_before_anything_is_sent(
+    simulated: str, url: str, says: str
+) -> None:
+    for argv in (["status"], ["dashboard"], ["learner", "set", "default", "halfLife=3"]):
+        code, out, err = _run(["--url", url, *argv], _env(simulated))
+        assert (code, out) == (2, ""), (argv, err)
+        assert err.startswith(f"learning-bot: --url: {says}"), (argv, err)
+        assert "unexpected error" not in err and "Traceback" not in err
 
 
 def test_learner_set_recall_target_is_stored_and_status_shows_it_beside_the_estimate(
