@@ -16,6 +16,7 @@ from .conftest import (
     buttons,
     observe,
     pulls,
+    signed_headers,
     texts,
 )
 from .fake_slack import FakeSlack
@@ -301,6 +302,34 @@ async def test_a_stale_timestamp_is_refused(
     assert fake_slack.posts(key) == []
     fresh, _ = await slack.command("status", timestamp=int(time.time()) - 60)
     assert fresh.status_code == 200
+
+
+async def test_a_malformed_timestamp_or_body_is_refused_without_a_server_error(
+    core: App, slack: SlackDriver, fake_slack: FakeSlack
+) -> None:
+    seed(core)
+    before = pulls(core)
+    form = "command=%2Flearning&text=reset+all+confirm&user_id=U-admin"
+    for stamp in ("abc", "", "1e9", "\u00b2"):
+        answer = await slack.http.post(
+            "/slack/events",
+            content=form,
+            headers={
+                "Content-Type": "application/x-www-form-urlencoded",
+                "X-Slack-Request-Timestamp": stamp.encode(),
+                "X-Slack-Signature": "v0=00",
+            },
+        )
+        assert answer.status_code == 401, (stamp, answer.text)
+    for body, kind in (
+        ("{not json", "application/json"),
+        ("payload=%7Bbad", "application/x-www-form-urlencoded"),
+    ):
+        headers = {**signed_headers(body), "Content-Type": kind}
+        answer = await slack.http.post("/slack/events", content=body, headers=headers)
+        assert answer.status_code == 400, (body, answer.text)
+    assert pulls(core) == before
+    assert fake_slack.calls == []
 
 
 async def test_the_same_trigger_twice_counts_once(
