@@ -188,6 +188,14 @@ class BoundedServer(MCPServer):
             raise ToolError(str(exc)) from None
         return await super().call_tool(name, arguments, context)
 
+    async def run_stdio_async(self) -> None:
+        """The SDK's stdio transport, with every line it cannot parse answered
+        (adapters.mcp.stdio)."""
+        from learning_bot.adapters.mcp.stdio import serve_stdio
+
+        lowlevel = self._lowlevel_server
+        await serve_stdio(lowlevel, lowlevel.create_initialization_options())
+
 
 def build_server(tools: LearningTools, *, version: str | None = None) -> MCPServer:
     """An MCPServer serving the qortex learning tools and our own /learning tools; it reports

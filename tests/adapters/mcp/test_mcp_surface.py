@@ -464,3 +464,84 @@ async def test_stdio_server_stops_on_sigterm_with_its_calls_committed(tmp_path: 
         assert app.service(oc.LEARNER).traces()[1] == 1
     finally:
         app.close()
+
+
+async def test_every_stdio_line_gets_an_answer_even_one_the_sdk_cannot_parse(
+    tmp_path: Path,
+) -> None:
+    """A lone surrogate escape or deep nesting is valid JSON that the SDK's parser refuses (and
+    it then answered nothing, so the client waited forever): such a call is served, and the
+    tool's bounds name the argument; a line that is not JSON at all gets a parse error under
+    its id. Later calls on the same pipe are answered as before."""
+    import asyncio
+    import json
+
+    url = f"sqlite:///{tmp_path / 'learning.sqlite'}"
+    params = stdio_params(url, tmp_path / "home")
+    proc = await asyncio.create_subprocess_exec(
+        params.command,
+        *params.args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        env={"HOME": str(tmp_path / "home"), "PATH": os.environ.get("PATH", "")},
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+
+    async def send(line: str) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(line.encode("utf-8", "surrogatepass") + b"\n")
+        await proc.stdin.drain()
+
+    async def answer() -> dict[str, Any]:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)
+        assert line, "the server closed stdout"
+        return dict(json.loads(line))
+
+    def call(ident: int, name: str, arguments: str) -> str:
+        return (
+            f'{{"jsonrpc":"2.0","id":{ident},"method":"tools/call",'
+            f'"params":{{"name":"{name}","arguments":{arguments}}}}}'
+        )
+
+    select = call(
+        5,
+        "qortex_learning_select",
+        '{"learner":"raw","candidates":[{"id":"tool:a:\\ud800","metadata":{},"token_cost":1}]}',
+    )
+    nested = call(6, "learning_status", '{"arm":' + "[" * 200 + "]" * 200 + "}")
+    try:
+        await send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {},
+                        "clientInfo": {"name": "raw", "version": "1"},
+                    },
+                }
+            )
+        )
+        assert "result" in await answer()
+        await send('{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+        await send(select)
+        reply = await answer()
+        assert reply["id"] == 5 and reply["result"]["isError"], reply
+        assert "surrogate" in reply["result"]["content"][0]["text"], reply
+        await send(nested)
+        reply = await answer()
+        assert reply["id"] == 6 and reply["result"]["isError"], reply
+        assert "nested more than" in reply["result"]["content"][0]["text"], reply
+        await send('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{oops')
+        reply = await answer()
+        assert reply["id"] == 7 and reply["error"]["code"] == -32700, reply
+        await send('{"jsonrpc":"2.0","id":8,"method":"tools/list"}')
+        reply = await answer()
+        assert reply["id"] == 8 and reply["result"]["tools"], reply
+    finally:
+        proc.kill()
+        await proc.wait()
