@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from learning_bot.bot.commands import registry
-from learning_bot.bot.commands.base import UsageError
-from learning_bot.bot.formatting import command_prefix
+from learning_bot.bot.commands.base import CommandSpec, UsageError
+from learning_bot.bot.formatting import TERMINAL_SURFACES, command_prefix
 from learning_bot.bot.replies import Heading, Reply, ReplyKind, Text
 
 
@@ -45,22 +45,34 @@ def help_reply(topic: str | None, surface: str = "") -> Reply:
         data: dict[str, Any] = {"command": help_entry(name, surface)}
         return Reply(ReplyKind.INFO, (Text(text),), f"help {name}", data=data)
     lines = grammar(surface)
+    hints = [f"{prefix} help <command> explains one command."]
+    elsewhere = [s.name for s in registry.typed() if not _offered(s, surface)]
+    if elsewhere:
+        hints.append(f"{', '.join(elsewhere)}: typed in a Slack or Discord channel.")
     blocks = (
         Heading(f"{prefix} — the learning layer's chat commands"),
         Text("\n".join(lines)),
-        Text(f"{prefix} help <command> explains one command.", muted=True),
+        Text("\n".join(hints), muted=True),
     )
     data = {
-        "commands": [help_entry(name, surface) for name in registry.command_names()],
+        "commands": [help_entry(s.name, surface) for s in registry.typed() if _offered(s, surface)],
         "grammar": lines,
     }
     return Reply(ReplyKind.INFO, blocks, f"{prefix} help", data=data)
 
 
+def _offered(spec: CommandSpec[Any], surface: str) -> bool:
+    """Whether the surface offers the command: a terminal only those with a terminal form
+    (a channel's subscriptions are typed in the channel)."""
+    return spec.terminal is not None or surface not in TERMINAL_SURFACES
+
+
 def grammar(surface: str = "") -> list[str]:
-    """The command grammar as the surface types it."""
+    """The command grammar as the surface types it (the commands it offers)."""
     prefix = command_prefix(surface)
-    return [prefix + line.removeprefix(registry.PREFIX) for line in registry.grammar_lines()]
+    return [
+        f"{prefix} {line}" for s in registry.typed() if _offered(s, surface) for line in s.grammar
+    ]
 
 
 def usage_reply(message: str, command: str | None = None, surface: str = "") -> Reply:

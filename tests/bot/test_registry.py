@@ -19,6 +19,7 @@ from learning_bot.bot.commands import (
 )
 from learning_bot.bot.commands.registry import grammar_lines, named, spec_of, specs, typed
 from learning_bot.bot.commands.usage import help_reply, help_text
+from learning_bot.bot.render_text import render_text
 from learning_bot.engine.config import Phase
 from learning_bot.engine.inputs import reward_value
 from learning_bot.engine.reward_words import REWARD_WORDS
@@ -39,9 +40,22 @@ def test_every_typed_command_has_one_grammar_help_and_parser() -> None:
 
 
 def test_the_help_lists_every_command_in_registry_order() -> None:
-    reply = help_reply(None, "terminal")
+    reply = help_reply(None, "slack")
     assert [c["name"] for c in reply.data["commands"]] == list(COMMAND_NAMES)
-    assert reply.data["grammar"][0].startswith("learning-bot [status")
+    assert reply.data["grammar"][0].startswith("/learning [status")
+
+
+def test_a_terminal_s_help_lists_the_commands_it_offers_and_says_where_the_others_are() -> None:
+    chat_only = ["subscribe", "unsubscribe", "subscriptions"]
+    for surface in ("terminal", "console"):
+        reply = help_reply(None, surface)
+        names = [c["name"] for c in reply.data["commands"]]
+        assert names == [n for n in COMMAND_NAMES if n not in chat_only]
+        assert reply.data["grammar"][0].startswith("learning-bot [status")
+        assert not any(word in line for line in reply.data["grammar"] for word in chat_only)
+        assert "subscribe, unsubscribe, subscriptions: typed in a Slack or Discord channel." in (
+            render_text(reply)
+        )
     assert help_text("reset", "slack").startswith("/learning reset [all")
 
 
