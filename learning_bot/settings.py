@@ -118,12 +118,30 @@ def _env_value(key: str, raw: str) -> Any:
     return raw.strip()
 
 
+def _text_url(url: str | None) -> str | None:
+    """The database URL, refused when it holds bytes that are not text (a command line or an
+    environment in another encoding: Python keeps them as lone surrogates)."""
+    if url is not None:
+        try:
+            url.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = url.encode("utf-8", "replace").decode()
+            raise InvalidConfig(
+                "database URL", f"{shown!r} holds bytes that are not UTF-8"
+            ) from None
+    return url
+
+
 def _read_file(path: Path) -> tuple[dict[str, Any], Any]:
     """The file's learning settings and its `prices` (None when it has none)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InvalidConfig("config file", f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidConfig(
+            "config file", f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason})"
+        ) from None
     try:
         if path.suffix == ".toml":
             import tomllib  # only for a TOML file
@@ -267,7 +285,7 @@ def load_settings(
     except InvalidInput as exc:
         raise InvalidConfig("--learner" if learner else f"{ENV_PREFIX}LEARNER", str(exc)) from None
     return Settings(
-        database_url=database_url or env.get(f"{ENV_PREFIX}DATABASE_URL") or None,
+        database_url=_text_url(database_url or env.get(f"{ENV_PREFIX}DATABASE_URL") or None),
         learner=default_learner,
         config=config,
         admins=admins,

@@ -16,7 +16,13 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DatabaseError,
+    DBAPIError,
+    NoSuchModuleError,
+    OperationalError,
+)
 
 from learning_bot.engine.errors import InvalidInput, LearningError, Unavailable
 from learning_bot.storage.pooling import Pooler, PoolSettings, configure_connection, pool_settings
@@ -520,6 +526,9 @@ def ensure_schema(
     except DBAPIError as exc:
         if is_unavailable(exc) or isinstance(exc, OperationalError):
             raise Unavailable(f"storage is unavailable: {_first_line(exc)}") from exc
+        if engine.dialect.name == "sqlite" and isinstance(exc, DatabaseError):
+            where = sqlite_file(str(engine.url)) or "the database"
+            raise SchemaError(f"cannot read {where}: {_first_line(exc)}") from exc
         raise
     if revision == HEAD_REVISION:
         remember_identity(engine)
@@ -528,6 +537,11 @@ def ensure_schema(
         upgrade(engine)
         remember_identity(engine)
         return
+    if revision is None and empty:
+        raise SchemaError(
+            "the database is empty: it holds no learning-bot schema yet (`learning-bot db "
+            "upgrade` creates it, as `serve` does)"
+        )
     if revision is None:
         raise SchemaError(
             "the database holds tables but no schema revision; it was not created by learning-bot"

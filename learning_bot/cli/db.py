@@ -137,12 +137,15 @@ def _upgrade(engine: Engine) -> tuple[str | None, str]:
 
 def _db(action: str, url: str | None, *, as_json: bool = False) -> int:
     from learning_bot.storage import default_database_url, make_engine
-    from learning_bot.storage.database import ensure_schema
+    from learning_bot.storage.database import ensure_schema, sqlite_file
 
     target = url or default_database_url()
     if action == "url":
         print(json.dumps({"url": target}) if as_json else target)
         return EXIT_OK
+    path = sqlite_file(target)
+    if action == "verify" and path is not None and not path.exists():
+        raise CliError(f"no database at {path}: nothing to verify", EXIT_ERROR)
     engine = make_engine(target)
     try:
         if action == "upgrade":

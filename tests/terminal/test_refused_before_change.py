@@ -84,3 +84,50 @@ def test_serve_on_a_port_in_use_is_one_line(tmp_path: Path) -> None:
             assert "Traceback" not in err and len(err.splitlines()) == 2, err
     finally:
         holder.close()
+
+
+def test_db_verify_of_a_missing_or_empty_database_says_so_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    missing = tmp_path / "new.db"
+    code, out, err = _run(["db", "verify"], f"sqlite:///{missing}")
+    assert (code, out) == (
+        1,
+        "",
+    ) and err == f"learning-bot: no database at {missing}: nothing to verify\n"
+    assert not missing.exists()
+    code, _, err = _run(["db", "verify"], "sqlite://")
+    assert code == 1 and "the database is empty" in err and "not created by" not in err, err
+
+
+def test_a_file_that_is_not_a_database_is_one_line(tmp_path: Path) -> None:
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_bytes(bytes(range(256)) * 20)
+    for argv in (["status"], ["db", "verify"], ["export"]):
+        code, out, err = _run(argv, f"sqlite:///{corrupt}")
+        assert (code, out) == (1, ""), (argv, err)
+        assert err == f"learning-bot: cannot read {corrupt}: file is not a database\n", (argv, err)
+
+
+def test_bytes_that_are_not_text_in_the_config_file_or_the_database_url(tmp_path: Path) -> None:
+    config = tmp_path / "bin.json"
+    config.write_bytes(b"\xff\xfe{}")
+    db = f"sqlite:///{tmp_path}/s.sqlite"
+    code, _, err = _run(["--config", str(config), "status"], db)
+    assert code == 2 and "bin.json is not UTF-8 text" in err and "unexpected" not in err, err
+    env = inherited({})
+    env.pop("LEARNING_BOT_DATABASE_URL", None)
+    done = subprocess.run(
+        [
+            EXE.encode(),
+            b"--database-url",
+            f"sqlite:///{tmp_path}/".encode() + b"\xff.db",
+            b"status",
+        ],
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert b"holds bytes that are not UTF-8" in done.stderr and b"unexpected" not in done.stderr
+    assert list(tmp_path.iterdir()) == [config]
