@@ -176,14 +176,61 @@ def installed_version() -> str:
         return "unknown"
 
 
+_JSON_TYPES: dict[type, tuple[str, ...]] = {
+    bool: ("boolean",),
+    int: ("integer", "number"),
+    float: ("number",),
+    str: ("string",),
+    list: ("array",),
+    dict: ("object",),
+    type(None): ("null",),
+}
+
+
+def _declared_types(schema: dict[str, Any]) -> set[str] | None:
+    """The JSON types a property's schema allows (None: it does not say, e.g. any value)."""
+    if "type" in schema:
+        kind = schema["type"]
+        return set(kind) if isinstance(kind, list) else {kind}
+    options = schema.get("anyOf") or schema.get("oneOf")
+    if not options:
+        return None
+    found: set[str] = set()
+    for option in options:
+        kinds = _declared_types(option)
+        if kinds is None:
+            return None
+        found |= kinds
+    return found
+
+
+def check_arguments(arguments: dict[str, Any], schema: dict[str, Any] | None) -> None:
+    """InvalidInput naming the first argument the tool's input schema does not declare, or
+    whose JSON type it does not allow ("yes" for a boolean, "7000" for a number), as the HTTP
+    routes refuse an unknown field; the SDK would drop the one and coerce the other."""
+    if not schema:
+        return
+    declared: dict[str, Any] = schema.get("properties") or {}
+    for key, value in arguments.items():
+        if key not in declared:
+            known = ", ".join(sorted(declared)) or "none"
+            raise InvalidInput(f"unknown argument {key!r}; the tool takes: {known}")
+        allowed = _declared_types(declared[key])
+        if allowed is not None and not set(_JSON_TYPES.get(type(value), ())) & allowed:
+            kind = _JSON_TYPES.get(type(value), ("value",))[0]
+            raise InvalidInput(f"{key}: must be {' or '.join(sorted(allowed))}, got {kind}")
+
+
 class BoundedServer(MCPServer):
     """An MCPServer whose every tool call has its arguments held to engine.bounds first (a NUL
-    or a lone surrogate in any string, an integer past 64 bits, nesting past the limit): a
-    tool error naming the argument, before the tool or storage sees it."""
+    or a lone surrogate in any string, an integer past 64 bits, nesting past the limit) and to
+    the tool's schema (no argument it does not take, each of a JSON type it allows): a tool
+    error naming the argument, before the tool or storage sees it."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:
             check_json("", arguments)
+            check_arguments(arguments, self._tool_input_schema(name))
         except InvalidInput as exc:
             raise ToolError(str(exc)) from None
         return await super().call_tool(name, arguments, context)

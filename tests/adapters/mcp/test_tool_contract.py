@@ -114,6 +114,32 @@ async def test_every_tool_refuses_a_bad_argument_by_naming_it(app: App) -> None:
         await still_serving(client)
 
 
+async def test_an_argument_a_tool_does_not_take_or_of_another_type_is_refused(app: App) -> None:
+    """As the HTTP routes refuse an unknown field: the SDK would drop the argument (a typo
+    ignored) or coerce it ("yes" taken for true, a switch made)."""
+    async with connect(app) as client:
+        for name in ALL_TOOLS:
+            result = await client.call_tool(name, {**REQUIRED.get(name, {}), "zz": 1})
+            assert result.is_error, name
+            assert "unknown argument 'zz'; the tool takes:" in text_of(result), text_of(result)
+        for name, arguments, said in (
+            ("learning_config", {"key": "tokenBudget", "value": "7000"}, "unknown argument 'key'"),
+            ("learning_phase", {"phase": "active", "confirm": "yes"}, "confirm: must be boolean"),
+            ("learning_reset", {"confirm": 1}, "confirm: must be boolean"),
+            ("learning_reward", {"arm": "tool:fs:Read", "value": "1"}, "value: must be number"),
+            (
+                "qortex_learning_observe",
+                {**REQUIRED["qortex_learning_observe"], "loaded": "yes"},
+                "loaded: must be boolean",
+            ),
+        ):
+            result = await client.call_tool(name, arguments)
+            assert result.is_error and said in text_of(result), (name, text_of(result))
+        phase = await client.call_tool("learning_phase", {})
+        assert "passive" in text_of(phase).lower()  # the refused switch was not made
+        await still_serving(client)
+
+
 async def test_help_on_an_unknown_topic_lists_the_topics(app: App) -> None:
     async with connect(app) as client:
         result = await client.call_tool("learning_help", {"topic": "fly"})
