@@ -73,8 +73,10 @@ class CachedLearner:
             stored = self.settings.to_dict(complete=True)
             configured = base.to_dict(complete=True)
             changed = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
+            said = json.dumps
             shown = ", ".join(
-                f"{k} {stored.get(k)!r} (configured here: {configured.get(k)!r})" for k in changed
+                f"{k} {said(stored.get(k))} (configured here: {said(configured.get(k))})"
+                for k in changed
             )
             self.settings_differ = (
                 f"learner {self.name!r} keeps its stored settings: {shown}; "

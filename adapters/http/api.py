@@ -319,7 +319,8 @@ class Api:
 
     async def undo_reset(self, request: Request) -> Any:
         """Undo the last reset (what the dashboard's Undo button calls)."""
-        await self.reader.body(request, "reset/undo")
+        if not isinstance(await self.reader.body(request, "reset/undo"), dict):
+            raise ApiError(400, "the body must be a JSON object (or empty)")
         reply = await self._command(request, ResetCommand(undo=True, confirm=True))
         return {
             "learner": reply.data["learner"],

@@ -322,6 +322,8 @@ def unknown_field(path: str, name: str, known: frozenset[str]) -> str:
     close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
     if close:
         return f'{message}; did you mean "{close[0]}"?'
+    if not known:
+        return f"{message}; this body takes no fields"
     return f"{message}; known fields: {', '.join(sorted(known))}"[:600]
 
 

@@ -170,8 +170,9 @@ def run_chat_command(
             reply = send(ConfirmCommand(token))
         elif tty:
             print(render(reply, Style.for_stream(sys.stdout)).rsplit("\n", 1)[0])
-            answer = input("Type yes to confirm: ").strip().lower()
-            reply = send(ConfirmCommand(token) if answer in ("y", "yes") else CancelCommand(token))
+            answer = input("Type yes (or confirm) to confirm: ").strip().lower()
+            yes = answer in ("y", "yes", "confirm")
+            reply = send(ConfirmCommand(token) if yes else CancelCommand(token))
         else:
             send(CancelCommand(token))
             raise _not_on_a_terminal(reply)

@@ -110,7 +110,7 @@ COMMAND = Command(
     help="project what selection would save on your own agent logs (nothing is written)",
     description=(
         "Read agent logs you already have and show what selection would have kept and "
-        "saved on that traffic, with 95%% intervals. Reads JSON lines of Anthropic Messages "
+        "saved on that traffic, with 95% intervals. Reads JSON lines of Anthropic Messages "
         'or OpenAI Chat Completions / Responses exchanges ({"request": ..., "response": '
         "...} per line, as logging proxies write them) and OpenClaw session transcripts, "
         "the shape recognised from each line. Lines that cannot be read are counted and "
@@ -159,7 +159,8 @@ def report_lines(projection: Projection, summary: ReadSummary, window: Window) -
     """What the command prints: what was read, the projection per setting, the bad lines."""
     formats = ", ".join(f"{n:,} {name}" for name, n in summary.formats.most_common())
     lines = [
-        f"Read {summary.lines:,} lines of {summary.files} file(s): {summary.runs:,} model calls "
+        f"Read {summary.lines:,} line{'' if summary.lines == 1 else 's'} of {summary.files} "
+        f"file(s): {summary.runs:,} model calls "
         f"in {summary.sessions:,} conversations ({formats or 'none'}), "
         f"{summary.tool_runs:,} of them calling tools; {len(summary.inventory):,} tools seen."
     ]

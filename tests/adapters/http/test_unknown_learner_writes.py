@@ -78,3 +78,16 @@ def test_the_mcp_reset_of_an_unknown_learner_is_an_error_and_creates_nothing(
         assert "nobody" not in getattr(app.store, "learner_names")()  # noqa: B009
     finally:
         app.close()
+
+
+def test_an_undo_body_must_be_an_object_and_takes_no_fields(served: Live) -> None:
+    with served.client() as client:
+        for body in ("[]", '"str"', "null", "3"):
+            answer = client.post(
+                "/reset/undo", content=body, headers={"Content-Type": "application/json"}
+            )
+            assert answer.status_code == 400, (body, answer.text)
+            assert "must be a JSON object (or empty)" in answer.json()["error"], answer.text
+        answer = client.post("/reset/undo", json={"armId": "x"})
+        assert answer.status_code == 400
+        assert answer.json()["error"] == 'unknown field "armId"; this body takes no fields'
