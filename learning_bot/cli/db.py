@@ -45,7 +45,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             "--dry-run and --spool-dir go with `db replay-dead-letters` only", EXIT_USAGE
         )
     if args.action == "replay-dead-letters":
-        return _replay_dead_letters(settings, args.spool_dir, dry_run=args.dry_run)
+        return _replay_dead_letters(
+            settings, args.spool_dir, dry_run=args.dry_run, as_json=args.json
+        )
     return _db(args.action, settings.database_url, as_json=args.json)
 
 
@@ -59,7 +61,9 @@ COMMAND = Command(
 )
 
 
-def _replay_dead_letters(settings: Settings, spool_dir: str | None, *, dry_run: bool) -> int:
+def _replay_dead_letters(
+    settings: Settings, spool_dir: str | None, *, dry_run: bool, as_json: bool = False
+) -> int:
     """Replay the dead-letter file into the database (by learner name), or list it."""
     from pathlib import Path
 
@@ -93,6 +97,24 @@ def _replay_dead_letters(settings: Settings, spool_dir: str | None, *, dry_run: 
         )
     finally:
         store.close()
+    failed = report.stopped is not None or bool(report.kept)
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "file": str(path),
+                    "dryRun": dry_run,
+                    "entries": report.entries,
+                    "learners": dict(sorted(report.learners.items())),
+                    "stored": report.stored,
+                    "duplicates": report.duplicates,
+                    "keptAgain": len(report.kept),
+                    "latestReason": report.kept[-1]["reason"] if report.kept else None,
+                    "stopped": report.stopped,
+                }
+            )
+        )
+        return EXIT_ERROR if failed and not dry_run else EXIT_OK
     if not report.entries:
         print(f"No dead letters in {path}.")
         return EXIT_OK

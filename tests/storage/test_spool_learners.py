@@ -129,9 +129,17 @@ def test_a_database_error_is_spooled_and_dead_letters_replay_once(
     assert "3 run(s) refused again" in capsys.readouterr().err
     assert len(dead_letters(root)) == 3
 
+    assert main([*cli, "--json"]) == 1
+    said = json.loads(capsys.readouterr().out)
+    assert (said["entries"], said["keptAgain"], said["stored"]) == (3, 3, 0)
+    assert "refused by trigger" in said["latestReason"]
+
     _refuse_traces(database_url, on=False)
     assert main([*cli, "--dry-run"]) == 0
     assert "Would replay 3 run(s)" in capsys.readouterr().out
+    assert main([*cli, "--dry-run", "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert said["dryRun"] and said["entries"] == 3 and sum(said["learners"].values()) == 3
     assert svc.traces()[1] == 1 and len(dead_letters(root)) == 3
 
     assert main(cli) == 0
