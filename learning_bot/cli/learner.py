@@ -48,7 +48,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     from learning_bot.app import build_app
 
     if args.action != "set" and (args.settings or args.recall_target is not None):
-        raise CliError(f"learner {args.action} takes no settings to change")
+        raise CliError(f"learner {args.action} takes no settings to change", EXIT_USAGE)
     if args.action == "set":
         # Checked before anything is opened, made or sent.
         changes = _pairs(args.settings) if args.settings or args.recall_target is None else {}
@@ -170,12 +170,12 @@ def _pairs(items: list[str]) -> dict[str, Any]:
 
     """KEY=VALUE words as settings: a value is read as JSON, else taken as a string."""
     if not items:
-        raise CliError("learner set needs at least one KEY=VALUE (e.g. halfLife=50)")
+        raise CliError("learner set needs at least one KEY=VALUE (e.g. halfLife=50)", EXIT_USAGE)
     out: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep or not key:
-            raise CliError(f"expected KEY=VALUE, got {item!r}")
+            raise CliError(f"expected KEY=VALUE, got {item!r}", EXIT_USAGE)
         out[key] = setting_value(raw)
     return out
 
@@ -188,7 +188,7 @@ def _recall_target(raw: str) -> float | None:
         return float(raw)
     except ValueError:
         raise CliError(
-            f"--recall-target must be a number such as 0.97 or none, got {raw!r}"
+            f"--recall-target must be a number such as 0.97 or none, got {raw!r}", EXIT_USAGE
         ) from None
 
 

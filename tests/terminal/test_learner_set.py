@@ -55,8 +55,13 @@ def test_set_makes_the_learner_with_its_settings_in_the_database(env: dict[str, 
         (("tokenBudget",), "KEY=VALUE"),
     ):
         refused = run(env, "learner", "set", "other", *words)
-        assert refused.returncode != 0
+        assert refused.returncode == 2  # bad usage, as docs/terminal.md says
         assert named in refused.stderr, refused.stderr
+    for words in (("set", "other"), ("create", "x", "halfLife=1")):
+        refused = run(env, "learner", *words)
+        assert refused.returncode == 2, refused.stderr
+    refused = run(env, "learner", "set", "other", "--recall-target", "abc")
+    assert refused.returncode == 2 and "--recall-target must be a number" in refused.stderr
     missing = run(env, "learner", "show", "other")
     assert missing.returncode != 0 and "unknown learner 'other'" in missing.stderr
 
