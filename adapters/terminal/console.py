@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import TextIO
 
 from learning_bot.adapters.terminal.style import Style
-from learning_bot.bot.commands import ArmNamesQuery, CancelCommand, Command, ConfirmCommand
+from learning_bot.bot.commands import (
+    ArmNamesQuery,
+    CancelCommand,
+    Command,
+    ConfirmCommand,
+    clean_input,
+)
 from learning_bot.bot.replies import Reply, ReplyKind
 
 BANNER = (
@@ -161,7 +167,7 @@ def run_console(
     pending: str | None = None
     while True:
         try:
-            line = read(PROMPT).strip()
+            line = clean_input(read(PROMPT)).strip()  # control characters are spaces
         except EOFError:
             print(file=out)
             return 0

@@ -201,3 +201,21 @@ def test_completion_without_arm_names_asks_once() -> None:
     completer.forget_arms()
     assert completer.candidates(["reset"], "a") == ["all"]
     assert len(asked) == 1
+
+
+def test_a_line_of_control_characters_is_an_empty_line_not_a_status() -> None:
+    import io
+
+    from learning_bot.adapters.terminal.console import run_console
+    from learning_bot.bot.replies import Reply, ReplyKind, Text
+
+    sent: list[object] = []
+
+    def send(command: object) -> Reply:
+        sent.append(command)
+        return Reply(ReplyKind.INFO, (Text("ok"),), "ok")
+
+    lines = iter(["\x01\x02", "\x1b", "  \x7f ", "quit"])
+    out = io.StringIO()
+    assert run_console(send, read=lambda _prompt: next(lines), out=out) == 0
+    assert sent == []
