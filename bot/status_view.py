@@ -70,8 +70,9 @@ def sessions_line(d: SessionDecisions) -> str:
     and how many took on tools outside their cached prefix."""
     head = f"Sessions (last day): {d.sessions:,}, {d.redrawn:,} redrawn"
     if d.redrawn:
-        reasons = ", ".join(f"{reason} {count:,}" for reason, count in d.by_reason[:4])
-        head = f"{head} ({d.redraws:,} redraws; latest reason: {reasons})"
+        reasons = ", ".join(f"{reason} ({count:,})" for reason, count in d.by_reason[:4])
+        plural = "" if d.redraws == 1 else "s"
+        head = f"{head} ({d.redraws:,} redraw{plural}; sessions by latest reason: {reasons})"
     if d.grown:
         its = "its" if d.grown == 1 else "their"
         head = f"{head}, {d.grown:,} took on tools outside {its} cached prefix"

@@ -20,7 +20,13 @@ from learning_bot.bot.commands.base import (
     shown,
     unexpected,
 )
-from learning_bot.bot.formatting import fmt_int, fmt_pct, fmt_time, posterior_table
+from learning_bot.bot.formatting import (
+    command_prefix,
+    fmt_int,
+    fmt_pct,
+    fmt_time,
+    posterior_table,
+)
 from learning_bot.bot.invocation import Command
 from learning_bot.bot.phase_view import achieved_data, achieved_line
 from learning_bot.bot.replies import (
@@ -132,7 +138,18 @@ def status_reply(
         data["recallTarget"] = config.recall_target
     headline = value_headline(s, config.recall_target)
     blocks[1:1] = [Text(line) for line in headline]
-    if status.empty:
+    reset = status.last_reset
+    if status.empty and reset is not None and reset.all_arms and not reset.undone:
+        blocks.append(Text(f"No traces since every arm was reset ({fmt_time(reset.at)})."))
+        blocks.append(
+            Text(
+                "Status counts the runs after a full reset; the traces before it are kept "
+                f"(export, GET traces), and {command_prefix(surface)} reset undo brings the "
+                "arms back.",
+                muted=True,
+            )
+        )
+    elif status.empty:
         blocks.append(Text("No traces recorded yet."))
         blocks.append(
             Text(

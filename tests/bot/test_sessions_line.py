@@ -15,7 +15,12 @@ def test_the_line_counts_redraws_and_sessions_that_took_on_tools() -> None:
     )
     decided = SessionDecisions(9, 2, 3, (("compacted", 2),), grown=4)
     assert sessions_line(decided) == (
-        "Sessions (last day): 9, 2 redrawn (3 redraws; latest reason: compacted 2), "
+        "Sessions (last day): 9, 2 redrawn (3 redraws; sessions by latest reason: compacted (2)), "
         "4 took on tools outside their cached prefix"
     )
     assert session_decisions_json(decided)["grown"] == 4
+    one = SessionDecisions(4, 1, 1, (("a run missed the cache", 1),))
+    assert sessions_line(one) == (
+        "Sessions (last day): 4, 1 redrawn (1 redraw; sessions by latest reason: "
+        "a run missed the cache (1))"
+    )
