@@ -40,7 +40,7 @@ from learning_bot.bot.ports import (
     PendingConfirmation,
     SubscriptionStore,
 )
-from learning_bot.bot.replies import Reply, error_reply
+from learning_bot.bot.replies import Reply, ReplyKind, error_reply
 from learning_bot.bot.shapes import reply_json
 from learning_bot.bot.subscriptions import SubscriptionHandlers
 from learning_bot.engine.bounds import check_learner_name, unknown_learner_message
@@ -333,8 +333,8 @@ class CommandBus:
         return self.subscriptions.with_paused_notice(reply, invocation)
 
     def _ask_confirmation(self, call: Call, prompt: Reply) -> Reply:
-        if not call.invocation.interactive:
-            return prompt  # the caller confirms on its own side: nothing to store
+        if not call.invocation.interactive or prompt.kind is not ReplyKind.CONFIRM:
+            return prompt  # the caller confirms on its own side, or nothing to confirm
         import secrets  # with hmac and hashlib: only where a confirmation is stored
 
         token = secrets.token_urlsafe(18)

@@ -79,6 +79,9 @@ def confirmation(service: LearningService, command: ResetCommand, surface: str =
         return Reply(ReplyKind.CONFIRM, (Text(text),), text)
     if command.arms is None:
         count = len(service.posteriors())
+        if count == 0:
+            text = f"Learner '{service.learner}' has no arms yet: there is nothing to reset."
+            return Reply(ReplyKind.INFO, (Text(text),), text, data={"armCount": 0})
         what = f"all {count} arms"
     else:
         ids = sorted({service.resolve_arm(a) for a in command.arms})

@@ -26,3 +26,20 @@ def test_a_status_after_a_full_reset_says_the_runs_before_it_are_kept(sqlite_url
         assert "No traces since" not in text
     finally:
         app.close()
+
+
+def test_a_reset_of_a_learner_without_arms_says_there_is_nothing_to_reset(
+    sqlite_url: str,
+) -> None:
+    from learning_bot.bot.commands.reset import ResetCommand, confirmation
+    from learning_bot.bot.replies import ReplyKind
+
+    app = build_app(Settings(database_url=sqlite_url), spool=False)
+    try:
+        reply = confirmation(app.service(create=True), ResetCommand(), "slack")
+        assert reply.kind is ReplyKind.INFO and not reply.actions
+        assert render_text(reply) == (
+            "Learner 'default' has no arms yet: there is nothing to reset."
+        )
+    finally:
+        app.close()
