@@ -232,8 +232,10 @@ LEARNER_NAME = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 
 def check_learner_name(value: Any) -> str:
     """A learner name in the documented character set, or InvalidInput naming the rule."""
+    if value is None:
+        raise InvalidInput("a learner name is required")
     if not isinstance(value, str) or not LEARNER_NAME.fullmatch(value):
-        shown = repr(value[:80]) if isinstance(value, str) else type(value).__name__
+        shown = repr(value[:80]) if isinstance(value, str) else f"of type {type(value).__name__}"
         raise InvalidInput(
             f"learner name {shown} is not valid: use 1-{MAX_LEARNER_NAME} letters, digits, "
             "'.', '_', ':' or '-'"
