@@ -91,10 +91,16 @@ class Bootstrap(StoreBase):
             .order_by(self._lock_order(p.arm_id))
             .with_for_update()
         ).all()
-        n_traces = conn.execute(
-            text(f"SELECT COUNT(*) FROM ({_BOOTSTRAP_TRACES}) AS b"), params
-        ).scalar_one()
         n_obs = conn.execute(text(_BOOTSTRAP_REWARDS), params).rowcount or 0
+        # The runs whose arms were folded: a run recorded before an arm's reset gives that arm
+        # nothing, so a run before a full reset is marked as bootstrapped but not counted.
+        n_traces = conn.execute(
+            text(
+                "SELECT COUNT(DISTINCT ta.trace_pk) FROM trace_arms ta "
+                "WHERE ta.reward IS NOT NULL AND ta.trace_pk IN (" + _BOOTSTRAP_TRACES + ")"
+            ),
+            params,
+        ).scalar_one()
         keep = locked_keep(conn, learner_id)
         if keep == 1.0:
             conn.execute(text(_BOOTSTRAP_INCREMENT), params)

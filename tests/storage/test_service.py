@@ -129,6 +129,23 @@ def test_passive_phase_records_traces_and_bootstrap_folds_them(passive: Learning
     assert passive.verify().ok
 
 
+def test_the_bootstrap_counts_only_the_runs_it_folds(passive: LearningService) -> None:
+    """Runs recorded before a full reset give the reset arms nothing: the switch says it folded
+    none of them (it said it had bootstrapped them while the posteriors stayed at the prior)."""
+    for i in range(2):
+        passive.observe(report(f"before-{i}", calls=["Read"]))
+    passive.reset(actor="ops")
+    change = passive.set_phase("active", actor="ops")
+    assert (change.bootstrapped_traces, change.bootstrapped_observations) == (0, 0)
+    assert all(v == (1.0, 1.0, 0) for v in snapshot(passive).values())
+    passive.set_phase("passive", actor="ops")
+    passive.observe(report("after", calls=["Read"]))
+    change = passive.set_phase("active", actor="ops")
+    assert (change.bootstrapped_traces, change.bootstrapped_observations) == (1, len(ARMS))
+    assert snapshot(passive)["tool:fs:Read"] == (2.0, 1.0, 1)
+    assert passive.verify().ok
+
+
 def test_set_phase_without_bootstrap_and_same_phase(passive: LearningService) -> None:
     passive.observe(report("p1"))
     change = passive.set_phase(Phase.ACTIVE, actor="ops", bootstrap=False)
