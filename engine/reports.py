@@ -16,7 +16,7 @@ from learning_bot.engine.config import Phase
 from learning_bot.engine.cost import PriceTable
 from learning_bot.engine.errors import InvalidInput
 from learning_bot.engine.metrics import estimated_recall, usefulness_estimates
-from learning_bot.engine.ports import StoreReads
+from learning_bot.engine.ports import RunStats, StoreReads
 from learning_bot.engine.savings import CostSavings, cost_savings, price_sessions
 from learning_bot.engine.starvation import STARVATION_WINDOW, StarvedArm, starved_arms
 from learning_bot.engine.starvation import ArmRecord as StarvationArm
@@ -32,6 +32,12 @@ mixes runs from before it with posteriors that have moved on)."""
 
 Counts = Mapping[str, tuple[int, int, int]]
 """arm id -> (runs that included it, runs that offered it, runs that included and used it)."""
+
+
+PASSIVE_ONLY = (
+    "the learner is passive (every run sends every component): the saving is measured once "
+    "it is active, selected sessions against full-prompt baseline sessions"
+)
 
 
 class Reports:
@@ -86,7 +92,7 @@ class Reports:
         arms = list(self.learner.cache.arms.values())
         pulls = sum(e.pulls for e in arms)
         reward = sum(e.rewards for e in arms)
-        summary = summarise(stats, len(arms), recall, pulls, reward, self._cost_savings())
+        summary = summarise(stats, len(arms), recall, pulls, reward, self._cost_savings(stats))
         summary = replace(summary, session_decisions=store.session_decisions(learner_id))
         return summary, counts
 
@@ -101,11 +107,16 @@ class Reports:
         arms = (StarvationArm(a, e.label, e.pulls, e.rewards) for a, e in entries)
         return starved_arms(arms, counts, frozenset(learner.config.seed_arm_ids))
 
-    def _cost_savings(self) -> CostSavings | None:
+    def _cost_savings(self, stats: RunStats) -> CostSavings | None:
         """The measured prompt-cost saving over the latest runs (engine.savings)."""
         usages = self.store.session_usage(self.learner.learner_id)
         sessions, cached = price_sessions(usages, self.prices)
-        return cost_savings(sessions, cache_reported=cached)
+        savings = cost_savings(sessions, cache_reported=cached)
+        passive = self.learner.config.phase is Phase.PASSIVE
+        if passive and savings.sessions == 0 and stats.trace_count:
+            # Passive runs belong to no selected or baseline session.
+            return replace(savings, reason=PASSIVE_ONLY)
+        return savings
 
     def _usefulness(self) -> dict[str, float]:
         """Each cached arm's estimated usage probability (engine.metrics)."""

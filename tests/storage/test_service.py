@@ -146,6 +146,20 @@ def test_the_bootstrap_counts_only_the_runs_it_folds(passive: LearningService) -
     assert passive.verify().ok
 
 
+def test_a_passive_learner_s_saving_says_it_is_measured_once_active(
+    passive: LearningService,
+) -> None:
+    from dataclasses import replace
+
+    from learning_bot.engine.reports import PASSIVE_ONLY
+
+    for i in range(3):
+        passive.observe(replace(report(f"p{i}", calls=["Read"]), session_key="channel-1"))
+    savings = passive.status().summary.prompt_cost_savings
+    assert savings is not None and savings.reason == PASSIVE_ONLY
+    assert "no run names a session" not in PASSIVE_ONLY
+
+
 def test_set_phase_without_bootstrap_and_same_phase(passive: LearningService) -> None:
     passive.observe(report("p1"))
     change = passive.set_phase(Phase.ACTIVE, actor="ops", bootstrap=False)
