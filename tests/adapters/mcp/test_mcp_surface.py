@@ -6,6 +6,7 @@ dashboard's API show, tool errors that name the field; and the same sequence aga
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 from collections.abc import Sequence
@@ -392,16 +393,25 @@ async def test_same_shapes_as_qortex_081(tmp_path: Path) -> None:
         _same_shape(mine.result, theirs.result, mine.name)
 
 
-async def test_stdio_server_stops_on_sigterm_with_its_calls_committed(tmp_path: Path) -> None:
-    """The gateway closes its client with SIGTERM: the server exits 0 and what it answered is
-    in the database. Raw newline-delimited JSON-RPC, so the test owns the process."""
-    import asyncio
-    import json
-    import signal
+def initialize(client: str) -> dict[str, Any]:
+    """The JSON-RPC `initialize` request a client opens a session with."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": client, "version": "1.0.0"},
+        },
+    }
 
-    url = f"sqlite:///{tmp_path / 'learning.sqlite'}"
-    params = stdio_params(url, tmp_path / "home")
-    proc = await asyncio.create_subprocess_exec(
+
+async def raw_stdio_server(tmp_path: Path) -> asyncio.subprocess.Process:
+    """`learning-bot mcp` over stdio on a SQLite file in `tmp_path`, its pipes the test's own
+    (newline-delimited JSON-RPC), in a minimal environment as OpenClaw starts it."""
+    params = stdio_params(f"sqlite:///{tmp_path / 'learning.sqlite'}", tmp_path / "home")
+    return await asyncio.create_subprocess_exec(
         params.command,
         *params.args,
         stdin=asyncio.subprocess.PIPE,
@@ -409,6 +419,16 @@ async def test_stdio_server_stops_on_sigterm_with_its_calls_committed(tmp_path: 
         stderr=asyncio.subprocess.DEVNULL,
         env={"HOME": str(tmp_path / "home"), "PATH": os.environ.get("PATH", "")},
     )
+
+
+async def test_stdio_server_stops_on_sigterm_with_its_calls_committed(tmp_path: Path) -> None:
+    """The gateway closes its client with SIGTERM: the server exits 0 and what it answered is
+    in the database. Raw newline-delimited JSON-RPC, so the test owns the process."""
+    import json
+    import signal
+
+    url = f"sqlite:///{tmp_path / 'learning.sqlite'}"
+    proc = await raw_stdio_server(tmp_path)
     assert proc.stdin is not None and proc.stdout is not None
 
     async def send(message: dict[str, Any]) -> None:
@@ -426,18 +446,7 @@ async def test_stdio_server_stops_on_sigterm_with_its_calls_committed(tmp_path: 
                 return dict(message)
 
     try:
-        await send(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "openclaw", "version": "1.0.0"},
-                },
-            }
-        )
+        await send(initialize("openclaw"))
         assert "result" in await answer(1)
         await send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         for i, call in enumerate((ACTIVE, oc.select(), oc.observe(REFERENCED, True)), start=2):
@@ -473,19 +482,9 @@ async def test_every_stdio_line_gets_an_answer_even_one_the_sdk_cannot_parse(
     it then answered nothing, so the client waited forever): such a call is served, and the
     tool's bounds name the argument; a line that is not JSON at all gets a parse error under
     its id. Later calls on the same pipe are answered as before."""
-    import asyncio
     import json
 
-    url = f"sqlite:///{tmp_path / 'learning.sqlite'}"
-    params = stdio_params(url, tmp_path / "home")
-    proc = await asyncio.create_subprocess_exec(
-        params.command,
-        *params.args,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-        env={"HOME": str(tmp_path / "home"), "PATH": os.environ.get("PATH", "")},
-    )
+    proc = await raw_stdio_server(tmp_path)
     assert proc.stdin is not None and proc.stdout is not None
 
     async def send(line: str) -> None:
@@ -512,20 +511,7 @@ async def test_every_stdio_line_gets_an_answer_even_one_the_sdk_cannot_parse(
     )
     nested = call(6, "learning_status", '{"arm":' + "[" * 200 + "]" * 200 + "}")
     try:
-        await send(
-            json.dumps(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": "2025-06-18",
-                        "capabilities": {},
-                        "clientInfo": {"name": "raw", "version": "1"},
-                    },
-                }
-            )
-        )
+        await send(json.dumps(initialize("raw")))
         assert "result" in await answer()
         await send('{"jsonrpc": "2.0", "method": "notifications/initialized"}')
         await send(select)
