@@ -111,7 +111,9 @@ def post_json(base: str, endpoint: str, body: dict[str, Any]) -> Any:
             message = json.loads(exc.read()).get("error", str(exc))
         except ValueError:
             message = str(exc)
-        raise CliError(f"{base}: {message}") from None
+        # A request the server refuses as invalid is bad usage, as the same line run here is.
+        code = EXIT_USAGE if exc.code == 400 else EXIT_ERROR
+        raise CliError(f"{base}: {message}", code) from None
     except (urllib.error.URLError, OSError) as exc:
         raise CliError(f"cannot reach {base}: {getattr(exc, 'reason', exc)}") from None
 

@@ -425,6 +425,19 @@ def test_an_unreachable_server_is_one_line(simulated: str, server: _Server) -> N
         assert err.count("\n") == 1
 
 
+def test_a_request_the_server_refuses_as_invalid_exits_2_as_locally(
+    simulated: str, server: _Server
+) -> None:
+    server.respond = lambda _body: (
+        400,
+        {"Content-Type": "application/json"},
+        b'{"error": "arm: an arm id is at most 512 characters"}',
+    )
+    code, out, err = _run(["--url", server.url, "status", "arm", "x" * 600], _env(simulated))
+    assert (code, out) == (2, ""), err
+    assert err.endswith(": arm: an arm id is at most 512 characters\n"), err
+
+
 @pytest.mark.parametrize(
     ("url", "says"),
     [
