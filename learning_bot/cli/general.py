@@ -73,6 +73,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             "`learning-bot <command> --help` explains a command."
         ),
     )
+    parser.words = tuple(argv or ())
     parser.add_argument(
         "--version", action=_Version, nargs=0, help="show program's version number and exit"
     )

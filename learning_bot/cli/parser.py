@@ -61,6 +61,10 @@ def close_match(word: str, choices: Sequence[str]) -> str | None:
 
 
 class CommandLineParser(argparse.ArgumentParser):
+    words: tuple[str, ...] = ()
+    """The command line being read (set by `build_parser`): an unknown command that follows an
+    unknown option is reported as that option (`--databse-url x status`)."""
+
     def error(self, message: str) -> NoReturn:
         """One line saying what is wrong, and one hint: the closest command or option when
         there is one, else where the help is."""
@@ -68,7 +72,12 @@ class CommandLineParser(argparse.ArgumentParser):
         choice = re.match(
             r"argument (\S+): invalid choice: '([^']*)' \(choose from (.*)\)$", message
         )
-        if choice:
+        misspelt = self._unknown_option_before(choice.group(2)) if choice else None
+        if misspelt is not None:
+            message = f"unknown option {misspelt!r}"
+            close = close_match(misspelt, _option_strings(self))
+            hint = f"did you mean {close}?" if close else hint
+        elif choice:
             argument, word, options = choice.groups()
             names = re.findall(r"'([^']*)'", options)
             what = "command" if argument.strip("<>").endswith("command") else argument
@@ -91,6 +100,16 @@ class CommandLineParser(argparse.ArgumentParser):
             else:
                 message = f"unexpected argument {word!r}"
         raise CliError(message, EXIT_USAGE, hint=hint)
+
+    def _unknown_option_before(self, word: str) -> str | None:
+        """The first option of the command line, before `word`, that no command takes."""
+        known = set(_option_strings(self)) | {"-h"}
+        for typed in self.words:
+            if typed == word:
+                return None
+            if typed.startswith("-") and typed.split("=", 1)[0] not in known:
+                return typed.split("=", 1)[0]
+        return None
 
 
 def _option_strings(parser: argparse.ArgumentParser) -> list[str]:

@@ -77,3 +77,27 @@ def test_the_commands_that_describe_every_command_get_them_all(describer: str) -
     full, built = _sub(build_parser()), _sub(build_parser([describer]))
     for name, parser in full.items():
         assert [a.dest for a in built[name]._actions] == [a.dest for a in parser._actions]
+
+
+@pytest.mark.parametrize(
+    ("argv", "said", "hint"),
+    [
+        (
+            ["--databse-url", "x", "status"],
+            "learning-bot: unknown option '--databse-url'",
+            "did you mean --database-url?",
+        ),
+        (["statu"], "learning-bot: unknown command 'statu'", "did you mean `learning-bot status`?"),
+        (["--url", "http://h", "statu"], "learning-bot: unknown command 'statu'", None),
+    ],
+)
+def test_a_misspelt_option_before_the_command_is_named_not_the_word_after_it(
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str, hint: str | None
+) -> None:
+    from learning_bot.cli import main
+
+    assert main(argv) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == said
+    if hint is not None:
+        assert lines[1] == hint
