@@ -55,7 +55,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
-    from learning_bot.engine.bounds import MAX_SEED
+    from learning_bot.engine.bounds import MAX_COUNT, MAX_SEED
     from learning_bot.engine.projection import MAX_RUNS, project
     from learning_bot.engine.projection_report import DEFAULT_RUNS
     from learning_bot.replay.reader import STDIN, LogReader, load_tools
@@ -66,8 +66,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
     if args.runs is not None and not 1 <= args.runs <= MAX_RUNS:
         raise CliError(f"--runs must be from 1 to {MAX_RUNS:,}", EXIT_USAGE)
-    if any(b < 1 for b in args.budget or ()):
-        raise CliError("--budget must be at least 1 token", EXIT_USAGE)
+    if any(not 1 <= b <= MAX_COUNT for b in args.budget or ()):
+        raise CliError(f"--budget must be from 1 to {MAX_COUNT:,} tokens", EXIT_USAGE)
     for path in args.files:
         if path == STDIN:
             continue

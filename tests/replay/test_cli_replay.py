@@ -126,7 +126,9 @@ def test_projection_of_a_generated_log(tmp_path: Path) -> None:
     [
         (("missing.jsonl",), "cannot read missing.jsonl"),
         (("--runs", "0", "x.jsonl"), "--runs must be from 1 to 100,000"),
-        (("--budget", "0", "x.jsonl"), "--budget must be at least 1 token"),
+        (("--budget", "0", "x.jsonl"), "--budget must be from 1 to 1,000,000,000,000 tokens"),
+        (("--budget", str(10**23), "x.jsonl"), "--budget must be from 1 to"),
+        (("--seed", "-1", "x.jsonl"), "--seed must be from 0 to"),
         (("--url", "http://127.0.0.1:1", "x.jsonl"), "--url does not apply to `replay`"),
     ],
 )
