@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 import anyio
-import mcp_types as types
+import mcp.types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
