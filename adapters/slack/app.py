@@ -53,6 +53,26 @@ from learning_bot.engine.errors import InvalidConfig
 
 log = logging.getLogger("learning_bot.slack")
 
+
+class _ClientHoldsTheToken(logging.Filter):
+    """slack-bolt reads SLACK_BOT_TOKEN itself and, as the app is handed a client, warns at
+    every start that the token "will be unused". The client it is handed holds that token (or
+    the OAuth flow's), so the warning says something untrue: it is dropped, and only it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
+
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
+def _quiet_token_note() -> None:
+    from slack_bolt.logger import get_bolt_logger
+
+    bolt = get_bolt_logger(AsyncApp)
+    if not any(isinstance(f, _ClientHoldsTheToken) for f in bolt.filters):
+        bolt.addFilter(_ClientHoldsTheToken())
+
+
 SURFACE = "slack"
 FAILED_TEXT = "Something went wrong on our side; the error was logged."
 NOT_INSTALLED_TEXT = (
@@ -396,6 +416,7 @@ def create_app_and_interactions(
         from learning_bot.adapters.slack.oauth import oauth_settings
 
         oauth = oauth_settings(settings, installations, client)
+    _quiet_token_note()
     app = AsyncApp(
         name="learning-bot",
         client=client,

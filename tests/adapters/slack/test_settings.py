@@ -57,3 +57,31 @@ def test_bad_settings_name_the_variable(env: dict[str, str], variable: str) -> N
 def test_oauth_needs_no_bot_token() -> None:
     settings = SlackSettings(client_id="1.2", client_secret="x", signing_secret="s")
     assert settings.oauth
+
+
+def test_starting_with_the_token_in_the_environment_warns_of_nothing_untrue(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """slack-bolt reads SLACK_BOT_TOKEN itself and warned at every start that it "will be
+    unused": the client it is handed holds that very token. Its other warnings still show."""
+    import logging
+
+    from slack_bolt.async_app import AsyncApp
+    from slack_bolt.logger import get_bolt_logger
+
+    from learning_bot.adapters.slack.app import create_app
+    from learning_bot.app import build_app
+    from learning_bot.settings import Settings
+
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-1")
+    made = build_app(Settings(database_url="sqlite://"), spool=False)
+    try:
+        with caplog.at_level(logging.WARNING):
+            app = create_app(SlackSettings(bot_token="xoxb-1", signing_secret="s3cret"), made.bus)
+            get_bolt_logger(AsyncApp).warning("another warning")
+        assert app.client.token == "xoxb-1"
+        said = [r.getMessage() for r in caplog.records]
+        assert not any("will be unused" in m for m in said), said
+        assert "another warning" in said
+    finally:
+        made.close()
